@@ -1,0 +1,129 @@
+// The op table: every op is declared once, as data: operands, attributes, shape rule, gradient
+// rule, which operand gradients are sparse, cost, traits. Passes ask the table; they do not
+// switch on op names.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/Attribute.h"
+#include "ir/Module.h"
+#include "ir/Type.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+namespace prism::ir {
+
+class GradientContext;
+
+struct AttrSpec {
+  std::string name;
+  AttrKind kind;
+  bool required = false;
+  Attr dflt; // used when not required and absent
+  std::string doc;
+};
+
+enum OpTrait : uint32_t {
+  kElementwise = 1u << 0,   // result[i] depends on operand[i] only (after broadcasting)
+  kCommutative = 1u << 1,   // operands 0 and 1 may be swapped
+  kSideEffect = 1u << 2,    // writes state at step end (assign, apply_*): never removed or merged
+  kCommunication = 1u << 3, // moves data between tasks
+  kOptimizerUpdate = 1u << 4,
+  kRandom = 1u << 5,      // draws random numbers: never merged
+  kGradientOnly = 1u << 6 // exists to express a gradient rule
+};
+
+struct OpCost {
+  double flops = 0; // floating-point operations per step
+  double bytes = 0; // bytes read + written per step
+};
+
+using ShapeRule = llvm::Expected<llvm::SmallVector<TensorType, 1>> (*)(
+    llvm::ArrayRef<TensorType> operands, const AttrMap &attrs);
+using GradRule = void (*)(GradientContext &ctx);
+using CostRule = OpCost (*)(llvm::ArrayRef<TensorType> operands,
+                            llvm::ArrayRef<TensorType> results, const AttrMap &attrs,
+                            int64_t batch);
+
+struct OpDef {
+  std::string name;
+  std::string summary;               // one line, for docs and `--help`
+  std::vector<std::string> operands; // names, for docs and arity errors
+  bool variadic = false;             // the last operand repeats (one or more times)
+  unsigned numResults = 1;
+  std::vector<AttrSpec> attrs;
+  ShapeRule shape = nullptr;
+  GradRule gradient = nullptr;  // null: not differentiable
+  uint32_t sparseGradOperands = 0; // bit i: the gradient for operand i is sparse
+  uint32_t writtenOperands = 0;    // bit i: operand i must be a variable; written at step end
+  CostRule cost = nullptr;         // null: elementwise-like default
+  uint32_t traits = 0;
+
+  bool has(OpTrait t) const { return (traits & t) != 0; }
+  bool differentiable() const { return gradient != nullptr; }
+  bool sparseGradient(unsigned operand) const { return (sparseGradOperands >> operand) & 1u; }
+  bool writes(unsigned operand) const { return (writtenOperands >> operand) & 1u; }
+  const AttrSpec *attrSpec(llvm::StringRef name) const;
+  unsigned minOperands() const { return static_cast<unsigned>(operands.size()); }
+  // `matmul(a, b, transpose_a = false, transpose_b = false)`
+  std::string signature() const;
+};
+
+// Every registered op, in registration order (grouped by family).
+llvm::ArrayRef<const OpDef *> allOps();
+const OpDef *lookupOp(llvm::StringRef name);
+// For code that names an op it knows exists (gradient rules, passes).
+const OpDef &getOp(llvm::StringRef name);
+
+// The attributes with defaults filled in for everything the op declares and the map lacks.
+AttrMap withDefaults(const OpDef &def, const AttrMap &attrs);
+
+// Checks arity and attributes (unknown names, kinds, missing required ones) against the table.
+llvm::Error checkSignature(const OpDef &def, unsigned numOperands, const AttrMap &attrs);
+
+// Result types from operand types (which must all be known), with the op's diagnostics.
+llvm::Expected<llvm::SmallVector<TensorType, 1>> inferResultTypes(const Op &op);
+
+OpCost opCost(const Op &op, int64_t batch);
+
+// What a gradient rule sees: the forward op, the gradients flowing into its results, and a way
+// to emit backward ops. It records one gradient per operand (or none).
+class GradientContext {
+public:
+  GradientContext(Module &module, const Op &op, llvm::ArrayRef<Value *> resultGrads)
+      : module_(module), op_(op), resultGrads_(resultGrads.begin(), resultGrads.end()),
+        operandGrads_(op.numOperands(), nullptr) {}
+  virtual ~GradientContext() = default;
+
+  const Op &op() const { return op_; }
+  Value *operand(unsigned i) const { return op_.operand(i); }
+  Value *result(unsigned i = 0) const { return op_.result(i); }
+  const AttrMap &attrs() const { return op_.attrs; }
+  // Attribute values with the table's defaults applied.
+  AttrMap resolvedAttrs() const { return withDefaults(op_.def(), op_.attrs); }
+  // The gradient flowing into result i; null when nothing downstream needs it.
+  Value *resultGrad(unsigned i = 0) const { return resultGrads_[i]; }
+
+  // Emits a one-result backward op (types inferred) and returns its result.
+  virtual Value *emit(llvm::StringRef opName, llvm::ArrayRef<Value *> operands,
+                      AttrMap attrs = {});
+  void setGrad(unsigned operand, Value *grad) { operandGrads_[operand] = grad; }
+  llvm::ArrayRef<Value *> operandGrads() const { return operandGrads_; }
+  Module &module() { return module_; }
+
+  // Set when an emitted op failed type inference (a bug in a gradient rule).
+  llvm::Error takeError() { return std::move(error_); }
+
+protected:
+  Module &module_;
+  const Op &op_;
+  llvm::SmallVector<Value *, 2> resultGrads_;
+  llvm::SmallVector<Value *, 4> operandGrads_;
+  llvm::Error error_ = llvm::Error::success();
+  std::string nameHint_;
+};
+
+} // namespace prism::ir

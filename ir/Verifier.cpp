@@ -1,0 +1,168 @@
+// The module verifier.
+#include "ir/Verifier.h"
+
+#include "ir/OpTable.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace prism::ir {
+namespace {
+
+class Verifier {
+public:
+  Verifier(const Module &m, VerifyOptions o) : m_(m), options_(o) {}
+
+  llvm::Error run() {
+    for (const auto &in : m_.inputs())
+      if (auto e = declare(in->value.get(), in->loc, "input"))
+        return e;
+    for (const auto &var : m_.variables()) {
+      if (auto e = declare(var->value.get(), var->loc, "variable"))
+        return e;
+      if (var->value->hasType() && var->type().hasBatchDim())
+        return error(var->loc, "variable '" + var->name() +
+                                   "' cannot have the batch dimension B: " + var->type().str());
+    }
+    for (const auto &in : m_.inputs())
+      if (auto e = checkShape(in->value.get(), in->loc))
+        return e;
+    for (const auto &var : m_.variables())
+      if (auto e = checkShape(var->value.get(), var->loc))
+        return e;
+    for (const auto &op : m_.ops())
+      if (auto e = verifyOp(*op))
+        return e;
+    if (auto e = verifyOptimizer())
+      return e;
+    return verifyGradients();
+  }
+
+private:
+  llvm::Error error(SourceLoc loc, const llvm::Twine &msg) {
+    return makeError(m_.sourceFile(), loc, msg);
+  }
+
+  llvm::Error declare(const Value *v, SourceLoc loc, llvm::StringRef what) {
+    if (v->name().empty())
+      return error(loc, "a " + what + " has no name");
+    if (!names_.insert(v->name()).second)
+      return error(loc, "'" + v->name() + "' is defined twice");
+    defined_.insert(v);
+    return llvm::Error::success();
+  }
+
+  llvm::Error checkShape(const Value *v, SourceLoc loc) {
+    if (!v->hasType())
+      return options_.requireTypes ? error(loc, v->ref() + " has no type")
+                                   : llvm::Error::success();
+    int64_t n = 1;
+    for (int64_t d : v->type().dims) {
+      if (d == kBatchDim || d == kDynamicDim)
+        continue;
+      if (d < 0)
+        return error(loc, v->ref() + " has a negative dimension: " + v->type().str());
+      if (d != 0 && n > kMaxElements / d)
+        return error(loc, v->ref() + " is too large: " + v->type().str());
+      n *= d;
+    }
+    return llvm::Error::success();
+  }
+
+  llvm::Error verifyOp(const Op &op) {
+    std::string where = "'" + op.name().str() + "'" +
+                        (op.numResults() ? " defining " + op.result(0)->ref() : std::string());
+    for (unsigned i = 0; i < op.numOperands(); ++i) {
+      const Value *v = op.operand(i);
+      if (!v)
+        return error(op.loc, where + ": operand " + llvm::Twine(i) + " is missing");
+      if (!defined_.count(v))
+        return error(op.loc, where + ": operand " + v->ref() +
+                                 " is used before it is defined (or defined in a cycle)");
+      if (op.def().writes(i) && v->kind() != ValueKind::Variable)
+        return error(op.loc, where + ": operand " + llvm::Twine(i) + " (" + v->ref() +
+                                 ") must be a variable");
+      if (op.def().writes(i) && !written_.insert(v).second)
+        return error(op.loc, "variable " + v->ref() + " is written twice in one step");
+    }
+    if (auto e = checkSignature(op.def(), op.numOperands(), op.attrs))
+      return error(op.loc, where + ": " + stripPrefix(llvm::toString(std::move(e))));
+    if (op.numResults() != op.def().numResults)
+      return error(op.loc, where + ": has " + llvm::Twine(op.numResults()) +
+                               " results, expected " + llvm::Twine(op.def().numResults));
+    bool operandsTyped = true;
+    for (const Value *v : op.operands())
+      operandsTyped &= v->hasType();
+    if (operandsTyped) {
+      auto types = inferResultTypes(op);
+      if (!types)
+        return error(op.loc, where + ": " + stripPrefix(llvm::toString(types.takeError())));
+      for (unsigned i = 0; i < op.numResults(); ++i) {
+        const Value *r = op.result(i);
+        if (r->hasType() && r->type() != (*types)[i])
+          return error(op.loc, where + ": result " + r->ref() + " is declared " +
+                                   r->type().str() + " but the op gives " + (*types)[i].str());
+      }
+    }
+    for (unsigned i = 0; i < op.numResults(); ++i) {
+      if (auto e = declare(op.result(i), op.loc, "result"))
+        return e;
+      if (auto e = checkShape(op.result(i), op.loc))
+        return e;
+    }
+    return llvm::Error::success();
+  }
+
+  static std::string stripPrefix(std::string s) {
+    return llvm::StringRef(s).startswith("error: ") ? s.substr(7) : s;
+  }
+
+  llvm::Error verifyOptimizer() {
+    if (!m_.optimizer)
+      return llvm::Error::success();
+    const Optimizer &opt = *m_.optimizer;
+    if (!opt.loss || !defined_.count(opt.loss))
+      return error(opt.loc, "the loss of 'minimize' is not a defined value");
+    if (opt.loss->hasType() &&
+        (opt.loss->type().rank() != 0 || !isFloat(opt.loss->type().dtype)))
+      return error(opt.loc, "the loss " + opt.loss->ref() + " must be a float scalar, got " +
+                                opt.loss->type().str());
+    static const llvm::StringSet<> known = {"sgd", "momentum", "adam"};
+    if (!known.count(opt.kind))
+      return error(opt.loc, "unknown optimizer '" + opt.kind + "' (expected sgd, momentum or adam)");
+    if (opt.params.getFloat("lr", -1) <= 0)
+      return error(opt.loc, "optimizer '" + opt.kind + "' needs a positive lr");
+    return llvm::Error::success();
+  }
+
+  llvm::Error verifyGradients() {
+    llvm::DenseSet<const Variable *> seen;
+    for (const Gradient &g : m_.gradients) {
+      if (!g.variable)
+        return error(g.loc, "a gradient names no variable");
+      if (!seen.insert(g.variable).second)
+        return error(g.loc, "variable '" + g.variable->name() + "' has two gradients");
+      if (!g.value || !defined_.count(g.value))
+        return error(g.loc, "the gradient of '" + g.variable->name() + "' is not a defined value");
+      if (g.value->hasType() && g.variable->value->hasType() &&
+          g.value->type().dense() != g.variable->type())
+        return error(g.loc, "the gradient of '" + g.variable->name() + "' has type " +
+                                g.value->type().str() + ", expected " +
+                                g.variable->type().str());
+    }
+    return llvm::Error::success();
+  }
+
+  const Module &m_;
+  VerifyOptions options_;
+  llvm::StringSet<> names_;
+  llvm::DenseSet<const Value *> defined_;
+  llvm::DenseSet<const Value *> written_;
+};
+
+} // namespace
+
+llvm::Error verify(const Module &module, VerifyOptions options) {
+  return Verifier(module, options).run();
+}
+
+} // namespace prism::ir

@@ -1,0 +1,146 @@
+// Variable updates (applied at the end of a step) and gradient clipping.
+#include "ir/ops/OpHelpers.h"
+
+namespace prism::ir::ops {
+namespace {
+
+
+// The gradient (dense or sparse) must have the variable's dense type.
+llvm::Error checkGradient(const TensorType &var, const TensorType &grad) {
+  if (grad.dense() != var)
+    return shapeError("gradient " + grad.str() + " does not match variable " + var.str());
+  if (!isFloat(var.dtype))
+    return shapeError("only floating-point variables are trained, got " + var.str());
+  return llvm::Error::success();
+}
+
+ShapeResult sgdShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
+  if (auto e = checkGradient(in[0], in[1]))
+    return std::move(e);
+  return Types{};
+}
+
+ShapeResult momentumShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
+  if (auto e = expectSameType(in[0], in[1], "variable and accumulator"))
+    return std::move(e);
+  if (auto e = checkGradient(in[0], in[2]))
+    return std::move(e);
+  return Types{};
+}
+
+ShapeResult adamShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
+  if (auto e = expectSameType(in[0], in[1], "variable and first moment"))
+    return std::move(e);
+  if (auto e = expectSameType(in[0], in[2], "variable and second moment"))
+    return std::move(e);
+  if (auto e = checkGradient(in[0], in[3]))
+    return std::move(e);
+  if (auto e = expectRank(in[4], 0, "step count"))
+    return std::move(e);
+  return Types{};
+}
+
+OpCost updateCost(llvm::ArrayRef<TensorType> in, llvm::ArrayRef<TensorType>, const AttrMap &,
+                  int64_t batch) {
+  // Dense: every state tensor read and written. Sparse: only the touched rows.
+  OpCost c;
+  size_t gradIndex = in.size() == 2 ? 1 : in.size() == 3 ? 2 : 3;
+  const TensorType &g = in[gradIndex];
+  double touched = g.sparse ? bytesOf(g, batch) : bytesOf(in[0], batch);
+  c.bytes = touched * static_cast<double>(2 * gradIndex + 1);
+  c.flops = (g.sparse ? elements(g, batch) : elements(in[0], batch)) * 4.0 * gradIndex;
+  return c;
+}
+
+ShapeResult assignShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
+  if (auto e = expectSameType(in[0], in[1], "variable and new value"))
+    return std::move(e);
+  return Types{};
+}
+
+ShapeResult scaleShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
+  if (auto e = expectFloat(in[0], "x"))
+    return std::move(e);
+  if (auto e = expectRank(in[1], 0, "scale"))
+    return std::move(e);
+  return Types{in[0]};
+}
+
+ShapeResult globalNormShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
+  for (const TensorType &t : in)
+    if (auto e = expectFloat(t, "gradient"))
+      return std::move(e);
+  return Types{TensorType(in[0].dtype, {})};
+}
+
+ShapeResult clipScaleShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
+  if (auto e = expectRank(in[0], 0, "norm"))
+    return std::move(e);
+  if (attrs.getFloat("clip_norm") <= 0)
+    return shapeError("clip_norm must be positive");
+  return Types{in[0]};
+}
+
+OpDef def(const char *name, const char *summary, std::vector<std::string> operands,
+          ShapeRule shape, std::vector<AttrSpec> attrs, uint32_t traits, unsigned results) {
+  OpDef d;
+  d.name = name;
+  d.summary = summary;
+  d.operands = std::move(operands);
+  d.shape = shape;
+  d.attrs = std::move(attrs);
+  d.traits = traits;
+  d.numResults = results;
+  return d;
+}
+
+AttrSpec lr() { return attr("lr", AttrKind::Float, "learning rate"); }
+
+} // namespace
+
+void registerOptimizerOps(std::vector<OpDef> &t) {
+  uint32_t update = kSideEffect | kOptimizerUpdate;
+  OpDef sgd = def("apply_sgd", "w -= lr * g; a sparse g touches only its rows", {"w", "g"},
+                  sgdShape, {lr()}, update, 0);
+  sgd.writtenOperands = 0b1;
+  sgd.cost = updateCost;
+  t.push_back(sgd);
+  OpDef mom = def("apply_momentum",
+                  "a = momentum * a + g; w -= lr * (nesterov ? g + momentum * a : a); "
+                  "a sparse g touches only its rows",
+                  {"w", "accum", "g"}, momentumShape,
+                  {lr(), attr("momentum", AttrKind::Float, Attr::real(0.9), "decay of a"),
+                   attr("nesterov", AttrKind::Bool, Attr::boolean(false), "Nesterov update")},
+                  update, 0);
+  mom.writtenOperands = 0b11;
+  mom.cost = updateCost;
+  t.push_back(mom);
+  OpDef adam = def(
+      "apply_adam",
+      "m = b1 m + (1-b1) g; v = b2 v + (1-b2) g²; w -= lr (m / (1-b1^t)) / (√(v / (1-b2^t)) + ε); "
+      "a sparse g updates only its rows (lazy Adam)",
+      {"w", "m", "v", "g", "t"}, adamShape,
+      {lr(), attr("beta1", AttrKind::Float, Attr::real(0.9), "first-moment decay"),
+       attr("beta2", AttrKind::Float, Attr::real(0.999), "second-moment decay"),
+       attr("epsilon", AttrKind::Float, Attr::real(1e-8), "ε")},
+      update, 0);
+  adam.writtenOperands = 0b111;
+  adam.cost = updateCost;
+  t.push_back(adam);
+  OpDef assign = def("assign", "the variable takes the value at the end of the step",
+                     {"var", "value"}, assignShape, {}, kSideEffect, 0);
+  assign.writtenOperands = 0b1;
+  t.push_back(assign);
+  t.push_back(def("scale", "x * s for a scalar s; x dense or sparse", {"x", "s"}, scaleShape, {},
+                  0, 1));
+  OpDef norm = def("global_norm", "√(Σ ‖g‖²) over all operands, dense or sparse "
+                                  "(a sparse value counts as its dense sum)",
+                   {"g"}, globalNormShape, {}, 0, 1);
+  norm.variadic = true;
+  t.push_back(norm);
+  t.push_back(def("clip_scale", "min(1, clip_norm / norm): the factor global-norm clipping applies",
+                  {"norm"}, clipScaleShape,
+                  {attr("clip_norm", AttrKind::Float, "largest allowed global norm")}, 0, 1));
+}
+
+} // namespace prism::ir::ops
