@@ -67,8 +67,10 @@ void ModuleBuilder::minimize(Value *loss, llvm::StringRef optimizer, AttrMap par
   Optimizer opt;
   opt.kind = optimizer.str();
   opt.params = std::move(params);
-  opt.loss = loss;
   module_->optimizer = std::move(opt);
+  Loss l;
+  l.value = loss;
+  module_->loss = l;
 }
 
 llvm::Expected<std::unique_ptr<Module>> ModuleBuilder::finish() {

@@ -156,8 +156,8 @@ void Module::replaceAllUses(Value *from, Value *to) {
     for (unsigned i = 0; i < op->numOperands(); ++i)
       if (op->operand(i) == from)
         op->setOperand(i, to);
-  if (optimizer && optimizer->loss == from)
-    optimizer->loss = to;
+  if (loss && loss->value == from)
+    loss->value = to;
   for (Gradient &g : gradients)
     if (g.value == from)
       g.value = to;
@@ -202,9 +202,10 @@ std::unique_ptr<Module> Module::clone(llvm::DenseMap<const Value *, Value *> *va
     }
     out->ops_.push_back(std::move(copy));
   }
-  if (optimizer) {
-    out->optimizer = *optimizer;
-    out->optimizer->loss = optimizer->loss ? map.lookup(optimizer->loss) : nullptr;
+  out->optimizer = optimizer;
+  if (loss) {
+    out->loss = *loss;
+    out->loss->value = loss->value ? map.lookup(loss->value) : nullptr;
   }
   for (const Gradient &g : gradients) {
     Gradient copy = g;

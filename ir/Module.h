@@ -121,11 +121,17 @@ private:
   llvm::SmallVector<std::unique_ptr<Value>, 1> results_;
 };
 
-// `minimize %loss with adam(lr = 0.001)`
+// `minimize %loss with adam(lr = 0.001)`: declares the loss and the optimizer together. Once
+// lower-optimizer has turned the optimizer into update ops, the module keeps only the loss and
+// prints `loss %loss`.
 struct Optimizer {
   std::string kind; // sgd | momentum | adam
-  AttrMap params;
-  Value *loss = nullptr;
+  AttrMap params;   // lr, beta1, ..., and clip_norm for global-norm clipping
+  SourceLoc loc;
+};
+
+struct Loss {
+  Value *value = nullptr;
   SourceLoc loc;
   Trivia trivia;
 };
@@ -168,7 +174,8 @@ public:
   const std::vector<std::unique_ptr<Op>> &ops() const { return ops_; }
   size_t indexOf(const Op *op) const;
 
-  std::optional<Optimizer> optimizer;
+  std::optional<Loss> loss;
+  std::optional<Optimizer> optimizer; // set only together with `loss`
   std::vector<Gradient> gradients;
   const Gradient *gradientOf(const Variable *var) const;
 

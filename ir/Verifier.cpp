@@ -117,15 +117,20 @@ private:
   }
 
   llvm::Error verifyOptimizer() {
+    if (m_.optimizer && !m_.loss)
+      return error(m_.optimizer->loc, "an optimizer without a loss");
+    if (m_.loss) {
+      const Loss &loss = *m_.loss;
+      if (!loss.value || !defined_.count(loss.value))
+        return error(loss.loc, "the loss is not a defined value");
+      if (loss.value->hasType() &&
+          (loss.value->type().rank() != 0 || !isFloat(loss.value->type().dtype)))
+        return error(loss.loc, "the loss " + loss.value->ref() + " must be a float scalar, got " +
+                                   loss.value->type().str());
+    }
     if (!m_.optimizer)
       return llvm::Error::success();
     const Optimizer &opt = *m_.optimizer;
-    if (!opt.loss || !defined_.count(opt.loss))
-      return error(opt.loc, "the loss of 'minimize' is not a defined value");
-    if (opt.loss->hasType() &&
-        (opt.loss->type().rank() != 0 || !isFloat(opt.loss->type().dtype)))
-      return error(opt.loc, "the loss " + opt.loss->ref() + " must be a float scalar, got " +
-                                opt.loss->type().str());
     static const llvm::StringSet<> known = {"sgd", "momentum", "adam"};
     if (!known.count(opt.kind))
       return error(opt.loc, "unknown optimizer '" + opt.kind + "' (expected sgd, momentum or adam)");
