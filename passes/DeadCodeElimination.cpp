@@ -1,0 +1,59 @@
+// dce: removes ops whose results nothing reads (no op, not the loss, no gradient) and that
+// have no side effect.
+#include "ir/OpTable.h"
+#include "passes/Pass.h"
+#include "llvm/ADT/DenseMap.h"
+
+namespace prism::passes {
+namespace {
+
+class DeadCodeElimination : public Pass {
+public:
+  llvm::StringRef name() const override { return "dce"; }
+  llvm::StringRef summary() const override {
+    return "removes ops without side effects whose results are never used";
+  }
+
+  llvm::Expected<bool> run(ir::Module &module, const PassOptions &) override {
+    // Readers of each value; the loss and the gradients count as readers that never die.
+    llvm::DenseMap<const ir::Value *, int64_t> uses;
+    for (const auto &op : module.ops())
+      for (ir::Value *v : op->operands())
+        ++uses[v];
+    if (module.loss && module.loss->value)
+      ++uses[module.loss->value];
+    for (const ir::Gradient &g : module.gradients)
+      ++uses[g.value];
+
+    // Every reader comes after what it reads, so one sweep from the end sees each op only
+    // after all its readers have been decided: that sweep reaches the fixed point.
+    std::vector<ir::Op *> order;
+    for (const auto &op : module.ops())
+      order.push_back(op.get());
+    int64_t removed = 0;
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      ir::Op *op = *it;
+      if (op->def().has(ir::kSideEffect))
+        continue;
+      bool used = false;
+      for (unsigned i = 0; i < op->numResults(); ++i)
+        used |= uses.lookup(op->result(i)) > 0;
+      if (used)
+        continue;
+      for (ir::Value *v : op->operands())
+        --uses[v];
+      module.eraseOp(op);
+      ++removed;
+    }
+    count("ops removed", removed);
+    return removed > 0;
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createDeadCodeEliminationPass() {
+  return std::make_unique<DeadCodeElimination>();
+}
+
+} // namespace prism::passes

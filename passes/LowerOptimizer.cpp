@@ -1,0 +1,204 @@
+// lower-optimizer: turns `minimize %loss with OPT(...)` into update ops: optimizer state
+// variables, optional global-norm clipping, and one apply op per trained variable.
+#include <optional>
+#include <vector>
+
+#include "ir/Diagnostic.h"
+#include "ir/OpTable.h"
+#include "passes/Pass.h"
+
+namespace prism::passes {
+namespace {
+
+using ir::Attr;
+using ir::AttrMap;
+using ir::Module;
+using ir::Value;
+
+// What each optimizer becomes. The apply op's operands are the variable, its state variables
+// in this order, the gradient, and (for adam) the step count.
+struct OptimizerLowering {
+  llvm::StringRef kind;
+  llvm::StringRef applyOp;
+  std::vector<llvm::StringRef> stateSuffixes; // state variable `<var>.<suffix>`
+  bool stepCounter;                           // a shared `adam.step`, incremented each step
+};
+
+const OptimizerLowering *findLowering(llvm::StringRef kind) {
+  static const std::vector<OptimizerLowering> lowerings = {
+      {"sgd", "apply_sgd", {}, false},
+      {"momentum", "apply_momentum", {"momentum"}, false},
+      {"adam", "apply_adam", {"adam_m", "adam_v"}, true},
+  };
+  for (const OptimizerLowering &l : lowerings)
+    if (l.kind == kind)
+      return &l;
+  return nullptr;
+}
+
+// The message of an error, without the `error: ` a LocatedError prints before it.
+std::string messageOf(llvm::Error err) {
+  std::string text;
+  llvm::handleAllErrors(
+      std::move(err), [&](const ir::LocatedError &e) { text = e.text(); },
+      [&](const llvm::ErrorInfoBase &e) { text = e.message(); });
+  return text;
+}
+
+constexpr llvm::StringLiteral kClipNorm = "clip_norm";
+
+class LowerOptimizer : public Pass {
+public:
+  llvm::StringRef name() const override { return "lower-optimizer"; }
+  llvm::StringRef summary() const override {
+    return "turns the optimizer into state variables and one update op per trained variable";
+  }
+
+  llvm::Expected<bool> run(Module &module, const PassOptions &) override {
+    // Both statistics show in `--stats`, even when zero.
+    count("variables updated", 0);
+    count("state variables created", 0);
+    if (!module.optimizer)
+      return ir::makeError(module.sourceFile(), {},
+                           "the module has no optimizer to lower (`minimize %loss with ...`)");
+    const ir::Optimizer &opt = *module.optimizer;
+    loc_ = opt.loc;
+    if (module.gradients.empty())
+      return error(module, "the module has no gradients: run autodiff first");
+    const OptimizerLowering *lowering = findLowering(opt.kind);
+    if (!lowering)
+      return error(module, "unknown optimizer '" + opt.kind + "'");
+    const ir::OpDef &applyDef = ir::getOp(lowering->applyOp);
+
+    AttrMap applyAttrs;
+    std::optional<double> clipNorm;
+    for (const auto &[key, value] : opt.params) {
+      if (key == kClipNorm) {
+        if (value.kind() != ir::AttrKind::Int && value.kind() != ir::AttrKind::Float)
+          return error(module, "clip_norm must be a number, got " + value.str());
+        clipNorm = value.getFloat();
+        continue;
+      }
+      if (!applyDef.attrSpec(key))
+        return error(module, "optimizer '" + opt.kind + "' has no parameter '" + key +
+                                 "'; accepted: " + parameterNames(applyDef));
+      applyAttrs.set(key, value);
+    }
+    // Every parameter spelled out, so an update op says exactly what it does.
+    applyAttrs = ir::withDefaults(applyDef, applyAttrs);
+    if (auto err = ir::checkSignature(applyDef, applyDef.minOperands(), applyAttrs))
+      return error(module, "optimizer '" + opt.kind + "': " + messageOf(std::move(err)));
+
+    std::vector<ir::Gradient> updates;
+    for (const ir::Gradient &g : module.gradients) {
+      if (!g.variable->trainable())
+        continue;
+      if (!g.value->hasType())
+        return error(module, "the gradient of '" + g.variable->name() +
+                                 "' has no type: run infer-shapes first");
+      updates.push_back(g);
+    }
+
+    Value *clipScale = nullptr;
+    if (clipNorm && !updates.empty()) {
+      std::vector<Value *> grads;
+      for (const ir::Gradient &g : updates)
+        grads.push_back(g.value);
+      auto norm = emit(module, "global_norm", grads, {}, "grad.norm");
+      if (!norm)
+        return norm.takeError();
+      AttrMap clipAttrs;
+      clipAttrs.set(kClipNorm, Attr::real(*clipNorm));
+      auto scale = emit(module, "clip_scale", {*norm}, clipAttrs, "grad.clip");
+      if (!scale)
+        return scale.takeError();
+      clipScale = *scale;
+    }
+
+    Value *stepCount = nullptr;
+    Value *step = nullptr;
+    if (lowering->stepCounter && !updates.empty()) {
+      stepCount = createState(module, "adam.step", ir::TensorType(ir::DType::F32, {}));
+      AttrMap oneAttrs;
+      oneAttrs.set("value", Attr::real(1.0));
+      auto one = emit(module, "constant", {}, oneAttrs, "adam.one");
+      if (!one)
+        return one.takeError();
+      auto t = emit(module, "add", {stepCount, *one}, {}, "adam.t");
+      if (!t)
+        return t.takeError();
+      step = *t;
+    }
+
+    for (const ir::Gradient &g : updates) {
+      ir::Variable *var = g.variable;
+      std::vector<Value *> operands = {var->value.get()};
+      for (llvm::StringRef suffix : lowering->stateSuffixes)
+        operands.push_back(createState(module, var->name() + "." + suffix, var->type()));
+      Value *grad = g.value;
+      if (clipScale) {
+        auto scaled = emit(module, "scale", {grad, clipScale}, {}, grad->name() + ".clipped");
+        if (!scaled)
+          return scaled.takeError();
+        grad = *scaled;
+      }
+      operands.push_back(grad);
+      if (step)
+        operands.push_back(step);
+      if (auto applied = emit(module, lowering->applyOp, operands, applyAttrs, ""); !applied)
+        return applied.takeError();
+      count("variables updated");
+    }
+    if (stepCount) {
+      if (auto assigned = emit(module, "assign", {stepCount, step}, {}, ""); !assigned)
+        return assigned.takeError();
+    }
+    module.optimizer.reset();
+    return true;
+  }
+
+private:
+  llvm::Error error(const Module &module, const llvm::Twine &message) const {
+    return ir::makeError(module.sourceFile(), loc_, message);
+  }
+
+  static std::string parameterNames(const ir::OpDef &def) {
+    std::string names;
+    for (const ir::AttrSpec &spec : def.attrs)
+      names += spec.name + ", ";
+    return names + kClipNorm.str();
+  }
+
+  // A zero-initialized, untrained variable holding optimizer state across steps.
+  Value *createState(Module &module, const llvm::Twine &name, const ir::TensorType &type) {
+    ir::Variable *state = module.addVariable(module.uniqueName(name.str()), type.dense(),
+                                             ir::Initializer{"zeros", {}});
+    state->attrs.set("trainable", Attr::boolean(false));
+    count("state variables created");
+    return state->value.get();
+  }
+
+  // Appends an op with its result types inferred; returns its first result (null if none).
+  llvm::Expected<Value *> emit(Module &module, llvm::StringRef opName,
+                               llvm::ArrayRef<Value *> operands, AttrMap attrs,
+                               const std::string &resultName) {
+    ir::Op *op = module.createOp(ir::getOp(opName), operands, std::move(attrs), {resultName});
+    op->loc = loc_;
+    auto types = ir::inferResultTypes(*op);
+    if (!types)
+      return error(module, "'" + opName + "': " + messageOf(types.takeError()));
+    for (unsigned i = 0; i < op->numResults(); ++i)
+      op->result(i)->setType((*types)[i]);
+    return op->numResults() ? op->result(0) : nullptr;
+  }
+
+  ir::SourceLoc loc_;
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createLowerOptimizerPass() {
+  return std::make_unique<LowerOptimizer>();
+}
+
+} // namespace prism::passes
