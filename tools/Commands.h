@@ -1,0 +1,24 @@
+// The subcommands of the `prism` tool; each file registers one on the CLI11 app.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "ir/Module.h"
+#include "llvm/Support/Error.h"
+
+namespace prism::tools {
+
+void registerCheckCommand(CLI::App &app);
+void registerOptCommand(CLI::App &app);
+void registerOpsCommand(CLI::App &app);
+
+// Reads a module from a file ('-' for standard input) and infers its types; every problem is a
+// located error.
+llvm::Expected<std::unique_ptr<ir::Module>> loadModule(const std::string &path, bool inferShapes);
+
+// Prints `toString(err)` on stderr; returns the exit code for a failed command.
+int reportError(llvm::Error err);
+
+} // namespace prism::tools

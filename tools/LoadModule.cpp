@@ -1,0 +1,33 @@
+// Reading a module for a command: parse, then infer types.
+#include "frontends/text/Parser.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+#include "passes/Passes.h"
+#include "tools/Commands.h"
+
+namespace prism::tools {
+
+llvm::Expected<std::unique_ptr<ir::Module>> loadModule(const std::string &path, bool inferShapes) {
+  llvm::Expected<std::unique_ptr<ir::Module>> module = [&]() -> llvm::Expected<std::unique_ptr<ir::Module>> {
+    if (path != "-")
+      return frontends::parseModuleFile(path);
+    auto buffer = llvm::MemoryBuffer::getSTDIN();
+    if (!buffer)
+      return ir::makeError("cannot read standard input: " + buffer.getError().message());
+    return frontends::parseModule((*buffer)->getBuffer(), "<stdin>");
+  }();
+  if (!module || !inferShapes)
+    return module;
+  auto pass = passes::createPass("infer-shapes");
+  auto changed = pass->run(**module, passes::PassOptions());
+  if (!changed)
+    return changed.takeError();
+  return module;
+}
+
+int reportError(llvm::Error err) {
+  llvm::errs() << llvm::toString(std::move(err)) << "\n";
+  return 1;
+}
+
+} // namespace prism::tools

@@ -1,0 +1,20 @@
+// The `prism` command: check, optimize and inspect models (see `prism --help`).
+#include <cstdio>
+
+#include "tools/Commands.h"
+
+int main(int argc, char **argv) {
+  CLI::App app{"prism: compiles single-device training models into distributed plans"};
+  app.set_version_flag("--version", std::string("prism ") + PRISM_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough(false);
+  prism::tools::registerCheckCommand(app);
+  prism::tools::registerOptCommand(app);
+  prism::tools::registerOpsCommand(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    return app.exit(e);
+  }
+  return 0;
+}
