@@ -1,0 +1,187 @@
+// Whole-model gradients from autodiff against central finite differences of the loss, in
+// float64 on the reference interpreter: small versions of the reference models (dense, conv,
+// sparse embedding with two lookups, an LSTM cell unrolled over steps, a residual block).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "frontends/text/Parser.h"
+#include "passes/PassManager.h"
+#include "runtime/reference/ReferenceInterpreter.h"
+
+using namespace prism;
+namespace ref = runtime::reference;
+
+namespace {
+
+struct Case {
+  const char *name;
+  const char *text;
+  std::map<std::string, int64_t> intBound; // integer inputs draw from [0, bound)
+};
+
+const Case kCases[] = {
+    {"mlp",
+     R"(model mlp {
+  input x : f32[B, 6]
+  input y : i32[B]
+  var w1 : f32[6, 5] = glorot_uniform
+  var b1 : f32[5] = uniform(min = -0.1, max = 0.1)
+  var w2 : f32[5, 3] = glorot_uniform
+  %h = tanh(bias_add(matmul(x, w1), b1))
+  %logits = matmul(%h, w2)
+  %loss = softmax_cross_entropy(%logits, y)
+  minimize %loss with sgd(lr = 0.1)
+}
+)",
+     {{"y", 3}}},
+    {"cnn",
+     R"(model cnn {
+  input x : f32[B, 7, 7, 2]
+  input y : i32[B]
+  var k1 : f32[3, 3, 2, 3] = glorot_uniform
+  var c1 : f32[3] = uniform(min = -0.1, max = 0.1)
+  var k2 : f32[2, 2, 3, 2] = glorot_uniform
+  var w : f32[8, 4] = glorot_uniform
+  %a = relu(bias_add(conv2d(x, k1, stride = [1, 1], padding = same), c1))
+  %p = max_pool2d(%a, window = [2, 2], stride = [2, 2], padding = valid)
+  %b = conv2d(%p, k2, stride = [2, 2], padding = same)
+  %q = avg_pool2d(%b, window = [2, 2], stride = [1, 1], padding = same)
+  %flat = reshape(%q, shape = [B, 8])
+  %logits = matmul(%flat, w)
+  %loss = softmax_cross_entropy(%logits, y)
+  minimize %loss with adam(lr = 0.001)
+}
+)",
+     {{"y", 4}}},
+    {"embedding",
+     R"(model embedding {
+  input ids : i32[B, 4]
+  input more : i64[B, 2]
+  input y : i32[B]
+  var emb : f32[9, 3] = uniform(min = -0.5, max = 0.5)
+  var w : f32[3, 2] = glorot_uniform
+  %e = reduce_mean(gather(emb, ids), axes = [1])
+  %f = reduce_sum(gather(emb, more), axes = [1])
+  %logits = matmul(add(%e, %f), w)
+  %loss = softmax_cross_entropy(%logits, y)
+  minimize %loss with adam(lr = 0.01)
+}
+)",
+     {{"ids", 9}, {"more", 9}, {"y", 2}}},
+    {"lstm",
+     R"(model lstm {
+  input tokens : i32[B, 3]
+  input y : i32[B]
+  var emb : f32[7, 4] = uniform(min = -0.5, max = 0.5)
+  var wx : f32[4, 12] = glorot_uniform
+  var wh : f32[3, 12] = glorot_uniform
+  var bias : f32[12] = uniform(min = -0.1, max = 0.1)
+  var out : f32[3, 5] = glorot_uniform
+  %e = gather(emb, tokens)
+  %x0 = reshape(slice(%e, axis = 1, begin = 0, end = 1), shape = [B, 4])
+  %g0 = bias_add(matmul(%x0, wx), bias)
+  %c0 = mul(sigmoid(slice(%g0, axis = 1, begin = 0, end = 3)), tanh(slice(%g0, axis = 1, begin = 6, end = 9)))
+  %h0 = mul(sigmoid(slice(%g0, axis = 1, begin = 9, end = 12)), tanh(%c0))
+  %x1 = reshape(slice(%e, axis = 1, begin = 1, end = 2), shape = [B, 4])
+  %g1 = bias_add(add(matmul(%x1, wx), matmul(%h0, wh)), bias)
+  %f1 = sigmoid(slice(%g1, axis = 1, begin = 3, end = 6))
+  %c1 = add(mul(%f1, %c0), mul(sigmoid(slice(%g1, axis = 1, begin = 0, end = 3)), tanh(slice(%g1, axis = 1, begin = 6, end = 9))))
+  %h1 = mul(sigmoid(slice(%g1, axis = 1, begin = 9, end = 12)), tanh(%c1))
+  %both = concat(%h0, %h1, axis = 1)
+  %pooled = reduce_sum(reshape(%both, shape = [B, 2, 3]), axes = [1])
+  %logits = matmul(%pooled, out)
+  %loss = softmax_cross_entropy(log_softmax(%logits), y)
+  minimize %loss with sgd(lr = 0.1)
+}
+)",
+     {{"tokens", 7}, {"y", 5}}},
+    {"residual",
+     R"(model residual {
+  input x : f32[B, 4, 4, 2]
+  input y : i32[B]
+  var k : f32[3, 3, 2, 2] = glorot_uniform
+  var w : f32[2, 3] = glorot_uniform
+  %r = relu(add(x, conv2d(x, k)))
+  %gap = reduce_mean(%r, axes = [1, 2])
+  %z = matmul(%gap, w)
+  %logits = sub(%z, div(exp(%z), sqrt(add(exp(%z), exp(%z)))))
+  %loss = softmax_cross_entropy(%logits, y)
+  minimize %loss with sgd(lr = 0.1)
+}
+)",
+     {{"y", 3}}},
+};
+
+class ModelGradient : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ModelGradient, MatchesFiniteDifferences) {
+  const Case &c = GetParam();
+  auto module = frontends::parseModule(c.text, std::string(c.name) + ".prism");
+  ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
+  auto pm = passes::PassManager::fromPipeline("infer-shapes,autodiff");
+  ASSERT_TRUE(bool(pm)) << llvm::toString(pm.takeError());
+  auto changed = pm->run(**module, passes::PassOptions());
+  ASSERT_TRUE(bool(changed)) << llvm::toString(changed.takeError());
+  ir::Module &m = **module;
+
+  uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t batch = 3;
+  ref::Feeds feeds;
+  for (const auto &in : m.inputs()) {
+    std::vector<int64_t> shape;
+    for (int64_t d : in->type().dims)
+      shape.push_back(d == ir::kBatchDim ? batch : d);
+    ref::Tensor t(in->type().dtype, shape);
+    for (double &v : t.data())
+      v = ir::isFloat(in->type().dtype)
+              ? std::uniform_real_distribution<double>(-1, 1)(rng)
+              : static_cast<double>(
+                    std::uniform_int_distribution<int64_t>(0, c.intBound.at(in->name()) - 1)(rng));
+    feeds[in->name()] = t;
+  }
+  ref::ReferenceInterpreter interp(m);
+  ASSERT_FALSE(bool(interp.initializeVariables(seed)));
+  auto base = interp.step(feeds);
+  ASSERT_TRUE(bool(base)) << llvm::toString(base.takeError());
+
+  ASSERT_FALSE(m.gradients.empty());
+  for (const ir::Gradient &g : m.gradients) {
+    const std::string &var = g.variable->name();
+    // The gradients of the unperturbed step (earlier variables' checks ran other steps).
+    ASSERT_TRUE(bool(interp.step(feeds)));
+    ref::Tensor analytic = interp.value(g.value->name())->toDense();
+    ref::Tensor original = *interp.variable(var);
+    // Every element of small variables; a random sample of larger ones.
+    std::vector<int64_t> elements;
+    for (int64_t i = 0; i < original.numElements(); ++i)
+      elements.push_back(i);
+    std::shuffle(elements.begin(), elements.end(), rng);
+    elements.resize(std::min<size_t>(elements.size(), 24));
+    double diff = 0, norm = 0;
+    for (int64_t i : elements) {
+      // Fourth-order central difference: truncation O(h^4), round-off O(eps / h).
+      const double h = 1e-4;
+      auto lossAt = [&](double offset) {
+        ref::Tensor shifted = original;
+        shifted.data()[i] += offset;
+        EXPECT_FALSE(bool(interp.setVariable(var, shifted)));
+        return *interp.step(feeds)->loss;
+      };
+      double numeric =
+          (-lossAt(2 * h) + 8 * lossAt(h) - 8 * lossAt(-h) + lossAt(-2 * h)) / (12 * h);
+      diff += (numeric - analytic.data()[i]) * (numeric - analytic.data()[i]);
+      norm += numeric * numeric;
+    }
+    ASSERT_FALSE(bool(interp.setVariable(var, original)));
+    EXPECT_LT(std::sqrt(diff) / std::max(std::sqrt(norm), 1e-12), 1e-6) << "variable " << var;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ModelGradient, ::testing::ValuesIn(kCases),
+                         [](const auto &info) { return std::string(info.param.name); });
+
+} // namespace
