@@ -1,8 +1,11 @@
 // The module verifier.
 #include "ir/Verifier.h"
 
+#include "ir/Initializer.h"
 #include "ir/OpTable.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace prism::ir {
@@ -22,6 +25,9 @@ public:
       if (var->value->hasType() && var->type().hasBatchDim())
         return error(var->loc, "variable '" + var->name() +
                                    "' cannot have the batch dimension B: " + var->type().str());
+      if (auto e = checkInitializer(var->init))
+        return error(var->loc, "variable '" + var->name() +
+                                   "': " + stripPrefix(llvm::toString(std::move(e))));
     }
     for (const auto &in : m_.inputs())
       if (auto e = checkShape(in->value.get(), in->loc))
@@ -134,8 +140,40 @@ private:
     static const llvm::StringSet<> known = {"sgd", "momentum", "adam"};
     if (!known.count(opt.kind))
       return error(opt.loc, "unknown optimizer '" + opt.kind + "' (expected sgd, momentum or adam)");
+    if (auto e = checkOptimizerParams(opt))
+      return e;
     if (opt.params.getFloat("lr", -1) <= 0)
       return error(opt.loc, "optimizer '" + opt.kind + "' needs a positive lr");
+    if (opt.params.has("clip_norm") && opt.params.getFloat("clip_norm", -1) <= 0)
+      return error(opt.loc, "optimizer '" + opt.kind + "' needs a positive clip_norm, got " +
+                                opt.params.find("clip_norm")->str());
+    return llvm::Error::success();
+  }
+
+  // Every optimizer takes clip_norm (global-norm clipping) besides its own parameters.
+  llvm::Error checkOptimizerParams(const Optimizer &opt) {
+    static const llvm::StringMap<std::vector<const char *>> accepted = {
+        {"sgd", {"lr", "clip_norm"}},
+        {"momentum", {"lr", "momentum", "nesterov", "clip_norm"}},
+        {"adam", {"lr", "beta1", "beta2", "epsilon", "clip_norm"}},
+    };
+    const std::vector<const char *> &names = accepted.find(opt.kind)->second;
+    for (const auto &[name, value] : opt.params) {
+      if (llvm::find(names, name) == names.end()) {
+        std::string list;
+        for (const char *n : names)
+          list += (list.empty() ? "" : ", ") + std::string(n);
+        return error(opt.loc, "optimizer '" + opt.kind + "' has no parameter '" + name +
+                                  "'; accepted: " + list);
+      }
+      bool isBool = name == "nesterov";
+      bool kindOk = isBool ? value.kind() == AttrKind::Bool
+                           : value.kind() == AttrKind::Int || value.kind() == AttrKind::Float;
+      if (!kindOk)
+        return error(opt.loc, "parameter '" + name + "' of optimizer '" + opt.kind +
+                                  "' must be a " + (isBool ? "boolean" : "number") + ", got " +
+                                  value.str());
+    }
     return llvm::Error::success();
   }
 

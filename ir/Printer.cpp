@@ -1,0 +1,149 @@
+// Prints a module in the canonical text format (docs/ir.md): the parser reads it back to the
+// same module, comments and blank lines included.
+#include "ir/Printer.h"
+
+#include <algorithm>
+
+#include "ir/Module.h"
+#include "llvm/ADT/StringRef.h"
+
+namespace prism::ir {
+namespace {
+
+class ModulePrinter {
+public:
+  explicit ModulePrinter(llvm::raw_ostream &os) : os_(os) {}
+
+  void print(const Module &m) {
+    for (const std::string &c : m.headerTrivia.leadingComments)
+      printComment("", c);
+    if (m.headerTrivia.blankLineBefore && !m.headerTrivia.leadingComments.empty())
+      os_ << "\n";
+    os_ << "model " << m.name() << " {";
+    endLine(m.headerTrivia);
+
+    for (const auto &in : m.inputs()) {
+      begin(in->trivia);
+      os_ << "input " << in->name() << " : " << typeOf(*in->value);
+      endLine(in->trivia);
+    }
+    for (const auto &var : m.variables()) {
+      begin(var->trivia);
+      os_ << "var " << var->name() << " : " << typeOf(*var->value) << " = " << var->init.kind;
+      if (!var->init.params.empty())
+        os_ << "(" << attrList(var->init.params) << ")";
+      if (!var->attrs.empty())
+        os_ << " {" << attrList(var->attrs) << "}";
+      endLine(var->trivia);
+    }
+    for (const auto &op : m.ops())
+      printOp(*op);
+    if (m.loss) {
+      begin(m.loss->trivia);
+      if (m.optimizer)
+        os_ << "minimize " << ref(m.loss->value) << " with " << m.optimizer->kind << "("
+            << attrList(m.optimizer->params) << ")";
+      else
+        os_ << "loss " << ref(m.loss->value);
+      endLine(m.loss->trivia);
+    }
+    for (const Gradient &g : m.gradients) {
+      begin(g.trivia);
+      os_ << "gradient " << (g.variable ? g.variable->name() : std::string("<null>")) << " = "
+          << ref(g.value);
+      endLine(g.trivia);
+    }
+    for (const std::string &c : m.footerComments)
+      printComment("  ", c);
+    os_ << "}\n";
+  }
+
+private:
+  void printOp(const Op &op) {
+    begin(op.trivia);
+    if (op.numResults()) {
+      for (unsigned i = 0; i < op.numResults(); ++i)
+        os_ << (i ? ", " : "") << op.result(i)->ref();
+      os_ << " = ";
+    }
+    os_ << op.name() << "(";
+    bool first = true;
+    for (const Value *v : op.operands()) {
+      os_ << (first ? "" : ", ") << ref(v);
+      first = false;
+    }
+    if (!op.attrs.empty())
+      os_ << (first ? "" : ", ") << attrList(op.attrs);
+    os_ << ")";
+    bool allTyped = op.numResults() > 0;
+    for (unsigned i = 0; i < op.numResults(); ++i)
+      allTyped &= op.result(i)->hasType();
+    if (allTyped) {
+      os_ << " : ";
+      for (unsigned i = 0; i < op.numResults(); ++i)
+        os_ << (i ? ", " : "") << op.result(i)->type().str();
+    }
+    endLine(op.trivia);
+  }
+
+  // A blank line, the comments above, and the indent of a statement.
+  void begin(const Trivia &trivia) {
+    if (trivia.blankLineBefore)
+      os_ << "\n";
+    for (const std::string &c : trivia.leadingComments)
+      printComment("  ", c);
+    os_ << "  ";
+  }
+
+  void endLine(const Trivia &trivia) {
+    if (!trivia.trailingComment.empty()) {
+      // A comment ends at the line's end: an embedded line break would end it early.
+      std::string text = trivia.trailingComment;
+      std::replace(text.begin(), text.end(), '\n', ' ');
+      os_ << " // " << text;
+    }
+    os_ << "\n";
+  }
+
+  void printComment(llvm::StringRef indent, llvm::StringRef text) {
+    llvm::SmallVector<llvm::StringRef, 2> lines;
+    text.split(lines, '\n');
+    for (llvm::StringRef line : lines) {
+      os_ << indent << "//";
+      if (!line.empty())
+        os_ << " " << line;
+      os_ << "\n";
+    }
+  }
+
+  static std::string typeOf(const Value &v) { return v.hasType() ? v.type().str() : "<untyped>"; }
+  static std::string ref(const Value *v) { return v ? v->ref() : "<null>"; }
+
+  static std::string attrList(const AttrMap &attrs) {
+    std::string s;
+    for (const auto &[name, value] : attrs) {
+      if (!s.empty())
+        s += ", ";
+      s += name + " = " + value.str();
+    }
+    return s;
+  }
+
+  llvm::raw_ostream &os_;
+};
+
+} // namespace
+
+void printModule(const Module &module, llvm::raw_ostream &os) {
+  ModulePrinter(os).print(module);
+}
+
+std::string printModule(const Module &module) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  printModule(module, os);
+  os.flush();
+  return text;
+}
+
+} // namespace prism::ir
