@@ -16,12 +16,16 @@ enum class DType : uint8_t { F32, F64, I32, I64, Bool };
 llvm::StringRef dtypeName(DType dtype);
 std::optional<DType> parseDType(llvm::StringRef name);
 int64_t dtypeBytes(DType dtype);
-inline bool isFloat(DType dtype) { return dtype == DType::F32 || dtype == DType::F64; }
-inline bool isInteger(DType dtype) { return dtype == DType::I32 || dtype == DType::I64; }
+inline bool isFloat(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::F64;
+}
+inline bool isInteger(DType dtype) {
+  return dtype == DType::I32 || dtype == DType::I64;
+}
 
 // A dimension is a non-negative extent, or one of these markers.
-constexpr int64_t kBatchDim = -1;   // `B`: the per-run batch size
-constexpr int64_t kDynamicDim = -2; // `?`: the row count of a sparse value in this step
+constexpr int64_t kBatchDim = -(int64_t(1) << 62);       // `B`: the per-run batch size
+constexpr int64_t kDynamicDim = -(int64_t(1) << 62) - 1; // `?`: rows of a sparse value
 
 // Largest element count a static shape may describe; beyond it, a shape is rejected as absurd.
 constexpr int64_t kMaxElements = int64_t(1) << 40;

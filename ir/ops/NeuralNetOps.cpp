@@ -134,9 +134,13 @@ void xentGrad(GradientContext &c) {
     c.setGrad(0, c.emit("softmax_cross_entropy_grad", {dy, c.operand(0), c.operand(1)}));
 }
 
-ShapeResult xentGradShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
+// (dloss, logits, labels) -> type of logits, after checking that the forward op accepts them.
+ShapeResult xentGradShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
   if (auto e = expectRank(in[0], 0, "loss gradient"))
     return std::move(e);
+  auto fwd = xentShape(in.drop_front(), attrs);
+  if (!fwd)
+    return fwd.takeError();
   return Types{in[1]};
 }
 

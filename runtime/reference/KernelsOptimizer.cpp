@@ -1,0 +1,121 @@
+// Reference kernels of variable updates and gradient clipping. Update kernels return the new
+// values of their written operands; the interpreter stores them at the end of the step. A
+// sparse gradient first has its duplicate indices summed, then touches only its rows of the
+// variable and of the optimizer state (lazy updates).
+#include <algorithm>
+#include <cmath>
+
+#include "ir/Attribute.h"
+#include "runtime/reference/KernelSupport.h"
+
+namespace prism::runtime::reference::kernels {
+namespace {
+
+// Calls update(offset, g) for every element of the variable that the gradient touches.
+template <typename F> void forEachGradElement(const Tensor &g, F update) {
+  if (!g.isSparse()) {
+    for (size_t i = 0; i < g.data().size(); ++i)
+      update(static_cast<int64_t>(i), g.data()[i]);
+    return;
+  }
+  Tensor c = g.coalesced();
+  int64_t d = c.rowSize();
+  for (int64_t r = 0; r < c.numRows(); ++r)
+    for (int64_t j = 0; j < d; ++j)
+      update(c.indices()[r] * d + j, c.data()[r * d + j]);
+}
+
+// (w, g): w -= lr * g
+llvm::Expected<KernelResults> applySgdKernel(const KernelArgs &args) {
+  Tensor w = args.operand(0);
+  double lr = args.attrs.getFloat("lr");
+  forEachGradElement(args.operand(1), [&](int64_t i, double g) { w.data()[i] -= lr * g; });
+  return single(std::move(w));
+}
+
+// (w, a, g): a = momentum * a + g; w -= lr * (nesterov ? g + momentum * a : a)
+llvm::Expected<KernelResults> applyMomentumKernel(const KernelArgs &args) {
+  Tensor w = args.operand(0), a = args.operand(1);
+  double lr = args.attrs.getFloat("lr"), momentum = args.attrs.getFloat("momentum");
+  bool nesterov = args.attrs.getBool("nesterov");
+  forEachGradElement(args.operand(2), [&](int64_t i, double g) {
+    double &acc = a.data()[i];
+    acc = momentum * acc + g;
+    w.data()[i] -= lr * (nesterov ? g + momentum * acc : acc);
+  });
+  KernelResults r;
+  r.push_back(std::move(w));
+  r.push_back(std::move(a));
+  return r;
+}
+
+// (w, m, v, g, t), t the step count already incremented:
+// m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+// w -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + epsilon)
+llvm::Expected<KernelResults> applyAdamKernel(const KernelArgs &args) {
+  Tensor w = args.operand(0), m = args.operand(1), v = args.operand(2);
+  double t = args.operand(4).data()[0];
+  double lr = args.attrs.getFloat("lr"), b1 = args.attrs.getFloat("beta1"),
+         b2 = args.attrs.getFloat("beta2"), eps = args.attrs.getFloat("epsilon");
+  double c1 = 1 - std::pow(b1, t), c2 = 1 - std::pow(b2, t);
+  if (c1 == 0 || c2 == 0)
+    return kernelError("apply_adam needs a step count t >= 1, got " + ir::formatDouble(t));
+  forEachGradElement(args.operand(3), [&](int64_t i, double g) {
+    double &mi = m.data()[i], &vi = v.data()[i];
+    mi = b1 * mi + (1 - b1) * g;
+    vi = b2 * vi + (1 - b2) * g * g;
+    w.data()[i] -= lr * (mi / c1) / (std::sqrt(vi / c2) + eps);
+  });
+  KernelResults r;
+  r.push_back(std::move(w));
+  r.push_back(std::move(m));
+  r.push_back(std::move(v));
+  return r;
+}
+
+// (var, value): the variable's new value.
+llvm::Expected<KernelResults> assignKernel(const KernelArgs &args) {
+  return single(args.operand(1));
+}
+
+// (x, s): dense values or sparse rows times the scalar s.
+llvm::Expected<KernelResults> scaleKernel(const KernelArgs &args) {
+  Tensor out = args.operand(0);
+  double s = args.operand(1).data()[0];
+  for (double &v : out.data())
+    v *= s;
+  return single(std::move(out));
+}
+
+// sqrt of the sum of squares over all operands; a sparse operand counts as its dense sum.
+llvm::Expected<KernelResults> globalNormKernel(const KernelArgs &args) {
+  double sum = 0;
+  for (const Tensor *g : args.operands) {
+    Tensor value = g->isSparse() ? g->coalesced() : *g;
+    for (double v : value.data())
+      sum += v * v;
+  }
+  return single(Tensor::scalar(std::sqrt(sum), args.resultDType()));
+}
+
+// min(1, clip_norm / norm); 1 when the norm is 0.
+llvm::Expected<KernelResults> clipScaleKernel(const KernelArgs &args) {
+  double norm = args.operand(0).data()[0];
+  double clip = args.attrs.getFloat("clip_norm");
+  double factor = norm == 0 ? 1.0 : std::min(1.0, clip / norm);
+  return single(Tensor::scalar(factor, args.resultDType()));
+}
+
+} // namespace
+
+void registerOptimizerKernels(KernelTable &t) {
+  t["apply_sgd"] = {applySgdKernel, 0b10};
+  t["apply_momentum"] = {applyMomentumKernel, 0b100};
+  t["apply_adam"] = {applyAdamKernel, 0b1000};
+  t["assign"] = {assignKernel};
+  t["scale"] = {scaleKernel, 0b1};
+  t["global_norm"] = {globalNormKernel, ~0u};
+  t["clip_scale"] = {clipScaleKernel};
+}
+
+} // namespace prism::runtime::reference::kernels
