@@ -1,0 +1,52 @@
+// Host tensors.
+#include "runtime/Tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace prism::runtime {
+
+Tensor::Tensor(ir::DType dtype, std::vector<int64_t> shape)
+    : dtype_(dtype), shape_(std::move(shape)), numElements_(1) {
+  for (int64_t d : shape_)
+    numElements_ *= d;
+  size_t bytes = static_cast<size_t>(numBytes());
+  size_t rounded = (bytes + 63) / 64 * 64;
+  void *p = std::aligned_alloc(64, rounded ? rounded : 64);
+  if (!p)
+    throw std::bad_alloc();
+  storage_ = std::shared_ptr<void>(p, std::free);
+}
+
+Tensor Tensor::view(ir::DType dtype, std::vector<int64_t> shape, std::shared_ptr<void> base,
+                    size_t byteOffset) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.numElements_ = 1;
+  for (int64_t d : t.shape_)
+    t.numElements_ *= d;
+  t.storage_ = std::shared_ptr<void>(base, static_cast<char *>(base.get()) + byteOffset);
+  return t;
+}
+
+Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor copy(dtype_, shape_);
+  if (numBytes())
+    std::memcpy(copy.raw(), raw(), static_cast<size_t>(numBytes()));
+  return copy;
+}
+
+void Tensor::fillZero() {
+  if (numBytes())
+    std::memset(raw(), 0, static_cast<size_t>(numBytes()));
+}
+
+} // namespace prism::runtime

@@ -1,0 +1,498 @@
+// CPU kernels of variable updates (apply_sgd, apply_momentum, apply_adam, assign) and gradient
+// clipping (scale, global_norm, clip_scale). Updates write the variables in place; a sparse
+// gradient has its repeated indices summed first and then touches only its rows of the
+// variable and of the optimizer state (lazy updates).
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <optional>
+
+#include "ir/Attribute.h"
+#include "ir/Diagnostic.h"
+#include "ir/OpTable.h"
+#include "runtime/cpu/Kernel.h"
+#include "runtime/cpu/kernels/SparseRowCoalescer.h"
+#include "llvm/ADT/Twine.h"
+
+namespace prism::runtime::cpu {
+namespace {
+
+// Below this many elements a loop runs on one thread: starting threads would cost more.
+constexpr int64_t kParallelElements = int64_t(1) << 16;
+
+llvm::Error kernelError(const llvm::Twine &message) {
+  return ir::makeError(message);
+}
+
+// A writable alias of a variable the executor passes as an input (it aliases the store).
+float *variableData(const RuntimeValue *value) {
+  Tensor alias = value->dense;
+  return alias.data<float>();
+}
+
+double scalarValue(const Tensor &t) {
+  return t.dtype() == ir::DType::F64 ? *t.data<double>() : *t.data<float>();
+}
+
+void storeScalar(Tensor &t, double value) {
+  if (t.dtype() == ir::DType::F64)
+    *t.data<double>() = value;
+  else
+    *t.data<float>() = static_cast<float>(value);
+}
+
+// Calls body(begin, end) over [0, n) in chunks, on several threads when n is large.
+template <typename Body> void forChunks(int64_t n, int threads, Body body) {
+  if (threads <= 1 || n < kParallelElements) {
+    body(int64_t(0), n);
+    return;
+  }
+  const int64_t chunk = std::max<int64_t>(kParallelElements / 4, (n + threads - 1) / threads);
+  const int64_t chunks = (n + chunk - 1) / chunk;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t c = 0; c < chunks; ++c)
+    body(c * chunk, std::min(n, (c + 1) * chunk));
+}
+
+// Square roots in place. std::sqrt stays scalar while errno is kept (GCC's default), so the
+// vector instructions are named here (256-bit: GCC 12 warns inside the 512-bit intrinsics).
+inline void sqrtInPlace(float *x, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX__)
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(x + i, _mm256_sqrt_ps(_mm256_loadu_ps(x + i)));
+#elif defined(__SSE2__)
+  for (; i + 4 <= n; i += 4)
+    _mm_storeu_ps(x + i, _mm_sqrt_ps(_mm_loadu_ps(x + i)));
+#endif
+  for (; i < n; ++i)
+    x[i] = std::sqrt(x[i]);
+}
+
+// Σ x² in double, with float partial sums over short blocks so that the loop vectorizes.
+double sumOfSquares(const float *x, int64_t n) {
+  constexpr int64_t kLanes = 16, kBlock = 1024;
+  double total = 0;
+  for (int64_t start = 0; start < n; start += kBlock) {
+    const int64_t end = std::min(n, start + kBlock);
+    float lanes[kLanes] = {};
+    int64_t i = start;
+    for (; i + kLanes <= end; i += kLanes)
+      for (int64_t j = 0; j < kLanes; ++j)
+        lanes[j] += x[i + j] * x[i + j];
+    for (; i < end; ++i)
+      lanes[0] += x[i] * x[i];
+    for (float lane : lanes)
+      total += lane;
+  }
+  return total;
+}
+
+double parallelSumOfSquares(const float *x, int64_t n, int threads) {
+  if (threads <= 1 || n < kParallelElements)
+    return sumOfSquares(x, n);
+  double total = 0;
+  const int64_t chunk = kParallelElements / 4;
+  const int64_t chunks = (n + chunk - 1) / chunk;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : total)
+  for (int64_t c = 0; c < chunks; ++c)
+    total += sumOfSquares(x + c * chunk, std::min(chunk, n - c * chunk));
+  return total;
+}
+
+// Asks for the cache lines of a table row that is about to be updated. Rows of a sparse update
+// are scattered over tables much larger than the caches, so without this every row waits for
+// memory in turn.
+inline void prefetchRow(const float *row, int64_t n) {
+  constexpr int64_t kFloatsPerLine = 16, kMostLines = 16;
+  const int64_t lines = std::min(kMostLines, (n + kFloatsPerLine - 1) / kFloatsPerLine);
+  for (int64_t line = 0; line < lines; ++line)
+    __builtin_prefetch(row + line * kFloatsPerLine, /*write=*/1, /*keep=*/3);
+}
+
+// The gradient operand of an update: dense, or sparse and coalesced into distinct rows.
+class GradientRows {
+public:
+  explicit GradientRows(const ir::TensorType &type) : sparse_(type.sparse), rowSize_(1) {
+    for (size_t i = 1; i < type.dims.size(); ++i)
+      rowSize_ *= type.dims[i];
+    if (sparse_)
+      coalescer_.emplace(type.dims[0], rowSize_);
+  }
+  bool sparse() const { return sparse_; }
+  int64_t rowSize() const { return rowSize_; }
+  SparseRowCoalescer &coalescer() { return *coalescer_; }
+
+  // Dense: body(offset, g, n) over the whole tensor, in chunks on several threads.
+  // Sparse: body(index * rowSize, row, rowSize) for each distinct row, rows split over threads;
+  // `state` are the arrays the body updates at those offsets (prefetched a few rows ahead).
+  template <typename Body>
+  llvm::Error forEachSpan(const RuntimeValue &g, int64_t denseElements, int threads,
+                          std::initializer_list<const float *> state, Body body) {
+    if (!sparse_) {
+      const float *data = g.dense.data<float>();
+      forChunks(denseElements, threads,
+                [&](int64_t begin, int64_t end) { body(begin, data + begin, end - begin); });
+      return llvm::Error::success();
+    }
+    if (auto err = coalescer_->coalesce(g))
+      return err;
+    const int64_t rows = coalescer_->numRows(), d = rowSize_;
+    const int64_t *indices = coalescer_->indices().data();
+    auto rowsBody = [&](int64_t begin, int64_t end) {
+      constexpr int64_t kRowsAhead = 8;
+      for (int64_t r = begin; r < end; ++r) {
+        if (r + kRowsAhead < end)
+          for (const float *array : state)
+            prefetchRow(array + indices[r + kRowsAhead] * d, d);
+        body(indices[r] * d, coalescer_->row(r), d);
+      }
+    };
+    // Distinct rows never share elements, so they can be updated on different threads.
+    if (threads <= 1 || rows * d < kParallelElements) {
+      rowsBody(0, rows);
+      return llvm::Error::success();
+    }
+    const int64_t chunk = (rows + threads - 1) / threads;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int c = 0; c < threads; ++c)
+      rowsBody(std::min(rows, c * chunk), std::min(rows, (c + 1) * chunk));
+    return llvm::Error::success();
+  }
+
+private:
+  bool sparse_;
+  int64_t rowSize_;
+  std::optional<SparseRowCoalescer> coalescer_;
+};
+
+// The update rules over one contiguous span. Separate functions with restrict parameters, so
+// that the compiler knows the arrays do not overlap and vectorizes the loops.
+
+void sgdSpan(float *__restrict w, const float *__restrict g, int64_t n, float lr) {
+  for (int64_t i = 0; i < n; ++i)
+    w[i] -= lr * g[i];
+}
+
+void momentumSpan(float *__restrict w, float *__restrict a, const float *__restrict g, int64_t n,
+                  float lr, float momentum) {
+  for (int64_t i = 0; i < n; ++i) {
+    a[i] = momentum * a[i] + g[i];
+    w[i] -= lr * a[i];
+  }
+}
+
+void nesterovSpan(float *__restrict w, float *__restrict a, const float *__restrict g, int64_t n,
+                  float lr, float momentum) {
+  for (int64_t i = 0; i < n; ++i) {
+    a[i] = momentum * a[i] + g[i];
+    w[i] -= lr * (g[i] + momentum * a[i]);
+  }
+}
+
+// Adam's constants for one step: the bias corrections folded in, computed in double once:
+// lr * (m / c1) / (sqrt(v / c2) + eps) = stepSize * m / (sqrt(v) * invSqrtC2 + eps).
+struct AdamStep {
+  float beta1, beta2, oneMinusBeta1, oneMinusBeta2, stepSize, invSqrtC2, epsilon;
+};
+
+void adamSpan(float *__restrict w, float *__restrict m, float *__restrict v,
+              const float *__restrict g, int64_t n, AdamStep k) {
+  // Blocks small enough that the square roots between the two passes stay in L1.
+  constexpr int64_t kBlock = 256;
+  alignas(64) float root[kBlock];
+  for (int64_t start = 0; start < n; start += kBlock) {
+    const int64_t len = std::min(kBlock, n - start);
+    float *__restrict wb = w + start;
+    float *__restrict mb = m + start;
+    float *__restrict vb = v + start;
+    const float *__restrict gb = g + start;
+    for (int64_t i = 0; i < len; ++i) {
+      mb[i] = k.beta1 * mb[i] + k.oneMinusBeta1 * gb[i];
+      vb[i] = k.beta2 * vb[i] + k.oneMinusBeta2 * gb[i] * gb[i];
+      root[i] = vb[i];
+    }
+    sqrtInPlace(root, len);
+    for (int64_t i = 0; i < len; ++i)
+      wb[i] -= k.stepSize * mb[i] / (root[i] * k.invSqrtC2 + k.epsilon);
+  }
+}
+
+// Base of the update kernels: the dense element count and the gradient operand.
+class UpdateKernel : public Kernel {
+protected:
+  UpdateKernel(const KernelSpec &spec, unsigned gradOperand)
+      : elements_(spec.inputTypes[0].numElements()), threads_(spec.threads),
+        gradient_(spec.inputTypes[gradOperand]) {}
+
+  int64_t elements_;
+  int threads_;
+  GradientRows gradient_;
+};
+
+// (w, g): w -= lr * g
+class ApplySgdKernel final : public UpdateKernel {
+public:
+  explicit ApplySgdKernel(const KernelSpec &spec)
+      : UpdateKernel(spec, 1), lr_(static_cast<float>(spec.attrs.getFloat("lr"))) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *>) override {
+    float *w = variableData(inputs[0]);
+    const float lr = lr_;
+    return gradient_.forEachSpan(
+        *inputs[1], elements_, threads_, {w},
+        [=](int64_t offset, const float *g, int64_t n) { sgdSpan(w + offset, g, n, lr); });
+  }
+
+private:
+  float lr_;
+};
+
+// (w, a, g): a = momentum * a + g; w -= lr * (nesterov ? g + momentum * a : a)
+class ApplyMomentumKernel final : public UpdateKernel {
+public:
+  explicit ApplyMomentumKernel(const KernelSpec &spec)
+      : UpdateKernel(spec, 2), lr_(static_cast<float>(spec.attrs.getFloat("lr"))),
+        momentum_(static_cast<float>(spec.attrs.getFloat("momentum"))),
+        nesterov_(spec.attrs.getBool("nesterov")) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *>) override {
+    float *w = variableData(inputs[0]);
+    float *a = variableData(inputs[1]);
+    const float lr = lr_, momentum = momentum_;
+    if (nesterov_)
+      return gradient_.forEachSpan(*inputs[2], elements_, threads_, {w, a},
+                                   [=](int64_t offset, const float *g, int64_t n) {
+                                     nesterovSpan(w + offset, a + offset, g, n, lr, momentum);
+                                   });
+    return gradient_.forEachSpan(*inputs[2], elements_, threads_, {w, a},
+                                 [=](int64_t offset, const float *g, int64_t n) {
+                                   momentumSpan(w + offset, a + offset, g, n, lr, momentum);
+                                 });
+  }
+
+private:
+  float lr_, momentum_;
+  bool nesterov_;
+};
+
+// (w, m, v, g, t), t the step count already incremented:
+// m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+// w -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + epsilon)
+class ApplyAdamKernel final : public UpdateKernel {
+public:
+  explicit ApplyAdamKernel(const KernelSpec &spec)
+      : UpdateKernel(spec, 3), lr_(spec.attrs.getFloat("lr")), beta1_(spec.attrs.getFloat("beta1")),
+        beta2_(spec.attrs.getFloat("beta2")), epsilon_(spec.attrs.getFloat("epsilon")) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *>) override {
+    float *w = variableData(inputs[0]);
+    float *m = variableData(inputs[1]);
+    float *v = variableData(inputs[2]);
+    const double t = scalarValue(inputs[4]->dense);
+    const double c1 = 1 - std::pow(beta1_, t), c2 = 1 - std::pow(beta2_, t);
+    if (c1 == 0 || c2 == 0)
+      return kernelError("apply_adam needs a step count t >= 1, got " + ir::formatDouble(t));
+    AdamStep k;
+    k.beta1 = static_cast<float>(beta1_);
+    k.beta2 = static_cast<float>(beta2_);
+    k.oneMinusBeta1 = static_cast<float>(1 - beta1_);
+    k.oneMinusBeta2 = static_cast<float>(1 - beta2_);
+    k.stepSize = static_cast<float>(lr_ / c1);
+    k.invSqrtC2 = static_cast<float>(1 / std::sqrt(c2));
+    k.epsilon = static_cast<float>(epsilon_);
+    return gradient_.forEachSpan(*inputs[3], elements_, threads_, {w, m, v},
+                                 [=](int64_t offset, const float *g, int64_t n) {
+                                   adamSpan(w + offset, m + offset, v + offset, g, n, k);
+                                 });
+  }
+
+private:
+  double lr_, beta1_, beta2_, epsilon_;
+};
+
+// (var, value): the variable takes the value.
+class AssignKernel final : public Kernel {
+public:
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *>) override {
+    Tensor var = inputs[0]->dense;
+    const Tensor &value = inputs[1]->dense;
+    if (var.raw() != value.raw() && value.numBytes())
+      std::memcpy(var.raw(), value.raw(), static_cast<size_t>(value.numBytes()));
+    return llvm::Error::success();
+  }
+};
+
+// (x, s): x * s for a scalar s; a sparse x keeps its indices and has its rows scaled.
+class ScaleKernel final : public Kernel {
+public:
+  ScaleKernel(bool sparse, int threads) : sparse_(sparse), threads_(threads) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    const RuntimeValue &x = *inputs[0];
+    RuntimeValue &out = *outputs[0];
+    if (sparse_) {
+      out.sparse = true;
+      out.indices = x.indices; // shared: the indices do not change
+      const Tensor &rows = x.rows();
+      if (out.rows().empty() || out.rows().numElements() != rows.numElements() ||
+          out.rows().raw() == rows.raw())
+        out.rows() = Tensor(rows.dtype(), rows.shape());
+      else
+        out.rows() = out.rows().reshaped(rows.shape());
+    }
+    const float s = static_cast<float>(scalarValue(inputs[1]->dense));
+    const float *from = x.dense.data<float>();
+    float *to = out.dense.data<float>();
+    forChunks(x.dense.numElements(), threads_, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        to[i] = from[i] * s;
+    });
+    return llvm::Error::success();
+  }
+
+private:
+  bool sparse_;
+  int threads_;
+};
+
+// sqrt(Σ ‖g‖²) over all operands; a sparse operand counts as its dense sum (duplicates summed
+// before squaring).
+class GlobalNormKernel final : public Kernel {
+public:
+  explicit GlobalNormKernel(const KernelSpec &spec) : threads_(spec.threads) {
+    for (const ir::TensorType &type : spec.inputTypes)
+      operands_.emplace_back(type);
+  }
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    double sum = 0;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      GradientRows &operand = operands_[i];
+      if (!operand.sparse()) {
+        sum += parallelSumOfSquares(inputs[i]->dense.data<float>(), inputs[i]->dense.numElements(),
+                                    threads_);
+        continue;
+      }
+      SparseRowCoalescer &coalescer = operand.coalescer();
+      if (auto err = coalescer.coalesce(*inputs[i]))
+        return err;
+      // A sparse gradient holds a few thousand rows: not worth threads.
+      for (int64_t r = 0; r < coalescer.numRows(); ++r)
+        sum += sumOfSquares(coalescer.row(r), coalescer.rowSize());
+    }
+    storeScalar(outputs[0]->dense, std::sqrt(sum));
+    return llvm::Error::success();
+  }
+
+private:
+  int threads_;
+  std::vector<GradientRows> operands_;
+};
+
+// min(1, clip_norm / norm); 1 when the norm is 0.
+class ClipScaleKernel final : public Kernel {
+public:
+  explicit ClipScaleKernel(double clipNorm) : clipNorm_(clipNorm) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    double norm = scalarValue(inputs[0]->dense);
+    storeScalar(outputs[0]->dense, norm == 0 ? 1.0 : std::min(1.0, clipNorm_ / norm));
+    return llvm::Error::success();
+  }
+
+private:
+  double clipNorm_;
+};
+
+llvm::Error expectF32(const ir::TensorType &type, llvm::StringRef what) {
+  if (type.dtype != ir::DType::F32)
+    return kernelError(llvm::Twine(what) + " must be f32 on the CPU, got " + type.str());
+  return llvm::Error::success();
+}
+
+llvm::Error expectScalar(const ir::TensorType &type, llvm::StringRef what) {
+  if (!ir::isFloat(type.dtype) || type.rank() != 0 || type.sparse)
+    return kernelError(llvm::Twine(what) + " must be an f32 or f64 scalar, got " + type.str());
+  return llvm::Error::success();
+}
+
+// Checks that the first `count` operands (variables, state, gradient) are f32.
+llvm::Error expectF32Operands(const KernelSpec &spec, unsigned count) {
+  for (unsigned i = 0; i < count; ++i)
+    if (auto err = expectF32(spec.inputTypes[i], spec.op->def().operands[i]))
+      return err;
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::unique_ptr<Kernel>> makeApplySgd(const KernelSpec &spec) {
+  if (auto err = expectF32Operands(spec, 2))
+    return std::move(err);
+  return std::make_unique<ApplySgdKernel>(spec);
+}
+
+llvm::Expected<std::unique_ptr<Kernel>> makeApplyMomentum(const KernelSpec &spec) {
+  if (auto err = expectF32Operands(spec, 3))
+    return std::move(err);
+  return std::make_unique<ApplyMomentumKernel>(spec);
+}
+
+llvm::Expected<std::unique_ptr<Kernel>> makeApplyAdam(const KernelSpec &spec) {
+  if (auto err = expectF32Operands(spec, 4))
+    return std::move(err);
+  if (auto err = expectScalar(spec.inputTypes[4], "the step count t"))
+    return std::move(err);
+  return std::make_unique<ApplyAdamKernel>(spec);
+}
+
+llvm::Expected<std::unique_ptr<Kernel>> makeAssign(const KernelSpec &spec) {
+  if (spec.inputTypes[1].sparse)
+    return kernelError("the assigned value must be dense");
+  return std::make_unique<AssignKernel>();
+}
+
+llvm::Expected<std::unique_ptr<Kernel>> makeScale(const KernelSpec &spec) {
+  if (auto err = expectF32(spec.inputTypes[0], "x"))
+    return std::move(err);
+  if (auto err = expectScalar(spec.inputTypes[1], "the scale s"))
+    return std::move(err);
+  return std::make_unique<ScaleKernel>(spec.inputTypes[0].sparse, spec.threads);
+}
+
+llvm::Expected<std::unique_ptr<Kernel>> makeGlobalNorm(const KernelSpec &spec) {
+  for (const ir::TensorType &type : spec.inputTypes)
+    if (auto err = expectF32(type, "every gradient"))
+      return std::move(err);
+  return std::make_unique<GlobalNormKernel>(spec);
+}
+
+llvm::Expected<std::unique_ptr<Kernel>> makeClipScale(const KernelSpec &spec) {
+  if (auto err = expectScalar(spec.inputTypes[0], "the norm"))
+    return std::move(err);
+  return std::make_unique<ClipScaleKernel>(spec.attrs.getFloat("clip_norm"));
+}
+
+} // namespace
+
+void registerOptimizerKernels(KernelRegistry &registry) {
+  registry.add("apply_sgd", makeApplySgd);
+  registry.add("apply_momentum", makeApplyMomentum);
+  registry.add("apply_adam", makeApplyAdam);
+  registry.add("assign", makeAssign);
+  registry.add("scale", makeScale);
+  registry.add("global_norm", makeGlobalNorm);
+  registry.add("clip_scale", makeClipScale);
+}
+
+} // namespace prism::runtime::cpu

@@ -1,0 +1,286 @@
+// The CPU kernels of variable updates and gradient clipping against the reference interpreter:
+// dense and sparse gradients over several training steps, lazy sparse updates, clipping values.
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "ir/Builder.h"
+#include "runtime/cpu/Executor.h"
+#include "tests/cpu/ReferenceCheck.h"
+
+using namespace prism;
+using ir::Attr;
+using ir::DType;
+using ir::TensorType;
+using ir::Value;
+using runtime::Tensor;
+using runtime::cpu::Executor;
+using runtime::cpu::VariableStore;
+
+namespace {
+
+constexpr int64_t B = ir::kBatchDim;
+
+std::unique_ptr<ir::Module> finish(ir::ModuleBuilder &b) {
+  auto m = b.finish();
+  EXPECT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  return m ? std::move(*m) : nullptr;
+}
+
+ir::AttrMap state() {
+  return ir::attrs({{"trainable", Attr::boolean(false)}});
+}
+
+ir::Initializer normal() {
+  return {"normal", ir::attrs({{"stddev", Attr::real(0.5)}})};
+}
+
+// The gradient of a table [rows, cols]: dense (an input of the table's type) or sparse (the
+// gather_grad of a batch of 4 ids per example, which repeat when rows is small).
+Value *gradient(ir::ModuleBuilder &b, bool sparse, int64_t rows, int64_t cols) {
+  if (!sparse)
+    return b.input("g", TensorType(DType::F32, {rows, cols}));
+  Value *dy = b.input("dy", TensorType(DType::F32, {B, 4, cols}));
+  Value *ids = b.input("ids", TensorType(DType::I32, {B, 4}));
+  return b.op("gather_grad", {dy, ids}, ir::attrs({{"num_rows", Attr::integer(rows)}}), "g");
+}
+
+// %t = add(step, one); assign(step, %t): the step count, already incremented, as the
+// optimizer lowering emits it.
+Value *incrementedStep(ir::ModuleBuilder &b) {
+  Value *step = b.variable("step", TensorType(DType::F32, {}), {"zeros", {}}, state());
+  Value *one = b.op("constant", {}, ir::attrs({{"value", Attr::real(1)}}), "one");
+  Value *t = b.add(step, one, "t");
+  b.op("assign", {step, t});
+  return t;
+}
+
+prism::testing::ReferenceCheckOptions trainingOptions(int64_t rows, int threads = 1) {
+  prism::testing::ReferenceCheckOptions options;
+  options.steps = 3;
+  options.intBound["ids"] = rows;
+  options.threads = threads;
+  return options;
+}
+
+struct UpdateCase {
+  const char *name;
+  bool sparse;
+  int64_t rows, cols;
+  int threads;
+};
+
+// Small tables (ids repeat), and one large enough for the parallel loops, with a column count
+// that leaves a remainder after every vector width and block.
+const UpdateCase kCases[] = {
+    {"dense", false, 6, 5, 1},
+    {"sparse", true, 6, 5, 1},
+    {"dense_threads", false, 300, 257, 2},
+    {"sparse_threads", true, 70000, 7, 2},
+};
+
+void expectSgdMatches(const UpdateCase &c) {
+  SCOPED_TRACE(c.name);
+  ir::ModuleBuilder b("sgd");
+  Value *w = b.variable("w", TensorType(DType::F32, {c.rows, c.cols}), normal());
+  Value *g = gradient(b, c.sparse, c.rows, c.cols);
+  b.op("apply_sgd", {w, g}, ir::attrs({{"lr", Attr::real(0.1)}}));
+  auto module = finish(b);
+  ASSERT_TRUE(module);
+  prism::testing::ReferenceCheckOptions options = trainingOptions(c.rows, c.threads);
+  if (c.rows > 1000)
+    options.batch = 5000; // 20000 ids: enough rows for the parallel sparse loop
+  prism::testing::expectMatchesReference(*module, {}, options);
+}
+
+void expectMomentumMatches(const UpdateCase &c, bool nesterov) {
+  SCOPED_TRACE(std::string(c.name) + (nesterov ? " nesterov" : ""));
+  ir::ModuleBuilder b("momentum");
+  TensorType type(DType::F32, {c.rows, c.cols});
+  Value *w = b.variable("w", type, normal());
+  Value *a = b.variable("accum", type, {"zeros", {}}, state());
+  Value *g = gradient(b, c.sparse, c.rows, c.cols);
+  b.op("apply_momentum", {w, a, g},
+       ir::attrs({{"lr", Attr::real(0.1)},
+                  {"momentum", Attr::real(0.8)},
+                  {"nesterov", Attr::boolean(nesterov)}}));
+  auto module = finish(b);
+  ASSERT_TRUE(module);
+  prism::testing::ReferenceCheckOptions options = trainingOptions(c.rows, c.threads);
+  if (c.rows > 1000)
+    options.batch = 5000;
+  prism::testing::expectMatchesReference(*module, {}, options);
+}
+
+void expectAdamMatches(const UpdateCase &c) {
+  SCOPED_TRACE(c.name);
+  ir::ModuleBuilder b("adam");
+  TensorType type(DType::F32, {c.rows, c.cols});
+  Value *w = b.variable("w", type, normal());
+  Value *m = b.variable("m", type, {"zeros", {}}, state());
+  Value *v = b.variable("v", type, {"zeros", {}}, state());
+  Value *g = gradient(b, c.sparse, c.rows, c.cols);
+  Value *t = incrementedStep(b);
+  b.op("apply_adam", {w, m, v, g, t}, ir::attrs({{"lr", Attr::real(0.01)}}));
+  auto module = finish(b);
+  ASSERT_TRUE(module);
+  prism::testing::ReferenceCheckOptions options = trainingOptions(c.rows, c.threads);
+  if (c.rows > 1000)
+    options.batch = 5000;
+  prism::testing::expectMatchesReference(*module, {}, options);
+}
+
+TEST(OptimizerKernels, ApplySgdMatchesReference) {
+  for (const UpdateCase &c : kCases)
+    expectSgdMatches(c);
+}
+
+TEST(OptimizerKernels, ApplyMomentumMatchesReference) {
+  for (const UpdateCase &c : kCases)
+    expectMomentumMatches(c, /*nesterov=*/false);
+}
+
+TEST(OptimizerKernels, ApplyNesterovMomentumMatchesReference) {
+  for (const UpdateCase &c : kCases)
+    expectMomentumMatches(c, /*nesterov=*/true);
+}
+
+TEST(OptimizerKernels, ApplyAdamMatchesReference) {
+  for (const UpdateCase &c : kCases)
+    expectAdamMatches(c);
+}
+
+TEST(OptimizerKernels, AssignMatchesReference) {
+  ir::ModuleBuilder b("assign");
+  Value *w = b.variable("w", TensorType(DType::F32, {3, 4}), normal());
+  Value *x = b.input("x", TensorType(DType::F32, {3, 4}));
+  b.op("assign", {w, x});
+  auto module = finish(b);
+  ASSERT_TRUE(module);
+  prism::testing::ReferenceCheckOptions options;
+  options.steps = 2;
+  options.tolerance = 1e-7;
+  prism::testing::expectMatchesReference(*module, {}, options);
+}
+
+// w, m, v [10, 3] with the sparse gradient of ids {1, 3, 3}: rows 1 and 3 move (row 3 by the
+// sum of its two gradient rows), every other row of w, m and v keeps its exact value.
+TEST(OptimizerKernels, SparseAdamIsLazy) {
+  const double lr = 0.1, b1 = 0.9, b2 = 0.999, eps = 1e-8, t = 2;
+  ir::ModuleBuilder b("lazy_adam");
+  TensorType type(DType::F32, {10, 3});
+  Value *w = b.variable("w", type, normal());
+  Value *m = b.variable("m", type, {"constant", ir::attrs({{"value", Attr::real(0.5)}})}, state());
+  Value *v = b.variable("v", type, {"constant", ir::attrs({{"value", Attr::real(0.25)}})}, state());
+  Value *step = b.variable("t", TensorType(DType::F32, {}),
+                           {"constant", ir::attrs({{"value", Attr::real(t)}})}, state());
+  Value *dy = b.input("dy", TensorType(DType::F32, {3, 3}));
+  Value *ids = b.input("ids", TensorType(DType::I64, {3}));
+  Value *g = b.op("gather_grad", {dy, ids}, ir::attrs({{"num_rows", Attr::integer(10)}}), "g");
+  b.op("apply_adam", {w, m, v, g, step}, ir::attrs({{"lr", Attr::real(lr)}}));
+  auto module = finish(b);
+  ASSERT_TRUE(module);
+
+  auto store = std::make_shared<VariableStore>();
+  ASSERT_FALSE(bool(store->initialize(*module, 5)));
+  Tensor w0 = store->find("w")->clone();
+  auto exec = Executor::create(*module, store);
+  ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
+  Tensor dyValue(DType::F32, {3, 3}), idsValue(DType::I64, {3});
+  const float dyData[9] = {1, -2, 0.5f, 4, 0.25f, -1, 3, 1, 2};
+  std::copy(dyData, dyData + 9, dyValue.data<float>());
+  const int64_t idsData[3] = {1, 3, 3};
+  std::copy(idsData, idsData + 3, idsValue.data<int64_t>());
+  ASSERT_FALSE(bool((*exec)->step({{"dy", dyValue}, {"ids", idsValue}})));
+
+  const float *wNow = store->find("w")->data<float>();
+  const float *mNow = store->find("m")->data<float>();
+  const float *vNow = store->find("v")->data<float>();
+  for (int64_t row = 0; row < 10; ++row) {
+    for (int64_t j = 0; j < 3; ++j) {
+      int64_t k = row * 3 + j;
+      if (row != 1 && row != 3) {
+        EXPECT_EQ(wNow[k], w0.data<float>()[k]) << "w[" << row << ", " << j << "]";
+        EXPECT_EQ(mNow[k], 0.5f) << "m[" << row << ", " << j << "]";
+        EXPECT_EQ(vNow[k], 0.25f) << "v[" << row << ", " << j << "]";
+        continue;
+      }
+      double grad = row == 1 ? dyData[j] : dyData[3 + j] + dyData[6 + j];
+      double mi = b1 * 0.5 + (1 - b1) * grad;
+      double vi = b2 * 0.25 + (1 - b2) * grad * grad;
+      double wi = w0.data<float>()[k] -
+                  lr * (mi / (1 - std::pow(b1, t))) / (std::sqrt(vi / (1 - std::pow(b2, t))) + eps);
+      EXPECT_NEAR(mNow[k], mi, 1e-6) << "m[" << row << ", " << j << "]";
+      EXPECT_NEAR(vNow[k], vi, 1e-6) << "v[" << row << ", " << j << "]";
+      EXPECT_NEAR(wNow[k], wi, 1e-6) << "w[" << row << ", " << j << "]";
+    }
+  }
+}
+
+// The step count must be at least 1: t = 0 would divide by zero in the bias correction.
+TEST(OptimizerKernels, AdamRejectsStepZero) {
+  ir::ModuleBuilder b("adam_t0");
+  TensorType type(DType::F32, {2});
+  Value *w = b.variable("w", type);
+  Value *m = b.variable("m", type, {"zeros", {}}, state());
+  Value *v = b.variable("v", type, {"zeros", {}}, state());
+  Value *t = b.variable("t", TensorType(DType::F32, {}), {"zeros", {}}, state());
+  Value *g = b.input("g", type);
+  b.op("apply_adam", {w, m, v, g, t}, ir::attrs({{"lr", Attr::real(0.1)}}));
+  auto module = finish(b);
+  ASSERT_TRUE(module);
+  auto store = std::make_shared<VariableStore>();
+  ASSERT_FALSE(bool(store->initialize(*module, 1)));
+  auto exec = Executor::create(*module, store);
+  ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
+  Tensor gValue(DType::F32, {2});
+  gValue.fillZero();
+  llvm::Error err = (*exec)->step({{"g", gValue}});
+  ASSERT_TRUE(bool(err));
+  std::string message = llvm::toString(std::move(err));
+  EXPECT_NE(message.find("t >= 1"), std::string::npos) << message;
+}
+
+// norm = global_norm(x, sparse g with repeated ids, w); c = clip_scale(norm); x and g scaled.
+TEST(OptimizerKernels, ClippingMatchesReference) {
+  for (double clipNorm : {0.5, 1000.0}) {
+    SCOPED_TRACE("clip_norm " + std::to_string(clipNorm));
+    ir::ModuleBuilder b("clipping");
+    Value *x = b.input("x", TensorType(DType::F32, {B, 70}));
+    Value *w = b.variable("w", TensorType(DType::F32, {300, 257}), normal());
+    Value *g = gradient(b, /*sparse=*/true, 5, 3);
+    Value *norm = b.op("global_norm", {x, g, w}, {}, "norm");
+    Value *c = b.op("clip_scale", {norm}, ir::attrs({{"clip_norm", Attr::real(clipNorm)}}), "c");
+    b.op("scale", {x, c}, {}, "x_scaled");
+    b.op("scale", {g, c}, {}, "g_scaled");
+    auto module = finish(b);
+    ASSERT_TRUE(module);
+    prism::testing::ReferenceCheckOptions options;
+    options.intBound["ids"] = 5;
+    options.steps = 2;
+    prism::testing::expectMatchesReference(*module, {"norm", "c", "x_scaled", "g_scaled"}, options);
+    options.threads = 2;
+    prism::testing::expectMatchesReference(*module, {"norm", "c", "x_scaled", "g_scaled"}, options);
+  }
+}
+
+// A zero gradient has norm 0, and clipping it scales by 1.
+TEST(OptimizerKernels, ClipScaleOfZeroNormIsOne) {
+  ir::ModuleBuilder b("zero_norm");
+  Value *z = b.variable("z", TensorType(DType::F32, {4}));
+  Value *norm = b.op("global_norm", {z}, {}, "norm");
+  b.op("clip_scale", {norm}, ir::attrs({{"clip_norm", Attr::real(1)}}), "c");
+  auto module = finish(b);
+  ASSERT_TRUE(module);
+  prism::testing::expectMatchesReference(*module, {"norm", "c"});
+  runtime::cpu::ExecutorOptions options;
+  options.outputs = {"c"};
+  auto store = std::make_shared<VariableStore>();
+  ASSERT_FALSE(bool(store->initialize(*module, 1)));
+  auto exec = Executor::create(*module, store, options);
+  ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
+  ASSERT_FALSE(bool((*exec)->step({})));
+  EXPECT_EQ(*(*exec)->output("c")->dense.data<float>(), 1.0f);
+}
+
+} // namespace

@@ -1,0 +1,33 @@
+// Checks CPU kernels against the float64 reference interpreter: the same module, variables and
+// random feeds on both, outputs (or variables after a training step) compared.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/Module.h"
+
+namespace prism::testing {
+
+struct ReferenceCheckOptions {
+  // Inputs of integer type draw from [0, intBound[name]) (default 10).
+  std::map<std::string, int64_t> intBound;
+  // Float inputs draw uniformly from [low, high), never exactly zero.
+  double low = -1.0, high = 1.0;
+  // Largest allowed relative error, ||a - b|| / max(||a||, ||b||, 1e-12).
+  double tolerance = 1e-4;
+  int64_t batch = 3;
+  int threads = 1;
+  // Steps to run (training checks compare variables after each).
+  int steps = 1;
+};
+
+// Evaluates `outputs` of a typed module on both interpreters; gtest failures on mismatch.
+// With empty `outputs`, runs training steps and compares every variable afterwards.
+// Feeds are fresh random values each run; the seed is printed on failure.
+void expectMatchesReference(const ir::Module &module, const std::vector<std::string> &outputs,
+                            const ReferenceCheckOptions &options = {});
+
+} // namespace prism::testing
