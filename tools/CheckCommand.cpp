@@ -6,9 +6,9 @@
 #include "ir/Printer.h"
 #include "ir/VariableUsage.h"
 #include "ir/Verifier.h"
+#include "tools/Commands.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
-#include "tools/Commands.h"
 
 namespace prism::tools {
 namespace {
@@ -64,9 +64,9 @@ void printSummary(const ir::Module &m, const std::string &path, bool listVariabl
     for (const auto &var : m.variables())
       os << "    " << llvm::left_justify(var->name(), 24) << " "
          << llvm::left_justify(var->type().str(), 22) << " "
-         << llvm::left_justify(ir::variableUsageName(ir::classifyVariableUsage(m, *var)), 7)
-         << " " << humanBytes(static_cast<double>(var->type().numElements() *
-                                                  ir::dtypeBytes(var->type().dtype)))
+         << llvm::left_justify(ir::variableUsageName(ir::classifyVariableUsage(m, *var)), 7) << " "
+         << humanBytes(
+                static_cast<double>(var->type().numElements() * ir::dtypeBytes(var->type().dtype)))
          << (var->trainable() ? "" : "  (not trained)") << "\n";
   os << "  ops         " << m.ops().size();
   if (updates)
@@ -101,8 +101,7 @@ void registerCheckCommand(CLI::App &app) {
   auto files = std::make_shared<std::vector<std::string>>();
   auto listVariables = std::make_shared<bool>(false);
   auto quiet = std::make_shared<bool>(false);
-  cmd->add_option("files", *files, "Model files (.prism); '-' reads standard input")
-      ->required();
+  cmd->add_option("files", *files, "Model files (.prism); '-' reads standard input")->required();
   cmd->add_flag("--variables,-v", *listVariables, "List every variable");
   cmd->add_flag("--quiet,-q", *quiet, "Print only errors");
   cmd->callback([=]() {

@@ -13,6 +13,7 @@ namespace prism::tools {
 void registerCheckCommand(CLI::App &app);
 void registerOptCommand(CLI::App &app);
 void registerOpsCommand(CLI::App &app);
+void registerTrainCommand(CLI::App &app);
 
 // Reads a module from a file ('-' for standard input) and infers its types; every problem is a
 // located error.

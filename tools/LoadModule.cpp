@@ -1,14 +1,15 @@
 // Reading a module for a command: parse, then infer types.
 #include "frontends/text/Parser.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/raw_ostream.h"
 #include "passes/Passes.h"
 #include "tools/Commands.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
 
 namespace prism::tools {
 
 llvm::Expected<std::unique_ptr<ir::Module>> loadModule(const std::string &path, bool inferShapes) {
-  llvm::Expected<std::unique_ptr<ir::Module>> module = [&]() -> llvm::Expected<std::unique_ptr<ir::Module>> {
+  llvm::Expected<std::unique_ptr<ir::Module>> module =
+      [&]() -> llvm::Expected<std::unique_ptr<ir::Module>> {
     if (path != "-")
       return frontends::parseModuleFile(path);
     auto buffer = llvm::MemoryBuffer::getSTDIN();

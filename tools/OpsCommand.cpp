@@ -1,7 +1,7 @@
 // `prism ops [--markdown]`: the op table, as a person reads it (docs/ops.md is its markdown).
 #include "ir/OpTable.h"
-#include "llvm/Support/raw_ostream.h"
 #include "tools/Commands.h"
+#include "llvm/Support/raw_ostream.h"
 
 namespace prism::tools {
 namespace {

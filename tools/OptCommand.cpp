@@ -4,13 +4,13 @@
 #include <vector>
 
 #include "ir/Printer.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Path.h"
-#include "llvm/Support/raw_ostream.h"
 #include "passes/PassManager.h"
 #include "passes/Passes.h"
 #include "tools/Commands.h"
 #include "tools/OutputFile.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
 
 namespace prism::tools {
 namespace {
@@ -84,7 +84,8 @@ void registerOptCommand(CLI::App &app) {
   auto *cmd = app.add_subcommand(
       "opt", "Run passes over a model and print it; other --KEY=VALUE options go to the passes");
   cmd->add_option("file", args->file, "Model file (.prism); '-' reads standard input");
-  cmd->add_option("--passes", args->pipeline, "Comma-separated pipeline, e.g. infer-shapes,autodiff");
+  cmd->add_option("--passes", args->pipeline,
+                  "Comma-separated pipeline, e.g. infer-shapes,autodiff");
   cmd->add_option("-o,--output", args->output, "Where to write the module ('-': stdout)");
   cmd->add_option("--dump-after", args->dumpAfter, "Dump the module after this pass, or 'all'");
   cmd->add_option("--dump-dir", args->dumpDir, "Directory for dumps (NN-pass.prism)");

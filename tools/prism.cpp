@@ -11,6 +11,7 @@ int main(int argc, char **argv) {
   prism::tools::registerCheckCommand(app);
   prism::tools::registerOptCommand(app);
   prism::tools::registerOpsCommand(app);
+  prism::tools::registerTrainCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {

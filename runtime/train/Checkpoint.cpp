@@ -1,0 +1,149 @@
+// Checkpoints. File layout: the magic line `PRISM-CHECKPOINT 1\n`, a JSON header line (the
+// position and, per variable, name, dtype, shape, byte offset and size), then the raw tensor
+// bytes, then an 8-byte FNV-1a checksum of everything before it.
+#include "runtime/train/Checkpoint.h"
+
+#include <cstring>
+#include <fstream>
+
+#include "ir/Diagnostic.h"
+#include "nlohmann/json.hpp"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace prism::runtime::train {
+namespace {
+
+constexpr llvm::StringLiteral kMagic = "PRISM-CHECKPOINT 1\n";
+
+uint64_t fnv1a(const char *data, size_t size) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < size; ++i) {
+    h ^= static_cast<unsigned char>(data[i]);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+} // namespace
+
+std::string checkpointPath(llvm::StringRef dir) {
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, "checkpoint.prism");
+  return std::string(path);
+}
+
+llvm::Error saveCheckpoint(llvm::StringRef dir, const TrainingPosition &position,
+                           const llvm::StringMap<Tensor> &variables) {
+  if (auto ec = llvm::sys::fs::create_directories(dir))
+    return ir::makeError("cannot create checkpoint directory " + dir + ": " + ec.message());
+  // Variables in name order, so equal states give equal files.
+  std::map<std::string, const Tensor *> sorted;
+  for (const auto &entry : variables)
+    sorted[entry.getKey().str()] = &entry.getValue();
+
+  nlohmann::json header;
+  header["global_step"] = position.globalStep;
+  header["epoch"] = position.epoch;
+  header["batch_in_epoch"] = position.batchInEpoch;
+  header["seed"] = position.seed;
+  header["batch_size"] = position.batchSize;
+  header["model"] = position.model;
+  header["data"] = position.data;
+  int64_t offset = 0;
+  for (const auto &[name, t] : sorted) {
+    header["variables"].push_back({{"name", name},
+                                   {"dtype", ir::dtypeName(t->dtype()).str()},
+                                   {"shape", t->shape()},
+                                   {"offset", offset},
+                                   {"bytes", t->numBytes()}});
+    offset += t->numBytes();
+  }
+  std::string contents(kMagic);
+  contents += header.dump() + "\n";
+  size_t dataStart = contents.size();
+  contents.resize(dataStart + static_cast<size_t>(offset));
+  for (const auto &[name, t] : sorted) {
+    std::memcpy(&contents[dataStart], t->raw(), static_cast<size_t>(t->numBytes()));
+    dataStart += static_cast<size_t>(t->numBytes());
+  }
+  uint64_t sum = fnv1a(contents.data(), contents.size());
+  contents.append(reinterpret_cast<const char *>(&sum), sizeof(sum));
+
+  std::string path = checkpointPath(dir);
+  llvm::SmallString<256> temp;
+  int fd;
+  if (auto ec = llvm::sys::fs::createUniqueFile(path + ".tmp-%%%%%%", fd, temp))
+    return ir::makeError("cannot write " + path + ": " + ec.message());
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << contents;
+    os.close();
+    if (os.has_error()) {
+      std::string msg = os.error().message();
+      os.clear_error();
+      llvm::sys::fs::remove(temp);
+      return ir::makeError("cannot write " + path + ": " + msg);
+    }
+  }
+  if (auto ec = llvm::sys::fs::rename(temp, path)) {
+    llvm::sys::fs::remove(temp);
+    return ir::makeError("cannot write " + path + ": " + ec.message());
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<Checkpoint> loadCheckpoint(llvm::StringRef dir) {
+  std::string path = checkpointPath(dir);
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return ir::makeError("cannot read checkpoint " + path + ": " + buffer.getError().message());
+  llvm::StringRef bytes = (*buffer)->getBuffer();
+  auto corrupt = [&](const llvm::Twine &why) {
+    return ir::makeError("checkpoint " + path + " is corrupt: " + why);
+  };
+  if (!bytes.startswith(kMagic))
+    return corrupt("it does not start with '" + kMagic.drop_back() + "'");
+  if (bytes.size() < kMagic.size() + sizeof(uint64_t))
+    return corrupt("it is truncated");
+  uint64_t stored;
+  std::memcpy(&stored, bytes.data() + bytes.size() - sizeof(stored), sizeof(stored));
+  if (fnv1a(bytes.data(), bytes.size() - sizeof(stored)) != stored)
+    return corrupt("its checksum does not match (truncated or modified)");
+  size_t headerEnd = bytes.find('\n', kMagic.size());
+  if (headerEnd == llvm::StringRef::npos)
+    return corrupt("no header line");
+  Checkpoint ckpt;
+  try {
+    auto header = nlohmann::json::parse(bytes.substr(kMagic.size(), headerEnd - kMagic.size()));
+    TrainingPosition &p = ckpt.position;
+    p.globalStep = header.at("global_step").get<int64_t>();
+    p.epoch = header.at("epoch").get<int64_t>();
+    p.batchInEpoch = header.at("batch_in_epoch").get<int64_t>();
+    p.seed = header.at("seed").get<uint64_t>();
+    p.batchSize = header.at("batch_size").get<int64_t>();
+    p.model = header.at("model").get<std::string>();
+    p.data = header.at("data").get<std::string>();
+    size_t dataStart = headerEnd + 1;
+    size_t dataSize = bytes.size() - sizeof(stored) - dataStart;
+    for (const auto &v : header.value("variables", nlohmann::json::array())) {
+      auto dtype = ir::parseDType(v.at("dtype").get<std::string>());
+      if (!dtype)
+        return corrupt("variable " + v.at("name").get<std::string>() + " has an unknown dtype");
+      Tensor t(*dtype, v.at("shape").get<std::vector<int64_t>>());
+      int64_t offset = v.at("offset").get<int64_t>(), size = v.at("bytes").get<int64_t>();
+      if (size != t.numBytes() || offset < 0 || static_cast<size_t>(offset + size) > dataSize)
+        return corrupt("variable " + v.at("name").get<std::string>() + " is out of bounds");
+      std::memcpy(t.raw(), bytes.data() + dataStart + offset, static_cast<size_t>(size));
+      ckpt.variables[v.at("name").get<std::string>()] = std::move(t);
+    }
+  } catch (const nlohmann::json::exception &e) {
+    return corrupt(llvm::Twine("bad header: ") + e.what());
+  }
+  return ckpt;
+}
+
+} // namespace prism::runtime::train

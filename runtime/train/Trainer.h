@@ -1,0 +1,45 @@
+// Single-device training: runs a lowered training module over a data set for some epochs or
+// steps, evaluates on the test split at each epoch end, reports progress and metrics, and saves
+// or restores checkpoints.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "ir/Module.h"
+#include "runtime/data/DataSpec.h"
+#include "llvm/Support/Error.h"
+
+namespace prism::runtime::train {
+
+struct TrainOptions {
+  data::DataSpec data;
+  std::optional<int64_t> epochs; // default 1 when neither is given
+  std::optional<int64_t> steps;  // total steps, across a restore
+  int64_t batchSize = 128;
+  int64_t evalBatchSize = 1000;
+  int threads = 1;
+  uint64_t seed = 0;
+  std::string metricsOut; // JSON lines; empty: none
+  std::string saveDir;    // empty: no checkpoint
+  std::string restoreDir; // empty: start fresh
+  bool evaluate = true;   // test-set evaluation at epoch ends and at the end
+  bool quiet = false;     // no progress output
+};
+
+struct TrainResult {
+  int64_t steps = 0;        // steps run by this call
+  int64_t globalStep = 0;   // steps done in all, with those before a restore
+  double lastLoss = 0;      // the loss of the last step
+  double samplesPerSec = 0; // over this call
+  std::optional<double> testAccuracy;
+  std::optional<double> testLoss;
+  size_t peakArenaBytes = 0; // the training step's activation and gradient memory
+};
+
+// `module` is a training module after infer-shapes, autodiff and lower-optimizer: a loss and
+// variable updates. Its inputs are fed from the data set's fields by name (see docs/data.md).
+llvm::Expected<TrainResult> train(const ir::Module &module, const TrainOptions &options);
+
+} // namespace prism::runtime::train

@@ -1,0 +1,123 @@
+// `prism train MODEL --data D`: compile the model's training step and train it on one device.
+#include <string>
+
+#include "passes/PassManager.h"
+#include "runtime/train/Trainer.h"
+#include "tools/Commands.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace prism::tools {
+namespace {
+
+struct TrainArgs {
+  std::string model;
+  std::string data = "fashion-mnist";
+  int64_t epochs = 0;
+  int64_t steps = 0;
+  int64_t batch = 128;
+  int threads = 1;
+  uint64_t seed = 0;
+  std::string metricsOut;
+  std::string save;
+  std::string restore;
+  bool noEval = false;
+  bool quiet = false;
+};
+
+// The passes that turn a model into its training step.
+constexpr const char *kTrainingPipeline = "infer-shapes,autodiff,lower-optimizer,cse,dce";
+
+int runTrain(const TrainArgs &args) {
+  auto module = loadModule(args.model, /*inferShapes=*/false);
+  if (!module)
+    return reportError(module.takeError());
+  std::string optimizer;
+  if ((*module)->optimizer) {
+    optimizer = (*module)->optimizer->kind + "(";
+    bool first = true;
+    for (const auto &[k, v] : (*module)->optimizer->params) {
+      optimizer += (first ? "" : ", ") + k + " = " + v.str();
+      first = false;
+    }
+    optimizer += ")";
+  }
+  auto pm = passes::PassManager::fromPipeline(kTrainingPipeline);
+  if (!pm)
+    return reportError(pm.takeError());
+  if (auto changed = pm->run(**module, passes::PassOptions()); !changed)
+    return reportError(changed.takeError());
+
+  runtime::train::TrainOptions options;
+  auto spec = runtime::data::parseDataSpec(args.data);
+  if (!spec)
+    return reportError(spec.takeError());
+  options.data = *spec;
+  if (args.epochs > 0)
+    options.epochs = args.epochs;
+  if (args.steps > 0)
+    options.steps = args.steps;
+  options.batchSize = args.batch;
+  options.threads = args.threads;
+  options.seed = args.seed;
+  options.metricsOut = args.metricsOut;
+  options.saveDir = args.save;
+  options.restoreDir = args.restore;
+  options.evaluate = !args.noEval;
+  options.quiet = args.quiet;
+  if (!args.quiet)
+    llvm::outs() << "training " << (*module)->name() << " (" << args.model << ") on " << spec->str()
+                 << ": batch " << args.batch << ", " << args.threads
+                 << (args.threads == 1 ? " thread" : " threads") << ", seed " << args.seed
+                 << (optimizer.empty() ? "" : ", " + optimizer) << "\n";
+  llvm::outs().flush();
+  auto result = runtime::train::train(**module, options);
+  if (!result)
+    return reportError(result.takeError());
+  if (!args.quiet) {
+    llvm::outs() << "trained " << result->steps << " steps (" << result->globalStep
+                 << " in all): final loss " << llvm::format("%.4f", result->lastLoss) << ", "
+                 << llvm::format("%.0f", result->samplesPerSec) << " samples/s";
+    if (result->testAccuracy)
+      llvm::outs() << ", test accuracy " << llvm::format("%.4f", *result->testAccuracy);
+    llvm::outs() << "\n";
+    if (!args.save.empty())
+      llvm::outs() << "checkpoint saved in " << args.save << "\n";
+  }
+  return 0;
+}
+
+} // namespace
+
+void registerTrainCommand(CLI::App &app) {
+  auto args = std::make_shared<TrainArgs>();
+  auto *cmd = app.add_subcommand("train", "Train a model on one device");
+  cmd->add_option("model", args->model, "Model file (.prism)")->required();
+  cmd->add_option("--data", args->data,
+                  "fashion-mnist[:DIR], zipf:VOCAB[,tokens=T,classes=C], text:FILE")
+      ->capture_default_str();
+  auto *epochs = cmd->add_option("--epochs", args->epochs, "Epochs to train (default 1)")
+                     ->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", args->steps, "Steps to train in all (instead of --epochs)")
+      ->check(CLI::PositiveNumber)
+      ->excludes(epochs);
+  cmd->add_option("--batch", args->batch, "Global batch size")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--threads", args->threads, "CPU threads")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Seed of initial values and data order")
+      ->capture_default_str();
+  cmd->add_option("--metrics-out", args->metricsOut, "Write JSON lines of metrics here");
+  cmd->add_option("--save", args->save, "Save a checkpoint in this directory at the end");
+  cmd->add_option("--restore", args->restore, "Continue from the checkpoint in this directory");
+  cmd->add_flag("--no-eval", args->noEval, "Skip test-set evaluation");
+  cmd->add_flag("--quiet,-q", args->quiet, "Print only errors");
+  cmd->callback([args]() {
+    if (int status = runTrain(*args))
+      throw CLI::RuntimeError(status);
+  });
+}
+
+} // namespace prism::tools
