@@ -1,0 +1,145 @@
+#!/usr/bin/python3
+"""PyTorch peer for bench/single_device: the same models, optimizer, batch and data as Prism.
+
+Prints one JSON line: {"model", "threads", "samples_per_sec", "steps", "peak_rss_mb", and
+"test_accuracy" when --epochs is given}. Run with Debian's /usr/bin/python3 (python3-torch).
+"""
+import argparse
+import gzip
+import json
+import os
+import resource
+import struct
+import sys
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+FASHION = "/usr/share/datasets/fashion-mnist"
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    ndim = data[3]
+    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
+    return torch.frombuffer(bytearray(data[4 + 4 * ndim:]), dtype=torch.uint8).reshape(dims)
+
+
+def fashion(split):
+    prefix = "train" if split == "train" else "t10k"
+    x = read_idx(f"{FASHION}/{prefix}-images-idx3-ubyte.gz").float() / 255.0
+    y = read_idx(f"{FASHION}/{prefix}-labels-idx1-ubyte.gz").long()
+    return x.reshape(-1, 28, 28, 1), y
+
+
+class Mlp(nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        dims = [784] + hidden + [10]
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims, dims[1:]))
+
+    def forward(self, x):
+        x = x.reshape(x.shape[0], -1)
+        for layer in self.layers[:-1]:
+            x = F.relu(layer(x))
+        return self.layers[-1](x)
+
+
+class Cnn(nn.Module):
+    """The seed notebook's CNN: conv5x5 x2, pool, conv3x3 x2, pool, conv3x3 x2, pool, fc."""
+
+    def __init__(self, c=32):
+        super().__init__()
+        self.convs = nn.ModuleList([nn.Conv2d(1, c, 5, padding=2), nn.Conv2d(c, c, 5, padding=2),
+                                    nn.Conv2d(c, c, 3, padding=1), nn.Conv2d(c, c, 3, padding=1),
+                                    nn.Conv2d(c, c, 3, padding=1), nn.Conv2d(c, c, 3, padding=1)])
+        self.fc = nn.Linear(c * 3 * 3, 10)
+
+    def forward(self, x):
+        x = x.permute(0, 3, 1, 2)
+        for i, conv in enumerate(self.convs):
+            x = F.relu(conv(x))
+            if i % 2 == 1:
+                x = F.max_pool2d(x, 2)
+        return self.fc(x.reshape(x.shape[0], -1))
+
+
+class Embedding(nn.Module):
+    def __init__(self, vocab=100000, dim=64, classes=10):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim, sparse=True)
+        self.hidden = nn.Linear(dim, 128)
+        self.out = nn.Linear(128, classes)
+
+    def forward(self, tokens):
+        return self.out(F.relu(self.hidden(self.emb(tokens).mean(1))))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("model", choices=["mlp", "mlp1024", "cnn", "embedding"])
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--steps", type=int, default=0)
+    p.add_argument("--epochs", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    if a.model == "embedding":
+        model = Embedding()
+        gen = torch.Generator().manual_seed(a.seed)
+        # Zipf-like ids: rank r with probability ~ 1/r^1.1.
+        ranks = torch.arange(1, 100001, dtype=torch.float64)
+        probs = ranks.pow(-1.1)
+        tokens = torch.multinomial(probs / probs.sum(), 256 * 20 * 64, replacement=True,
+                                   generator=gen).reshape(-1, 20)
+        labels = torch.randint(0, 10, (tokens.shape[0],), generator=gen)
+        dense = [q for n, q in model.named_parameters() if not n.startswith("emb")]
+        opts = [torch.optim.SparseAdam(list(model.emb.parameters()), lr=0.001),
+                torch.optim.Adam(dense, lr=0.001)]
+        train_x, train_y, test = tokens, labels, None
+    else:
+        model = {"mlp": lambda: Mlp([256]), "mlp1024": lambda: Mlp([1024, 1024]),
+                 "cnn": lambda: Cnn()}[a.model]()
+        opts = [torch.optim.Adam(model.parameters(), lr=0.001)]
+        train_x, train_y = fashion("train")
+        test = fashion("test")
+    n = train_x.shape[0]
+    steps_per_epoch = (n + a.batch - 1) // a.batch
+    total = a.steps or a.epochs * steps_per_epoch
+    gen = torch.Generator().manual_seed(a.seed)
+    order = torch.randperm(n, generator=gen)
+    warmup = min(5, total)
+    start = None
+    for step in range(total + warmup):
+        if step == warmup:
+            start = time.perf_counter()
+        s = step % steps_per_epoch
+        if s == 0 and step > 0:
+            order = torch.randperm(n, generator=gen)
+        idx = order[s * a.batch:(s + 1) * a.batch]
+        for o in opts:
+            o.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(train_x[idx]), train_y[idx])
+        loss.backward()
+        for o in opts:
+            o.step()
+    elapsed = time.perf_counter() - start
+    result = {"model": a.model, "threads": a.threads, "batch": a.batch, "steps": total,
+              "samples_per_sec": total * a.batch / elapsed,
+              "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if a.epochs and test is not None:
+        with torch.no_grad():
+            logits = model(test[0])
+        result["test_accuracy"] = (logits.argmax(1) == test[1]).float().mean().item()
+    print(json.dumps(result))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
