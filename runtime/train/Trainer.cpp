@@ -227,9 +227,10 @@ llvm::Expected<TrainResult> train(const ir::Module &module, const TrainOptions &
   auto windowStart = start;
   int64_t windowSamples = 0, samples = 0;
   double rate = 0;
+  auto stepStart = Clock::now();
   while (position.globalStep < target) {
+    // A step's time includes assembling its batch, as a user's loop would.
     data::Batch batch = batches->batch(position.batchInEpoch);
-    auto stepStart = Clock::now();
     if (auto err = (*trainer)->step(batch.tensors))
       return std::move(err);
     double loss = *(*trainer)->loss();
@@ -263,6 +264,7 @@ llvm::Expected<TrainResult> train(const ir::Module &module, const TrainOptions &
                       .dump()
                << "\n";
     }
+    stepStart = Clock::now();
     if (position.batchInEpoch == perEpoch) {
       if (auto err = runEvaluation("epoch " + std::to_string(position.epoch + 1)))
         return std::move(err);
