@@ -56,6 +56,18 @@ TEST(Train, MlpReachesEightyFivePercentInOneEpoch) {
   EXPECT_EQ(result->steps, 469); // ceil(60000 / 128)
 }
 
+TEST(Train, CnnReachesEightyFourPercentInOneEpoch) {
+  auto module = trainingModule("cnn.prism");
+  ASSERT_TRUE(module);
+  train::TrainOptions options = fashionOptions();
+  options.epochs = 1;
+  options.threads = 2;
+  auto result = train::train(*module, options);
+  ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+  ASSERT_TRUE(result->testAccuracy.has_value());
+  EXPECT_GE(*result->testAccuracy, 0.84);
+}
+
 TEST(Train, RestoreContinuesBitForBit) {
   auto module = trainingModule("mlp.prism");
   ASSERT_TRUE(module);
