@@ -2,6 +2,7 @@
 #include "runtime/data/BatchIterator.h"
 
 #include <algorithm>
+#include <cassert>
 #include <numeric>
 #include <random>
 
@@ -85,6 +86,7 @@ std::optional<Batch> BatchIterator::next() {
 }
 
 Batch BatchIterator::batch(int64_t step) const {
+  assert(step >= 0 && step < numBatches_ && "batch step out of range");
   int64_t n = dataset_->size();
   int64_t start = step * options_.batchSize;
   int64_t globalSize = std::min(options_.batchSize, n - start);

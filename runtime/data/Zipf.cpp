@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <numeric>
+#include <queue>
 
 #include "ir/Diagnostic.h"
 #include "runtime/data/Random.h"
@@ -35,9 +38,9 @@ llvm::Error checkZipfOptions(const ZipfOptions &o) {
   if (o.vocab < 1 || o.vocab > kZipfMaxVocab)
     return ir::makeError("zipf: vocabulary size " + llvm::Twine(o.vocab) +
                          " is out of range [1, 2^26]");
-  if (o.classes < 1 || o.classes > kZipfMaxVocab)
+  if (o.classes < 1 || o.classes > kZipfMaxClasses)
     return ir::makeError("zipf: class count " + llvm::Twine(o.classes) +
-                         " is out of range [1, 2^26]");
+                         " is out of range [1, 65536]");
   if (o.tokens < 1 || o.examples < 1 || o.tokens > kZipfMaxTokens / o.examples)
     return ir::makeError("zipf: " + llvm::Twine(o.examples) + " examples of " +
                          llvm::Twine(o.tokens) +
@@ -48,19 +51,55 @@ llvm::Error checkZipfOptions(const ZipfOptions &o) {
   return llvm::Error::success();
 }
 
-std::vector<int32_t> zipfClassVotes(const ZipfOptions &options, uint64_t seed) {
+ZipfVotes zipfVotes(const ZipfOptions &options, uint64_t seed) {
+  ZipfSampler sampler(options.vocab, options.exponent);
+  auto classes = static_cast<size_t>(options.classes);
+  ZipfVotes votes;
+  votes.classOf.assign(static_cast<size_t>(options.vocab), kNoClass);
+  votes.weight.assign(static_cast<size_t>(options.vocab), 0.0f);
+
+  // A token holding more than 1/C of the mass still to share out would outweigh a whole class
+  // on its own, so it votes for nothing.
+  int64_t firstVoter = 0;
+  double unshared = 1.0;
+  for (; firstVoter < options.vocab; ++firstVoter) {
+    double p = sampler.probability(firstVoter);
+    if (p * static_cast<double>(classes) <= unshared)
+      break;
+    unshared -= p;
+  }
+  // Least-loaded first: (mass so far, class), smallest on top.
+  using Load = std::pair<double, int32_t>;
+  std::priority_queue<Load, std::vector<Load>, std::greater<Load>> loads;
+  for (size_t c = 0; c < classes; ++c)
+    loads.push({0.0, static_cast<int32_t>(c)});
+  for (int64_t id = firstVoter; id < options.vocab; ++id) {
+    Load least = loads.top();
+    loads.pop();
+    votes.classOf[id] = least.second;
+    loads.push({least.first + sampler.probability(id), least.second});
+  }
+
   std::mt19937_64 gen(streamSeed(seed, "zipf/votes"));
-  std::vector<int32_t> votes(static_cast<size_t>(options.vocab));
-  for (int32_t &v : votes)
-    v = static_cast<int32_t>(uniformBelow(gen, static_cast<uint64_t>(options.classes)));
+  std::vector<int32_t> rename(classes);
+  std::iota(rename.begin(), rename.end(), 0);
+  for (size_t i = classes - 1; i > 0; --i)
+    std::swap(rename[i], rename[uniformBelow(gen, i + 1)]);
+  // Weights below 1 + 1/T: a class with more votes always wins, weights only settle ties.
+  double spread = 1.0 / static_cast<double>(options.tokens + 1);
+  for (int64_t id = firstVoter; id < options.vocab; ++id) {
+    votes.classOf[id] = rename[votes.classOf[id]];
+    votes.weight[id] = static_cast<float>(1.0 + spread * unitUniform(gen));
+  }
   return votes;
 }
 
-int32_t zipfLabel(llvm::ArrayRef<int32_t> tokens, llvm::ArrayRef<int32_t> votes, int64_t classes) {
-  std::vector<int64_t> counts(static_cast<size_t>(classes), 0);
+int32_t zipfLabel(llvm::ArrayRef<int32_t> tokens, const ZipfVotes &votes, int64_t classes) {
+  std::vector<double> score(static_cast<size_t>(classes), 0.0);
   for (int32_t token : tokens)
-    ++counts[votes[token]];
-  return static_cast<int32_t>(std::max_element(counts.begin(), counts.end()) - counts.begin());
+    if (votes.classOf[token] != kNoClass)
+      score[votes.classOf[token]] += votes.weight[token];
+  return static_cast<int32_t>(std::max_element(score.begin(), score.end()) - score.begin());
 }
 
 llvm::Expected<std::unique_ptr<TensorDataset>> makeZipfDataset(const ZipfOptions &options,
@@ -75,7 +114,7 @@ llvm::Expected<std::unique_ptr<TensorDataset>> makeZipfDataset(const ZipfOptions
   for (int32_t &token : stream)
     token = static_cast<int32_t>(sampler.sample(gen));
 
-  std::vector<int32_t> votes = zipfClassVotes(options, seed);
+  ZipfVotes votes = zipfVotes(options, seed);
   Tensor tokens(ir::DType::I32, {n, t});
   Tensor targets(ir::DType::I32, {n, t});
   Tensor labels(ir::DType::I32, {n});

@@ -39,16 +39,30 @@ struct ZipfOptions {
 // train split N * T tokens in each of two fields.
 constexpr int64_t kZipfMaxVocab = int64_t(1) << 26;
 constexpr int64_t kZipfMaxTokens = int64_t(1) << 28;
+constexpr int64_t kZipfMaxClasses = 65536;
 
-// Checks the ranges: vocab and classes in [1, 2^26], tokens and examples at least 1 with
+// Checks the ranges: vocab in [1, 2^26], classes in [1, 65536], tokens and examples at least 1 with
 // examples * tokens at most 2^28, exponent finite and >= 0.
 llvm::Error checkZipfOptions(const ZipfOptions &options);
 
-// The class each token votes for: votes[id] in [0, C), uniform, drawn from the stream
-// "zipf/votes" of `seed`. The same for both splits.
-std::vector<int32_t> zipfClassVotes(const ZipfOptions &options, uint64_t seed);
-// The label of a token sequence: the class with the most votes, the smallest on a tie.
-int32_t zipfLabel(llvm::ArrayRef<int32_t> tokens, llvm::ArrayRef<int32_t> votes, int64_t classes);
+// What each token says about the label: a class and a weight, or nothing. The most frequent
+// tokens, as long as one alone holds more than 1/C of the probability mass of itself and all
+// rarer tokens, are neutral (like stop words): classOf kNoClass, weight 0. The others are balanced
+// by mass so that every class is about equally likely as a label: in rank order each goes to the
+// class with the least mass so far (ties to the smallest class). Then, from the stream
+// "zipf/votes" of the seed, the classes are renamed by a permutation (Fisher-Yates with
+// uniformBelow) and each voting token, in id order, gets the weight 1 + unitUniform / (T + 1).
+// The same for both splits.
+constexpr int32_t kNoClass = -1;
+struct ZipfVotes {
+  std::vector<int32_t> classOf;
+  std::vector<float> weight;
+};
+ZipfVotes zipfVotes(const ZipfOptions &options, uint64_t seed);
+// The label of a token sequence: the class with the largest sum of weights over the tokens that
+// vote for it (summed in double, in token order), the smallest class on a tie; so the class with
+// the most votes, the weights settling ties. A bag-of-embeddings model can represent it exactly.
+int32_t zipfLabel(llvm::ArrayRef<int32_t> tokens, const ZipfVotes &votes, int64_t classes);
 
 // One split: a stream of N * T + 1 tokens from the stream "zipf/train" or "zipf/test" of `seed`;
 // example i is the window [i T, i T + T). Fields:

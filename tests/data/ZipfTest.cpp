@@ -93,7 +93,7 @@ TEST(Zipf, ClassifierAndLanguageModelFields) {
 
   const int32_t *tok = tokens.data<int32_t>();
   const int32_t *tgt = targets.data<int32_t>();
-  std::vector<int32_t> votes = zipfClassVotes(options, 11);
+  ZipfVotes votes = zipfVotes(options, 11);
   std::vector<int> perClass(5, 0);
   for (int64_t i = 0; i < 600; ++i) {
     for (int64_t j = 0; j < 8; ++j) {
@@ -107,16 +107,53 @@ TEST(Zipf, ClassifierAndLanguageModelFields) {
       }
     }
     int32_t label = labels.data<int32_t>()[i];
-    // The label is the majority class vote of the tokens (ties to the smallest class).
-    std::vector<int> count(5, 0);
+    // The label is the class with the largest weight of votes among the tokens.
+    std::vector<double> score(5, 0.0);
     for (int64_t j = 0; j < 8; ++j)
-      ++count[votes[tok[i * 8 + j]]];
-    int best = static_cast<int>(std::max_element(count.begin(), count.end()) - count.begin());
-    EXPECT_EQ(label, best) << i;
+      score[votes.classOf[tok[i * 8 + j]]] += votes.weight[tok[i * 8 + j]];
+    for (int c = 0; c < 5; ++c)
+      EXPECT_LE(score[c], score[label]) << i;
     ++perClass[label];
   }
   for (int c = 0; c < 5; ++c)
     EXPECT_GT(perClass[c], 20) << "class " << c << " almost never occurs";
+}
+
+TEST(Zipf, VotesBalanceClassesByProbabilityMass) {
+  ZipfOptions options;
+  options.vocab = 10000;
+  options.classes = 10;
+  ZipfSampler sampler(options.vocab, options.exponent);
+  ZipfVotes votes = zipfVotes(options, 3);
+  // The most frequent token holds more than 1/C of the mass: it votes for nothing.
+  ASSERT_GT(sampler.probability(0), 0.1);
+  EXPECT_EQ(votes.classOf[0], kNoClass);
+  EXPECT_EQ(votes.weight[0], 0.0f);
+  EXPECT_NE(votes.classOf[1], kNoClass);
+  std::vector<double> mass(10, 0.0);
+  for (int64_t id = 1; id < options.vocab; ++id) {
+    ASSERT_GE(votes.classOf[id], 0);
+    ASSERT_LT(votes.classOf[id], 10);
+    EXPECT_GE(votes.weight[id], 1.0f);
+    EXPECT_LT(votes.weight[id], 1.0f + 1.0f / 21);
+    mass[votes.classOf[id]] += sampler.probability(id);
+  }
+  // Every class gets close to an equal share of the voting mass.
+  std::sort(mass.begin(), mass.end());
+  EXPECT_LT(mass[9] - mass[0], 0.001);
+  EXPECT_NEAR(mass[0] * 10, 1.0 - sampler.probability(0), 0.01);
+
+  // Labels are spread over the classes: none below 4% or above 16% of the examples.
+  options.examples = 20000;
+  auto d = makeZipfDataset(options, Split::Train, 3);
+  ASSERT_TRUE(bool(d)) << llvm::toString(d.takeError());
+  std::vector<int> perClass(10, 0);
+  for (int64_t i = 0; i < (*d)->size(); ++i)
+    ++perClass[(*d)->values(2).data<int32_t>()[i]];
+  for (int c = 0; c < 10; ++c) {
+    EXPECT_GT(perClass[c], 800) << c;
+    EXPECT_LT(perClass[c], 3200) << c;
+  }
 }
 
 TEST(Zipf, SeededAndSplitsDiffer) {
@@ -136,9 +173,11 @@ TEST(Zipf, SeededAndSplitsDiffer) {
   EXPECT_NE(
       std::memcmp((*test)->values(0).raw(), (*a)->values(0).raw(), (*test)->values(0).numBytes()),
       0);
-  // Both splits share the class votes: the same task.
-  EXPECT_EQ(zipfClassVotes(options, 5), zipfClassVotes(options, 5));
-  EXPECT_NE(zipfClassVotes(options, 5), zipfClassVotes(options, 6));
+  // Both splits share the votes (the same task); another seed makes another task.
+  ZipfVotes votes = zipfVotes(options, 5);
+  EXPECT_EQ(votes.classOf, zipfVotes(options, 5).classOf);
+  EXPECT_EQ(votes.weight, zipfVotes(options, 5).weight);
+  EXPECT_NE(votes.weight, zipfVotes(options, 6).weight);
 }
 
 TEST(Zipf, RejectsBadOptions) {
@@ -153,7 +192,7 @@ TEST(Zipf, RejectsBadOptions) {
   expectError(o, "vocabulary size 0 is out of range");
   o.vocab = 10;
   o.classes = 0;
-  expectError(o, "class count 0 is out of range");
+  expectError(o, "class count 0 is out of range [1, 65536]");
   o.classes = 2;
   o.tokens = 1 << 20;
   o.examples = 1 << 20;
