@@ -6,7 +6,8 @@
 
 namespace prism::ir {
 
-ModuleBuilder::ModuleBuilder(std::string name) : module_(std::make_unique<Module>(std::move(name))) {}
+ModuleBuilder::ModuleBuilder(std::string name)
+    : module_(std::make_unique<Module>(std::move(name))) {}
 
 void ModuleBuilder::fail(llvm::Error e) {
   if (error_)

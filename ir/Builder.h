@@ -27,7 +27,9 @@ public:
   void minimize(Value *loss, llvm::StringRef optimizer, AttrMap params);
 
   // Common ops, for readable model code.
-  Value *matmul(Value *a, Value *b, llvm::StringRef name = "") { return op("matmul", {a, b}, {}, name); }
+  Value *matmul(Value *a, Value *b, llvm::StringRef name = "") {
+    return op("matmul", {a, b}, {}, name);
+  }
   Value *add(Value *a, Value *b, llvm::StringRef name = "") { return op("add", {a, b}, {}, name); }
   Value *relu(Value *x, llvm::StringRef name = "") { return op("relu", {x}, {}, name); }
 

@@ -8,7 +8,9 @@
 
 namespace prism::ir {
 
-llvm::StringRef Op::name() const { return def_->name; }
+llvm::StringRef Op::name() const {
+  return def_->name;
+}
 
 Value *Op::addResult(std::string name, std::optional<TensorType> type) {
   auto v = std::make_unique<Value>();
@@ -135,7 +137,9 @@ void Module::renameValue(Value *v, llvm::StringRef newName) {
   registerName(v);
 }
 
-void Module::registerName(Value *v) { names_[v->name_] = v; }
+void Module::registerName(Value *v) {
+  names_[v->name_] = v;
+}
 
 void Module::unregisterName(const Value *v) {
   auto it = names_.find(v->name_);

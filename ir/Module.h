@@ -156,7 +156,7 @@ public:
   const std::string &sourceFile() const { return sourceFile_; }
   void setSourceFile(std::string file) { sourceFile_ = std::move(file); }
 
-  Trivia headerTrivia;                    // comments above `model`
+  Trivia headerTrivia;                     // comments above `model`
   std::vector<std::string> footerComments; // comments before the closing `}`
 
   Input *addInput(llvm::StringRef name, TensorType type);

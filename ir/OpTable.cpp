@@ -22,6 +22,7 @@ struct Table {
     ops::registerShapeOps(defs);
     ops::registerSparseOps(defs);
     ops::registerOptimizerOps(defs);
+    ops::registerFusedOps(defs);
     for (const OpDef &d : defs) {
       assert(d.shape && "every op needs a shape rule");
       bool inserted = byName.try_emplace(d.name, &d).second;
@@ -38,7 +39,9 @@ const Table &table() {
 }
 } // namespace
 
-llvm::ArrayRef<const OpDef *> allOps() { return table().ordered; }
+llvm::ArrayRef<const OpDef *> allOps() {
+  return table().ordered;
+}
 
 const OpDef *lookupOp(llvm::StringRef name) {
   auto it = table().byName.find(name);
@@ -93,8 +96,7 @@ llvm::Error checkSignature(const OpDef &def, unsigned numOperands, const AttrMap
   for (const auto &[name, value] : attrs) {
     const AttrSpec *spec = def.attrSpec(name);
     if (!spec)
-      return makeError("'" + def.name + "' has no attribute '" + name +
-                       "': " + def.signature());
+      return makeError("'" + def.name + "' has no attribute '" + name + "': " + def.signature());
     bool kindOk = value.kind() == spec->kind ||
                   (spec->kind == AttrKind::Float && value.kind() == AttrKind::Int);
     if (!kindOk)

@@ -44,9 +44,8 @@ struct OpCost {
 using ShapeRule = llvm::Expected<llvm::SmallVector<TensorType, 1>> (*)(
     llvm::ArrayRef<TensorType> operands, const AttrMap &attrs);
 using GradRule = void (*)(GradientContext &ctx);
-using CostRule = OpCost (*)(llvm::ArrayRef<TensorType> operands,
-                            llvm::ArrayRef<TensorType> results, const AttrMap &attrs,
-                            int64_t batch);
+using CostRule = OpCost (*)(llvm::ArrayRef<TensorType> operands, llvm::ArrayRef<TensorType> results,
+                            const AttrMap &attrs, int64_t batch);
 
 struct OpDef {
   std::string name;
@@ -56,7 +55,7 @@ struct OpDef {
   unsigned numResults = 1;
   std::vector<AttrSpec> attrs;
   ShapeRule shape = nullptr;
-  GradRule gradient = nullptr;  // null: not differentiable
+  GradRule gradient = nullptr;     // null: not differentiable
   uint32_t sparseGradOperands = 0; // bit i: the gradient for operand i is sparse
   uint32_t writtenOperands = 0;    // bit i: operand i must be a variable; written at step end
   CostRule cost = nullptr;         // null: elementwise-like default
@@ -108,8 +107,7 @@ public:
   Value *resultGrad(unsigned i = 0) const { return resultGrads_[i]; }
 
   // Emits a one-result backward op (types inferred) and returns its result.
-  virtual Value *emit(llvm::StringRef opName, llvm::ArrayRef<Value *> operands,
-                      AttrMap attrs = {});
+  virtual Value *emit(llvm::StringRef opName, llvm::ArrayRef<Value *> operands, AttrMap attrs = {});
   void setGrad(unsigned operand, Value *grad) { operandGrads_[operand] = grad; }
   llvm::ArrayRef<Value *> operandGrads() const { return operandGrads_; }
   Module &module() { return module_; }

@@ -59,8 +59,7 @@ private:
 
   llvm::Error checkShape(const Value *v, SourceLoc loc) {
     if (!v->hasType())
-      return options_.requireTypes ? error(loc, v->ref() + " has no type")
-                                   : llvm::Error::success();
+      return options_.requireTypes ? error(loc, v->ref() + " has no type") : llvm::Error::success();
     int64_t n = 1;
     for (int64_t d : v->type().dims) {
       if (d == kBatchDim || d == kDynamicDim)
@@ -93,8 +92,8 @@ private:
     if (auto e = checkSignature(op.def(), op.numOperands(), op.attrs))
       return error(op.loc, where + ": " + stripPrefix(llvm::toString(std::move(e))));
     if (op.numResults() != op.def().numResults)
-      return error(op.loc, where + ": has " + llvm::Twine(op.numResults()) +
-                               " results, expected " + llvm::Twine(op.def().numResults));
+      return error(op.loc, where + ": has " + llvm::Twine(op.numResults()) + " results, expected " +
+                               llvm::Twine(op.def().numResults));
     bool operandsTyped = true;
     for (const Value *v : op.operands())
       operandsTyped &= v->hasType();
@@ -105,8 +104,8 @@ private:
       for (unsigned i = 0; i < op.numResults(); ++i) {
         const Value *r = op.result(i);
         if (r->hasType() && r->type() != (*types)[i])
-          return error(op.loc, where + ": result " + r->ref() + " is declared " +
-                                   r->type().str() + " but the op gives " + (*types)[i].str());
+          return error(op.loc, where + ": result " + r->ref() + " is declared " + r->type().str() +
+                                   " but the op gives " + (*types)[i].str());
       }
     }
     for (unsigned i = 0; i < op.numResults(); ++i) {
@@ -139,7 +138,8 @@ private:
     const Optimizer &opt = *m_.optimizer;
     static const llvm::StringSet<> known = {"sgd", "momentum", "adam"};
     if (!known.count(opt.kind))
-      return error(opt.loc, "unknown optimizer '" + opt.kind + "' (expected sgd, momentum or adam)");
+      return error(opt.loc,
+                   "unknown optimizer '" + opt.kind + "' (expected sgd, momentum or adam)");
     if (auto e = checkOptimizerParams(opt))
       return e;
     if (opt.params.getFloat("lr", -1) <= 0)
@@ -189,8 +189,7 @@ private:
       if (g.value->hasType() && g.variable->value->hasType() &&
           g.value->type().dense() != g.variable->type())
         return error(g.loc, "the gradient of '" + g.variable->name() + "' has type " +
-                                g.value->type().str() + ", expected " +
-                                g.variable->type().str());
+                                g.value->type().str() + ", expected " + g.variable->type().str());
     }
     return llvm::Error::success();
   }

@@ -183,8 +183,8 @@ std::vector<AttrSpec> poolAttrSpecs() {
           attr("padding", AttrKind::String, Attr::string("valid"), "same or valid")};
 }
 
-OpDef def(const char *name, const char *summary, std::vector<std::string> operands,
-          ShapeRule shape, GradRule grad, std::vector<AttrSpec> attrs, uint32_t traits = 0) {
+OpDef def(const char *name, const char *summary, std::vector<std::string> operands, ShapeRule shape,
+          GradRule grad, std::vector<AttrSpec> attrs, uint32_t traits = 0) {
   OpDef d;
   d.name = name;
   d.summary = summary;
@@ -211,12 +211,12 @@ void registerConvOps(std::vector<OpDef> &t) {
                  {"x", "dy", "filter"}, backFilterShape, nullptr, convAttrSpecs(), kGradientOnly);
   bf.cost = conv2dBackFilterCost;
   t.push_back(bf);
-  t.push_back(def("max_pool2d", "maximum over windows of x[N,H,W,C]", {"x"}, poolShape,
-                  maxPoolGrad, poolAttrSpecs()));
+  t.push_back(def("max_pool2d", "maximum over windows of x[N,H,W,C]", {"x"}, poolShape, maxPoolGrad,
+                  poolAttrSpecs()));
   t.push_back(def("avg_pool2d", "mean over windows of x[N,H,W,C] (padding not counted)", {"x"},
                   poolShape, avgPoolGrad, poolAttrSpecs()));
-  t.push_back(def("max_pool2d_grad", "dy routed to the first maximum of each window",
-                  {"dy", "x"}, poolGradShape, nullptr, poolAttrSpecs(), kGradientOnly));
+  t.push_back(def("max_pool2d_grad", "dy routed to the first maximum of each window", {"dy", "x"},
+                  poolGradShape, nullptr, poolAttrSpecs(), kGradientOnly));
   t.push_back(def("avg_pool2d_grad", "dy spread evenly over each window", {"dy", "x"},
                   poolGradShape, nullptr, poolAttrSpecs(), kGradientOnly));
 }

@@ -20,9 +20,9 @@ ShapeResult matmulShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
   int64_t m = in[0].dims[ta ? 1 : 0], k = in[0].dims[ta ? 0 : 1];
   int64_t k2 = in[1].dims[tb ? 1 : 0], n = in[1].dims[tb ? 0 : 1];
   if (k != k2)
-    return shapeError("contracted dimensions differ: " + in[0].str() + (ta ? "ᵀ" : "") +
-                      " times " + in[1].str() + (tb ? "ᵀ" : "") + " (" + dimString(k) +
-                      " vs " + dimString(k2) + ")");
+    return shapeError("contracted dimensions differ: " + in[0].str() + (ta ? "ᵀ" : "") + " times " +
+                      in[1].str() + (tb ? "ᵀ" : "") + " (" + dimString(k) + " vs " + dimString(k2) +
+                      ")");
   return Types{TensorType(in[0].dtype, {m, n})};
 }
 
@@ -124,8 +124,7 @@ ShapeResult xentShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
   if (auto e = expectRank(in[1], 1, "labels"))
     return std::move(e);
   if (in[1].dims[0] != in[0].dims[0])
-    return shapeError("labels " + in[1].str() + " do not match the rows of logits " +
-                      in[0].str());
+    return shapeError("labels " + in[1].str() + " do not match the rows of logits " + in[0].str());
   return Types{TensorType(in[0].dtype, {})};
 }
 
@@ -144,8 +143,8 @@ ShapeResult xentGradShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
   return Types{in[1]};
 }
 
-OpDef def(const char *name, const char *summary, std::vector<std::string> operands,
-          ShapeRule shape, GradRule grad, uint32_t traits = 0) {
+OpDef def(const char *name, const char *summary, std::vector<std::string> operands, ShapeRule shape,
+          GradRule grad, uint32_t traits = 0) {
   OpDef d;
   d.name = name;
   d.summary = summary;
@@ -167,8 +166,7 @@ void registerNeuralNetOps(std::vector<OpDef> &t) {
   t.push_back(mm);
   t.push_back(def("bias_add", "x + bias along the last dimension", {"x", "bias"}, biasAddShape,
                   biasAddGrad, kElementwise));
-  t.push_back(def("softmax", "softmax over the last dimension", {"x"}, lastAxisShape,
-                  softmaxGrad));
+  t.push_back(def("softmax", "softmax over the last dimension", {"x"}, lastAxisShape, softmaxGrad));
   t.push_back(def("log_softmax", "log of softmax over the last dimension", {"x"}, lastAxisShape,
                   logSoftmaxGrad));
   t.push_back(def("softmax_cross_entropy",
@@ -176,10 +174,9 @@ void registerNeuralNetOps(std::vector<OpDef> &t) {
                   {"logits", "labels"}, xentShape, xentGrad));
   t.push_back(def("softmax_grad", "y * (dy - sum(dy * y)) over the last dimension", {"dy", "y"},
                   pairGradShape, nullptr, kGradientOnly));
-  t.push_back(def("log_softmax_grad", "dy - exp(y) * sum(dy) over the last dimension",
-                  {"dy", "y"}, pairGradShape, nullptr, kGradientOnly));
-  t.push_back(def("softmax_cross_entropy_grad",
-                  "dloss * (softmax(logits) - onehot(labels)) / rows",
+  t.push_back(def("log_softmax_grad", "dy - exp(y) * sum(dy) over the last dimension", {"dy", "y"},
+                  pairGradShape, nullptr, kGradientOnly));
+  t.push_back(def("softmax_cross_entropy_grad", "dloss * (softmax(logits) - onehot(labels)) / rows",
                   {"dloss", "logits", "labels"}, xentGradShape, nullptr, kGradientOnly));
 }
 

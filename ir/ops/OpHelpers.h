@@ -13,7 +13,9 @@ namespace prism::ir::ops {
 using Types = llvm::SmallVector<TensorType, 1>;
 using ShapeResult = llvm::Expected<Types>;
 
-inline llvm::Error shapeError(const llvm::Twine &msg) { return makeError(msg); }
+inline llvm::Error shapeError(const llvm::Twine &msg) {
+  return makeError(msg);
+}
 
 // Numpy broadcasting, aligned at the last dimension; `B` only matches `B` or 1.
 llvm::Expected<Dims> broadcastDims(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
@@ -37,8 +39,8 @@ OpCost elementwiseCost(llvm::ArrayRef<TensorType> operands, llvm::ArrayRef<Tenso
 // Emits sum_like(g, ref) unless g already has ref's shape.
 Value *sumLike(GradientContext &ctx, Value *g, Value *ref);
 
-AttrSpec attr(const char *name, AttrKind kind, const char *doc);                 // required
-AttrSpec attr(const char *name, AttrKind kind, Attr dflt, const char *doc);      // optional
+AttrSpec attr(const char *name, AttrKind kind, const char *doc);            // required
+AttrSpec attr(const char *name, AttrKind kind, Attr dflt, const char *doc); // optional
 
 void registerElementwiseOps(std::vector<OpDef> &table);
 void registerNeuralNetOps(std::vector<OpDef> &table);
@@ -46,5 +48,7 @@ void registerConvOps(std::vector<OpDef> &table);
 void registerShapeOps(std::vector<OpDef> &table);
 void registerSparseOps(std::vector<OpDef> &table);
 void registerOptimizerOps(std::vector<OpDef> &table);
+// After the others: fused ops copy the operands and attributes of the ops they fuse.
+void registerFusedOps(std::vector<OpDef> &table);
 
 } // namespace prism::ir::ops

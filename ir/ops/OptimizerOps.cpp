@@ -4,7 +4,6 @@
 namespace prism::ir::ops {
 namespace {
 
-
 // The gradient (dense or sparse) must have the variable's dense type.
 llvm::Error checkGradient(const TensorType &var, const TensorType &grad) {
   if (grad.dense() != var)
@@ -81,8 +80,8 @@ ShapeResult clipScaleShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) 
   return Types{in[0]};
 }
 
-OpDef def(const char *name, const char *summary, std::vector<std::string> operands,
-          ShapeRule shape, std::vector<AttrSpec> attrs, uint32_t traits, unsigned results) {
+OpDef def(const char *name, const char *summary, std::vector<std::string> operands, ShapeRule shape,
+          std::vector<AttrSpec> attrs, uint32_t traits, unsigned results) {
   OpDef d;
   d.name = name;
   d.summary = summary;
@@ -94,7 +93,9 @@ OpDef def(const char *name, const char *summary, std::vector<std::string> operan
   return d;
 }
 
-AttrSpec lr() { return attr("lr", AttrKind::Float, "learning rate"); }
+AttrSpec lr() {
+  return attr("lr", AttrKind::Float, "learning rate");
+}
 
 } // namespace
 
@@ -131,10 +132,11 @@ void registerOptimizerOps(std::vector<OpDef> &t) {
                      {"var", "value"}, assignShape, {}, kSideEffect, 0);
   assign.writtenOperands = 0b1;
   t.push_back(assign);
-  t.push_back(def("scale", "x * s for a scalar s; x dense or sparse", {"x", "s"}, scaleShape, {},
-                  0, 1));
-  OpDef norm = def("global_norm", "√(Σ ‖g‖²) over all operands, dense or sparse "
-                                  "(a sparse value counts as its dense sum)",
+  t.push_back(
+      def("scale", "x * s for a scalar s; x dense or sparse", {"x", "s"}, scaleShape, {}, 0, 1));
+  OpDef norm = def("global_norm",
+                   "√(Σ ‖g‖²) over all operands, dense or sparse "
+                   "(a sparse value counts as its dense sum)",
                    {"g"}, globalNormShape, {}, 0, 1);
   norm.variadic = true;
   t.push_back(norm);

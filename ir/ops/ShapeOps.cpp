@@ -58,8 +58,7 @@ ShapeResult transposeShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) 
     return std::move(e);
   auto perm = attrs.getInts("perm");
   if (static_cast<int64_t>(perm.size()) != in[0].rank())
-    return shapeError("perm " + Attr::ints(perm).str() + " does not match rank of " +
-                      in[0].str());
+    return shapeError("perm " + Attr::ints(perm).str() + " does not match rank of " + in[0].str());
   std::vector<bool> seen(perm.size(), false);
   Dims out;
   for (int64_t p : perm) {
@@ -100,8 +99,8 @@ ShapeResult concatShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
       if (i == *axis)
         continue;
       if (t.dims[i] != in[0].dims[i])
-        return shapeError("cannot concatenate " + in[0].str() + " and " + t.str() +
-                          " along axis " + llvm::Twine(*axis));
+        return shapeError("cannot concatenate " + in[0].str() + " and " + t.str() + " along axis " +
+                          llvm::Twine(*axis));
     }
     if (t.dims[*axis] < 0)
       return shapeError("cannot concatenate along a dynamic dimension: " + t.str());
@@ -227,8 +226,12 @@ void reduceGradImpl(GradientContext &c, bool mean) {
   a.set("mean", Attr::boolean(mean));
   c.setGrad(0, c.emit("expand_like", {dy, c.operand(0)}, a));
 }
-void reduceSumGrad(GradientContext &c) { reduceGradImpl(c, false); }
-void reduceMeanGrad(GradientContext &c) { reduceGradImpl(c, true); }
+void reduceSumGrad(GradientContext &c) {
+  reduceGradImpl(c, false);
+}
+void reduceMeanGrad(GradientContext &c) {
+  reduceGradImpl(c, true);
+}
 
 // (g, ref): g is ref reduced over `axes` -> ref's type.
 ShapeResult expandLikeShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
@@ -282,8 +285,8 @@ void castGrad(GradientContext &c) {
   c.setGrad(0, c.emit("cast", {dy}, a));
 }
 
-OpDef def(const char *name, const char *summary, std::vector<std::string> operands,
-          ShapeRule shape, GradRule grad, std::vector<AttrSpec> attrs, uint32_t traits = 0) {
+OpDef def(const char *name, const char *summary, std::vector<std::string> operands, ShapeRule shape,
+          GradRule grad, std::vector<AttrSpec> attrs, uint32_t traits = 0) {
   OpDef d;
   d.name = name;
   d.summary = summary;
@@ -303,33 +306,31 @@ std::vector<AttrSpec> reduceAttrs() {
 } // namespace
 
 void registerShapeOps(std::vector<OpDef> &t) {
-  t.push_back(def("reshape", "x with a new shape of the same element count", {"x"},
-                  reshapeShape, reshapeGrad,
+  t.push_back(def("reshape", "x with a new shape of the same element count", {"x"}, reshapeShape,
+                  reshapeGrad,
                   {attr("shape", AttrKind::Ints, "the new dimensions; B for the batch")}));
   t.push_back(def("transpose", "x with its dimensions permuted: out.dims[i] = x.dims[perm[i]]",
                   {"x"}, transposeShape, transposeGrad,
                   {attr("perm", AttrKind::Ints, "a permutation of 0..rank-1")}));
-  OpDef concat = def("concat", "operands joined along one axis", {"x"}, concatShape,
-                     concatGrad, {attr("axis", AttrKind::Int, "the axis to join along")});
+  OpDef concat = def("concat", "operands joined along one axis", {"x"}, concatShape, concatGrad,
+                     {attr("axis", AttrKind::Int, "the axis to join along")});
   concat.variadic = true;
   t.push_back(concat);
-  t.push_back(def("slice", "x restricted to [begin, end) along one axis", {"x"}, sliceShape,
-                  sliceGrad,
-                  {attr("axis", AttrKind::Int, "the axis"),
-                   attr("begin", AttrKind::Int, "first index kept"),
-                   attr("end", AttrKind::Int, "one past the last index kept")}));
-  t.push_back(def("reduce_sum", "sum over axes", {"x"}, reduceShape, reduceSumGrad,
-                  reduceAttrs()));
-  t.push_back(def("reduce_mean", "mean over axes", {"x"}, reduceShape, reduceMeanGrad,
-                  reduceAttrs()));
+  t.push_back(def(
+      "slice", "x restricted to [begin, end) along one axis", {"x"}, sliceShape, sliceGrad,
+      {attr("axis", AttrKind::Int, "the axis"), attr("begin", AttrKind::Int, "first index kept"),
+       attr("end", AttrKind::Int, "one past the last index kept")}));
+  t.push_back(def("reduce_sum", "sum over axes", {"x"}, reduceShape, reduceSumGrad, reduceAttrs()));
+  t.push_back(
+      def("reduce_mean", "mean over axes", {"x"}, reduceShape, reduceMeanGrad, reduceAttrs()));
   t.push_back(def("constant", "a tensor filled with one value", {}, constantShape, nullptr,
                   {attr("value", AttrKind::Float, "the fill value"),
                    attr("shape", AttrKind::Ints, Attr::ints({}), "static dimensions"),
                    attr("dtype", AttrKind::String, Attr::string("f32"), "element type")}));
   t.push_back(def("cast", "x converted to another element type", {"x"}, castShape, castGrad,
                   {attr("dtype", AttrKind::String, "the new element type")}, kElementwise));
-  t.push_back(def("reshape_like", "g reshaped to the shape of ref", {"g", "ref"},
-                  reshapeLikeShape, nullptr, {}, kGradientOnly));
+  t.push_back(def("reshape_like", "g reshaped to the shape of ref", {"g", "ref"}, reshapeLikeShape,
+                  nullptr, {}, kGradientOnly));
   t.push_back(def("sum_like", "g summed over the dimensions along which ref was broadcast",
                   {"g", "ref"}, sumLikeShape, nullptr, {}, kGradientOnly));
   std::vector<AttrSpec> expand = reduceAttrs();
@@ -339,11 +340,11 @@ void registerShapeOps(std::vector<OpDef> &t) {
                   "g (ref reduced over axes) broadcast back to ref's shape, for reduction "
                   "gradients",
                   {"g", "ref"}, expandLikeShape, nullptr, expand, kGradientOnly));
-  t.push_back(def("slice_grad", "g placed at [begin, begin + extent) along axis of zeros like x",
-                  {"g", "x"}, sliceGradShape, nullptr,
-                  {attr("axis", AttrKind::Int, "the axis"),
-                   attr("begin", AttrKind::Int, "where g starts")},
-                  kGradientOnly));
+  t.push_back(
+      def("slice_grad", "g placed at [begin, begin + extent) along axis of zeros like x",
+          {"g", "x"}, sliceGradShape, nullptr,
+          {attr("axis", AttrKind::Int, "the axis"), attr("begin", AttrKind::Int, "where g starts")},
+          kGradientOnly));
 }
 
 } // namespace prism::ir::ops

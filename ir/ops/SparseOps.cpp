@@ -73,8 +73,8 @@ ShapeResult sparseToDenseShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
   return Types{in[0].dense()};
 }
 
-OpDef def(const char *name, const char *summary, std::vector<std::string> operands,
-          ShapeRule shape, GradRule grad, uint32_t traits = 0) {
+OpDef def(const char *name, const char *summary, std::vector<std::string> operands, ShapeRule shape,
+          GradRule grad, uint32_t traits = 0) {
   OpDef d;
   d.name = name;
   d.summary = summary;
@@ -88,22 +88,23 @@ OpDef def(const char *name, const char *summary, std::vector<std::string> operan
 } // namespace
 
 void registerSparseOps(std::vector<OpDef> &t) {
-  OpDef gather = def("gather", "rows of table picked by integer indices: out[i..., :] = "
-                               "table[indices[i...], :]",
+  OpDef gather = def("gather",
+                     "rows of table picked by integer indices: out[i..., :] = "
+                     "table[indices[i...], :]",
                      {"table", "indices"}, gatherShape, gatherGrad);
   gather.sparseGradOperands = 1u << 0;
   gather.cost = gatherCost;
   t.push_back(gather);
-  OpDef gg = def("gather_grad",
-                 "the sparse gradient of gather: indices (flattened) and the rows of dy",
-                 {"dy", "indices"}, gatherGradShape, nullptr, kGradientOnly);
+  OpDef gg =
+      def("gather_grad", "the sparse gradient of gather: indices (flattened) and the rows of dy",
+          {"dy", "indices"}, gatherGradShape, nullptr, kGradientOnly);
   gg.attrs = {attr("num_rows", AttrKind::Int, "rows of the table")};
   gg.cost = gatherGradCost;
   t.push_back(gg);
   t.push_back(def("sparse_add", "sum of two sparse values: their (indices, rows) concatenated",
                   {"a", "b"}, sparseAddShape, nullptr, kGradientOnly));
-  t.push_back(def("sparse_to_dense", "a sparse value scattered (summed) into zeros",
-                  {"s"}, sparseToDenseShape, nullptr, kGradientOnly));
+  t.push_back(def("sparse_to_dense", "a sparse value scattered (summed) into zeros", {"s"},
+                  sparseToDenseShape, nullptr, kGradientOnly));
 }
 
 } // namespace prism::ir::ops

@@ -99,7 +99,8 @@ void expectMatchesReference(const ir::Module &module, const std::vector<std::str
           values[i] = in->type().dtype == ir::DType::F32 ? static_cast<float>(x) : x;
         } else {
           auto bound = options.intBound.count(in->name()) ? options.intBound.at(in->name()) : 10;
-          values[i] = static_cast<double>(std::uniform_int_distribution<int64_t>(0, bound - 1)(rng));
+          values[i] =
+              static_cast<double>(std::uniform_int_distribution<int64_t>(0, bound - 1)(rng));
         }
         switch (t.dtype()) {
         case ir::DType::F32:

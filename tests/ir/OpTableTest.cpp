@@ -19,11 +19,12 @@ TEST(OpTable, EveryOpHasAShapeRuleAndUniqueName) {
 }
 
 TEST(OpTable, RequiredOpsExist) {
-  for (const char *name :
-       {"matmul", "add", "sub", "mul", "div", "bias_add", "relu", "sigmoid", "tanh", "softmax",
-        "log_softmax", "softmax_cross_entropy", "reduce_sum", "reduce_mean", "reshape",
-        "transpose", "concat", "slice", "conv2d", "max_pool2d", "avg_pool2d", "gather",
-        "constant", "cast"})
+  for (const char *name : {"matmul",     "add",         "sub",         "mul",
+                           "div",        "bias_add",    "relu",        "sigmoid",
+                           "tanh",       "softmax",     "log_softmax", "softmax_cross_entropy",
+                           "reduce_sum", "reduce_mean", "reshape",     "transpose",
+                           "concat",     "slice",       "conv2d",      "max_pool2d",
+                           "avg_pool2d", "gather",      "constant",    "cast"})
     EXPECT_NE(lookupOp(name), nullptr) << name;
   EXPECT_TRUE(getOp("gather").sparseGradient(0));
   EXPECT_FALSE(getOp("gather").sparseGradient(1));

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <fstream>
 
-#include "llvm/Support/FileSystem.h"
 #include "runtime/train/Checkpoint.h"
+#include "llvm/Support/FileSystem.h"
 
 using namespace prism::runtime;
 using namespace prism::runtime::train;

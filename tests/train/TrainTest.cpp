@@ -5,10 +5,10 @@
 #include <cstring>
 
 #include "frontends/text/Parser.h"
-#include "llvm/Support/FileSystem.h"
 #include "passes/PassManager.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Trainer.h"
+#include "llvm/Support/FileSystem.h"
 
 using namespace prism;
 using namespace prism::runtime;
