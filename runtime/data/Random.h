@@ -5,16 +5,15 @@
 #include <cstdint>
 #include <random>
 
+#include "runtime/SeedRule.h"
 #include "llvm/ADT/StringRef.h"
 
 namespace prism::runtime::data {
 
-// The splitmix64 finalizer: a bijective mix of 64 bits.
-uint64_t splitmix64(uint64_t x);
+using runtime::fnv1a64;
+using runtime::splitmix64;
+using runtime::streamSeed;
 // 64-bit FNV-1a of the bytes of `text`.
-uint64_t fnv1a64(llvm::StringRef text);
-// The seed of a named random stream: splitmix64(seed ^ fnv1a64(name)).
-uint64_t streamSeed(uint64_t seed, llvm::StringRef name);
 
 // A uniform integer in [0, n) from one draw: the high 64 bits of draw * n. (Its bias, below
 // n / 2^64, is invisible at data-set sizes; unlike std::uniform_int_distribution it is the same

@@ -11,24 +11,8 @@
 
 namespace prism::runtime::reference {
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-uint64_t fnv1a64(llvm::StringRef text) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
 uint64_t variableSeed(uint64_t globalSeed, llvm::StringRef name) {
-  return splitmix64(globalSeed ^ fnv1a64(name));
+  return streamSeed(globalSeed, name);
 }
 
 Fans computeFans(llvm::ArrayRef<int64_t> shape) {

@@ -5,16 +5,16 @@
 #include <cstdint>
 
 #include "ir/Module.h"
+#include "runtime/SeedRule.h"
 #include "runtime/reference/Tensor.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
 namespace prism::runtime::reference {
 
-// The splitmix64 finalizer: a bijective mix of 64 bits.
-uint64_t splitmix64(uint64_t x);
+using runtime::fnv1a64;
+using runtime::splitmix64;
 // 64-bit FNV-1a of the bytes of `text`.
-uint64_t fnv1a64(llvm::StringRef text);
 // The seed of one variable's generator: splitmix64(globalSeed ^ fnv1a64(name)).
 uint64_t variableSeed(uint64_t globalSeed, llvm::StringRef name);
 

@@ -8,6 +8,7 @@
 
 #include "ir/Diagnostic.h"
 #include "nlohmann/json.hpp"
+#include "runtime/SeedRule.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -19,12 +20,7 @@ namespace {
 constexpr llvm::StringLiteral kMagic = "PRISM-CHECKPOINT 1\n";
 
 uint64_t fnv1a(const char *data, size_t size) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < size; ++i) {
-    h ^= static_cast<unsigned char>(data[i]);
-    h *= 1099511628211ull;
-  }
-  return h;
+  return fnv1a64(llvm::StringRef(data, size));
 }
 
 } // namespace
