@@ -9,6 +9,7 @@
 #include "ir/Diagnostic.h"
 #include "nlohmann/json.hpp"
 #include "runtime/SeedRule.h"
+#include "support/AtomicFile.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -68,27 +69,7 @@ llvm::Error saveCheckpoint(llvm::StringRef dir, const TrainingPosition &position
   uint64_t sum = fnv1a(contents.data(), contents.size());
   contents.append(reinterpret_cast<const char *>(&sum), sizeof(sum));
 
-  std::string path = checkpointPath(dir);
-  llvm::SmallString<256> temp;
-  int fd;
-  if (auto ec = llvm::sys::fs::createUniqueFile(path + ".tmp-%%%%%%", fd, temp))
-    return ir::makeError("cannot write " + path + ": " + ec.message());
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << contents;
-    os.close();
-    if (os.has_error()) {
-      std::string msg = os.error().message();
-      os.clear_error();
-      llvm::sys::fs::remove(temp);
-      return ir::makeError("cannot write " + path + ": " + msg);
-    }
-  }
-  if (auto ec = llvm::sys::fs::rename(temp, path)) {
-    llvm::sys::fs::remove(temp);
-    return ir::makeError("cannot write " + path + ": " + ec.message());
-  }
-  return llvm::Error::success();
+  return support::writeFileAtomically(checkpointPath(dir), contents);
 }
 
 llvm::Expected<Checkpoint> loadCheckpoint(llvm::StringRef dir) {

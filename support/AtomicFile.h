@@ -1,0 +1,13 @@
+// Writing a file all or nothing: the contents go to a temporary file beside it, which is then
+// renamed over the final name, so a crash or a full disk never leaves a half-written or emptied
+// file where a good one stood.
+#pragma once
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+namespace prism::support {
+
+llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef contents);
+
+} // namespace prism::support
