@@ -7,7 +7,10 @@ config.name = "prism"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".prism", ".test"]
 config.test_source_root = os.path.dirname(__file__)
-config.excludes = ["Inputs", "lit.cfg.py"]
+config.excludes = ["Inputs", "lit.cfg.py", "Output"]
+# Test outputs (%t) go to the build tree when ctest runs lit, not beside the sources.
+if lit_config.params.get("exec_root"):
+    config.test_exec_root = lit_config.params["exec_root"]
 
 prism_bin_dir = lit_config.params.get("prism_bin_dir")
 if not prism_bin_dir:
