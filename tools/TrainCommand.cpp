@@ -26,7 +26,8 @@ struct TrainArgs {
 };
 
 // The passes that turn a model into its training step.
-constexpr const char *kTrainingPipeline = "infer-shapes,autodiff,lower-optimizer,cse,dce";
+constexpr const char *kTrainingPipeline =
+    "infer-shapes,autodiff,lower-optimizer,cse,dce,fuse-bias-activation";
 
 int runTrain(const TrainArgs &args) {
   auto module = loadModule(args.model, /*inferShapes=*/false);

@@ -22,6 +22,7 @@ void fill() {
     registerLossKernels(registry);
     registerSparseKernels(registry);
     registerOptimizerKernels(registry);
+    registerFusedKernels(registry);
     return true;
   }();
   (void)done;

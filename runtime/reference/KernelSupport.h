@@ -50,5 +50,6 @@ void registerConvKernels(KernelTable &table);
 void registerShapeKernels(KernelTable &table);
 void registerSparseKernels(KernelTable &table);
 void registerOptimizerKernels(KernelTable &table);
+void registerFusedKernels(KernelTable &table);
 
 } // namespace prism::runtime::reference::kernels

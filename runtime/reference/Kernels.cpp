@@ -51,6 +51,7 @@ const kernels::KernelTable &table() {
     kernels::registerShapeKernels(t);
     kernels::registerSparseKernels(t);
     kernels::registerOptimizerKernels(t);
+    kernels::registerFusedKernels(t);
     return t;
   }();
   return t;

@@ -20,7 +20,8 @@ std::unique_ptr<ir::Module> trainingModule(const std::string &model) {
   EXPECT_TRUE(bool(module)) << llvm::toString(module.takeError());
   if (!module)
     return nullptr;
-  auto pm = passes::PassManager::fromPipeline("infer-shapes,autodiff,lower-optimizer,cse,dce");
+  auto pm = passes::PassManager::fromPipeline(
+      "infer-shapes,autodiff,lower-optimizer,cse,dce,fuse-bias-activation");
   EXPECT_TRUE(bool(pm));
   auto changed = pm->run(**module, passes::PassOptions());
   EXPECT_TRUE(bool(changed)) << llvm::toString(changed.takeError());

@@ -1,151 +1,17 @@
 // The dense CPU kernels: matmul, conv2d and its two gradients, max and average pooling and
 // their gradients, each one or a few oneDNN primitives made when the kernel is built.
-#include <algorithm>
-#include <functional>
-#include <string>
 #include <unordered_map>
-#include <utility>
-#include <vector>
 
-#include "ir/Diagnostic.h"
 #include "runtime/cpu/Kernel.h"
-#include "runtime/cpu/kernels/OneDnn.h"
+#include "runtime/cpu/kernels/OneDnnKernel.h"
 
 namespace prism::runtime::cpu {
 namespace {
 
 using dnnl::memory;
-using Dims = memory::dims;
-using Tag = memory::format_tag;
-
-// Weights of conv2d and its gradients are given to oneDNN in the layout it prefers (blocked),
-// reordered from and to our [KH, KW, C, O] on each run: with plain weights oneDNN falls back
-// to im2col + GEMM, two to four times slower, while the weights are tiny next to the
-// activations. Activations stay NHWC, which the direct convolutions read as they are.
-constexpr bool kBlockedConvWeights = true;
-
-// One primitive and its arguments. Memory objects are handles, so the kernel rebinds user
-// buffers through its own copies and every call sees the new pointers.
-struct PrimitiveCall {
-  dnnl::primitive primitive;
-  std::unordered_map<int, memory> args;
-};
-
-// A kernel that runs a fixed sequence of primitives over its inputs and outputs.
-class OneDnnKernel : public Kernel {
-public:
-  explicit OneDnnKernel(std::string opName) : opName_(std::move(opName)) {}
-
-  // Binds operand `index` (input or output) to `mem` at run time.
-  void bindInput(size_t index, memory mem) { inputs_.emplace_back(index, std::move(mem)); }
-  void bindOutput(size_t index, memory mem) { outputs_.emplace_back(index, std::move(mem)); }
-  // Appends the primitive of `pd`, with a scratchpad of its own, to what run() executes.
-  void addCall(const dnnl::primitive_desc_base &pd, std::unordered_map<int, memory> args) {
-    args[DNNL_ARG_SCRATCHPAD] = onednn::ownedMemory(pd.scratchpad_desc());
-    calls_.push_back({dnnl::primitive(pd.get()), std::move(args)});
-  }
-  // Appends a copy of `from` into `to` (two layouts of one tensor).
-  void addReorder(const memory &from, const memory &to) {
-    dnnl::reorder::primitive_desc pd(onednn::engine(), from.get_desc(), onednn::engine(),
-                                     to.get_desc(), onednn::primitiveAttr());
-    addCall(pd, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
-  }
-
-  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
-                  llvm::ArrayRef<RuntimeValue *> outputs) override {
-    try {
-      // oneDNN takes non-const handles; inputs are only read.
-      for (auto &[index, mem] : inputs_)
-        mem.set_data_handle(const_cast<void *>(inputs[index]->dense.raw()));
-      for (auto &[index, mem] : outputs_)
-        mem.set_data_handle(outputs[index]->dense.raw());
-      dnnl::stream &stream = onednn::stream();
-      for (PrimitiveCall &call : calls_)
-        call.primitive.execute(stream, call.args);
-      stream.wait();
-    } catch (const dnnl::error &e) {
-      return onednn::toError(e, opName_, "run the kernel");
-    }
-    return llvm::Error::success();
-  }
-
-private:
-  std::string opName_;
-  std::vector<std::pair<size_t, memory>> inputs_, outputs_;
-  std::vector<PrimitiveCall> calls_;
-};
-
-llvm::Error requireF32(const KernelSpec &spec) {
-  auto all = spec.inputTypes;
-  all.insert(all.end(), spec.outputTypes.begin(), spec.outputTypes.end());
-  for (const ir::TensorType &t : all)
-    if (t.dtype != ir::DType::F32 || t.sparse)
-      return ir::makeError(ir::dtypeName(t.dtype) + (t.sparse ? " sparse" : "") +
-                           " is not supported by the CPU kernel of '" + spec.op->name() +
-                           "' (dense f32 only)");
-  return llvm::Error::success();
-}
-
-// Runs `build` (which makes primitives) under the kernel's thread count, turning oneDNN's
-// exceptions into errors.
-llvm::Expected<std::unique_ptr<Kernel>>
-buildOneDnnKernel(const KernelSpec &spec, const std::function<void(OneDnnKernel &kernel)> &build) {
-  if (auto err = requireF32(spec))
-    return std::move(err);
-  auto kernel = std::make_unique<OneDnnKernel>(spec.op->name().str());
-  try {
-    onednn::ScopedOmpThreads threads(spec.threads);
-    build(*kernel);
-  } catch (const dnnl::error &e) {
-    return onednn::toError(e, spec.op->name(), "create the primitives");
-  }
-  return std::unique_ptr<Kernel>(std::move(kernel));
-}
+using namespace onednn;
 
 // ---- matmul ---------------------------------------------------------------------------------
-
-// A logical [rows, cols] matrix stored row-major as [rows, cols], or as [cols, rows] when
-// `transposed`: the transpose is a pair of swapped strides, never a copy.
-memory::desc matrixDesc(int64_t rows, int64_t cols, bool transposed) {
-  return memory::desc({rows, cols}, memory::data_type::f32,
-                      transposed ? Dims{1, rows} : Dims{cols, 1});
-}
-
-// The f64 matmul (oneDNN has no f64 matmul on CPU): plain loops, fast enough for the small
-// double-precision models of checks.
-class MatmulF64Kernel : public Kernel {
-public:
-  MatmulF64Kernel(int64_t m, int64_t k, int64_t n, bool ta, bool tb)
-      : m_(m), k_(k), n_(n), ta_(ta), tb_(tb) {}
-
-  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
-                  llvm::ArrayRef<RuntimeValue *> outputs) override {
-    const double *a = inputs[0]->dense.data<double>(), *b = inputs[1]->dense.data<double>();
-    double *c = outputs[0]->dense.data<double>();
-    const int64_t m = m_, k = k_, n = n_;
-    const bool ta = ta_, tb = tb_;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < m; ++i) {
-      double *row = c + i * n;
-      for (int64_t j = 0; j < n; ++j)
-        row[j] = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        double aip = ta ? a[p * m + i] : a[i * k + p];
-        if (tb)
-          for (int64_t j = 0; j < n; ++j)
-            row[j] += aip * b[j * k + p];
-        else
-          for (int64_t j = 0; j < n; ++j)
-            row[j] += aip * b[p * n + j];
-      }
-    }
-    return llvm::Error::success();
-  }
-
-private:
-  int64_t m_, k_, n_;
-  bool ta_, tb_;
-};
 
 llvm::Expected<std::unique_ptr<Kernel>> makeMatmul(const KernelSpec &spec) {
   bool ta = spec.attrs.getBool("transpose_a"), tb = spec.attrs.getBool("transpose_b");
@@ -170,82 +36,6 @@ llvm::Expected<std::unique_ptr<Kernel>> makeMatmul(const KernelSpec &spec) {
 }
 
 // ---- convolution ----------------------------------------------------------------------------
-
-// Strides, window and padding of a 2-D window op over NHWC. `same` pads as TensorFlow does:
-// out = ceil(in / stride), total = max((out - 1) * stride + window - in, 0), the smaller half
-// before. `valid` pads nothing and drops the rows a last partial window would need.
-struct WindowGeometry {
-  Dims strides, window, padBefore, padAfter;
-};
-
-WindowGeometry windowGeometry(const ir::TensorType &x, int64_t kh, int64_t kw,
-                              const ir::AttrMap &attrs) {
-  auto stride = attrs.getInts("stride");
-  bool same = attrs.getString("padding") == "same";
-  WindowGeometry g;
-  g.strides = {stride[0], stride[1]};
-  g.window = {kh, kw};
-  for (int axis = 0; axis < 2; ++axis) {
-    int64_t in = x.dims[1 + axis], s = stride[axis], k = axis == 0 ? kh : kw;
-    int64_t total = 0;
-    if (same) {
-      int64_t out = (in + s - 1) / s;
-      total = std::max<int64_t>((out - 1) * s + k - in, 0);
-    }
-    g.padBefore.push_back(total / 2);
-    g.padAfter.push_back(total - total / 2);
-  }
-  return g;
-}
-
-// oneDNN describes tensors in NCHW order whatever their layout; the tag gives the layout.
-memory::desc nhwcDesc(const ir::TensorType &t) {
-  return memory::desc({t.dims[0], t.dims[3], t.dims[1], t.dims[2]}, memory::data_type::f32,
-                      Tag::nhwc);
-}
-
-// Our filter [KH, KW, C, O] is oneDNN's `hwio` of the OIHW-ordered dims.
-memory::desc filterDesc(const ir::TensorType &w, Tag tag) {
-  return memory::desc({w.dims[3], w.dims[2], w.dims[0], w.dims[1]}, memory::data_type::f32, tag);
-}
-
-Tag convWeightsTag() {
-  return kBlockedConvWeights ? Tag::any : Tag::hwio;
-}
-
-// The shapes of one convolution, whichever op of the three it serves.
-struct ConvShapes {
-  memory::desc src, weights, dst; // weights: `any` or hwio
-  memory::desc userWeights;       // hwio
-  WindowGeometry geometry;
-};
-
-ConvShapes convShapes(const ir::TensorType &x, const ir::TensorType &w, const ir::TensorType &y,
-                      const ir::AttrMap &attrs) {
-  ConvShapes s;
-  s.src = nhwcDesc(x);
-  s.dst = nhwcDesc(y);
-  s.weights = filterDesc(w, convWeightsTag());
-  s.userWeights = filterDesc(w, Tag::hwio);
-  s.geometry = windowGeometry(x, w.dims[0], w.dims[1], attrs);
-  return s;
-}
-
-dnnl::convolution_forward::primitive_desc convForwardDesc(const ConvShapes &s) {
-  const WindowGeometry &g = s.geometry;
-  dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training,
-                                       dnnl::algorithm::convolution_direct, s.src, s.weights, s.dst,
-                                       g.strides, g.padBefore, g.padAfter);
-  return dnnl::convolution_forward::primitive_desc(desc, onednn::primitiveAttr(), onednn::engine());
-}
-
-// The weights in the primitive's layout: the user's buffer itself when the layouts agree, else
-// a buffer of the kernel's (which the caller fills or empties with a reorder).
-memory primitiveWeights(const memory::desc &primitiveDesc, const memory &userWeights) {
-  if (primitiveDesc == userWeights.get_desc())
-    return userWeights;
-  return onednn::ownedMemory(primitiveDesc);
-}
 
 // conv2d(x, filter) -> y
 llvm::Expected<std::unique_ptr<Kernel>> makeConv2d(const KernelSpec &spec) {

@@ -1,0 +1,176 @@
+// The primitive-sequence kernel and the descriptors that the dense and fused kernels share.
+#include "runtime/cpu/kernels/OneDnnKernel.h"
+
+#include <algorithm>
+
+#include "ir/Diagnostic.h"
+
+namespace prism::runtime::cpu::onednn {
+
+using dnnl::memory;
+using Dims = memory::dims;
+using Tag = memory::format_tag;
+
+// Weights of conv2d and its gradients are given to oneDNN in the layout it prefers (blocked),
+// reordered from and to our [KH, KW, C, O] on each run: with plain weights oneDNN falls back
+// to im2col + GEMM, two to four times slower, while the weights are tiny next to the
+// activations. Activations stay NHWC, which the direct convolutions read as they are.
+constexpr bool kBlockedConvWeights = true;
+
+void OneDnnKernel::addCall(const dnnl::primitive_desc_base &pd,
+                           std::unordered_map<int, memory> args) {
+  args[DNNL_ARG_SCRATCHPAD] = ownedMemory(pd.scratchpad_desc());
+  calls_.push_back({dnnl::primitive(pd.get()), std::move(args)});
+}
+
+void OneDnnKernel::addReorder(const memory &from, const memory &to) {
+  dnnl::reorder::primitive_desc pd(engine(), from.get_desc(), engine(), to.get_desc(),
+                                   primitiveAttr());
+  addCall(pd, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+}
+
+llvm::Error OneDnnKernel::run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                              llvm::ArrayRef<RuntimeValue *> outputs) {
+  try {
+    // oneDNN takes non-const handles; inputs are only read.
+    for (auto &[index, mem] : inputs_)
+      mem.set_data_handle(const_cast<void *>(inputs[index]->dense.raw()));
+    for (auto &[index, mem] : outputs_)
+      mem.set_data_handle(outputs[index]->dense.raw());
+    dnnl::stream &s = stream();
+    for (PrimitiveCall &call : calls_)
+      call.primitive.execute(s, call.args);
+    s.wait();
+  } catch (const dnnl::error &e) {
+    return toError(e, opName_, "run the kernel");
+  }
+  return llvm::Error::success();
+}
+
+namespace {
+llvm::Error requireF32(const KernelSpec &spec) {
+  auto all = spec.inputTypes;
+  all.insert(all.end(), spec.outputTypes.begin(), spec.outputTypes.end());
+  for (const ir::TensorType &t : all)
+    if (t.dtype != ir::DType::F32 || t.sparse)
+      return ir::makeError(ir::dtypeName(t.dtype) + (t.sparse ? " sparse" : "") +
+                           " is not supported by the CPU kernel of '" + spec.op->name() +
+                           "' (dense f32 only)");
+  return llvm::Error::success();
+}
+} // namespace
+
+llvm::Expected<std::unique_ptr<Kernel>>
+buildOneDnnKernel(const KernelSpec &spec, const std::function<void(OneDnnKernel &kernel)> &build) {
+  if (auto err = requireF32(spec))
+    return std::move(err);
+  auto kernel = std::make_unique<OneDnnKernel>(spec.op->name().str());
+  try {
+    ScopedOmpThreads threads(spec.threads);
+    build(*kernel);
+  } catch (const dnnl::error &e) {
+    return toError(e, spec.op->name(), "create the primitives");
+  }
+  return std::unique_ptr<Kernel>(std::move(kernel));
+}
+
+memory::desc matrixDesc(int64_t rows, int64_t cols, bool transposed) {
+  return memory::desc({rows, cols}, memory::data_type::f32,
+                      transposed ? Dims{1, rows} : Dims{cols, 1});
+}
+
+llvm::Error MatmulF64Kernel::run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                                 llvm::ArrayRef<RuntimeValue *> outputs) {
+  const double *a = inputs[0]->dense.data<double>(), *b = inputs[1]->dense.data<double>();
+  const double *bias = epilogue_.bias ? inputs[2]->dense.data<double>() : nullptr;
+  double *c = outputs[0]->dense.data<double>();
+  const int64_t m = m_, k = k_, n = n_;
+  const bool ta = ta_, tb = tb_, relu = epilogue_.relu;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < m; ++i) {
+    double *row = c + i * n;
+    for (int64_t j = 0; j < n; ++j)
+      row[j] = 0;
+    for (int64_t p = 0; p < k; ++p) {
+      double aip = ta ? a[p * m + i] : a[i * k + p];
+      if (tb)
+        for (int64_t j = 0; j < n; ++j)
+          row[j] += aip * b[j * k + p];
+      else
+        for (int64_t j = 0; j < n; ++j)
+          row[j] += aip * b[p * n + j];
+    }
+    if (bias)
+      for (int64_t j = 0; j < n; ++j)
+        row[j] += bias[j];
+    if (relu)
+      for (int64_t j = 0; j < n; ++j)
+        row[j] = row[j] > 0 ? row[j] : 0.0;
+  }
+  return llvm::Error::success();
+}
+
+WindowGeometry windowGeometry(const ir::TensorType &x, int64_t kh, int64_t kw,
+                              const ir::AttrMap &attrs) {
+  auto stride = attrs.getInts("stride");
+  bool same = attrs.getString("padding") == "same";
+  WindowGeometry g;
+  g.strides = {stride[0], stride[1]};
+  g.window = {kh, kw};
+  for (int axis = 0; axis < 2; ++axis) {
+    int64_t in = x.dims[1 + axis], s = stride[axis], k = axis == 0 ? kh : kw;
+    int64_t total = 0;
+    if (same) {
+      int64_t out = (in + s - 1) / s;
+      total = std::max<int64_t>((out - 1) * s + k - in, 0);
+    }
+    g.padBefore.push_back(total / 2);
+    g.padAfter.push_back(total - total / 2);
+  }
+  return g;
+}
+
+memory::desc nhwcDesc(const ir::TensorType &t) {
+  return memory::desc({t.dims[0], t.dims[3], t.dims[1], t.dims[2]}, memory::data_type::f32,
+                      Tag::nhwc);
+}
+
+namespace {
+// Our filter [KH, KW, C, O] is oneDNN's `hwio` of the OIHW-ordered dims.
+memory::desc filterDesc(const ir::TensorType &w, Tag tag) {
+  return memory::desc({w.dims[3], w.dims[2], w.dims[0], w.dims[1]}, memory::data_type::f32, tag);
+}
+} // namespace
+
+ConvShapes convShapes(const ir::TensorType &x, const ir::TensorType &w, const ir::TensorType &y,
+                      const ir::AttrMap &attrs) {
+  ConvShapes s;
+  s.src = nhwcDesc(x);
+  s.dst = nhwcDesc(y);
+  s.weights = filterDesc(w, kBlockedConvWeights ? Tag::any : Tag::hwio);
+  s.userWeights = filterDesc(w, Tag::hwio);
+  s.geometry = windowGeometry(x, w.dims[0], w.dims[1], attrs);
+  return s;
+}
+
+dnnl::convolution_forward::primitive_desc
+convForwardDesc(const ConvShapes &s, const memory::desc &bias, const dnnl::primitive_attr &attr) {
+  const WindowGeometry &g = s.geometry;
+  auto desc =
+      bias.is_zero()
+          ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                            dnnl::algorithm::convolution_direct, s.src, s.weights,
+                                            s.dst, g.strides, g.padBefore, g.padAfter)
+          : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                            dnnl::algorithm::convolution_direct, s.src, s.weights,
+                                            bias, s.dst, g.strides, g.padBefore, g.padAfter);
+  return dnnl::convolution_forward::primitive_desc(desc, attr, engine());
+}
+
+memory primitiveWeights(const memory::desc &primitiveDesc, const memory &userWeights) {
+  if (primitiveDesc == userWeights.get_desc())
+    return userWeights;
+  return ownedMemory(primitiveDesc);
+}
+
+} // namespace prism::runtime::cpu::onednn

@@ -1,0 +1,110 @@
+// A kernel that runs a fixed sequence of oneDNN primitives, and the memory descriptors the dense
+// kernels build theirs from: matrices (transposes as strides), NHWC tensors, convolution
+// geometry with TensorFlow's `same` padding, and the f64 matmul that oneDNN lacks.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "runtime/cpu/Kernel.h"
+#include "runtime/cpu/kernels/OneDnn.h"
+
+namespace prism::runtime::cpu::onednn {
+
+// One primitive and its arguments. Memory objects are handles, so the kernel rebinds user
+// buffers through its own copies and every call sees the new pointers.
+struct PrimitiveCall {
+  dnnl::primitive primitive;
+  std::unordered_map<int, dnnl::memory> args;
+};
+
+class OneDnnKernel : public Kernel {
+public:
+  explicit OneDnnKernel(std::string opName) : opName_(std::move(opName)) {}
+
+  // Binds operand `index` (input or output) to `mem` at run time.
+  void bindInput(size_t index, dnnl::memory mem) { inputs_.emplace_back(index, std::move(mem)); }
+  void bindOutput(size_t index, dnnl::memory mem) { outputs_.emplace_back(index, std::move(mem)); }
+  // Appends the primitive of `pd`, with a scratchpad of its own, to what run() executes.
+  void addCall(const dnnl::primitive_desc_base &pd, std::unordered_map<int, dnnl::memory> args);
+  // Appends a copy of `from` into `to` (two layouts of one tensor).
+  void addReorder(const dnnl::memory &from, const dnnl::memory &to);
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override;
+
+private:
+  std::string opName_;
+  std::vector<std::pair<size_t, dnnl::memory>> inputs_, outputs_;
+  std::vector<PrimitiveCall> calls_;
+};
+
+// Runs `build` (which makes primitives) under the kernel's thread count, turning oneDNN's
+// exceptions into errors. Every operand must be dense f32.
+llvm::Expected<std::unique_ptr<Kernel>>
+buildOneDnnKernel(const KernelSpec &spec, const std::function<void(OneDnnKernel &kernel)> &build);
+
+// A logical [rows, cols] matrix stored row-major as [rows, cols], or as [cols, rows] when
+// `transposed`: the transpose is a pair of swapped strides, never a copy.
+dnnl::memory::desc matrixDesc(int64_t rows, int64_t cols, bool transposed);
+
+// What the f64 matmul applies to its product: a bias (input 2) added to each row, then relu.
+struct MatmulEpilogue {
+  bool bias = false, relu = false;
+};
+
+// The f64 matmul (oneDNN has no f64 matmul on CPU): plain loops, fast enough for the small
+// double-precision models of checks.
+class MatmulF64Kernel : public Kernel {
+public:
+  MatmulF64Kernel(int64_t m, int64_t k, int64_t n, bool ta, bool tb,
+                  MatmulEpilogue epilogue = MatmulEpilogue())
+      : m_(m), k_(k), n_(n), ta_(ta), tb_(tb), epilogue_(epilogue) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override;
+
+private:
+  int64_t m_, k_, n_;
+  bool ta_, tb_;
+  MatmulEpilogue epilogue_;
+};
+
+// Strides, window and padding of a 2-D window op over NHWC. `same` pads as TensorFlow does:
+// out = ceil(in / stride), total = max((out - 1) * stride + window - in, 0), the smaller half
+// before. `valid` pads nothing and drops the rows a last partial window would need.
+struct WindowGeometry {
+  dnnl::memory::dims strides, window, padBefore, padAfter;
+};
+WindowGeometry windowGeometry(const ir::TensorType &x, int64_t kh, int64_t kw,
+                              const ir::AttrMap &attrs);
+
+// oneDNN describes tensors in NCHW order whatever their layout; the tag gives the layout.
+dnnl::memory::desc nhwcDesc(const ir::TensorType &t);
+
+// The shapes of one convolution, whichever op of conv2d, its gradients and fused_conv2d it
+// serves.
+struct ConvShapes {
+  dnnl::memory::desc src, weights, dst; // weights: `any` (oneDNN's choice) or hwio
+  dnnl::memory::desc userWeights;       // hwio: our [KH, KW, C, O]
+  WindowGeometry geometry;
+};
+ConvShapes convShapes(const ir::TensorType &x, const ir::TensorType &w, const ir::TensorType &y,
+                      const ir::AttrMap &attrs);
+
+// The forward convolution; with a `bias` descriptor the primitive adds the bias, and `attr`
+// may carry post-ops.
+dnnl::convolution_forward::primitive_desc
+convForwardDesc(const ConvShapes &s, const dnnl::memory::desc &bias = {},
+                const dnnl::primitive_attr &attr = primitiveAttr());
+
+// The weights in the primitive's layout: the user's buffer itself when the layouts agree, else
+// a buffer of the kernel's (which the caller fills or empties with a reorder).
+dnnl::memory primitiveWeights(const dnnl::memory::desc &primitiveDesc,
+                              const dnnl::memory &userWeights);
+
+} // namespace prism::runtime::cpu::onednn
