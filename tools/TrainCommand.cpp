@@ -27,7 +27,7 @@ struct TrainArgs {
 
 // The passes that turn a model into its training step.
 constexpr const char *kTrainingPipeline =
-    "infer-shapes,autodiff,lower-optimizer,cse,dce,fuse-bias-activation";
+    "infer-shapes,autodiff,lower-optimizer,cse,dce,fuse-bias-activation,fuse-elementwise";
 
 int runTrain(const TrainArgs &args) {
   auto module = loadModule(args.model, /*inferShapes=*/false);

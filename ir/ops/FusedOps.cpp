@@ -1,7 +1,10 @@
 // Fused ops: a matmul or conv2d with its bias and activation applied in the same op, made by
-// the fuse-bias-activation pass so that a kernel can apply them while the output is in cache.
+// the fuse-bias-activation pass so that a kernel can apply them while the output is in cache;
+// and fused_elementwise, a chain of elementwise ops made by fuse-elementwise so that a kernel
+// makes one pass over memory instead of one per op.
 #include <cassert>
 
+#include "ir/ops/ElementwiseExpr.h"
 #include "ir/ops/OpHelpers.h"
 
 namespace prism::ir::ops {
@@ -84,6 +87,74 @@ OpDef fusedDef(const std::vector<OpDef> &table, llvm::StringRef base, const char
   return d;
 }
 
+// Operands of one float dtype, each of the result's shape or a scalar; the expression must parse
+// and reference every operand. The result has the shape of the non-scalar operands.
+ShapeResult fusedElementwiseShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
+  auto expr = parseElementwiseExpr(attrs.getString("expr"));
+  if (!expr)
+    return expr.takeError();
+  std::vector<bool> referenced(in.size(), false);
+  for (const ExprNode &node : expr->nodes) {
+    if (!node.isOperand())
+      continue;
+    if (static_cast<size_t>(node.operand) >= in.size())
+      return shapeError("expr references $" + llvm::Twine(node.operand) + " but the op has " +
+                        llvm::Twine(in.size()) + " operands");
+    referenced[node.operand] = true;
+  }
+  for (size_t i = 0; i < in.size(); ++i)
+    if (!referenced[i])
+      return shapeError("expr does not use operand $" + llvm::Twine(i));
+  const TensorType *shaped = nullptr;
+  for (size_t i = 0; i < in.size(); ++i) {
+    std::string what = "operand $" + std::to_string(i);
+    if (auto e = expectDense(in[i], what))
+      return std::move(e);
+    if (auto e = expectFloat(in[i], what))
+      return std::move(e);
+    if (in[i].dtype != in[0].dtype)
+      return shapeError("operand dtypes differ: " + in[0].str() + " and " + in[i].str());
+    if (in[i].dims.empty())
+      continue;
+    if (shaped && shaped->dims != in[i].dims)
+      return shapeError("operands must have one shape or be scalars, got " + shaped->str() +
+                        " and " + in[i].str());
+    shaped = &in[i];
+  }
+  return Types{shaped ? *shaped : in[0]};
+}
+
+// Reads each operand and writes the result once; one flop per op of the expression per element.
+OpCost fusedElementwiseCost(llvm::ArrayRef<TensorType> in, llvm::ArrayRef<TensorType> out,
+                            const AttrMap &attrs, int64_t batch) {
+  OpCost c = elementwiseCost(in, out, attrs, batch);
+  if (auto expr = parseElementwiseExpr(attrs.getString("expr"))) {
+    double opsPerElement = 0;
+    for (const ExprNode &node : expr->nodes)
+      opsPerElement += node.isOperand() ? 0 : 1;
+    c.flops = opsPerElement * elements(out[0], batch);
+  } else {
+    llvm::consumeError(expr.takeError());
+  }
+  return c;
+}
+
+OpDef fusedElementwiseDef() {
+  OpDef d;
+  d.name = "fused_elementwise";
+  d.summary = "the elementwise expression `expr` over operands $0, $1, ... of one shape or "
+              "scalars";
+  d.operands = {"x"};
+  d.variadic = true;
+  d.attrs.push_back(attr("expr", AttrKind::String,
+                         "prefix expression of elementwise ops over $0, $1, ..., e.g. "
+                         "mul(sigmoid($0), tanh($1))"));
+  d.shape = fusedElementwiseShape;
+  d.cost = fusedElementwiseCost;
+  d.traits = kElementwise;
+  return d;
+}
+
 } // namespace
 
 void registerFusedOps(std::vector<OpDef> &t) {
@@ -95,6 +166,7 @@ void registerFusedOps(std::vector<OpDef> &t) {
                         fusedConv2dShape, fusedConv2dCost);
   t.push_back(std::move(matmul));
   t.push_back(std::move(conv));
+  t.push_back(fusedElementwiseDef());
 }
 
 } // namespace prism::ir::ops

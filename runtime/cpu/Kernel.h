@@ -65,6 +65,7 @@ void registerShapeKernels(
 void registerLossKernels(KernelRegistry &registry); // softmax, log_softmax, cross-entropy
 void registerSparseKernels(KernelRegistry &registry);    // gather, gather_grad, sparse_*
 void registerOptimizerKernels(KernelRegistry &registry); // apply_*, assign, clipping
-void registerFusedKernels(KernelRegistry &registry);     // fused_matmul, fused_conv2d (oneDNN)
+void registerFusedKernels(
+    KernelRegistry &registry); // fused_matmul, fused_conv2d, fused_elementwise
 
 } // namespace prism::runtime::cpu

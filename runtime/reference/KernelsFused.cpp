@@ -1,5 +1,9 @@
-// Reference kernels of the fused ops (fused_matmul, fused_conv2d): the unfused ops' reference
-// kernels run one after another, so the fused ops mean exactly what the chains they replace do.
+// Reference kernels of the fused ops (fused_matmul, fused_conv2d, fused_elementwise): the
+// unfused ops' reference kernels run one after another, so the fused ops mean exactly what the
+// chains they replace do.
+#include <vector>
+
+#include "ir/ops/ElementwiseExpr.h"
 #include "runtime/reference/KernelSupport.h"
 
 namespace prism::runtime::reference::kernels {
@@ -44,11 +48,45 @@ llvm::Expected<KernelResults> fusedConv2dKernel(const KernelArgs &args) {
   return fusedKernel("conv2d", args);
 }
 
+// Evaluates the expression node by node with the unfused ops' kernels. Scalar operands are
+// first repeated to the result's shape, so that every node sees operands of one shape (the
+// activations' backward kernels take no broadcasting).
+llvm::Expected<KernelResults> fusedElementwiseKernel(const KernelArgs &args) {
+  auto expr = ir::parseElementwiseExpr(args.attrs.getString("expr"));
+  if (!expr)
+    return expr.takeError();
+  std::vector<Tensor> operands;
+  for (const Tensor *operand : args.operands)
+    operands.push_back(
+        operand->rank() == 0 && !args.resultShape().empty()
+            ? Tensor::filled(operand->dtype(), args.resultShape(), operand->data().front())
+            : *operand);
+  std::vector<Tensor> values;
+  values.reserve(expr->nodes.size());
+  for (const ir::ExprNode &node : expr->nodes) {
+    if (node.isOperand()) {
+      if (static_cast<size_t>(node.operand) >= operands.size())
+        return kernelError("expr references a missing operand");
+      values.push_back(operands[node.operand]);
+      continue;
+    }
+    llvm::SmallVector<const Tensor *, 2> in;
+    for (int arg : node.args)
+      in.push_back(&values[arg]);
+    auto value = runUnfused(node.op, args, in);
+    if (!value)
+      return value.takeError();
+    values.push_back(std::move(*value));
+  }
+  return single(std::move(values.back()));
+}
+
 } // namespace
 
 void registerFusedKernels(KernelTable &t) {
   t["fused_matmul"] = {fusedMatmulKernel};
   t["fused_conv2d"] = {fusedConv2dKernel};
+  t["fused_elementwise"] = {fusedElementwiseKernel};
 }
 
 } // namespace prism::runtime::reference::kernels

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 #include "frontends/text/Parser.h"
@@ -126,7 +127,11 @@ TEST_P(ModelGradient, MatchesFiniteDifferences) {
   ASSERT_TRUE(bool(changed)) << llvm::toString(changed.takeError());
   ir::Module &m = **module;
 
-  uint64_t seed = std::random_device{}();
+  // A fixed seed keeps the test repeatable: with relu and max-pool, a fresh draw now and then
+  // puts an element within 2h of a kink whose small jump escapes the check below.
+  // PRISM_TEST_SEED explores other draws.
+  const char *seedText = std::getenv("PRISM_TEST_SEED");
+  uint64_t seed = seedText ? std::strtoull(seedText, nullptr, 10) : 20261122;
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const int64_t batch = 3;
@@ -162,6 +167,7 @@ TEST_P(ModelGradient, MatchesFiniteDifferences) {
     std::shuffle(elements.begin(), elements.end(), rng);
     elements.resize(std::min<size_t>(elements.size(), 24));
     double diff = 0, norm = 0;
+    int checked = 0;
     for (int64_t i : elements) {
       // Fourth-order central difference: truncation O(h^4), round-off O(eps / h).
       const double h = 1e-4;
@@ -171,12 +177,20 @@ TEST_P(ModelGradient, MatchesFiniteDifferences) {
         EXPECT_FALSE(bool(interp.setVariable(var, shifted)));
         return *interp.step(feeds)->loss;
       };
-      double numeric =
-          (-lossAt(2 * h) + 8 * lossAt(h) - 8 * lossAt(-h) + lossAt(-2 * h)) / (12 * h);
+      double l0 = lossAt(0), lp = lossAt(h), lm = lossAt(-h);
+      double l2p = lossAt(2 * h), l2m = lossAt(-2 * h);
+      // Relu and max-pool have kinks; an element whose one-sided slopes disagree sits within
+      // 2h of one, where no finite difference is meaningful.
+      double forward = (l2p - l0) / (2 * h), backward = (l0 - l2m) / (2 * h);
+      if (std::abs(forward - backward) > 1e-2 * (std::abs(forward) + std::abs(backward)) + 1e-6)
+        continue;
+      ++checked;
+      double numeric = (-l2p + 8 * lp - 8 * lm + l2m) / (12 * h);
       diff += (numeric - analytic.data()[i]) * (numeric - analytic.data()[i]);
       norm += numeric * numeric;
     }
     ASSERT_FALSE(bool(interp.setVariable(var, original)));
+    EXPECT_GT(checked, 0) << "variable " << var << ": every sampled element sits at a kink";
     EXPECT_LT(std::sqrt(diff) / std::max(std::sqrt(norm), 1e-12), 1e-6) << "variable " << var;
   }
 }

@@ -74,7 +74,7 @@ TEST(PassRegistry, ListsEveryPassOnceWithNameAndSummary) {
     names.push_back(info.name);
   }
   EXPECT_EQ(names, (std::vector<std::string>{"infer-shapes", "autodiff", "lower-optimizer", "dce",
-                                             "cse", "fuse-bias-activation"}));
+                                             "cse", "fuse-bias-activation", "fuse-elementwise"}));
   EXPECT_EQ(passes::createPass("no-such-pass"), nullptr);
   EXPECT_EQ(passes::createPass("dce")->name(), "dce");
 }

@@ -21,7 +21,7 @@ std::unique_ptr<ir::Module> trainingModule(const std::string &model) {
   if (!module)
     return nullptr;
   auto pm = passes::PassManager::fromPipeline(
-      "infer-shapes,autodiff,lower-optimizer,cse,dce,fuse-bias-activation");
+      "infer-shapes,autodiff,lower-optimizer,cse,dce,fuse-bias-activation,fuse-elementwise");
   EXPECT_TRUE(bool(pm));
   auto changed = pm->run(**module, passes::PassOptions());
   EXPECT_TRUE(bool(changed)) << llvm::toString(changed.takeError());

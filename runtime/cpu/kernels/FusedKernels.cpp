@@ -7,6 +7,10 @@
 #include "runtime/cpu/kernels/OneDnnKernel.h"
 
 namespace prism::runtime::cpu {
+
+// In FusedElementwiseKernels.cpp: it shares nothing with the oneDNN kernels here.
+llvm::Expected<std::unique_ptr<Kernel>> makeFusedElementwiseKernel(const KernelSpec &spec);
+
 namespace {
 
 using dnnl::memory;
@@ -88,6 +92,7 @@ llvm::Expected<std::unique_ptr<Kernel>> makeFusedConv2d(const KernelSpec &spec) 
 void registerFusedKernels(KernelRegistry &registry) {
   registry.add("fused_matmul", makeFusedMatmul);
   registry.add("fused_conv2d", makeFusedConv2d);
+  registry.add("fused_elementwise", makeFusedElementwiseKernel);
 }
 
 } // namespace prism::runtime::cpu

@@ -1,0 +1,88 @@
+// The CPU kernel of fused_elementwise against the float64 reference interpreter: several
+// expressions, f32 and f64, scalar operands, one and two threads, and a tensor large enough to
+// be split between threads.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "ir/Builder.h"
+#include "tests/cpu/ReferenceCheck.h"
+
+using namespace prism;
+using ir::Attr;
+using ir::DType;
+using ir::kBatchDim;
+using ir::TensorType;
+
+namespace {
+
+// y = fused_elementwise(x0, x1, ..., expr) with operand i of dims[i].
+std::unique_ptr<ir::Module> fusedModule(const char *expr, const std::vector<ir::Dims> &dims,
+                                        DType dtype) {
+  ir::ModuleBuilder b("fused_elementwise");
+  std::vector<ir::Value *> operands;
+  for (size_t i = 0; i < dims.size(); ++i)
+    operands.push_back(b.input("x" + std::to_string(i), TensorType(dtype, dims[i])));
+  b.op("fused_elementwise", operands, ir::attrs({{"expr", Attr::string(expr)}}), "y");
+  auto m = b.finish();
+  EXPECT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  return m ? std::move(*m) : nullptr;
+}
+
+struct ExprCase {
+  const char *expr;
+  std::vector<ir::Dims> dims;
+  // log and sqrt need positive operands.
+  bool positive = false;
+};
+
+const ExprCase kExprs[] = {
+    {"mul(sigmoid($0), tanh($1))", {{kBatchDim, 7}, {kBatchDim, 7}}},
+    {"add(mul(sigmoid($0), $1), mul(sigmoid($2), tanh($3)))",
+     {{kBatchDim, 5}, {kBatchDim, 5}, {kBatchDim, 5}, {kBatchDim, 5}}},
+    {"sub(exp(neg($0)), div($0, $1))", {{kBatchDim, 3, 4}, {}}},
+    {"tanh_grad(sigmoid_grad(relu_grad($0, $1), sigmoid($1)), tanh($2))",
+     {{kBatchDim, 9}, {kBatchDim, 9}, {kBatchDim, 9}}},
+    {"add(log($0), sqrt(mul($0, $1)))", {{kBatchDim, 6}, {}}, true},
+    {"relu(sub($0, $1))", {{}, {kBatchDim, 2}}},
+    {"mul($0, $1)", {{}, {}}},
+    {"$0", {{kBatchDim, 3}}},
+};
+
+TEST(FusedElementwise, MatchesReference) {
+  for (const ExprCase &c : kExprs)
+    for (DType dtype : {DType::F32, DType::F64})
+      for (int threads : {1, 2}) {
+        SCOPED_TRACE(std::string(c.expr) + ", " + ir::dtypeName(dtype).str() + ", " +
+                     std::to_string(threads) + " threads");
+        auto module = fusedModule(c.expr, c.dims, dtype);
+        ASSERT_TRUE(module);
+        prism::testing::ReferenceCheckOptions options;
+        options.threads = threads;
+        if (c.positive)
+          options.low = 0.1;
+        options.tolerance = dtype == DType::F32 ? 1e-5 : 1e-12;
+        prism::testing::expectMatchesReference(*module, {"y"}, options);
+      }
+}
+
+// Above the parallel threshold, with a scalar and a tail that is not a whole block: the blocks
+// of both threads and the scalar's repetition must line up.
+TEST(FusedElementwise, LargeTensorOnTwoThreads) {
+  for (DType dtype : {DType::F32, DType::F64}) {
+    SCOPED_TRACE(ir::dtypeName(dtype).str());
+    auto module = fusedModule("add(mul(tanh($0), $1), sigmoid(sub($2, $0)))",
+                              {{kBatchDim, 70001}, {}, {kBatchDim, 70001}}, dtype);
+    ASSERT_TRUE(module);
+    for (int threads : {1, 2}) {
+      prism::testing::ReferenceCheckOptions options;
+      options.threads = threads;
+      options.batch = 2;
+      options.tolerance = dtype == DType::F32 ? 1e-5 : 1e-12;
+      prism::testing::expectMatchesReference(*module, {"y"}, options);
+    }
+  }
+}
+
+} // namespace
