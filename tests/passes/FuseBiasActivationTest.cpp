@@ -13,6 +13,7 @@
 #include "passes/PassManager.h"
 #include "passes/Passes.h"
 #include "runtime/reference/ReferenceInterpreter.h"
+#include "tests/passes/ReferenceEquivalence.h"
 
 using namespace prism;
 namespace ref = runtime::reference;
@@ -86,42 +87,7 @@ const Case kCases[] = {
 };
 
 std::unique_ptr<ir::Module> differentiated(const Case &c) {
-  auto module = frontends::parseModule(c.text, std::string(c.name) + ".prism");
-  EXPECT_TRUE(bool(module)) << llvm::toString(module.takeError());
-  if (!module)
-    return nullptr;
-  auto pm = passes::PassManager::fromPipeline("infer-shapes,autodiff");
-  EXPECT_TRUE(bool(pm)) << llvm::toString(pm.takeError());
-  auto changed = pm->run(**module, passes::PassOptions());
-  EXPECT_TRUE(bool(changed)) << llvm::toString(changed.takeError());
-  return std::move(*module);
-}
-
-ref::Feeds randomFeeds(const ir::Module &m, int64_t batch, std::mt19937_64 &rng) {
-  ref::Feeds feeds;
-  for (const auto &in : m.inputs()) {
-    std::vector<int64_t> shape;
-    for (int64_t d : in->type().dims)
-      shape.push_back(d == ir::kBatchDim ? batch : d);
-    ref::Tensor t(in->type().dtype, shape);
-    // Labels are 0 or 1: valid for the class count of every case.
-    for (double &v : t.data())
-      v = ir::isFloat(in->type().dtype)
-              ? std::uniform_real_distribution<double>(-1, 1)(rng)
-              : static_cast<double>(std::uniform_int_distribution<int64_t>(0, 1)(rng));
-    feeds[in->name()] = t;
-  }
-  return feeds;
-}
-
-double relativeError(const ref::Tensor &a, const ref::Tensor &b) {
-  double diff = 0, na = 0, nb = 0;
-  for (size_t i = 0; i < a.data().size(); ++i) {
-    diff += (a.data()[i] - b.data()[i]) * (a.data()[i] - b.data()[i]);
-    na += a.data()[i] * a.data()[i];
-    nb += b.data()[i] * b.data()[i];
-  }
-  return std::sqrt(diff) / std::max({std::sqrt(na), std::sqrt(nb), 1e-12});
+  return prism::testing::differentiated(c.text, c.name);
 }
 
 class FuseBiasActivation : public ::testing::TestWithParam<Case> {};
@@ -140,28 +106,7 @@ TEST_P(FuseBiasActivation, KeepsLossAndGradients) {
   std::map<std::string, int64_t> stats(pass->statistics().begin(), pass->statistics().end());
   EXPECT_EQ(stats, c.expectedStats);
 
-  uint64_t seed = std::random_device{}();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  ref::Feeds feeds = randomFeeds(*before, /*batch=*/3, rng);
-  ref::ReferenceInterpreter unfused(*before), fused(*after);
-  ASSERT_FALSE(bool(unfused.initializeVariables(seed)));
-  ASSERT_FALSE(bool(fused.initializeVariables(seed)));
-  auto unfusedStep = unfused.step(feeds);
-  ASSERT_TRUE(bool(unfusedStep)) << llvm::toString(unfusedStep.takeError());
-  auto fusedStep = fused.step(feeds);
-  ASSERT_TRUE(bool(fusedStep)) << llvm::toString(fusedStep.takeError());
-  ASSERT_TRUE(unfusedStep->loss && fusedStep->loss);
-  EXPECT_LE(std::abs(*unfusedStep->loss - *fusedStep->loss),
-            1e-12 * std::max(std::abs(*unfusedStep->loss), 1e-12));
-
-  ASSERT_EQ(before->gradients.size(), after->gradients.size());
-  for (const ir::Gradient &g : before->gradients) {
-    const std::string &var = g.variable->name();
-    const ref::Tensor *expected = unfused.gradient(var), *actual = fused.gradient(var);
-    ASSERT_TRUE(expected && actual) << "variable " << var;
-    EXPECT_LT(relativeError(expected->toDense(), actual->toDense()), 1e-12) << "variable " << var;
-  }
+  prism::testing::expectSameLossAndGradients(*before, *after);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, FuseBiasActivation, ::testing::ValuesIn(kCases),
