@@ -183,42 +183,30 @@ std::vector<AttrSpec> poolAttrSpecs() {
           attr("padding", AttrKind::String, Attr::string("valid"), "same or valid")};
 }
 
-OpDef def(const char *name, const char *summary, std::vector<std::string> operands, ShapeRule shape,
-          GradRule grad, std::vector<AttrSpec> attrs, uint32_t traits = 0) {
-  OpDef d;
-  d.name = name;
-  d.summary = summary;
-  d.operands = std::move(operands);
-  d.shape = shape;
-  d.gradient = grad;
-  d.attrs = std::move(attrs);
-  d.traits = traits;
-  return d;
-}
-
 } // namespace
 
 void registerConvOps(std::vector<OpDef> &t) {
-  OpDef conv = def("conv2d", "2-D convolution of x[N,H,W,C] with filter[KH,KW,C,O]",
-                   {"x", "filter"}, conv2dShape, conv2dGrad, convAttrSpecs());
+  OpDef conv = makeOp("conv2d", "2-D convolution of x[N,H,W,C] with filter[KH,KW,C,O]",
+                      {"x", "filter"}, conv2dShape, conv2dGrad, convAttrSpecs());
   conv.cost = conv2dCost;
   t.push_back(conv);
-  OpDef bi = def("conv2d_backprop_input", "gradient of conv2d with respect to its input",
-                 {"dy", "filter", "x"}, backInputShape, nullptr, convAttrSpecs(), kGradientOnly);
+  OpDef bi = makeOp("conv2d_backprop_input", "gradient of conv2d with respect to its input",
+                    {"dy", "filter", "x"}, backInputShape, nullptr, convAttrSpecs(), kGradientOnly);
   bi.cost = conv2dBackInputCost;
   t.push_back(bi);
-  OpDef bf = def("conv2d_backprop_filter", "gradient of conv2d with respect to its filter",
-                 {"x", "dy", "filter"}, backFilterShape, nullptr, convAttrSpecs(), kGradientOnly);
+  OpDef bf =
+      makeOp("conv2d_backprop_filter", "gradient of conv2d with respect to its filter",
+             {"x", "dy", "filter"}, backFilterShape, nullptr, convAttrSpecs(), kGradientOnly);
   bf.cost = conv2dBackFilterCost;
   t.push_back(bf);
-  t.push_back(def("max_pool2d", "maximum over windows of x[N,H,W,C]", {"x"}, poolShape, maxPoolGrad,
-                  poolAttrSpecs()));
-  t.push_back(def("avg_pool2d", "mean over windows of x[N,H,W,C] (padding not counted)", {"x"},
-                  poolShape, avgPoolGrad, poolAttrSpecs()));
-  t.push_back(def("max_pool2d_grad", "dy routed to the first maximum of each window", {"dy", "x"},
-                  poolGradShape, nullptr, poolAttrSpecs(), kGradientOnly));
-  t.push_back(def("avg_pool2d_grad", "dy spread evenly over each window", {"dy", "x"},
-                  poolGradShape, nullptr, poolAttrSpecs(), kGradientOnly));
+  t.push_back(makeOp("max_pool2d", "maximum over windows of x[N,H,W,C]", {"x"}, poolShape,
+                     maxPoolGrad, poolAttrSpecs()));
+  t.push_back(makeOp("avg_pool2d", "mean over windows of x[N,H,W,C] (padding not counted)", {"x"},
+                     poolShape, avgPoolGrad, poolAttrSpecs()));
+  t.push_back(makeOp("max_pool2d_grad", "dy routed to the first maximum of each window",
+                     {"dy", "x"}, poolGradShape, nullptr, poolAttrSpecs(), kGradientOnly));
+  t.push_back(makeOp("avg_pool2d_grad", "dy spread evenly over each window", {"dy", "x"},
+                     poolGradShape, nullptr, poolAttrSpecs(), kGradientOnly));
 }
 
 } // namespace prism::ir::ops

@@ -143,16 +143,10 @@ ShapeResult xentGradShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
   return Types{in[1]};
 }
 
+// Most of these ops take no attributes: their traits come right after the gradient rule.
 OpDef def(const char *name, const char *summary, std::vector<std::string> operands, ShapeRule shape,
           GradRule grad, uint32_t traits = 0) {
-  OpDef d;
-  d.name = name;
-  d.summary = summary;
-  d.operands = std::move(operands);
-  d.shape = shape;
-  d.gradient = grad;
-  d.traits = traits;
-  return d;
+  return makeOp(name, summary, std::move(operands), shape, grad, {}, traits);
 }
 
 } // namespace

@@ -89,6 +89,19 @@ Value *sumLike(GradientContext &ctx, Value *g, Value *ref) {
   return ctx.emit("sum_like", {g, ref});
 }
 
+OpDef makeOp(const char *name, const char *summary, std::vector<std::string> operands,
+             ShapeRule shape, GradRule grad, std::vector<AttrSpec> attrs, uint32_t traits) {
+  OpDef d;
+  d.name = name;
+  d.summary = summary;
+  d.operands = std::move(operands);
+  d.shape = shape;
+  d.gradient = grad;
+  d.attrs = std::move(attrs);
+  d.traits = traits;
+  return d;
+}
+
 AttrSpec attr(const char *name, AttrKind kind, const char *doc) {
   return AttrSpec{name, kind, true, Attr(), doc};
 }

@@ -39,6 +39,11 @@ OpCost elementwiseCost(llvm::ArrayRef<TensorType> operands, llvm::ArrayRef<Tenso
 // Emits sum_like(g, ref) unless g already has ref's shape.
 Value *sumLike(GradientContext &ctx, Value *g, Value *ref);
 
+// An op-table entry with the fields most ops set; the caller sets the rest on the result.
+OpDef makeOp(const char *name, const char *summary, std::vector<std::string> operands,
+             ShapeRule shape, GradRule grad = nullptr, std::vector<AttrSpec> attrs = {},
+             uint32_t traits = 0);
+
 AttrSpec attr(const char *name, AttrKind kind, const char *doc);            // required
 AttrSpec attr(const char *name, AttrKind kind, Attr dflt, const char *doc); // optional
 

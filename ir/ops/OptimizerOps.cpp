@@ -80,15 +80,10 @@ ShapeResult clipScaleShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) 
   return Types{in[0]};
 }
 
+// Updates have no gradient rule; their result count varies (zero for writes).
 OpDef def(const char *name, const char *summary, std::vector<std::string> operands, ShapeRule shape,
           std::vector<AttrSpec> attrs, uint32_t traits, unsigned results) {
-  OpDef d;
-  d.name = name;
-  d.summary = summary;
-  d.operands = std::move(operands);
-  d.shape = shape;
-  d.attrs = std::move(attrs);
-  d.traits = traits;
+  OpDef d = makeOp(name, summary, std::move(operands), shape, nullptr, std::move(attrs), traits);
   d.numResults = results;
   return d;
 }

@@ -285,19 +285,6 @@ void castGrad(GradientContext &c) {
   c.setGrad(0, c.emit("cast", {dy}, a));
 }
 
-OpDef def(const char *name, const char *summary, std::vector<std::string> operands, ShapeRule shape,
-          GradRule grad, std::vector<AttrSpec> attrs, uint32_t traits = 0) {
-  OpDef d;
-  d.name = name;
-  d.summary = summary;
-  d.operands = std::move(operands);
-  d.shape = shape;
-  d.gradient = grad;
-  d.attrs = std::move(attrs);
-  d.traits = traits;
-  return d;
-}
-
 std::vector<AttrSpec> reduceAttrs() {
   return {attr("axes", AttrKind::Ints, Attr::ints({}), "axes to reduce; [] means all"),
           attr("keepdims", AttrKind::Bool, Attr::boolean(false), "keep reduced axes as 1")};
@@ -306,45 +293,46 @@ std::vector<AttrSpec> reduceAttrs() {
 } // namespace
 
 void registerShapeOps(std::vector<OpDef> &t) {
-  t.push_back(def("reshape", "x with a new shape of the same element count", {"x"}, reshapeShape,
-                  reshapeGrad,
-                  {attr("shape", AttrKind::Ints, "the new dimensions; B for the batch")}));
-  t.push_back(def("transpose", "x with its dimensions permuted: out.dims[i] = x.dims[perm[i]]",
-                  {"x"}, transposeShape, transposeGrad,
-                  {attr("perm", AttrKind::Ints, "a permutation of 0..rank-1")}));
-  OpDef concat = def("concat", "operands joined along one axis", {"x"}, concatShape, concatGrad,
-                     {attr("axis", AttrKind::Int, "the axis to join along")});
+  t.push_back(makeOp("reshape", "x with a new shape of the same element count", {"x"}, reshapeShape,
+                     reshapeGrad,
+                     {attr("shape", AttrKind::Ints, "the new dimensions; B for the batch")}));
+  t.push_back(makeOp("transpose", "x with its dimensions permuted: out.dims[i] = x.dims[perm[i]]",
+                     {"x"}, transposeShape, transposeGrad,
+                     {attr("perm", AttrKind::Ints, "a permutation of 0..rank-1")}));
+  OpDef concat = makeOp("concat", "operands joined along one axis", {"x"}, concatShape, concatGrad,
+                        {attr("axis", AttrKind::Int, "the axis to join along")});
   concat.variadic = true;
   t.push_back(concat);
-  t.push_back(def(
+  t.push_back(makeOp(
       "slice", "x restricted to [begin, end) along one axis", {"x"}, sliceShape, sliceGrad,
       {attr("axis", AttrKind::Int, "the axis"), attr("begin", AttrKind::Int, "first index kept"),
        attr("end", AttrKind::Int, "one past the last index kept")}));
-  t.push_back(def("reduce_sum", "sum over axes", {"x"}, reduceShape, reduceSumGrad, reduceAttrs()));
   t.push_back(
-      def("reduce_mean", "mean over axes", {"x"}, reduceShape, reduceMeanGrad, reduceAttrs()));
-  t.push_back(def("constant", "a tensor filled with one value", {}, constantShape, nullptr,
-                  {attr("value", AttrKind::Float, "the fill value"),
-                   attr("shape", AttrKind::Ints, Attr::ints({}), "static dimensions"),
-                   attr("dtype", AttrKind::String, Attr::string("f32"), "element type")}));
-  t.push_back(def("cast", "x converted to another element type", {"x"}, castShape, castGrad,
-                  {attr("dtype", AttrKind::String, "the new element type")}, kElementwise));
-  t.push_back(def("reshape_like", "g reshaped to the shape of ref", {"g", "ref"}, reshapeLikeShape,
-                  nullptr, {}, kGradientOnly));
-  t.push_back(def("sum_like", "g summed over the dimensions along which ref was broadcast",
-                  {"g", "ref"}, sumLikeShape, nullptr, {}, kGradientOnly));
+      makeOp("reduce_sum", "sum over axes", {"x"}, reduceShape, reduceSumGrad, reduceAttrs()));
+  t.push_back(
+      makeOp("reduce_mean", "mean over axes", {"x"}, reduceShape, reduceMeanGrad, reduceAttrs()));
+  t.push_back(makeOp("constant", "a tensor filled with one value", {}, constantShape, nullptr,
+                     {attr("value", AttrKind::Float, "the fill value"),
+                      attr("shape", AttrKind::Ints, Attr::ints({}), "static dimensions"),
+                      attr("dtype", AttrKind::String, Attr::string("f32"), "element type")}));
+  t.push_back(makeOp("cast", "x converted to another element type", {"x"}, castShape, castGrad,
+                     {attr("dtype", AttrKind::String, "the new element type")}, kElementwise));
+  t.push_back(makeOp("reshape_like", "g reshaped to the shape of ref", {"g", "ref"},
+                     reshapeLikeShape, nullptr, {}, kGradientOnly));
+  t.push_back(makeOp("sum_like", "g summed over the dimensions along which ref was broadcast",
+                     {"g", "ref"}, sumLikeShape, nullptr, {}, kGradientOnly));
   std::vector<AttrSpec> expand = reduceAttrs();
   expand.push_back(attr("mean", AttrKind::Bool, Attr::boolean(false),
                         "divide by the number of reduced elements"));
-  t.push_back(def("expand_like",
-                  "g (ref reduced over axes) broadcast back to ref's shape, for reduction "
-                  "gradients",
-                  {"g", "ref"}, expandLikeShape, nullptr, expand, kGradientOnly));
-  t.push_back(
-      def("slice_grad", "g placed at [begin, begin + extent) along axis of zeros like x",
-          {"g", "x"}, sliceGradShape, nullptr,
-          {attr("axis", AttrKind::Int, "the axis"), attr("begin", AttrKind::Int, "where g starts")},
-          kGradientOnly));
+  t.push_back(makeOp("expand_like",
+                     "g (ref reduced over axes) broadcast back to ref's shape, for reduction "
+                     "gradients",
+                     {"g", "ref"}, expandLikeShape, nullptr, expand, kGradientOnly));
+  t.push_back(makeOp(
+      "slice_grad", "g placed at [begin, begin + extent) along axis of zeros like x", {"g", "x"},
+      sliceGradShape, nullptr,
+      {attr("axis", AttrKind::Int, "the axis"), attr("begin", AttrKind::Int, "where g starts")},
+      kGradientOnly));
 }
 
 } // namespace prism::ir::ops
