@@ -74,7 +74,8 @@ TEST(PassRegistry, ListsEveryPassOnceWithNameAndSummary) {
     names.push_back(info.name);
   }
   EXPECT_EQ(names, (std::vector<std::string>{"infer-shapes", "autodiff", "lower-optimizer", "dce",
-                                             "cse", "fuse-bias-activation", "fuse-elementwise"}));
+                                             "cse", "fuse-bias-activation", "fuse-elementwise",
+                                             "classify-variables", "place-variables"}));
   EXPECT_EQ(passes::createPass("no-such-pass"), nullptr);
   EXPECT_EQ(passes::createPass("dce")->name(), "dce");
 }
