@@ -197,6 +197,13 @@ private:
   // it ends, for a trailing comment).
   llvm::Error parseBody();
   llvm::Error parseStatement(ir::Trivia trivia);
+  // `NAME : TYPE`, the start of an input or variable declaration.
+  struct DeclarationHead {
+    std::string name;
+    ir::SourceLoc loc;
+    ir::TensorType type;
+  };
+  llvm::Expected<DeclarationHead> parseDeclarationHead(llvm::StringRef what);
   llvm::Error parseInput(ir::Trivia trivia);
   llvm::Error parseVariable(ir::Trivia trivia);
   llvm::Error parseOpStatement(ir::Trivia trivia);
@@ -299,21 +306,31 @@ llvm::Error Parser::parseStatement(ir::Trivia trivia) {
   return parseOpStatement(std::move(trivia));
 }
 
-llvm::Error Parser::parseInput(ir::Trivia trivia) {
-  advance(); // `input`
+llvm::Expected<Parser::DeclarationHead> Parser::parseDeclarationHead(llvm::StringRef what) {
   if (kind() != TokenKind::Identifier)
-    return unexpected("an input name");
-  std::string name = tok().text.str();
-  ir::SourceLoc loc = tok().loc;
-  if (auto e = checkNewName(name, name, loc))
-    return e;
+    return unexpected(("a " + what + " name").str());
+  DeclarationHead head;
+  head.name = tok().text.str();
+  head.loc = tok().loc;
+  if (auto e = checkNewName(head.name, head.name, head.loc))
+    return std::move(e);
   advance();
-  if (auto e = expect(TokenKind::Colon, "':' and the input's type"))
-    return e;
+  if (auto e = expect(TokenKind::Colon, ("':' and the " + what + "'s type").str()))
+    return std::move(e);
   auto type = parseType();
   if (!type)
     return type.takeError();
-  ir::Input *input = module_->addInput(name, *type);
+  head.type = std::move(*type);
+  return head;
+}
+
+llvm::Error Parser::parseInput(ir::Trivia trivia) {
+  advance(); // `input`
+  auto head = parseDeclarationHead("input");
+  if (!head)
+    return head.takeError();
+  auto &[name, loc, type] = *head;
+  ir::Input *input = module_->addInput(name, type);
   input->loc = loc;
   input->trivia = std::move(trivia);
   definedAt_[name] = loc;
@@ -323,18 +340,10 @@ llvm::Error Parser::parseInput(ir::Trivia trivia) {
 
 llvm::Error Parser::parseVariable(ir::Trivia trivia) {
   advance(); // `var`
-  if (kind() != TokenKind::Identifier)
-    return unexpected("a variable name");
-  std::string name = tok().text.str();
-  ir::SourceLoc loc = tok().loc;
-  if (auto e = checkNewName(name, name, loc))
-    return e;
-  advance();
-  if (auto e = expect(TokenKind::Colon, "':' and the variable's type"))
-    return e;
-  auto type = parseType();
-  if (!type)
-    return type.takeError();
+  auto head = parseDeclarationHead("variable");
+  if (!head)
+    return head.takeError();
+  auto &[name, loc, type] = *head;
   if (auto e = expect(TokenKind::Equal, "'=' and an initializer"))
     return e;
   if (kind() != TokenKind::Identifier)
@@ -358,7 +367,7 @@ llvm::Error Parser::parseVariable(ir::Trivia trivia) {
       return e;
     advance();
   }
-  ir::Variable *var = module_->addVariable(name, *type, std::move(init));
+  ir::Variable *var = module_->addVariable(name, type, std::move(init));
   var->attrs = std::move(attrs);
   var->loc = loc;
   var->trivia = std::move(trivia);

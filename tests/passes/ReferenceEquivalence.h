@@ -11,6 +11,7 @@
 
 #include "frontends/text/Parser.h"
 #include "passes/PassManager.h"
+#include "passes/Passes.h"
 #include "runtime/reference/ReferenceInterpreter.h"
 
 namespace prism::testing {
@@ -83,6 +84,14 @@ inline void expectSameLossAndGradients(const ir::Module &before, const ir::Modul
     EXPECT_LT(relativeError(expected->toDense(), actual->toDense()), tolerance)
         << "variable " << var;
   }
+}
+
+// A pass run a second time over its own output finds nothing more to do.
+inline void expectSecondRunChangesNothing(ir::Module &module, llvm::StringRef passName) {
+  ASSERT_TRUE(bool(passes::createPass(passName)->run(module, {})));
+  auto again = passes::createPass(passName)->run(module, {});
+  ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
+  EXPECT_FALSE(*again);
 }
 
 } // namespace prism::testing
