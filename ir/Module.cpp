@@ -55,7 +55,7 @@ Op *Module::createOp(const OpDef &def, llvm::ArrayRef<Value *> operands, AttrMap
   auto op = std::make_unique<Op>(&def, this);
   op->setOperands(operands);
   op->attrs = std::move(attrs);
-  unsigned n = def.numResults;
+  unsigned n = def.resultCount(static_cast<unsigned>(operands.size()));
   for (unsigned i = 0; i < n; ++i)
     op->addResult(i < resultNames.size() ? resultNames[i] : std::string());
   Op *raw = op.get();
@@ -75,6 +75,15 @@ void Module::eraseOp(Op *op) {
   ops_.erase(std::remove_if(ops_.begin(), ops_.end(),
                             [&](const std::unique_ptr<Op> &o) { return o.get() == op; }),
              ops_.end());
+}
+
+void Module::eraseVariable(Variable *variable) {
+  unregisterName(variable->value.get());
+  variables_.erase(std::remove_if(variables_.begin(), variables_.end(),
+                                  [&](const std::unique_ptr<Variable> &v) {
+                                    return v.get() == variable;
+                                  }),
+                   variables_.end());
 }
 
 void Module::moveOp(Op *op, Op *before) {

@@ -166,6 +166,8 @@ public:
                llvm::ArrayRef<std::string> resultNames, Op *before = nullptr);
   // Removes an op; its results must have no users left.
   void eraseOp(Op *op);
+  // Removes a variable no op, gradient or loss reads.
+  void eraseVariable(Variable *variable);
   // Moves `op` to just before `before` (or to the end when null).
   void moveOp(Op *op, Op *before);
 

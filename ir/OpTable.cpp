@@ -22,6 +22,7 @@ struct Table {
     ops::registerShapeOps(defs);
     ops::registerSparseOps(defs);
     ops::registerOptimizerOps(defs);
+    ops::registerCommunicationOps(defs);
     ops::registerFusedOps(defs);
     for (const OpDef &d : defs) {
       assert(d.shape && "every op needs a shape rule");
@@ -94,6 +95,12 @@ llvm::Error checkSignature(const OpDef &def, unsigned numOperands, const AttrMap
                      llvm::Twine(min) + " operand" + (min == 1 ? "" : "s") + ", got " +
                      llvm::Twine(numOperands) + ": " + def.signature());
   for (const auto &[name, value] : attrs) {
+    // Every op may be pinned to a device of its task (in-graph towers).
+    if (name == kDeviceAttr) {
+      if (value.kind() != AttrKind::String)
+        return makeError("attribute 'device' must be a string like \"cpu:1\", got " + value.str());
+      continue;
+    }
     const AttrSpec *spec = def.attrSpec(name);
     if (!spec)
       return makeError("'" + def.name + "' has no attribute '" + name + "': " + def.signature());

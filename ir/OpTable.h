@@ -33,7 +33,8 @@ enum OpTrait : uint32_t {
   kCommunication = 1u << 3, // moves data between tasks
   kOptimizerUpdate = 1u << 4,
   kRandom = 1u << 5,      // draws random numbers: never merged
-  kGradientOnly = 1u << 6 // exists to express a gradient rule
+  kGradientOnly = 1u << 6, // exists to express a gradient rule
+  kOnParameterServer = 1u << 7 // runs on the PS task that holds its variable operand
 };
 
 struct OpCost {
@@ -53,6 +54,7 @@ struct OpDef {
   std::vector<std::string> operands; // names, for docs and arity errors
   bool variadic = false;             // the last operand repeats (one or more times)
   unsigned numResults = 1;
+  bool resultPerOperand = false; // one result per operand (all_reduce); numResults is unused
   std::vector<AttrSpec> attrs;
   ShapeRule shape = nullptr;
   GradRule gradient = nullptr;     // null: not differentiable
@@ -67,6 +69,9 @@ struct OpDef {
   bool writes(unsigned operand) const { return (writtenOperands >> operand) & 1u; }
   const AttrSpec *attrSpec(llvm::StringRef name) const;
   unsigned minOperands() const { return static_cast<unsigned>(operands.size()); }
+  unsigned resultCount(unsigned numOperands) const {
+    return resultPerOperand ? numOperands : numResults;
+  }
   // `matmul(a, b, transpose_a = false, transpose_b = false)`
   std::string signature() const;
 };
@@ -79,6 +84,9 @@ const OpDef &getOp(llvm::StringRef name);
 
 // The attributes with defaults filled in for everything the op declares and the map lacks.
 AttrMap withDefaults(const OpDef &def, const AttrMap &attrs);
+
+// The attribute every op accepts: the device of its task it runs on (`device = "cpu:1"`).
+constexpr const char *kDeviceAttr = "device";
 
 // Checks arity and attributes (unknown names, kinds, missing required ones) against the table.
 llvm::Error checkSignature(const OpDef &def, unsigned numOperands, const AttrMap &attrs);

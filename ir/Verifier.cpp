@@ -91,9 +91,9 @@ private:
     }
     if (auto e = checkSignature(op.def(), op.numOperands(), op.attrs))
       return error(op.loc, where + ": " + stripPrefix(llvm::toString(std::move(e))));
-    if (op.numResults() != op.def().numResults)
+    if (unsigned expected = op.def().resultCount(op.numOperands()); op.numResults() != expected)
       return error(op.loc, where + ": has " + llvm::Twine(op.numResults()) + " results, expected " +
-                               llvm::Twine(op.def().numResults));
+                               llvm::Twine(expected));
     bool operandsTyped = true;
     for (const Value *v : op.operands())
       operandsTyped &= v->hasType();

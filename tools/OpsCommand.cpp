@@ -19,6 +19,8 @@ std::string traitsOf(const ir::OpDef &def) {
   add(def.has(ir::kSideEffect), "writes variables at step end");
   add(def.has(ir::kCommunication), "communication");
   add(def.has(ir::kGradientOnly), "backward");
+  add(def.has(ir::kOnParameterServer), "runs on the PS");
+  add(def.resultPerOperand, "one result per operand");
   return s;
 }
 

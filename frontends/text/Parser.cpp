@@ -487,17 +487,17 @@ llvm::Expected<ir::Op *> Parser::parseExpr(unsigned depth, const ResultNames *re
   if (auto e = ir::checkSignature(*def, static_cast<unsigned>(operands.size()), attrs))
     return errorAt(opLoc, messageOf(std::move(e)));
   std::vector<std::string> names;
+  unsigned numResults = def->resultCount(static_cast<unsigned>(operands.size()));
   if (results) {
-    if (results->size() != def->numResults)
-      return errorAt(opLoc, "'" + def->name + "' gives " + plural(def->numResults, "result") +
+    if (results->size() != numResults)
+      return errorAt(opLoc, "'" + def->name + "' gives " + plural(numResults, "result") +
                                 ", but " + plural(results->size(), "name") + " " +
                                 (results->size() > 1 ? "are" : "is") + " given");
     for (const auto &result : *results)
       names.push_back(result.first);
   } else {
-    if (def->numResults != 1)
-      return errorAt(nameToken.loc, "'" + def->name + "' gives " +
-                                        plural(def->numResults, "result") +
+    if (numResults != 1)
+      return errorAt(nameToken.loc, "'" + def->name + "' gives " + plural(numResults, "result") +
                                         ", so it cannot be an operand of another op");
     names.push_back(freshName());
     definedAt_[names.back()] = nameToken.loc;

@@ -75,7 +75,9 @@ TEST(PassRegistry, ListsEveryPassOnceWithNameAndSummary) {
   }
   EXPECT_EQ(names, (std::vector<std::string>{"infer-shapes", "autodiff", "lower-optimizer", "dce",
                                              "cse", "fuse-bias-activation", "fuse-elementwise",
-                                             "classify-variables", "place-variables"}));
+                                             "classify-variables", "place-variables",
+                                             "replicate-in-graph", "replicate-between-graph",
+                                             "route-gradients"}));
   EXPECT_EQ(passes::createPass("no-such-pass"), nullptr);
   EXPECT_EQ(passes::createPass("dce")->name(), "dce");
 }
