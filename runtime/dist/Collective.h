@@ -1,0 +1,56 @@
+// A group of ranks doing CPU collectives (all-reduce, barrier) over Gloo's TCP transport, meeting
+// through the coordinator's key-value store.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "runtime/dist/CoordinatorClient.h"
+#include "llvm/Support/Error.h"
+
+namespace gloo {
+class Context;
+} // namespace gloo
+
+namespace prism::runtime::dist {
+
+// Every rank of a group calls the same operations in the same order, one at a time. After an
+// error the group is broken (a peer may be gone or out of step): discard it.
+class Collective {
+public:
+  // Connects rank `rank` of `size` to all others. `groupName` must be unique within the job (it
+  // prefixes the rendezvous keys); `bindAddress` is this host's IPv4 address that peers reach it
+  // at. `timeout` bounds the rendezvous and every later operation.
+  static llvm::Expected<std::unique_ptr<Collective>> create(CoordinatorClient &client,
+                                                            std::string groupName, int rank,
+                                                            int size, std::string bindAddress,
+                                                            std::chrono::milliseconds timeout);
+  ~Collective();
+
+  // Sums `data` element-wise over all ranks, in place (ring all-reduce: each rank sends about
+  // 2 * (size - 1) / size of the buffer, whatever the number of ranks).
+  llvm::Error allReduceSum(float *data, size_t count);
+  llvm::Error allReduceSum(double *data, size_t count);
+  // Returns once every rank has entered it.
+  llvm::Error barrier();
+
+  const std::string &groupName() const { return groupName_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+private:
+  Collective(std::string groupName, int rank, int size, std::chrono::milliseconds timeout,
+             std::shared_ptr<gloo::Context> context);
+  template <typename T> llvm::Error allReduceSumOf(T *data, size_t count, const char *typeName);
+  llvm::Error failure(const llvm::Twine &operation, const std::exception &exception) const;
+
+  std::string groupName_;
+  int rank_;
+  int size_;
+  std::chrono::milliseconds timeout_;
+  std::shared_ptr<gloo::Context> context_;
+};
+
+} // namespace prism::runtime::dist

@@ -1,0 +1,455 @@
+// The coordinator's gRPC service: token check, task table, key-value store, barriers, the
+// heartbeat monitor and the job abort.
+#include "runtime/dist/Coordinator.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "ir/Diagnostic.h"
+#include "runtime/dist/coordinator.grpc.pb.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+
+namespace prism::runtime::dist {
+namespace {
+
+namespace proto = ::prism::dist;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// The longest a call may block server-side, whatever it asks for.
+constexpr milliseconds kMaxWait = std::chrono::hours(24);
+
+// Takes as long wherever the strings differ, so a token cannot be guessed byte by byte.
+bool sameToken(llvm::StringRef given, llvm::StringRef expected) {
+  if (given.size() != expected.size())
+    return false;
+  unsigned char difference = 0;
+  for (size_t i = 0; i < given.size(); ++i)
+    difference |= static_cast<unsigned char>(given[i] ^ expected[i]);
+  return difference == 0;
+}
+
+// "5.0 s"
+std::string seconds(std::chrono::duration<double> duration) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f s", duration.count());
+  return text;
+}
+
+void logLine(const llvm::Twine &line) {
+  std::fprintf(stderr, "prism coordinator: %s\n", line.str().c_str());
+}
+
+// When a blocking call gives up: after its own timeout, and before its caller's deadline.
+Clock::time_point waitDeadline(grpc::ServerContext *context, int64_t timeoutMs) {
+  milliseconds timeout = std::clamp(milliseconds(timeoutMs), milliseconds(0), kMaxWait);
+  auto callerLeft = context->deadline() - std::chrono::system_clock::now();
+  if (callerLeft < timeout)
+    timeout = std::max(std::chrono::duration_cast<milliseconds>(callerLeft), milliseconds(0));
+  return Clock::now() + timeout;
+}
+
+struct TaskState {
+  bool registered = false;
+  bool finished = false;
+  int64_t pid = 0;
+  std::string host;
+  Clock::time_point lastHeartbeat;
+};
+
+struct BarrierState {
+  int count = 0;
+  std::set<std::string> arrived;
+  uint64_t generation = 0; // bumped each time the barrier opens, so a name can be reused
+};
+
+} // namespace
+
+class Coordinator::Impl final : public proto::CoordinatorService::Service {
+public:
+  explicit Impl(CoordinatorOptions opts) : options(std::move(opts)) {
+    for (const std::string &task : options.expectedTasks)
+      tasks_[task];
+  }
+  ~Impl() override { shutdown(); }
+
+  grpc::Status Register(grpc::ServerContext *context, const proto::RegisterRequest *request,
+                        proto::Ack *) override;
+  grpc::Status Set(grpc::ServerContext *context, const proto::SetRequest *request,
+                   proto::Ack *) override;
+  grpc::Status Get(grpc::ServerContext *context, const proto::GetRequest *request,
+                   proto::GetReply *reply) override;
+  grpc::Status Wait(grpc::ServerContext *context, const proto::WaitRequest *request,
+                    proto::Ack *) override;
+  grpc::Status Check(grpc::ServerContext *context, const proto::CheckRequest *request,
+                     proto::CheckReply *reply) override;
+  grpc::Status Barrier(grpc::ServerContext *context, const proto::BarrierRequest *request,
+                       proto::Ack *) override;
+  grpc::Status Heartbeat(grpc::ServerContext *context, const proto::TaskRequest *request,
+                         proto::Ack *) override;
+  grpc::Status ReportFailure(grpc::ServerContext *context,
+                             const proto::ReportFailureRequest *request, proto::Ack *) override;
+  grpc::Status Finish(grpc::ServerContext *context, const proto::TaskRequest *request,
+                      proto::Ack *) override;
+
+  void startMonitor() {
+    monitor_ = std::thread([this] { monitorHeartbeats(); });
+  }
+  void abort(llvm::StringRef reason) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    abortLocked(reason.str());
+  }
+  std::optional<std::string> abortReason() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return abortReason_;
+  }
+  bool waitUntilAllFinished(milliseconds timeout);
+  void shutdown();
+
+  const CoordinatorOptions options;
+  int port = 0;
+  // Declared last so that it is destroyed first, while the state its handlers use still exists.
+  std::unique_ptr<grpc::Server> server;
+
+private:
+  // OK when the call carries the job token; UNAUTHENTICATED (and a log line) otherwise.
+  grpc::Status checkToken(grpc::ServerContext *context, const char *method) const;
+  bool ended() const { return abortReason_.has_value() || stopping_; }
+  // What every call returns once the job is aborted or the server is stopping.
+  std::optional<grpc::Status> endStatus() const;
+  TaskState *findTask(const std::string &name);
+  grpc::Status unknownTask(const std::string &name) const;
+  std::vector<std::string> missingKeys(const google::protobuf::RepeatedPtrField<std::string> &keys);
+  void abortLocked(std::string reason);
+  void monitorHeartbeats();
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_; // any change: a key set, a barrier opening, a finish, the end
+  std::map<std::string, TaskState> tasks_;
+  std::map<std::string, std::string> values_;
+  std::map<std::string, BarrierState> barriers_;
+  std::optional<std::string> abortReason_;
+  bool stopping_ = false;
+  std::once_flag shutdownOnce_;
+  std::thread monitor_;
+};
+
+grpc::Status Coordinator::Impl::checkToken(grpc::ServerContext *context, const char *method) const {
+  const auto &metadata = context->client_metadata();
+  auto token = metadata.find(kJobTokenMetadata);
+  if (token != metadata.end() &&
+      sameToken(llvm::StringRef(token->second.data(), token->second.size()), options.jobToken))
+    return grpc::Status::OK;
+  const char *problem = token == metadata.end() ? "missing" : "wrong";
+  logLine(llvm::Twine("refused ") + method + " from " + context->peer() + ": " + problem +
+          " job token");
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                      std::string(problem) + " job token (metadata " + kJobTokenMetadata + ")");
+}
+
+std::optional<grpc::Status> Coordinator::Impl::endStatus() const {
+  if (abortReason_)
+    return grpc::Status(grpc::StatusCode::ABORTED, *abortReason_);
+  if (stopping_)
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the coordinator is shutting down");
+  return std::nullopt;
+}
+
+TaskState *Coordinator::Impl::findTask(const std::string &name) {
+  auto it = tasks_.find(name);
+  return it == tasks_.end() ? nullptr : &it->second;
+}
+
+grpc::Status Coordinator::Impl::unknownTask(const std::string &name) const {
+  return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown task '" + name +
+                                                       "'; this job expects " +
+                                                       llvm::join(options.expectedTasks, ", "));
+}
+
+std::vector<std::string>
+Coordinator::Impl::missingKeys(const google::protobuf::RepeatedPtrField<std::string> &keys) {
+  std::vector<std::string> missing;
+  for (const std::string &key : keys)
+    if (!values_.count(key))
+      missing.push_back(key);
+  return missing;
+}
+
+void Coordinator::Impl::abortLocked(std::string reason) {
+  if (abortReason_)
+    return;
+  logLine("aborting the job: " + reason);
+  abortReason_ = std::move(reason);
+  changed_.notify_all();
+}
+
+grpc::Status Coordinator::Impl::Register(grpc::ServerContext *context,
+                                         const proto::RegisterRequest *request, proto::Ack *) {
+  if (grpc::Status refused = checkToken(context, "Register"); !refused.ok())
+    return refused;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto status = endStatus())
+    return *status;
+  TaskState *task = findTask(request->task());
+  if (!task)
+    return unknownTask(request->task());
+  // The same process may register again (a retried call); another one may not.
+  if (task->registered && (task->pid != request->pid() || task->host != request->host()))
+    return grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
+                        "task " + request->task() + " is already registered by pid " +
+                            std::to_string(task->pid) + " on " + task->host);
+  task->registered = true;
+  task->pid = request->pid();
+  task->host = request->host();
+  task->lastHeartbeat = Clock::now();
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::Impl::Set(grpc::ServerContext *context, const proto::SetRequest *request,
+                                    proto::Ack *) {
+  if (grpc::Status refused = checkToken(context, "Set"); !refused.ok())
+    return refused;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto status = endStatus())
+    return *status;
+  values_[request->key()] = request->value();
+  changed_.notify_all();
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::Impl::Get(grpc::ServerContext *context, const proto::GetRequest *request,
+                                    proto::GetReply *reply) {
+  if (grpc::Status refused = checkToken(context, "Get"); !refused.ok())
+    return refused;
+  const std::string &key = request->key();
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait_until(lock, waitDeadline(context, request->timeout_ms()),
+                      [&] { return ended() || values_.count(key); });
+  if (auto status = endStatus())
+    return *status;
+  auto value = values_.find(key);
+  if (value == values_.end())
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        "key '" + key + "' was not set within " +
+                            std::to_string(request->timeout_ms()) + " ms");
+  reply->set_value(value->second);
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::Impl::Wait(grpc::ServerContext *context,
+                                     const proto::WaitRequest *request, proto::Ack *) {
+  if (grpc::Status refused = checkToken(context, "Wait"); !refused.ok())
+    return refused;
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait_until(lock, waitDeadline(context, request->timeout_ms()),
+                      [&] { return ended() || missingKeys(request->keys()).empty(); });
+  if (auto status = endStatus())
+    return *status;
+  std::vector<std::string> missing = missingKeys(request->keys());
+  if (!missing.empty())
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        "keys not set within " + std::to_string(request->timeout_ms()) +
+                            " ms: " + llvm::join(missing, ", "));
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::Impl::Check(grpc::ServerContext *context,
+                                      const proto::CheckRequest *request,
+                                      proto::CheckReply *reply) {
+  if (grpc::Status refused = checkToken(context, "Check"); !refused.ok())
+    return refused;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto status = endStatus())
+    return *status;
+  for (std::string &key : missingKeys(request->keys()))
+    reply->add_missing(std::move(key));
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::Impl::Barrier(grpc::ServerContext *context,
+                                        const proto::BarrierRequest *request, proto::Ack *) {
+  if (grpc::Status refused = checkToken(context, "Barrier"); !refused.ok())
+    return refused;
+  const std::string &name = request->name(), &taskName = request->task();
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (auto status = endStatus())
+    return *status;
+  if (!findTask(taskName))
+    return unknownTask(taskName);
+  if (request->count() <= 0)
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "barrier '" + name +
+                                                                "' needs a positive count, not " +
+                                                                std::to_string(request->count()));
+  BarrierState &barrier = barriers_[name];
+  if (barrier.arrived.empty())
+    barrier.count = request->count();
+  else if (barrier.count != request->count())
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        taskName + " entered barrier '" + name + "' with count " +
+                            std::to_string(request->count()) + ", others with " +
+                            std::to_string(barrier.count));
+  barrier.arrived.insert(taskName);
+  if (static_cast<int>(barrier.arrived.size()) >= barrier.count) {
+    ++barrier.generation;
+    barrier.arrived.clear();
+    changed_.notify_all();
+    return grpc::Status::OK;
+  }
+  const uint64_t generation = barrier.generation;
+  changed_.wait_until(lock, waitDeadline(context, request->timeout_ms()),
+                      [&] { return ended() || barrier.generation != generation; });
+  if (auto status = endStatus())
+    return *status;
+  if (barrier.generation != generation)
+    return grpc::Status::OK;
+  std::string message = "barrier '" + name + "': " + std::to_string(barrier.arrived.size()) +
+                        " of " + std::to_string(barrier.count) + " tasks arrived within " +
+                        std::to_string(request->timeout_ms()) + " ms (" +
+                        llvm::join(barrier.arrived, ", ") + ")";
+  barrier.arrived.erase(taskName); // a retry must not find this attempt counted
+  return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, message);
+}
+
+grpc::Status Coordinator::Impl::Heartbeat(grpc::ServerContext *context,
+                                          const proto::TaskRequest *request, proto::Ack *) {
+  if (grpc::Status refused = checkToken(context, "Heartbeat"); !refused.ok())
+    return refused;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto status = endStatus())
+    return *status;
+  TaskState *task = findTask(request->task());
+  if (!task)
+    return unknownTask(request->task());
+  if (!task->registered)
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "heartbeat from " + request->task() + " before it registered");
+  task->lastHeartbeat = Clock::now();
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::Impl::ReportFailure(grpc::ServerContext *context,
+                                              const proto::ReportFailureRequest *request,
+                                              proto::Ack *) {
+  if (grpc::Status refused = checkToken(context, "ReportFailure"); !refused.ok())
+    return refused;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto status = endStatus())
+    return *status;
+  if (!findTask(request->task()))
+    return unknownTask(request->task());
+  abortLocked(request->task() + " failed: " + request->last_words());
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::Impl::Finish(grpc::ServerContext *context,
+                                       const proto::TaskRequest *request, proto::Ack *) {
+  if (grpc::Status refused = checkToken(context, "Finish"); !refused.ok())
+    return refused;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto status = endStatus())
+    return *status;
+  TaskState *task = findTask(request->task());
+  if (!task)
+    return unknownTask(request->task());
+  task->finished = true;
+  changed_.notify_all();
+  return grpc::Status::OK;
+}
+
+void Coordinator::Impl::monitorHeartbeats() {
+  const milliseconds period =
+      std::clamp(options.heartbeatTimeout / 5, milliseconds(10), milliseconds(1000));
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!changed_.wait_for(lock, period, [&] { return ended(); })) {
+    const Clock::time_point now = Clock::now();
+    for (const auto &[name, task] : tasks_) {
+      if (!task.registered || task.finished)
+        continue;
+      std::chrono::duration<double> silence = now - task.lastHeartbeat;
+      if (silence > options.heartbeatTimeout) {
+        abortLocked(name + " stopped answering (no heartbeat for " + seconds(silence) + ")");
+        break;
+      }
+    }
+  }
+}
+
+bool Coordinator::Impl::waitUntilAllFinished(milliseconds timeout) {
+  auto allFinished = [&] {
+    return llvm::all_of(tasks_, [](const auto &entry) { return entry.second.finished; });
+  };
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait_for(lock, timeout, [&] { return ended() || allFinished(); });
+  return !abortReason_ && allFinished();
+}
+
+void Coordinator::Impl::shutdown() {
+  std::call_once(shutdownOnce_, [&] {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+      changed_.notify_all();
+    }
+    // Blocked handlers have been woken; the deadline only bounds calls arriving meanwhile.
+    if (server)
+      server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    if (monitor_.joinable())
+      monitor_.join();
+  });
+}
+
+Coordinator::Coordinator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Coordinator::~Coordinator() = default;
+
+llvm::Expected<std::unique_ptr<Coordinator>> Coordinator::start(CoordinatorOptions options) {
+  if (options.jobToken.empty())
+    return ir::makeError("coordinator: the job token must not be empty");
+  if (options.expectedTasks.empty())
+    return ir::makeError("coordinator: no expected tasks");
+  if (options.heartbeatTimeout <= milliseconds(0))
+    return ir::makeError("coordinator: the heartbeat timeout must be positive");
+  auto impl = std::make_unique<Impl>(std::move(options));
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(impl->options.listenAddress, grpc::InsecureServerCredentials(),
+                           &impl->port);
+  // gRPC binds with SO_REUSEPORT by default: a second server on a taken port would "succeed".
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.RegisterService(impl.get());
+  impl->server = builder.BuildAndStart();
+  if (!impl->server || impl->port == 0)
+    return ir::makeError("coordinator: cannot listen on " + impl->options.listenAddress);
+  impl->startMonitor();
+  return std::unique_ptr<Coordinator>(new Coordinator(std::move(impl)));
+}
+
+int Coordinator::port() const {
+  return impl_->port;
+}
+
+std::string Coordinator::address() const {
+  llvm::StringRef host = llvm::StringRef(impl_->options.listenAddress).rsplit(':').first;
+  return host.str() + ":" + std::to_string(impl_->port);
+}
+
+void Coordinator::abort(llvm::StringRef reason) {
+  impl_->abort(reason);
+}
+std::optional<std::string> Coordinator::abortReason() const {
+  return impl_->abortReason();
+}
+bool Coordinator::waitUntilAllFinished(std::chrono::milliseconds timeout) {
+  return impl_->waitUntilAllFinished(timeout);
+}
+void Coordinator::shutdown() {
+  impl_->shutdown();
+}
+
+} // namespace prism::runtime::dist

@@ -1,0 +1,56 @@
+// The coordinator of a distributed job: a gRPC server that registers the job's tasks, holds a
+// key-value store and barriers for them, watches their heartbeats and aborts the job when one
+// fails or falls silent.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+namespace prism::runtime::dist {
+
+// The metadata key that carries the job token on every call.
+inline constexpr const char *kJobTokenMetadata = "prism-job-token";
+
+struct CoordinatorOptions {
+  std::string listenAddress = "127.0.0.1:0"; // host:port; port 0 picks a free port
+  std::string jobToken;                      // calls without it are refused
+  std::vector<std::string> expectedTasks;    // "worker:0", "ps:1": the only tasks that may register
+  // A registered, unfinished task silent for this long aborts the job.
+  std::chrono::milliseconds heartbeatTimeout{5000};
+};
+
+class Coordinator {
+public:
+  // Starts serving at once; fails when the address cannot be bound or the options are unusable.
+  static llvm::Expected<std::unique_ptr<Coordinator>> start(CoordinatorOptions options);
+  ~Coordinator(); // shuts down
+
+  Coordinator(const Coordinator &) = delete;
+  Coordinator &operator=(const Coordinator &) = delete;
+
+  int port() const;
+  // "host:port" with the bound port, for clients.
+  std::string address() const;
+
+  // Aborts the job (the first reason sticks): every later call fails with ABORTED and the
+  // reason, and blocked Get/Wait/Barrier calls return at once.
+  void abort(llvm::StringRef reason);
+  std::optional<std::string> abortReason() const;
+  // True once every expected task has called Finish; false on timeout or when the job aborts.
+  bool waitUntilAllFinished(std::chrono::milliseconds timeout);
+  // Wakes blocked calls (UNAVAILABLE), stops serving and the heartbeat monitor. Idempotent.
+  void shutdown();
+
+private:
+  class Impl;
+  explicit Coordinator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace prism::runtime::dist

@@ -1,0 +1,102 @@
+// The deterministic batch-weighted mean of a step's gradients.
+#include "runtime/ps/GradientAggregator.h"
+
+#include <algorithm>
+
+#include "ir/Diagnostic.h"
+
+namespace prism::runtime::ps {
+namespace {
+
+template <typename T>
+ShardGradient combineDense(const PsShard &shard, llvm::ArrayRef<const ShardGradient *> parts,
+                           llvm::ArrayRef<double> scales) {
+  Tensor result(shard.dtype, shard.shape());
+  std::vector<double> sum(static_cast<size_t>(result.numElements()), 0.0);
+  int64_t rowElements = shard.rowElements();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const ShardGradient &g = *parts[i];
+    if (!g.isSparse()) {
+      const T *values = g.dense.data<T>();
+      for (size_t j = 0; j < sum.size(); ++j)
+        sum[j] += scales[i] * static_cast<double>(values[j]);
+      continue;
+    }
+    const int64_t *indices = g.indices.data<int64_t>();
+    const T *rows = g.rows.data<T>();
+    for (int64_t r = 0; r < g.indices.numElements(); ++r)
+      for (int64_t k = 0; k < rowElements; ++k)
+        sum[indices[r] * rowElements + k] +=
+            scales[i] * static_cast<double>(rows[r * rowElements + k]);
+  }
+  T *out = result.data<T>();
+  for (size_t j = 0; j < sum.size(); ++j)
+    out[j] = static_cast<T>(sum[j]);
+  return {result, Tensor(), Tensor()};
+}
+
+template <typename T>
+ShardGradient concatenateSparse(const PsShard &shard, llvm::ArrayRef<const ShardGradient *> parts,
+                                llvm::ArrayRef<double> scales) {
+  int64_t total = 0;
+  for (const ShardGradient *g : parts)
+    total += g->indices.numElements();
+  std::vector<int64_t> rowsShape = shard.rowShape();
+  rowsShape.insert(rowsShape.begin(), total);
+  ShardGradient result{Tensor(), Tensor(ir::DType::I64, {total}), Tensor(shard.dtype, rowsShape)};
+  int64_t *indices = result.indices.data<int64_t>();
+  T *rows = result.rows.data<T>();
+  int64_t rowElements = shard.rowElements();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const ShardGradient &g = *parts[i];
+    int64_t n = g.indices.numElements();
+    std::copy_n(g.indices.data<int64_t>(), n, indices);
+    const T *source = g.rows.data<T>();
+    for (int64_t j = 0; j < n * rowElements; ++j)
+      rows[j] = static_cast<T>(scales[i] * static_cast<double>(source[j]));
+    indices += n;
+    rows += n * rowElements;
+  }
+  return result;
+}
+
+} // namespace
+
+llvm::Expected<GradientSet> aggregateGradients(llvm::ArrayRef<PsShard> shards,
+                                               llvm::ArrayRef<Contribution> contributions) {
+  double totalWeight = 0;
+  for (const Contribution &c : contributions)
+    totalWeight += c.weight;
+  if (!(totalWeight > 0))
+    return ir::makeError("the contributions' total weight is not positive");
+
+  GradientSet result;
+  for (const PsShard &shard : shards) {
+    std::vector<const ShardGradient *> parts;
+    std::vector<double> scales;
+    bool anyDense = false;
+    for (const Contribution &c : contributions) {
+      auto it = c.gradients.find(shard.name);
+      if (it == c.gradients.end())
+        continue;
+      parts.push_back(&it->second);
+      scales.push_back(c.weight / totalWeight);
+      anyDense |= !it->second.isSparse();
+    }
+    if (parts.empty())
+      continue;
+    bool isF32 = shard.dtype == ir::DType::F32;
+    if (!isF32 && shard.dtype != ir::DType::F64)
+      return ir::makeError("variable " + shard.name + " is " + ir::dtypeName(shard.dtype) +
+                           ", gradients need f32 or f64");
+    if (anyDense)
+      result[shard.name] = isF32 ? combineDense<float>(shard, parts, scales)
+                                 : combineDense<double>(shard, parts, scales);
+    else
+      result[shard.name] = isF32 ? concatenateSparse<float>(shard, parts, scales)
+                                 : concatenateSparse<double>(shard, parts, scales);
+  }
+  return result;
+}
+
+} // namespace prism::runtime::ps

@@ -1,0 +1,467 @@
+// The parameter server: a synchronous gRPC service whose calls wait on one condition variable
+// for the step they need; the push that completes a step combines and applies it.
+#include "runtime/ps/ParameterServer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+
+#include <grpcpp/grpcpp.h>
+
+#include "ir/Diagnostic.h"
+#include "runtime/ps/ShardCheckpoint.h"
+#include "runtime/ps/Wire.h"
+#include "runtime/ps/ps.grpc.pb.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace prism::runtime::ps {
+namespace wire = ::prism::ps;
+using Clock = std::chrono::system_clock;
+
+namespace {
+
+grpc::Status statusOf(grpc::StatusCode code, llvm::Error error) {
+  return grpc::Status(code, llvm::toString(std::move(error)));
+}
+
+// Compares in time independent of where the strings differ.
+bool sameToken(grpc::string_ref given, const std::string &expected) {
+  if (given.size() != expected.size())
+    return false;
+  unsigned char difference = 0;
+  for (size_t i = 0; i < expected.size(); ++i)
+    difference |= static_cast<unsigned char>(given.data()[i] ^ expected[i]);
+  return difference == 0;
+}
+
+} // namespace
+
+class ParameterServer::Service final : public wire::ParameterServer::Service {
+public:
+  explicit Service(ParameterServerOptions options) : options_(std::move(options)) {
+    for (size_t i = 0; i < options_.shards.size(); ++i)
+      shardIndex_[options_.shards[i].name] = i;
+  }
+
+  llvm::Error prepareShards();
+  void attach(std::unique_ptr<grpc::Server> server) { server_ = std::move(server); }
+  void shutdown();
+  int64_t version() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return version_;
+  }
+  llvm::Error save(llvm::StringRef path) const;
+  llvm::Error load(llvm::StringRef path);
+
+  grpc::Status Pull(grpc::ServerContext *context, const wire::PullRequest *request,
+                    wire::PullResponse *response) override;
+  grpc::Status PullRows(grpc::ServerContext *context, const wire::PullRowsRequest *request,
+                        wire::PullRowsResponse *response) override;
+  grpc::Status PushStep(grpc::ServerContext *context, const wire::PushStepRequest *request,
+                        wire::PushStepResponse *response) override;
+  grpc::Status Status(grpc::ServerContext *context, const wire::StatusRequest *request,
+                      wire::StatusResponse *response) override;
+
+private:
+  grpc::Status authenticate(grpc::ServerContext *context, llvm::StringRef method) const;
+  // Waits (lock held) until `ready()`, failing when the server failed or shuts down, or when
+  // neither the wait timeout nor the client's deadline leaves time.
+  grpc::Status waitUntil(std::unique_lock<std::mutex> &lock, grpc::ServerContext *context,
+                         const std::function<bool()> &ready, const std::string &what);
+  grpc::Status failedStatus() const {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "parameter server failed: " + failure_);
+  }
+  const PsShard *findShard(llvm::StringRef name) const {
+    auto it = shardIndex_.find(name);
+    return it == shardIndex_.end() ? nullptr : &options_.shards[it->second];
+  }
+  // The stored value of `shard`, checked against its shape (the apply callback could replace it).
+  llvm::Expected<const Tensor *> shardValue(const PsShard &shard) const;
+  llvm::Expected<GradientSet>
+  decodeGradients(const google::protobuf::RepeatedPtrField<wire::Gradient> &gradients) const;
+  // Applies every buffered step that all contributors pushed, in order (lock held).
+  void applyCompleteSteps();
+
+  ParameterServerOptions options_;
+  llvm::StringMap<size_t> shardIndex_;
+  std::unique_ptr<grpc::Server> server_;
+
+  mutable std::mutex mutex_; // guards everything below and the shards in the store
+  std::condition_variable changed_;
+  int64_t version_ = 0;
+  std::string failure_; // non-empty once an apply failed
+  bool shuttingDown_ = false;
+  // Buffered pushes of steps version_ and version_ + 1, by step, then contributor index.
+  std::map<int64_t, std::map<int64_t, Contribution>> pending_;
+};
+
+llvm::Error ParameterServer::Service::prepareShards() {
+  for (const PsShard &shard : options_.shards) {
+    Tensor *value = options_.variables->find(shard.name);
+    if (!value) {
+      Tensor zeros(shard.dtype, shard.shape());
+      zeros.fillZero();
+      options_.variables->set(shard.name, zeros);
+    } else if (value->shape() != shard.shape() || value->dtype() != shard.dtype) {
+      return ir::makeError("the store holds " + shard.name + " with another shape or dtype " +
+                           "than its shard (rows [" + llvm::Twine(shard.rowBegin) + ", " +
+                           llvm::Twine(shard.rowEnd) + "))");
+    }
+  }
+  return llvm::Error::success();
+}
+
+void ParameterServer::Service::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (shuttingDown_)
+      return;
+    shuttingDown_ = true;
+  }
+  changed_.notify_all();
+  // Waiting calls return at once now; the deadline only guards against a stuck apply callback.
+  server_->Shutdown(Clock::now() + std::chrono::seconds(5));
+  server_->Wait();
+}
+
+grpc::Status ParameterServer::Service::authenticate(grpc::ServerContext *context,
+                                                    llvm::StringRef method) const {
+  const auto &metadata = context->client_metadata();
+  auto token = metadata.find(kJobTokenKey);
+  if (token != metadata.end() && sameToken(token->second, options_.jobToken))
+    return grpc::Status::OK;
+  std::string line;
+  llvm::raw_string_ostream(line) << "prism-ps: refused " << method << " from " << context->peer()
+                                 << ": " << (token == metadata.end() ? "no" : "wrong")
+                                 << " job token\n";
+  llvm::errs() << line; // one write, so concurrent refusals do not interleave
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong job token");
+}
+
+grpc::Status ParameterServer::Service::waitUntil(std::unique_lock<std::mutex> &lock,
+                                                 grpc::ServerContext *context,
+                                                 const std::function<bool()> &ready,
+                                                 const std::string &what) {
+  Clock::time_point deadline = std::min(Clock::now() + options_.waitTimeout, context->deadline());
+  for (;;) {
+    if (!failure_.empty())
+      return failedStatus();
+    if (shuttingDown_)
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "parameter server is shutting down");
+    if (ready())
+      return grpc::Status::OK;
+    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout && !ready() &&
+        failure_.empty() && !shuttingDown_)
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                          what + " timed out at version " + std::to_string(version_));
+  }
+}
+
+llvm::Expected<const Tensor *> ParameterServer::Service::shardValue(const PsShard &shard) const {
+  const Tensor *value = options_.variables->find(shard.name);
+  if (!value || value->shape() != shard.shape() || value->dtype() != shard.dtype)
+    return ir::makeError("the store no longer holds " + shard.name + " with its shard's shape");
+  return value;
+}
+
+grpc::Status ParameterServer::Service::Pull(grpc::ServerContext *context,
+                                            const wire::PullRequest *request,
+                                            wire::PullResponse *response) {
+  if (auto status = authenticate(context, "Pull"); !status.ok())
+    return status;
+  std::vector<const PsShard *> shards;
+  for (const std::string &name : request->names()) {
+    const PsShard *shard = findShard(name);
+    if (!shard)
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "no shard of " + name + " here");
+    shards.push_back(shard);
+  }
+  if (request->names().empty())
+    for (const PsShard &shard : options_.shards)
+      shards.push_back(&shard);
+
+  std::unique_lock<std::mutex> lock(mutex_);
+  int64_t step = request->step();
+  grpc::Status waited = waitUntil(
+      lock, context, [&] { return version_ >= step; }, "pull for step " + std::to_string(step));
+  if (!waited.ok())
+    return waited;
+  for (const PsShard *shard : shards) {
+    auto value = shardValue(*shard);
+    if (!value)
+      return statusOf(grpc::StatusCode::INTERNAL, value.takeError());
+    wire::NamedTensor *out = response->add_values();
+    out->set_name(shard->name);
+    toWire(**value, out->mutable_value());
+  }
+  response->set_version(version_);
+  return grpc::Status::OK;
+}
+
+grpc::Status ParameterServer::Service::PullRows(grpc::ServerContext *context,
+                                                const wire::PullRowsRequest *request,
+                                                wire::PullRowsResponse *response) {
+  if (auto status = authenticate(context, "PullRows"); !status.ok())
+    return status;
+  const PsShard *shard = findShard(request->name());
+  if (!shard)
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "no shard of " + request->name() + " here");
+  for (int64_t row : request->indices())
+    if (!shard->ownsRow(row))
+      return grpc::Status(grpc::StatusCode::OUT_OF_RANGE,
+                          "row " + std::to_string(row) + " of " + shard->name +
+                              " is not in this server's rows [" + std::to_string(shard->rowBegin) +
+                              ", " + std::to_string(shard->rowEnd) + ")");
+
+  std::unique_lock<std::mutex> lock(mutex_);
+  int64_t step = request->step();
+  grpc::Status waited = waitUntil(
+      lock, context, [&] { return version_ >= step; },
+      "pull of rows for step " + std::to_string(step));
+  if (!waited.ok())
+    return waited;
+  auto value = shardValue(*shard);
+  if (!value)
+    return statusOf(grpc::StatusCode::INTERNAL, value.takeError());
+  std::vector<int64_t> shape = shard->rowShape();
+  shape.insert(shape.begin(), request->indices_size());
+  Tensor rows(shard->dtype, shape);
+  size_t rowBytes = static_cast<size_t>(shard->rowElements() * ir::dtypeBytes(shard->dtype));
+  auto *to = static_cast<char *>(rows.raw());
+  const auto *from = static_cast<const char *>((*value)->raw());
+  for (int64_t row : request->indices()) {
+    std::memcpy(to, from + static_cast<size_t>(row - shard->rowBegin) * rowBytes, rowBytes);
+    to += rowBytes;
+  }
+  toWire(rows, response->mutable_rows());
+  response->set_version(version_);
+  return grpc::Status::OK;
+}
+
+llvm::Expected<GradientSet> ParameterServer::Service::decodeGradients(
+    const google::protobuf::RepeatedPtrField<wire::Gradient> &gradients) const {
+  GradientSet result;
+  for (const wire::Gradient &gradient : gradients) {
+    const PsShard *shard = findShard(gradient.name());
+    if (!shard)
+      return ir::makeError("gradient for " + gradient.name() + ", which has no shard here");
+    if (result.count(gradient.name()))
+      return ir::makeError("two gradients for " + gradient.name());
+    ShardGradient &out = result[gradient.name()];
+    if (gradient.value_case() == wire::Gradient::kDense) {
+      auto dense = fromWire(gradient.dense());
+      if (!dense)
+        return dense.takeError();
+      if (dense->dtype() != shard->dtype || dense->shape() != shard->shape())
+        return ir::makeError("dense gradient for " + shard->name +
+                             " does not have its shard's dtype and shape");
+      out.dense = *dense;
+    } else if (gradient.value_case() == wire::Gradient::kSparse) {
+      auto rows = fromWire(gradient.sparse().rows());
+      if (!rows)
+        return rows.takeError();
+      std::vector<int64_t> shape = shard->rowShape();
+      shape.insert(shape.begin(), gradient.sparse().indices_size());
+      if (rows->dtype() != shard->dtype || rows->shape() != shape)
+        return ir::makeError("sparse gradient for " + shard->name +
+                             " does not have one row of its dtype and row shape per index");
+      Tensor indices(ir::DType::I64, {gradient.sparse().indices_size()});
+      int64_t *local = indices.data<int64_t>();
+      for (int64_t row : gradient.sparse().indices()) {
+        if (!shard->ownsRow(row))
+          return ir::makeError("sparse gradient for row " + llvm::Twine(row) + " of " +
+                               shard->name + ", which is not in this server's rows [" +
+                               llvm::Twine(shard->rowBegin) + ", " + llvm::Twine(shard->rowEnd) +
+                               ")");
+        *local++ = row - shard->rowBegin;
+      }
+      out.indices = indices;
+      out.rows = *rows;
+    } else {
+      return ir::makeError("gradient for " + shard->name + " carries no value");
+    }
+  }
+  return result;
+}
+
+void ParameterServer::Service::applyCompleteSteps() {
+  while (failure_.empty()) {
+    auto step = pending_.find(version_);
+    if (step == pending_.end() || static_cast<int64_t>(step->second.size()) < options_.contributors)
+      return;
+    // By contributor index (the map's order), never by arrival.
+    std::vector<Contribution> contributions;
+    for (auto &[contributor, contribution] : step->second)
+      contributions.push_back(std::move(contribution));
+    pending_.erase(step);
+    llvm::Error error = [&]() -> llvm::Error {
+      auto gradients = aggregateGradients(options_.shards, contributions);
+      if (!gradients)
+        return gradients.takeError();
+      return options_.apply(version_, *gradients);
+    }();
+    if (error) {
+      failure_ = "step " + std::to_string(version_) + ": " + llvm::toString(std::move(error));
+      llvm::errs() << "prism-ps: " + failure_ + "\n";
+    } else {
+      ++version_;
+    }
+    changed_.notify_all();
+  }
+}
+
+grpc::Status ParameterServer::Service::PushStep(grpc::ServerContext *context,
+                                                const wire::PushStepRequest *request,
+                                                wire::PushStepResponse *response) {
+  if (auto status = authenticate(context, "PushStep"); !status.ok())
+    return status;
+  int64_t step = request->step(), contributor = request->contributor();
+  std::string what =
+      "push of step " + std::to_string(step) + " by contributor " + std::to_string(contributor);
+  if (contributor < 0 || contributor >= options_.contributors)
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        what + ": contributors are 0 to " +
+                            std::to_string(options_.contributors - 1));
+  if (!(request->weight() > 0) || !std::isfinite(request->weight()))
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        what + ": its weight is not a positive number");
+  auto gradients = decodeGradients(request->gradients());
+  if (!gradients)
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        what + ": " + llvm::toString(gradients.takeError()));
+
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!failure_.empty())
+    return failedStatus();
+  if (step != version_ && step != version_ + 1)
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        what + " refused: the server is at version " + std::to_string(version_) +
+                            " and takes pushes of steps " + std::to_string(version_) + " and " +
+                            std::to_string(version_ + 1));
+  auto &contributions = pending_[step];
+  if (contributions.count(contributor))
+    return grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
+                        what + " refused: it already pushed step " + std::to_string(step));
+  contributions[contributor] = Contribution{request->weight(), std::move(*gradients)};
+  applyCompleteSteps();
+  grpc::Status waited = waitUntil(
+      lock, context, [&] { return version_ > step; }, what);
+  if (!waited.ok())
+    return waited;
+  response->set_version(version_);
+  return grpc::Status::OK;
+}
+
+grpc::Status ParameterServer::Service::Status(grpc::ServerContext *context,
+                                              const wire::StatusRequest *request,
+                                              wire::StatusResponse *response) {
+  if (auto status = authenticate(context, "Status"); !status.ok())
+    return status;
+  std::lock_guard<std::mutex> lock(mutex_);
+  response->set_version(version_);
+  response->set_contributors(options_.contributors);
+  response->set_failure(failure_);
+  for (const PsShard &shard : options_.shards) {
+    wire::ShardInfo *info = response->add_shards();
+    info->set_name(shard.name);
+    info->set_dtype(ir::dtypeName(shard.dtype).str());
+    info->set_row_begin(shard.rowBegin);
+    info->set_row_end(shard.rowEnd);
+    info->mutable_full_shape()->Assign(shard.fullShape.begin(), shard.fullShape.end());
+  }
+  return grpc::Status::OK;
+}
+
+llvm::Error ParameterServer::Service::save(llvm::StringRef path) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return writeShardCheckpoint(path, version_, options_.shards, *options_.variables);
+}
+
+llvm::Error ParameterServer::Service::load(llvm::StringRef path) {
+  auto checkpoint = readShardCheckpoint(path, options_.shards);
+  if (!checkpoint)
+    return checkpoint.takeError();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!pending_.empty())
+      return ir::makeError("cannot load " + path + " while pushes of step " +
+                           llvm::Twine(pending_.begin()->first) + " are buffered");
+    for (auto &[name, value] : checkpoint->shards)
+      options_.variables->set(name, std::move(value));
+    version_ = checkpoint->version;
+    failure_.clear();
+  }
+  changed_.notify_all();
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::unique_ptr<ParameterServer>>
+ParameterServer::start(ParameterServerOptions options) {
+  if (options.jobToken.empty())
+    return ir::makeError("a parameter server needs a job token");
+  if (!options.variables)
+    return ir::makeError("a parameter server needs a variable store");
+  if (!options.apply)
+    return ir::makeError("a parameter server needs an apply callback");
+  if (options.contributors < 1)
+    return ir::makeError("a parameter server needs at least one contributor");
+  llvm::StringSet<> names;
+  for (const PsShard &shard : options.shards) {
+    if (auto error = shard.verify())
+      return std::move(error);
+    if (!names.insert(shard.name).second)
+      return ir::makeError("two shards of " + shard.name + " on one parameter server");
+  }
+  std::string address = options.address;
+  auto service = std::make_unique<Service>(std::move(options));
+  if (auto error = service->prepareShards())
+    return std::move(error);
+
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(service.get());
+  builder.SetMaxReceiveMessageSize(-1); // whole shards travel in one message
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0)
+    return ir::makeError("parameter server cannot listen on " + address);
+  service->attach(std::move(server));
+  llvm::StringRef host = llvm::StringRef(address).rsplit(':').first;
+  if (host.empty() || host == "0.0.0.0" || host == "[::]")
+    host = "127.0.0.1";
+  return std::unique_ptr<ParameterServer>(
+      new ParameterServer(std::move(service), host.str(), port));
+}
+
+ParameterServer::ParameterServer(std::unique_ptr<Service> service, std::string host, int port)
+    : service_(std::move(service)), host_(std::move(host)), port_(port) {}
+
+ParameterServer::~ParameterServer() {
+  shutdown();
+}
+
+std::string ParameterServer::endpoint() const {
+  return host_ + ":" + std::to_string(port_);
+}
+
+int64_t ParameterServer::version() const {
+  return service_->version();
+}
+
+void ParameterServer::shutdown() {
+  service_->shutdown();
+}
+
+llvm::Error ParameterServer::save(llvm::StringRef path) const {
+  return service_->save(path);
+}
+
+llvm::Error ParameterServer::load(llvm::StringRef path) {
+  return service_->load(path);
+}
+
+} // namespace prism::runtime::ps

@@ -1,0 +1,80 @@
+// The parameter server of synchronous data-parallel training: a gRPC service holding shards of
+// variables. Workers pull values at the start of step s (which waits until s steps are
+// applied) and push gradients at its end; once every contributor pushed step s, the server
+// combines them deterministically (GradientAggregator.h) and applies them through a callback
+// (e.g. an optimizer), which makes its version s + 1.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/cpu/Executor.h"
+#include "runtime/ps/GradientAggregator.h"
+#include "runtime/ps/PsShard.h"
+#include "llvm/Support/Error.h"
+
+namespace prism::runtime::ps {
+
+// Applies step `step`'s combined gradients to the variables. The server holds its lock meanwhile,
+// so no pull reads a half-updated shard (and the callback must not call the server). An error
+// puts the server in a failed state, reported by every waiting and later call.
+using ApplyGradients = std::function<llvm::Error(int64_t step, const GradientSet &gradients)>;
+
+struct ParameterServerOptions {
+  // host:port to listen on; port 0 picks a free one (see ParameterServer::port()).
+  std::string address = "127.0.0.1:0";
+  // Every call must carry the metadata `prism-job-token: <jobToken>` (non-empty).
+  std::string jobToken;
+  // The shards this server holds, at most one per variable.
+  std::vector<PsShard> shards;
+  // The store holding the shards under their variable names, of the shard's shape (not the
+  // full one); a shard missing from it is added, zero-filled. Optimizer state may live in it too.
+  std::shared_ptr<cpu::VariableStore> variables;
+  // Contributors 0 .. contributors-1 each push every step to this server (an empty push when they
+  // have nothing for it).
+  int64_t contributors = 1;
+  ApplyGradients apply;
+  // The longest a call waits for a step (pull) or for its step to be applied (push); a client's
+  // earlier deadline and shutdown end the wait sooner.
+  std::chrono::milliseconds waitTimeout{60000};
+};
+
+class ParameterServer {
+public:
+  // Checks the options, prepares the shards in the store and starts serving.
+  static llvm::Expected<std::unique_ptr<ParameterServer>> start(ParameterServerOptions options);
+  // Shuts down (see shutdown()).
+  ~ParameterServer();
+  ParameterServer(const ParameterServer &) = delete;
+  ParameterServer &operator=(const ParameterServer &) = delete;
+
+  // The port it listens on, and "host:port" for clients (the listening host; 127.0.0.1 when it
+  // listens on every interface).
+  int port() const { return port_; }
+  std::string endpoint() const;
+  // Steps applied so far.
+  int64_t version() const;
+  // Wakes every waiting call (they fail), then stops serving. Idempotent.
+  void shutdown();
+
+  // Writes every shard and the version to `path` atomically (a temporary file renamed in place).
+  llvm::Error save(llvm::StringRef path) const;
+  // Replaces every shard and the version with those of a file save() wrote for the same shards
+  // (names, row ranges, shapes and dtypes must match). Refused while pushes of an unapplied step
+  // are buffered; clears a failed state.
+  llvm::Error load(llvm::StringRef path);
+
+private:
+  class Service; // the gRPC service and the server's state, in ParameterServer.cpp
+  ParameterServer(std::unique_ptr<Service> service, std::string host, int port);
+
+  std::unique_ptr<Service> service_;
+  std::string host_;
+  int port_ = 0;
+};
+
+} // namespace prism::runtime::ps

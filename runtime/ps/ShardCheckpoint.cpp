@@ -1,0 +1,116 @@
+// Writing and reading a parameter server's checkpoint file.
+#include "runtime/ps/ShardCheckpoint.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ir/Diagnostic.h"
+#include "nlohmann/json.hpp"
+#include "runtime/SeedRule.h"
+#include "support/AtomicFile.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+namespace prism::runtime::ps {
+namespace {
+
+constexpr llvm::StringLiteral kMagic = "PRISM-PS-CHECKPOINT 1\n";
+
+} // namespace
+
+llvm::Error writeShardCheckpoint(llvm::StringRef path, int64_t version,
+                                 llvm::ArrayRef<PsShard> shards,
+                                 const cpu::VariableStore &variables) {
+  nlohmann::json header;
+  header["version"] = version;
+  header["shards"] = nlohmann::json::array();
+  std::vector<const Tensor *> values;
+  int64_t offset = 0;
+  for (const PsShard &shard : shards) {
+    const Tensor *value = variables.find(shard.name);
+    if (!value || value->shape() != shard.shape() || value->dtype() != shard.dtype)
+      return ir::makeError("cannot save shard of " + shard.name +
+                           ": the store does not hold it with the shard's shape and dtype");
+    header["shards"].push_back({{"name", shard.name},
+                                {"dtype", ir::dtypeName(shard.dtype).str()},
+                                {"row_begin", shard.rowBegin},
+                                {"row_end", shard.rowEnd},
+                                {"full_shape", shard.fullShape},
+                                {"offset", offset},
+                                {"bytes", value->numBytes()}});
+    values.push_back(value);
+    offset += value->numBytes();
+  }
+  std::string contents(kMagic);
+  contents += header.dump() + "\n";
+  size_t at = contents.size();
+  contents.resize(at + static_cast<size_t>(offset));
+  for (const Tensor *value : values) {
+    if (value->numBytes())
+      std::memcpy(&contents[at], value->raw(), static_cast<size_t>(value->numBytes()));
+    at += static_cast<size_t>(value->numBytes());
+  }
+  uint64_t sum = fnv1a64(contents);
+  contents.append(reinterpret_cast<const char *>(&sum), sizeof(sum));
+  return support::writeFileAtomically(path, contents);
+}
+
+llvm::Expected<ShardCheckpoint> readShardCheckpoint(llvm::StringRef path,
+                                                    llvm::ArrayRef<PsShard> shards) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return ir::makeError("cannot read parameter-server checkpoint " + path + ": " +
+                         buffer.getError().message());
+  llvm::StringRef bytes = (*buffer)->getBuffer();
+  auto corrupt = [&](const llvm::Twine &why) {
+    return ir::makeError("parameter-server checkpoint " + path + " is unusable: " + why);
+  };
+  uint64_t stored;
+  if (!bytes.startswith(kMagic) || bytes.size() < kMagic.size() + sizeof(stored))
+    return corrupt("it does not start with '" + kMagic.drop_back() + "' or is truncated");
+  std::memcpy(&stored, bytes.data() + bytes.size() - sizeof(stored), sizeof(stored));
+  llvm::StringRef body = bytes.drop_back(sizeof(stored));
+  if (fnv1a64(body) != stored)
+    return corrupt("its checksum does not match (truncated or modified)");
+  size_t headerEnd = body.find('\n', kMagic.size());
+  if (headerEnd == llvm::StringRef::npos)
+    return corrupt("no header line");
+  llvm::StringRef data = body.drop_front(headerEnd + 1);
+
+  ShardCheckpoint checkpoint;
+  try {
+    auto header = nlohmann::json::parse(body.slice(kMagic.size(), headerEnd));
+    checkpoint.version = header.at("version").get<int64_t>();
+    const auto &entries = header.at("shards");
+    if (entries.size() != shards.size())
+      return corrupt("it holds " + llvm::Twine(entries.size()) + " shards, the server " +
+                     llvm::Twine(shards.size()));
+    for (const PsShard &shard : shards) {
+      auto entry = std::find_if(entries.begin(), entries.end(), [&](const nlohmann::json &e) {
+        return e.at("name").get<std::string>() == shard.name;
+      });
+      if (entry == entries.end())
+        return corrupt("it has no shard of " + shard.name);
+      if (entry->at("dtype").get<std::string>() != ir::dtypeName(shard.dtype) ||
+          entry->at("row_begin").get<int64_t>() != shard.rowBegin ||
+          entry->at("row_end").get<int64_t>() != shard.rowEnd ||
+          entry->at("full_shape").get<std::vector<int64_t>>() != shard.fullShape)
+        return corrupt("its shard of " + shard.name +
+                       " has another dtype, row range or shape than the server's");
+      Tensor value(shard.dtype, shard.shape());
+      int64_t offset = entry->at("offset").get<int64_t>();
+      int64_t size = entry->at("bytes").get<int64_t>();
+      if (size != value.numBytes() || offset < 0 ||
+          static_cast<uint64_t>(offset + size) > data.size())
+        return corrupt("its shard of " + shard.name + " is out of bounds");
+      if (size)
+        std::memcpy(value.raw(), data.data() + offset, static_cast<size_t>(size));
+      checkpoint.shards[shard.name] = std::move(value);
+    }
+  } catch (const nlohmann::json::exception &e) {
+    return corrupt(llvm::Twine("bad header: ") + e.what());
+  }
+  return checkpoint;
+}
+
+} // namespace prism::runtime::ps

@@ -1,0 +1,131 @@
+// Tests of Gloo collectives that meet through the coordinator: ranks as threads of this process,
+// real TCP between them on loopback.
+#include <gtest/gtest.h>
+
+#include "DistTestSupport.h"
+
+namespace prism::runtime::dist {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::clientOptions;
+using testing::message;
+
+constexpr auto kBound = 60s;
+
+// Runs `body(rank, client)` for each rank on its own thread, each with its own registered client;
+// returns what each body returned, or "hung" for one that did not end within kBound.
+std::vector<std::string>
+onEachRank(const Coordinator &coordinator, int ranks,
+           const std::function<std::string(int, CoordinatorClient &)> &body) {
+  std::vector<std::future<std::string>> results;
+  for (int rank = 0; rank < ranks; ++rank)
+    results.push_back(std::async(std::launch::async, [&, rank] {
+      CoordinatorClient client(
+          clientOptions(coordinator.address(), "worker:" + std::to_string(rank)));
+      if (llvm::Error error = client.registerTask())
+        return llvm::toString(std::move(error));
+      return body(rank, client);
+    }));
+  std::vector<std::string> messages;
+  for (auto &result : results)
+    messages.push_back(result.wait_for(kBound) == std::future_status::ready ? result.get()
+                                                                            : "hung");
+  return messages;
+}
+
+TEST(CollectiveTest, ThreeRanksAllReduceFloats) {
+  auto coordinator = testing::startCoordinator(3);
+  ASSERT_TRUE(coordinator);
+  auto messages = onEachRank(*coordinator, 3, [](int rank, CoordinatorClient &client) {
+    auto collective = Collective::create(client, "floats", rank, 3, "127.0.0.1", 30s);
+    if (!collective)
+      return llvm::toString(collective.takeError());
+    for (size_t count : {size_t(1), size_t(1000), size_t(1000003)})
+      if (std::string problem = testing::checkFloatAllReduce(**collective, count); !problem.empty())
+        return problem;
+    return message((*collective)->barrier());
+  });
+  EXPECT_EQ(messages, std::vector<std::string>(3, "success"));
+}
+
+TEST(CollectiveTest, ThreeRanksAllReduceDoubles) {
+  auto coordinator = testing::startCoordinator(3);
+  ASSERT_TRUE(coordinator);
+  auto messages = onEachRank(*coordinator, 3, [](int rank, CoordinatorClient &client) {
+    auto collective = Collective::create(client, "doubles", rank, 3, "127.0.0.1", 30s);
+    if (!collective)
+      return llvm::toString(collective.takeError());
+    // 1 / (rank + 3) does not add up exactly in binary: the sum shows the rounding of doubles.
+    std::vector<double> data(4097);
+    for (size_t i = 0; i < data.size(); ++i)
+      data[i] = (i + 1.0) / (rank + 3.0);
+    if (llvm::Error error = (*collective)->allReduceSum(data.data(), data.size()))
+      return llvm::toString(std::move(error));
+    for (size_t i = 0; i < data.size(); ++i) {
+      double expected = (i + 1.0) / 3.0 + (i + 1.0) / 4.0 + (i + 1.0) / 5.0;
+      if (std::abs(data[i] - expected) > 1e-12 * expected)
+        return "element " + std::to_string(i) + ": " + std::to_string(data[i]);
+    }
+    return std::string("success");
+  });
+  EXPECT_EQ(messages, std::vector<std::string>(3, "success"));
+}
+
+TEST(CollectiveTest, OneRankGroupIsItsOwnSum) {
+  auto coordinator = testing::startCoordinator(1);
+  ASSERT_TRUE(coordinator);
+  auto messages = onEachRank(*coordinator, 1, [](int rank, CoordinatorClient &client) {
+    auto collective = Collective::create(client, "alone", rank, 1, "127.0.0.1", 10s);
+    if (!collective)
+      return llvm::toString(collective.takeError());
+    if (std::string problem = testing::checkFloatAllReduce(**collective, 10); !problem.empty())
+      return problem;
+    return message((*collective)->barrier());
+  });
+  EXPECT_EQ(messages, std::vector<std::string>{"success"});
+}
+
+TEST(CollectiveTest, RankWhosePeerNeverComesFails) {
+  auto coordinator = testing::startCoordinator(3);
+  ASSERT_TRUE(coordinator);
+  // Ranks 0 and 1 of 3 meet; rank 2 never shows up.
+  auto messages = onEachRank(*coordinator, 2, [](int rank, CoordinatorClient &client) {
+    auto collective = Collective::create(client, "incomplete", rank, 3, "127.0.0.1", 1500ms);
+    return collective ? std::string("created") : llvm::toString(collective.takeError());
+  });
+  ASSERT_EQ(messages.size(), 2u);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_NE(messages[rank].find("rendezvous at 127.0.0.1 in group 'incomplete' failed at rank " +
+                                  std::to_string(rank) + " of 3"),
+              std::string::npos)
+        << messages[rank];
+    EXPECT_NE(messages[rank].find("DEADLINE_EXCEEDED"), std::string::npos) << messages[rank];
+  }
+}
+
+TEST(CollectiveTest, UnusableBindAddressIsAnError) {
+  auto coordinator = testing::startCoordinator(1);
+  ASSERT_TRUE(coordinator);
+  CoordinatorClient client(clientOptions(coordinator->address(), "worker:0"));
+  // 192.0.2.0/24 is reserved for documentation: no interface of this host has it.
+  auto collective = Collective::create(client, "nowhere", 0, 2, "192.0.2.1", 1s);
+  ASSERT_FALSE(bool(collective));
+  std::string error = llvm::toString(collective.takeError());
+  EXPECT_NE(error.find("rendezvous at 192.0.2.1 in group 'nowhere' failed at rank 0 of 2"),
+            std::string::npos)
+      << error;
+}
+
+TEST(CollectiveTest, BadRankIsAnError) {
+  auto coordinator = testing::startCoordinator(1);
+  ASSERT_TRUE(coordinator);
+  CoordinatorClient client(clientOptions(coordinator->address(), "worker:0"));
+  auto collective = Collective::create(client, "g", 3, 3, "127.0.0.1", 1s);
+  ASSERT_FALSE(bool(collective));
+  EXPECT_EQ(llvm::toString(collective.takeError()),
+            "error: group 'g': rank 3 of 3 is out of range");
+}
+
+} // namespace
+} // namespace prism::runtime::dist

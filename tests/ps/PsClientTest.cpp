@@ -1,0 +1,145 @@
+// The parameter-server client against real servers on loopback: rows across shard boundaries,
+// only owning shards asked, job tokens, payload byte counts and layout checks.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "PsTestCluster.h"
+
+using namespace prism::runtime;
+using namespace prism::runtime::ps;
+using namespace prism::runtime::ps::testing;
+
+namespace {
+
+template <typename T> Tensor indices(std::vector<int64_t> shape, std::vector<int64_t> rows) {
+  Tensor t(sizeof(T) == 4 ? prism::ir::DType::I32 : prism::ir::DType::I64, std::move(shape));
+  for (size_t i = 0; i < rows.size(); ++i)
+    t.data<T>()[i] = static_cast<T>(rows[i]);
+  return t;
+}
+
+// Row `row` of the [10, 3] table `table` equals row `position` of `rows`.
+void expectRow(const Tensor &rows, int64_t position, const Tensor &table, int64_t row) {
+  for (int64_t k = 0; k < 3; ++k)
+    EXPECT_EQ(rows.data<float>()[position * 3 + k], table.data<float>()[row * 3 + k])
+        << "position " << position << " row " << row;
+}
+
+} // namespace
+
+TEST(PsClient, PullAssemblesEveryShard) {
+  TestCluster cluster(1);
+  auto client = cluster.client();
+  for (const VariableSpec &spec : testVariables()) {
+    auto value = client->pull(spec.name, 0);
+    ASSERT_TRUE(bool(value)) << llvm::toString(value.takeError());
+    ASSERT_EQ(value->shape(), spec.shape);
+    for (int64_t i = 0; i < value->numElements(); ++i)
+      EXPECT_EQ(value->data<float>()[i], static_cast<float>(initialValue(spec.name, i)));
+  }
+}
+
+TEST(PsClient, PullRowsAcrossShardsWithRepeatedUnsortedIndices) {
+  TestCluster cluster(1);
+  auto client = cluster.client();
+  auto table = client->pull("emb", 0);
+  ASSERT_TRUE(bool(table)) << llvm::toString(table.takeError());
+
+  std::vector<int64_t> rows32 = {9, 0, 4, 3, 9, 5};
+  auto got32 = client->pullRows("emb", indices<int32_t>({2, 3}, rows32), 0);
+  ASSERT_TRUE(bool(got32)) << llvm::toString(got32.takeError());
+  EXPECT_EQ(got32->shape(), (std::vector<int64_t>{2, 3, 3}));
+  for (size_t i = 0; i < rows32.size(); ++i)
+    expectRow(*got32, static_cast<int64_t>(i), *table, rows32[i]);
+
+  std::vector<int64_t> rows64 = {7, 3, 3, 4, 0, 8, 7};
+  auto got64 = client->pullRows("emb", indices<int64_t>({7}, rows64), 0);
+  ASSERT_TRUE(bool(got64)) << llvm::toString(got64.takeError());
+  EXPECT_EQ(got64->shape(), (std::vector<int64_t>{7, 3}));
+  for (size_t i = 0; i < rows64.size(); ++i)
+    expectRow(*got64, static_cast<int64_t>(i), *table, rows64[i]);
+
+  auto outside = client->pullRows("emb", indices<int64_t>({2}, {1, 10}), 0);
+  ASSERT_FALSE(bool(outside));
+  EXPECT_NE(llvm::toString(outside.takeError()).find("row 10 of emb is out of range"),
+            std::string::npos);
+}
+
+TEST(PsClient, PullRowsAsksOnlyTheShardsOwningThem) {
+  TestCluster cluster(1);
+  auto client = cluster.client();
+  cluster.servers[1]->shutdown(); // holds emb rows [4, 10)
+  auto first = client->pullRows("emb", indices<int32_t>({3}, {3, 0, 3}), 0);
+  ASSERT_TRUE(bool(first)) << llvm::toString(first.takeError());
+  EXPECT_EQ(first->data<float>()[0], static_cast<float>(initialValue("emb", 9)));
+  auto second = client->pullRows("emb", indices<int32_t>({2}, {3, 4}), 0);
+  ASSERT_FALSE(bool(second));
+  EXPECT_NE(llvm::toString(second.takeError()).find(cluster.servers[1]->endpoint()),
+            std::string::npos);
+}
+
+TEST(PsClient, UniqueRowsAreFetchedOnce) {
+  TestCluster cluster(1);
+  auto client = cluster.client();
+  ASSERT_TRUE(bool(client->pullRows("emb", indices<int64_t>({1}, {5}), 0)));
+  uint64_t oneRow = client->bytesReceived();
+  std::vector<int64_t> many(64, 5);
+  ASSERT_TRUE(bool(client->pullRows("emb", indices<int64_t>({64}, many), 0)));
+  EXPECT_EQ(client->bytesReceived() - oneRow, oneRow);
+}
+
+TEST(PsClient, CountsPayloadBytes) {
+  TestCluster cluster(1);
+  auto client = cluster.client();
+  EXPECT_EQ(client->bytesSent(), 0u);
+  ASSERT_TRUE(bool(client->pull("emb", 0)));
+  EXPECT_GT(client->bytesSent(), 0u);
+  EXPECT_GE(client->bytesReceived(), 10u * 3u * sizeof(float));
+  uint64_t sent = client->bytesSent();
+  Tensor w(prism::ir::DType::F32, {4, 2});
+  w.fillZero();
+  ASSERT_FALSE(bool(client->push(0, 1, 0, {Gradient::ofDense("w", w)})));
+  EXPECT_GE(client->bytesSent() - sent, 8u * sizeof(float));
+}
+
+TEST(PsClient, WrongOrMissingTokenIsRefused) {
+  TestCluster cluster(1);
+  for (const char *token : {"not-the-token", ""}) {
+    auto client = cluster.client(token);
+    auto value = client->pull("w", 0);
+    ASSERT_FALSE(bool(value)) << "token '" << token << "'";
+    EXPECT_NE(llvm::toString(value.takeError()).find("unauthenticated"), std::string::npos);
+    llvm::Error push = client->push(0, 1, 0, {});
+    ASSERT_TRUE(bool(push));
+    EXPECT_NE(llvm::toString(std::move(push)).find("job token"), std::string::npos);
+    EXPECT_FALSE(bool(client->status(cluster.servers[0]->endpoint())));
+  }
+  // Nothing was applied by the refused pushes.
+  EXPECT_EQ(cluster.servers[0]->version(), 0);
+  auto status = cluster.client()->status(cluster.servers[1]->endpoint());
+  ASSERT_TRUE(bool(status)) << llvm::toString(status.takeError());
+  EXPECT_EQ(status->version, 0);
+  EXPECT_EQ(status->contributors, 1);
+  ASSERT_EQ(status->shards.size(), 2u);
+  EXPECT_EQ(status->shards[0].name, "emb");
+  EXPECT_EQ(status->shards[0].rowBegin, 4);
+  EXPECT_EQ(status->shards[0].fullShape, (std::vector<int64_t>{10, 3}));
+}
+
+TEST(PsClient, RejectsLayoutsThatDoNotCoverTheRows) {
+  PsClientOptions options;
+  options.variables["emb"] = {prism::ir::DType::F32, {10, 3}, {{"127.0.0.1:1", 0, 4}}};
+  auto gap = PsClient::create(options);
+  ASSERT_FALSE(bool(gap));
+  EXPECT_NE(llvm::toString(gap.takeError()).find("do not cover"), std::string::npos);
+  options.variables["emb"].shards.push_back({"127.0.0.1:1", 4, 10});
+  auto shared = PsClient::create(options);
+  ASSERT_FALSE(bool(shared));
+  EXPECT_NE(llvm::toString(shared.takeError()).find("two shards of emb"), std::string::npos);
+  options.variables["emb"].shards.back().endpoint = "127.0.0.1:2";
+  options.variables["emb"].shards.push_back({"127.0.0.1:3", 4, 4}); // empty shards are fine
+  auto good = PsClient::create(options);
+  ASSERT_TRUE(bool(good)) << llvm::toString(good.takeError());
+  EXPECT_EQ((*good)->endpoints().size(), 3u);
+}
