@@ -86,6 +86,13 @@ void Module::eraseVariable(Variable *variable) {
                    variables_.end());
 }
 
+void Module::eraseInput(Input *input) {
+  unregisterName(input->value.get());
+  inputs_.erase(std::remove_if(inputs_.begin(), inputs_.end(),
+                               [&](const std::unique_ptr<Input> &i) { return i.get() == input; }),
+                inputs_.end());
+}
+
 void Module::moveOp(Op *op, Op *before) {
   auto it = std::find_if(ops_.begin(), ops_.end(),
                          [&](const std::unique_ptr<Op> &o) { return o.get() == op; });

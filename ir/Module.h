@@ -166,8 +166,9 @@ public:
                llvm::ArrayRef<std::string> resultNames, Op *before = nullptr);
   // Removes an op; its results must have no users left.
   void eraseOp(Op *op);
-  // Removes a variable no op, gradient or loss reads.
+  // Removes a variable (or an input) no op, gradient or loss reads.
   void eraseVariable(Variable *variable);
+  void eraseInput(Input *input);
   // Moves `op` to just before `before` (or to the end when null).
   void moveOp(Op *op, Op *before);
 

@@ -30,7 +30,7 @@ enum OpTrait : uint32_t {
   kElementwise = 1u << 0,   // result[i] depends on operand[i] only (after broadcasting)
   kCommutative = 1u << 1,   // operands 0 and 1 may be swapped
   kSideEffect = 1u << 2,    // writes state at step end (assign, apply_*): never removed or merged
-  kCommunication = 1u << 3, // moves data between tasks
+  kCommunication = 1u << 3, // moves data between tasks (or a task's devices)
   kOptimizerUpdate = 1u << 4,
   kRandom = 1u << 5,      // draws random numbers: never merged
   kGradientOnly = 1u << 6, // exists to express a gradient rule

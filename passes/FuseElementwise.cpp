@@ -100,8 +100,10 @@ private:
                    llvm::SmallVector<ir::Op *, 8> &group) {
     for (ir::Value *v : op.operands()) {
       ir::Op *producer = v->definingOp();
+      // A group stays on one device: towers' ops run on theirs (replicate-in-graph).
       if (!producer || taken.count(producer) || llvm::is_contained(group, producer) ||
-          !fusable(*producer) || v->type() != type || readOutsideOps(module, v))
+          !fusable(*producer) || v->type() != type || readOutsideOps(module, v) ||
+          producer->attrs.getString(ir::kDeviceAttr) != op.attrs.getString(ir::kDeviceAttr))
         continue;
       auto it = users.find(v);
       if (it == users.end() || it->second.size() != 1 || group.size() >= kMaxGroupOps ||
@@ -145,6 +147,8 @@ private:
     std::string expr = expression(*root, group, operands);
     ir::AttrMap attrs;
     attrs.set("expr", ir::Attr::string(expr));
+    if (const ir::Attr *device = root->attrs.find(ir::kDeviceAttr))
+      attrs.set(ir::kDeviceAttr, *device);
     ir::Op *fused = module.createOp(ir::getOp("fused_elementwise"), operands, std::move(attrs),
                                     {rootValue->name() + ".fused"}, root);
     auto types = ir::inferResultTypes(*fused);

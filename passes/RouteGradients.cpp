@@ -50,7 +50,8 @@ public:
     struct Reduced {
       ir::Variable *variable;
       Value *gradient;
-      size_t position; // of the gradient's definition
+      size_t position;          // of the gradient's definition
+      Value *touched = nullptr; // a densified sparse gradient: the rows it had, 1 or 0
     };
     std::vector<Reduced> reduced;
     std::vector<const ir::Gradient *> pushed;
@@ -142,21 +143,33 @@ public:
 
     // All-reduce buckets, in the order backward produces the gradients: the first gradient
     // ready (the output layer's) opens the first bucket, which travels while backward goes on.
+    // A sparse gradient travels dense (as Horovod and DDP send it), with the mask of the rows
+    // it has, so the update stays the lazy, row-wise one single-device training does.
+    std::vector<Reduced> masks;
     for (Reduced &r : reduced) {
       if (r.gradient->type().sparse) {
-        Op *dense = module.createOp(ir::getOp("sparse_to_dense"), {r.gradient}, {},
-                                    {module.uniqueName(r.gradient->name() + ".dense")},
-                                    justAfter(module, r.gradient));
-        dense->result()->setType(r.gradient->type().dense());
-        module.replaceAllUses(r.gradient, dense->result());
-        dense->setOperand(0, r.gradient);
+        Value *sparse = r.gradient;
+        Op *after = justAfter(module, sparse);
+        Op *dense = module.createOp(ir::getOp("sparse_to_dense"), {sparse}, {},
+                                    {module.uniqueName(sparse->name() + ".dense")}, after);
+        dense->result()->setType(sparse->type().dense());
+        Op *touched = module.createOp(ir::getOp("touched_rows"), {sparse}, {},
+                                      {module.uniqueName(sparse->name() + ".touched")}, after);
+        touched->result()->setType(ir::TensorType(sparse->type().dtype, {sparse->type().dims[0]}));
+        module.replaceAllUses(sparse, dense->result());
+        dense->setOperand(0, sparse);
+        touched->setOperand(0, sparse);
         r.gradient = dense->result();
+        r.touched = touched->result();
+        masks.push_back({r.variable, touched->result(), 0});
         ++densified;
       }
+    }
+    reduced.insert(reduced.end(), masks.begin(), masks.end());
+    for (Reduced &r : reduced)
       r.position = r.gradient->kind() == ir::ValueKind::OpResult
                        ? module.indexOf(r.gradient->definingOp()) + 1
                        : 0;
-    }
     std::stable_sort(reduced.begin(), reduced.end(),
                      [](const Reduced &a, const Reduced &b) { return a.position < b.position; });
     std::vector<std::vector<Reduced>> buckets;
@@ -171,6 +184,7 @@ public:
       buckets.back().push_back(r);
       filled += bytes;
     }
+    llvm::DenseMap<const Value *, std::pair<Value *, Op *>> reducedOf; // operand -> (mean, op)
     for (size_t b = 0; b < buckets.size(); ++b) {
       llvm::SmallVector<Value *, 8> operands;
       std::vector<std::string> names;
@@ -187,8 +201,28 @@ public:
       for (unsigned i = 0; i < reduce->numResults(); ++i) {
         reduce->result(i)->setType(operands[i]->maybeType());
         module.replaceAllUses(operands[i], reduce->result(i));
+        reducedOf[operands[i]] = {reduce->result(i), reduce};
       }
       reduce->setOperands(operands);
+    }
+    // The update of a densified table reads the rows some worker had, from the mean.
+    for (const Reduced &r : reduced) {
+      if (!r.touched)
+        continue;
+      auto [mean, meanOp] = reducedOf.lookup(r.gradient);
+      auto [mask, maskOp] = reducedOf.lookup(r.touched);
+      Op *later = module.indexOf(meanOp) > module.indexOf(maskOp) ? meanOp : maskOp;
+      size_t at = module.indexOf(later) + 1;
+      Op *rows = module.createOp(
+          ir::getOp("sparse_from_dense"), {mean, mask}, {},
+          {module.uniqueName(r.variable->name() + ".rows")},
+          at < module.ops().size() ? module.ops()[at].get() : nullptr);
+      rows->result()->setType(ir::TensorType(mean->type().dtype, mean->type().dims, true));
+      for (const auto &op : module.ops())
+        if (op.get() != rows)
+          for (unsigned i = 0; i < op->numOperands(); ++i)
+            if (op->operand(i) == mean)
+              op->setOperand(i, rows->result());
     }
 
     // What read a densified gradient (clipping) now computes dense values: retype it all.
@@ -202,7 +236,7 @@ public:
       }
 
     count("all-reduce buckets", static_cast<int64_t>(buckets.size()));
-    count("gradients all-reduced", static_cast<int64_t>(reduced.size()));
+    count("gradients all-reduced", static_cast<int64_t>(reduced.size() - masks.size()));
     count("sparse gradients densified", densified);
     count("gradients pushed to PS", pushes);
     count("row pulls", rowPulls);

@@ -11,9 +11,13 @@
 namespace prism::tools {
 
 void registerCheckCommand(CLI::App &app);
+void registerDumpCommand(CLI::App &app);
 void registerOptCommand(CLI::App &app);
+void registerPartitionCommand(CLI::App &app);
+void registerRunCommand(CLI::App &app);
 void registerOpsCommand(CLI::App &app);
 void registerTrainCommand(CLI::App &app);
+void registerVerifyCommand(CLI::App &app);
 
 // Reads a module from a file ('-' for standard input) and infers its types; every problem is a
 // located error.

@@ -1,9 +1,16 @@
-// `prism train MODEL --data D`: compile the model's training step and train it on one device.
+// `prism train MODEL --data D`: compile the model's training step and train it on one device,
+// or, with --cluster, data-parallel over the cluster's tasks.
 #include <string>
 
+#include "cluster/ClusterParser.h"
 #include "passes/PassManager.h"
+#include "plan/PlanFile.h"
+#include "runtime/job/Launcher.h"
 #include "runtime/train/Trainer.h"
 #include "tools/Commands.h"
+#include "tools/Partition.h"
+#include "tools/Run.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -23,7 +30,52 @@ struct TrainArgs {
   std::string restore;
   bool noEval = false;
   bool quiet = false;
+  CompileArgs compile; // with --cluster: data-parallel over the cluster's tasks
+  RunOptionArgs run;
 };
+
+// `prism train --cluster C`: compile the plan, then run it like `prism run`.
+int runDistributedTrain(const TrainArgs &args, const ir::Module &model) {
+  plan::PartitionOptions partitionOptions;
+  CompileArgs compile = args.compile;
+  compile.batch = args.batch;
+  compile.seed = args.seed;
+  if (auto e = compile.toOptions(partitionOptions))
+    return reportError(std::move(e));
+  auto cluster = cluster::loadCluster(compile.cluster, compile.replicationKind());
+  if (!cluster)
+    return reportError(cluster.takeError());
+  auto partitioned = plan::partition(model, *cluster, partitionOptions);
+  if (!partitioned)
+    return reportError(partitioned.takeError());
+  llvm::SmallString<128> planPath;
+  if (auto ec = llvm::sys::fs::createTemporaryFile("prism-train", "pb", planPath))
+    return reportError(ir::makeError("cannot make a temporary plan file: " + ec.message()));
+  if (auto e = plan::writePlan(partitioned->plan, planPath))
+    return reportError(std::move(e));
+  if (!args.quiet) {
+    llvm::outs() << "training " << model.name() << " (" << args.model << ") on " << args.data
+                 << ": global batch " << args.batch << ", seed " << args.seed << "\n";
+    printPlanSummary(partitioned->plan, planPath, llvm::outs());
+    llvm::outs().flush();
+  }
+  RunOptionArgs run = args.run;
+  run.data = args.data;
+  run.steps = args.steps;
+  run.epochs = args.epochs;
+  run.threads = args.threads;
+  run.metricsOut = args.metricsOut;
+  run.quiet = args.quiet;
+  run.noEval = args.noEval;
+  auto options = run.toJobOptions();
+  if (!options)
+    return reportError(options.takeError());
+  llvm::Error e = runtime::job::runPlan(partitioned->plan, std::string(planPath), *options);
+  llvm::sys::fs::remove(planPath);
+  if (e)
+    return reportError(std::move(e));
+  return 0;
+}
 
 // The passes that turn a model into its training step.
 constexpr const char *kTrainingPipeline =
@@ -33,6 +85,12 @@ int runTrain(const TrainArgs &args) {
   auto module = loadModule(args.model, /*inferShapes=*/false);
   if (!module)
     return reportError(module.takeError());
+  if (!args.compile.cluster.empty()) {
+    if (!args.save.empty() || !args.restore.empty())
+      return reportError(ir::makeError("--save and --restore are for one device; with --cluster "
+                                       "use prism partition and prism run"));
+    return runDistributedTrain(args, **module);
+  }
   std::string optimizer;
   if ((*module)->optimizer) {
     optimizer = (*module)->optimizer->kind + "(";
@@ -92,7 +150,8 @@ int runTrain(const TrainArgs &args) {
 
 void registerTrainCommand(CLI::App &app) {
   auto args = std::make_shared<TrainArgs>();
-  auto *cmd = app.add_subcommand("train", "Train a model on one device");
+  auto *cmd = app.add_subcommand(
+      "train", "Train a model on one device, or data-parallel with --cluster local:N[,ps=M]");
   cmd->add_option("model", args->model, "Model file (.prism)")->required();
   cmd->add_option("--data", args->data,
                   "fashion-mnist[:DIR], zipf:VOCAB[,tokens=T,classes=C], text:FILE")
@@ -115,6 +174,8 @@ void registerTrainCommand(CLI::App &app) {
   cmd->add_option("--restore", args->restore, "Continue from the checkpoint in this directory");
   cmd->add_flag("--no-eval", args->noEval, "Skip test-set evaluation");
   cmd->add_flag("--quiet,-q", args->quiet, "Print only errors");
+  args->compile.addOptions(*cmd, /*runOptions=*/false, /*clusterRequired=*/false);
+  args->run.addOptions(*cmd, /*all=*/false);
   cmd->callback([args]() {
     if (int status = runTrain(*args))
       throw CLI::RuntimeError(status);

@@ -9,9 +9,13 @@ int main(int argc, char **argv) {
   app.require_subcommand(1);
   app.fallthrough(false);
   prism::tools::registerCheckCommand(app);
+  prism::tools::registerDumpCommand(app);
   prism::tools::registerOptCommand(app);
   prism::tools::registerOpsCommand(app);
+  prism::tools::registerPartitionCommand(app);
+  prism::tools::registerRunCommand(app);
   prism::tools::registerTrainCommand(app);
+  prism::tools::registerVerifyCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {

@@ -153,7 +153,8 @@ void registerCommunicationOps(std::vector<OpDef> &t) {
                      "contiguous split of docs/data.md)",
                      {"x"}, towerSliceShape, nullptr,
                      {attr("tower", AttrKind::Int, "this tower"),
-                      attr("towers", AttrKind::Int, "the number of towers")}));
+                      attr("towers", AttrKind::Int, "the number of towers")},
+                     kCommunication));
 }
 
 } // namespace prism::ir::ops

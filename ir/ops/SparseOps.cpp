@@ -73,6 +73,22 @@ ShapeResult sparseToDenseShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
   return Types{in[0].dense()};
 }
 
+ShapeResult touchedRowsShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
+  if (!in[0].sparse || in[0].rank() < 1)
+    return shapeError("operand must be a sparse table value, got " + in[0].str());
+  return Types{TensorType(in[0].dtype, {in[0].dims[0]})};
+}
+
+ShapeResult sparseFromDenseShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
+  const TensorType &g = in[0], &mask = in[1];
+  if (auto e = expectDense(g, "values"))
+    return std::move(e);
+  if (g.rank() < 1 || mask.rank() != 1 || mask.dims[0] != g.dims[0] || mask.dtype != g.dtype)
+    return shapeError("mask must be " + TensorType(g.dtype, {g.rank() ? g.dims[0] : 1}).str() +
+                      " for values " + g.str() + ", got " + mask.str());
+  return Types{TensorType(g.dtype, g.dims, /*sparse=*/true)};
+}
+
 // Most of these ops take no attributes: their traits come right after the gradient rule.
 OpDef def(const char *name, const char *summary, std::vector<std::string> operands, ShapeRule shape,
           GradRule grad, uint32_t traits = 0) {
@@ -99,6 +115,11 @@ void registerSparseOps(std::vector<OpDef> &t) {
                   {"a", "b"}, sparseAddShape, nullptr, kGradientOnly));
   t.push_back(def("sparse_to_dense", "a sparse value scattered (summed) into zeros", {"s"},
                   sparseToDenseShape, nullptr, kGradientOnly));
+  t.push_back(def("touched_rows", "1 for each row a sparse value has (any number of times), else 0",
+                  {"s"}, touchedRowsShape, nullptr, kGradientOnly));
+  t.push_back(def("sparse_from_dense",
+                  "the rows i of dense values g where mask[i] != 0, as a sparse value",
+                  {"g", "mask"}, sparseFromDenseShape, nullptr, kGradientOnly));
 }
 
 } // namespace prism::ir::ops

@@ -8,6 +8,7 @@
 
 #include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
+#include "runtime/BatchSplit.h"
 #include "runtime/cpu/MemoryPlanner.h"
 #include "runtime/reference/Initializers.h"
 #include "llvm/ADT/DenseSet.h"
@@ -37,15 +38,50 @@ std::string shapeText(const std::vector<int64_t> &shape) {
 
 } // namespace
 
+// The row ranges [begin, end) a PS shard holds (its `rows` attribute), or none.
+static std::vector<std::pair<int64_t, int64_t>> shardRanges(const ir::Variable &var) {
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  const ir::Attr *rows = var.attrs.find("rows");
+  if (!var.attrs.has("table_shape") || !rows || rows->kind() != ir::AttrKind::Ints)
+    return ranges;
+  for (size_t i = 0; i + 1 < rows->getInts().size(); i += 2)
+    ranges.push_back({rows->getInts()[i], rows->getInts()[i + 1]});
+  return ranges;
+}
+
 llvm::Error VariableStore::initialize(const ir::Module &module, uint64_t seed) {
   for (const auto &var : module.variables()) {
     if (values_.count(var->name()))
       continue;
-    auto value = reference::initialValue(*var, seed);
+    // Held by parameter servers: this task reads it through communication ops only.
+    if (var->attrs.getString("placement") == "ps" && var->attrs.has("shards")) {
+      values_[var->name()] = Tensor();
+      continue;
+    }
+    // A shard: its rows of the whole table's initial value (which depends on the whole shape).
+    auto ranges = shardRanges(*var);
+    ir::TensorType initType = var->type();
+    if (!ranges.empty()) {
+      const auto &dims = var->attrs.find("table_shape")->getInts();
+      initType = ir::TensorType(var->type().dtype, ir::Dims(dims.begin(), dims.end()));
+    }
+    auto value = reference::initialValue(var->init, initType, var->name(), seed);
     if (!value)
       return value.takeError();
     Tensor t(var->type().dtype, concreteShape(var->type()));
-    const std::vector<double> &src = value->data();
+    std::vector<double> held;
+    bool whole = !ranges.empty();
+    if (whole) {
+      int64_t rowElements = t.rank() ? t.numElements() / std::max<int64_t>(t.dim(0), 1) : 1;
+      for (auto [begin, end] : ranges)
+        held.insert(held.end(), value->data().begin() + begin * rowElements,
+                    value->data().begin() + end * rowElements);
+      if (static_cast<int64_t>(held.size()) != t.numElements())
+        return ir::makeError("variable '" + var->name() + "': its rows " +
+                             std::to_string(held.size() / std::max<int64_t>(rowElements, 1)) +
+                             " do not match its shape " + var->type().str());
+    }
+    const std::vector<double> &src = whole ? held : value->data();
     switch (t.dtype()) {
     case ir::DType::F32:
       for (int64_t i = 0; i < t.numElements(); ++i)
@@ -109,7 +145,21 @@ llvm::Expected<std::unique_ptr<Executor>> Executor::create(const ir::Module &mod
   return exec;
 }
 
+// The tower an op belongs to (`device = "cpu:i"`), or -1 for the task's shared ops.
+static int64_t towerOf(const ir::Op &op) {
+  const ir::Attr *device = op.attrs.find(ir::kDeviceAttr);
+  if (!device || device->kind() != ir::AttrKind::String)
+    return -1;
+  llvm::StringRef text = device->getString();
+  int64_t index = -1;
+  if (!text.consume_front("cpu:") || text.getAsInteger(10, index))
+    return -1;
+  return index;
+}
+
 llvm::Error Executor::selectOps() {
+  for (const auto &op : module_.ops())
+    towers_ = std::max(towers_, towerOf(*op) + 1);
   for (const auto &op : module_.ops())
     for (unsigned i = 0; i < op->numResults(); ++i)
       if (!op->result(i)->hasType())
@@ -157,6 +207,11 @@ llvm::Expected<Executor::Program *> Executor::programFor(int64_t batch) {
 
   auto program = std::make_unique<Program>();
   program->batch = batch;
+  // B of a tower's values is the tower's slice of the batch.
+  auto bind = [&](const ir::Value *v) {
+    int64_t tower = v->kind() == ir::ValueKind::OpResult ? towerOf(*v->definingOp()) : -1;
+    return bindBatch(v->type(), tower < 0 ? batch : splitBatch(batch, tower, towers_).size);
+  };
   auto slotFor = [&](const ir::Value *v) {
     auto [it, inserted] = program->slotOf.try_emplace(v, program->slots.size());
     if (inserted)
@@ -189,7 +244,7 @@ llvm::Expected<Executor::Program *> Executor::programFor(int64_t batch) {
       const ir::Value *v = op->result(r);
       if (v->type().sparse)
         continue;
-      ir::TensorType t = bindBatch(v->type(), batch);
+      ir::TensorType t = bind(v);
       BufferRequest req;
       req.bytes = static_cast<size_t>(t.numElements() * ir::dtypeBytes(t.dtype));
       req.firstUse = i;
@@ -207,7 +262,7 @@ llvm::Expected<Executor::Program *> Executor::programFor(int64_t batch) {
                          " bytes for the step's buffers");
   program->arena = std::shared_ptr<void>(raw, std::free);
   for (size_t i = 0; i < planned.size(); ++i) {
-    ir::TensorType t = bindBatch(planned[i]->type(), batch);
+    ir::TensorType t = bind(planned[i]);
     RuntimeValue &slot = program->slots[program->slotOf[planned[i]]];
     slot.dense = Tensor::view(t.dtype, concreteShape(t), program->arena, plan.offsets[i]);
   }
@@ -224,14 +279,16 @@ llvm::Expected<Executor::Program *> Executor::programFor(int64_t batch) {
     spec.op = op;
     spec.attrs = ir::withDefaults(op->def(), op->attrs);
     spec.threads = options_.threads;
+    spec.batch = batch;
+    spec.communication = options_.communication;
     std::vector<const RuntimeValue *> ins;
     std::vector<RuntimeValue *> outs;
     for (const ir::Value *v : op->operands()) {
-      spec.inputTypes.push_back(bindBatch(v->type(), batch));
+      spec.inputTypes.push_back(bind(v));
       ins.push_back(&program->slots[program->slotOf[v]]);
     }
     for (unsigned r = 0; r < op->numResults(); ++r) {
-      spec.outputTypes.push_back(bindBatch(op->result(r)->type(), batch));
+      spec.outputTypes.push_back(bind(op->result(r)));
       outs.push_back(&program->slots[program->slotOf[op->result(r)]]);
     }
     auto kernel = factory(spec);

@@ -11,6 +11,7 @@
 
 #include "ir/Module.h"
 #include "runtime/Tensor.h"
+#include "runtime/cpu/Communication.h"
 #include "runtime/cpu/Kernel.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
@@ -39,6 +40,9 @@ struct ExecutorOptions {
   // Values to compute and keep after a step (e.g. `logits` for evaluation). When non-empty,
   // only the ops these need run, and no variable is written.
   std::vector<std::string> outputs;
+  // The task's links to other tasks, for communication ops (runtime/job); must outlive the
+  // executor.
+  Communication *communication = nullptr;
 };
 
 using Feeds = std::map<std::string, Tensor>;
@@ -73,6 +77,7 @@ private:
   std::shared_ptr<VariableStore> variables_;
   ExecutorOptions options_;
   std::vector<const ir::Op *> order_; // ops to run: compute first, then variable writes
+  int64_t towers_ = 1;                // in-graph towers: ops with `device = "cpu:i"`
   std::map<int64_t, std::unique_ptr<Program>> programs_;
   std::optional<double> loss_;
   llvm::StringMap<const ir::Value *> outputValues_;

@@ -15,6 +15,8 @@
 
 namespace prism::runtime::cpu {
 
+class Communication;
+
 // A value at run time: a dense tensor, or a sparse value of dense shape [V, D...] carried as
 // indices i64[n] and rows [n, D...] (n varies from step to step).
 struct RuntimeValue {
@@ -34,6 +36,8 @@ struct KernelSpec {
   std::vector<ir::TensorType> inputTypes;
   std::vector<ir::TensorType> outputTypes;
   int threads = 1;
+  int64_t batch = 0; // the task's batch this step (towers each take their slice of it)
+  Communication *communication = nullptr; // null outside the distributed runtime
 };
 
 class Kernel {
@@ -65,6 +69,7 @@ void registerShapeKernels(
 void registerLossKernels(KernelRegistry &registry); // softmax, log_softmax, cross-entropy
 void registerSparseKernels(KernelRegistry &registry);    // gather, gather_grad, sparse_*
 void registerOptimizerKernels(KernelRegistry &registry); // apply_*, assign, clipping
+void registerCommunicationKernels(KernelRegistry &registry); // all_reduce, ps_*, towers
 void registerFusedKernels(
     KernelRegistry &registry); // fused_matmul, fused_conv2d, fused_elementwise
 

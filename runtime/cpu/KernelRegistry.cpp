@@ -23,6 +23,7 @@ void fill() {
     registerSparseKernels(registry);
     registerOptimizerKernels(registry);
     registerFusedKernels(registry);
+    registerCommunicationKernels(registry);
     return true;
   }();
   (void)done;

@@ -1,6 +1,8 @@
 // Seeded epoch orders, global batches and their shards.
 #include "runtime/data/BatchIterator.h"
 
+#include "runtime/BatchSplit.h"
+
 #include <algorithm>
 #include <cassert>
 #include <numeric>
@@ -21,9 +23,8 @@ std::vector<int64_t> epochOrder(int64_t n, uint64_t seed, int64_t epoch) {
 }
 
 ShardSlice shardSlice(int64_t batchSize, int64_t rank, int64_t numShards) {
-  int64_t base = batchSize / numShards;
-  int64_t extra = batchSize % numShards;
-  return {rank * base + std::min(rank, extra), base + (rank < extra ? 1 : 0)};
+  BatchSlice slice = splitBatch(batchSize, rank, numShards);
+  return {slice.begin, slice.size};
 }
 
 namespace {

@@ -57,6 +57,28 @@ llvm::Expected<KernelResults> sparseToDenseKernel(const KernelArgs &args) {
   return single(args.operand(0).toDense());
 }
 
+llvm::Expected<KernelResults> touchedRowsKernel(const KernelArgs &args) {
+  Tensor out = zeroResult(args);
+  for (int64_t index : args.operand(0).indices())
+    out.data()[static_cast<size_t>(index)] = 1;
+  return single(std::move(out));
+}
+
+llvm::Expected<KernelResults> sparseFromDenseKernel(const KernelArgs &args) {
+  const Tensor &g = args.operand(0), &mask = args.operand(1);
+  int64_t d = g.rowSize();
+  std::vector<int64_t> indices;
+  std::vector<double> rows;
+  for (size_t i = 0; i < mask.data().size(); ++i)
+    if (mask.data()[i] != 0) {
+      indices.push_back(static_cast<int64_t>(i));
+      rows.insert(rows.end(), g.data().begin() + static_cast<int64_t>(i) * d,
+                  g.data().begin() + static_cast<int64_t>(i + 1) * d);
+    }
+  return single(
+      Tensor::sparse(args.resultDType(), args.resultShape(), std::move(indices), std::move(rows)));
+}
+
 } // namespace
 
 void registerSparseKernels(KernelTable &t) {
@@ -64,6 +86,8 @@ void registerSparseKernels(KernelTable &t) {
   t["gather_grad"] = {gatherGradKernel};
   t["sparse_add"] = {sparseAddKernel, 0b11};
   t["sparse_to_dense"] = {sparseToDenseKernel, 0b1};
+  t["touched_rows"] = {touchedRowsKernel, 0b1};
+  t["sparse_from_dense"] = {sparseFromDenseKernel};
 }
 
 } // namespace prism::runtime::reference::kernels

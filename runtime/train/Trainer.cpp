@@ -31,11 +31,22 @@ struct Classifier {
   const ir::Input *labels = nullptr;
 };
 
+// The loss this task computes itself: a worker's loss before it is all-reduced (evaluation runs
+// on one worker alone).
+const ir::Value *localLoss(const ir::Module &m) {
+  const ir::Value *loss = m.loss->value;
+  const ir::Op *op = loss->definingOp();
+  if (op && op->def().has(ir::kCommunication) && op->numOperands() == 1 &&
+      op->def().resultPerOperand)
+    return op->operand(0);
+  return loss;
+}
+
 Classifier findClassifier(const ir::Module &m) {
   Classifier c;
-  if (!m.loss || !m.loss->value->definingOp())
+  if (!m.loss || !localLoss(m)->definingOp())
     return c;
-  const ir::Op *op = m.loss->value->definingOp();
+  const ir::Op *op = localLoss(m)->definingOp();
   if (op->name() != "softmax_cross_entropy" || !op->operand(1)->input())
     return c;
   c.logits = op->operand(0);
@@ -55,7 +66,8 @@ struct Evaluation {
 
 llvm::Expected<Evaluation> evaluate(cpu::Executor &exec, const data::Dataset &test,
                                     const std::vector<data::FieldRequest> &fields,
-                                    const Classifier &classifier, int64_t batchSize) {
+                                    const Classifier &classifier, const std::string &lossName,
+                                    int64_t batchSize) {
   data::BatchOptions options;
   options.batchSize = batchSize;
   options.shuffle = false;
@@ -71,7 +83,9 @@ llvm::Expected<Evaluation> evaluate(cpu::Executor &exec, const data::Dataset &te
       continue;
     if (auto err = exec.step(batch->tensors))
       return std::move(err);
-    lossSum += *exec.loss() * static_cast<double>(batch->size());
+    const Tensor &loss = exec.output(lossName)->dense;
+    double value = loss.dtype() == ir::DType::F64 ? *loss.data<double>() : *loss.data<float>();
+    lossSum += value * static_cast<double>(batch->size());
     result.examples += batch->size();
     if (!classifier.logits)
       continue;
@@ -134,8 +148,10 @@ llvm::Expected<TrainResult> train(const ir::Module &module, const TrainOptions &
   auto store = std::make_shared<cpu::VariableStore>();
   if (auto err = store->initialize(module, options.seed))
     return std::move(err);
+  const WorkerRole *worker = options.worker;
   cpu::ExecutorOptions trainOptions;
   trainOptions.threads = options.threads;
+  trainOptions.communication = worker ? worker->communication : nullptr;
   auto trainer = cpu::Executor::create(module, store, trainOptions);
   if (!trainer)
     return trainer.takeError();
@@ -144,7 +160,8 @@ llvm::Expected<TrainResult> train(const ir::Module &module, const TrainOptions &
   if (testSet) {
     cpu::ExecutorOptions evalOptions;
     evalOptions.threads = options.threads;
-    evalOptions.outputs = {module.loss->value->name()};
+    evalOptions.communication = trainOptions.communication;
+    evalOptions.outputs = {localLoss(module)->name()};
     if (classifier.logits)
       evalOptions.outputs.push_back(classifier.logits->name());
     auto created = cpu::Executor::create(module, store, evalOptions);
@@ -180,6 +197,11 @@ llvm::Expected<TrainResult> train(const ir::Module &module, const TrainOptions &
   batchOptions.batchSize = options.batchSize;
   batchOptions.seed = options.seed;
   batchOptions.fields = *fields;
+  if (worker) {
+    batchOptions.rank = worker->rank;
+    batchOptions.numShards = worker->workers;
+    batchOptions.dropLast = true;
+  }
   auto batches = data::BatchIterator::create(**trainSet, batchOptions, position.epoch);
   if (!batches)
     return batches.takeError();
@@ -204,7 +226,8 @@ llvm::Expected<TrainResult> train(const ir::Module &module, const TrainOptions &
   auto runEvaluation = [&](const std::string &label) -> llvm::Error {
     if (!evaluator)
       return llvm::Error::success();
-    auto eval = evaluate(*evaluator, *testSet, *fields, classifier, options.evalBatchSize);
+    auto eval = evaluate(*evaluator, *testSet, *fields, classifier, localLoss(module)->name(),
+                         options.evalBatchSize);
     if (!eval)
       return eval.takeError();
     result.testLoss = eval->loss;
@@ -231,8 +254,14 @@ llvm::Expected<TrainResult> train(const ir::Module &module, const TrainOptions &
   while (position.globalStep < target) {
     // A step's time includes assembling its batch, as a user's loop would.
     data::Batch batch = batches->batch(position.batchInEpoch);
+    if (worker && worker->beforeStep)
+      if (auto err = worker->beforeStep(position.globalStep, batch.size(), batch.globalSize))
+        return std::move(err);
     if (auto err = (*trainer)->step(batch.tensors))
       return std::move(err);
+    if (worker && worker->afterStep)
+      if (auto err = worker->afterStep(position.globalStep))
+        return std::move(err);
     double loss = *(*trainer)->loss();
     if (!std::isfinite(loss))
       return ir::makeError("the loss became " + std::to_string(loss) + " at step " +
@@ -242,8 +271,10 @@ llvm::Expected<TrainResult> train(const ir::Module &module, const TrainOptions &
     ++position.batchInEpoch;
     ++result.steps;
     result.lastLoss = loss;
-    samples += batch.size();
-    windowSamples += batch.size();
+    // A worker counts the global batch: the job's rate, as one device would see it.
+    int64_t examples = worker ? batch.globalSize : batch.size();
+    samples += examples;
+    windowSamples += examples;
     auto now = Clock::now();
     double window = seconds(now - windowStart);
     if (window >= 0.5 || rate == 0) {
@@ -260,7 +291,7 @@ llvm::Expected<TrainResult> train(const ir::Module &module, const TrainOptions &
       *metrics << nlohmann::json({{"step", position.globalStep},
                                   {"epoch", position.epoch + 1},
                                   {"loss", loss},
-                                  {"samples_per_sec", batch.size() / seconds(now - stepStart)}})
+                                  {"samples_per_sec", examples / seconds(now - stepStart)}})
                       .dump()
                << "\n";
     }
@@ -285,6 +316,7 @@ llvm::Expected<TrainResult> train(const ir::Module &module, const TrainOptions &
     if (auto err = saveCheckpoint(options.saveDir, position, store->all()))
       return std::move(err);
   result.peakArenaBytes = (*trainer)->arenaBytes();
+  result.store = store;
   return result;
 }
 

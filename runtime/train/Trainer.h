@@ -4,14 +4,29 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
 #include "ir/Module.h"
+#include "runtime/cpu/Communication.h"
+#include "runtime/cpu/Executor.h"
 #include "runtime/data/DataSpec.h"
 #include "llvm/Support/Error.h"
 
 namespace prism::runtime::train {
+
+// What makes a training run one worker of a distributed job (runtime/job sets it): the
+// worker's shard of each global batch, its links to the other tasks, and calls around steps.
+struct WorkerRole {
+  int64_t rank = 0;
+  int64_t workers = 1;
+  cpu::Communication *communication = nullptr;
+  // Before each step: the step's number (from 0), this worker's examples and all workers'.
+  std::function<llvm::Error(int64_t step, int64_t examples, int64_t globalExamples)> beforeStep;
+  // After each step (its number): e.g. sends what the step pushed to the parameter servers.
+  std::function<llvm::Error(int64_t step)> afterStep;
+};
 
 struct TrainOptions {
   data::DataSpec data;
@@ -26,6 +41,9 @@ struct TrainOptions {
   std::string restoreDir; // empty: start fresh
   bool evaluate = true;   // test-set evaluation at epoch ends and at the end
   bool quiet = false;     // no progress output
+  // Set for a worker of a distributed run: batches are global, this worker trains on its
+  // shard (the last, smaller batch of an epoch is dropped so every worker has examples).
+  const WorkerRole *worker = nullptr;
 };
 
 struct TrainResult {
@@ -36,6 +54,7 @@ struct TrainResult {
   std::optional<double> testAccuracy;
   std::optional<double> testLoss;
   size_t peakArenaBytes = 0; // the training step's activation and gradient memory
+  std::shared_ptr<cpu::VariableStore> store; // the variables after training
 };
 
 // `module` is a training module after infer-shapes, autodiff and lower-optimizer: a loss and

@@ -261,6 +261,72 @@ llvm::Expected<std::unique_ptr<Kernel>> makeSparseToDense(const KernelSpec &spec
   return kernelError("sparse values must be f32 or f64, got " + type.str());
 }
 
+template <typename T> class TouchedRowsKernel final : public Kernel {
+public:
+  explicit TouchedRowsKernel(int64_t tableRows) : tableRows_(tableRows) {}
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    const RuntimeValue &s = *inputs[0];
+    const int64_t *indices = s.indices.data<int64_t>();
+    if (auto err = checkIndices(indices, s.numRows(), tableRows_,
+                                "a sparse value of " + llvm::Twine(tableRows_) + " rows"))
+      return err;
+    Tensor &out = outputs[0]->dense;
+    out.fillZero();
+    for (int64_t r = 0; r < s.numRows(); ++r)
+      out.data<T>()[indices[r]] = T(1);
+    return llvm::Error::success();
+  }
+
+private:
+  int64_t tableRows_;
+};
+
+template <typename T> class SparseFromDenseKernel final : public Kernel {
+public:
+  explicit SparseFromDenseKernel(std::vector<int64_t> dims) : dims_(std::move(dims)) {}
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    const T *g = inputs[0]->dense.data<T>(), *mask = inputs[1]->dense.data<T>();
+    int64_t d = rowElements(dims_), n = 0;
+    for (int64_t i = 0; i < dims_[0]; ++i)
+      n += mask[i] != T(0);
+    RuntimeValue &out = *outputs[0];
+    reshapeOrAllocate(out.indices, ir::DType::I64, {n});
+    reshapeOrAllocate(out.rows(), inputs[0]->dense.dtype(), rowsShape(n, dims_));
+    int64_t at = 0;
+    for (int64_t i = 0; i < dims_[0]; ++i)
+      if (mask[i] != T(0)) {
+        out.indices.data<int64_t>()[at] = i;
+        std::memcpy(out.rows().data<T>() + at * d, g + i * d, static_cast<size_t>(d) * sizeof(T));
+        ++at;
+      }
+    return llvm::Error::success();
+  }
+
+private:
+  std::vector<int64_t> dims_;
+};
+
+llvm::Expected<std::unique_ptr<Kernel>> makeTouchedRows(const KernelSpec &spec) {
+  const ir::TensorType &type = spec.inputTypes[0];
+  if (type.dtype == ir::DType::F32)
+    return std::make_unique<TouchedRowsKernel<float>>(type.dims[0]);
+  if (type.dtype == ir::DType::F64)
+    return std::make_unique<TouchedRowsKernel<double>>(type.dims[0]);
+  return kernelError("sparse values must be f32 or f64, got " + type.str());
+}
+
+llvm::Expected<std::unique_ptr<Kernel>> makeSparseFromDense(const KernelSpec &spec) {
+  const ir::TensorType &type = spec.inputTypes[0];
+  std::vector<int64_t> dims(type.dims.begin(), type.dims.end());
+  if (type.dtype == ir::DType::F32)
+    return std::make_unique<SparseFromDenseKernel<float>>(dims);
+  if (type.dtype == ir::DType::F64)
+    return std::make_unique<SparseFromDenseKernel<double>>(dims);
+  return kernelError("values must be f32 or f64, got " + type.str());
+}
+
 } // namespace
 
 SparseRowCoalescer::SparseRowCoalescer(int64_t tableRows, int64_t rowSize)
@@ -357,6 +423,8 @@ void registerSparseKernels(KernelRegistry &registry) {
   registry.add("gather_grad", makeGatherGrad);
   registry.add("sparse_add", makeSparseAdd);
   registry.add("sparse_to_dense", makeSparseToDense);
+  registry.add("touched_rows", makeTouchedRows);
+  registry.add("sparse_from_dense", makeSparseFromDense);
 }
 
 } // namespace prism::runtime::cpu

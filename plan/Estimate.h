@@ -1,0 +1,24 @@
+// The plan's estimate: bytes on the wire per step for every task and host link, parameter and
+// activation memory per task, FLOPs per worker step. docs/plan.md gives the formulas.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "ir/Module.h"
+#include "plan/plan.pb.h"
+
+namespace prism::plan {
+
+// Expected distinct values among `draws` uniform draws from `range` values:
+// range · (1 − (1 − 1/range)^draws).
+double expectedDistinct(double range, double draws);
+
+// Fills plan.estimate from the worker program and the PS programs (in PS task order).
+// `rowsPerStep`, when set, is the distinct rows a worker reads per step from each PS table;
+// otherwise indices are taken as uniform draws over the table's rows (an upper bound for the
+// skewed ids of real data).
+void estimatePlan(Plan &plan, const ir::Module &worker, const std::vector<const ir::Module *> &ps,
+                  std::optional<double> rowsPerStep);
+
+} // namespace prism::plan

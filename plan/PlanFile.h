@@ -1,0 +1,20 @@
+// Reading and writing plan files: binary protobuf, written atomically, verified on both ways.
+#pragma once
+
+#include <cstdint>
+
+#include "plan/plan.pb.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+namespace prism::plan {
+
+// The plan format this build writes and reads.
+constexpr uint32_t kPlanVersion = 1;
+
+// Verifies the plan, then writes it (temporary file + rename).
+llvm::Error writePlan(const Plan &plan, llvm::StringRef path);
+// Reads, checks the version, and verifies; every error names the file.
+llvm::Expected<Plan> readPlan(llvm::StringRef path);
+
+} // namespace prism::plan

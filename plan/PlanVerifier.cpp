@@ -1,0 +1,413 @@
+// The plan verifier (see PlanVerifier.h): the cluster, the variables, the programs, and how
+// they agree with each other.
+#include "plan/PlanVerifier.h"
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "frontends/text/Parser.h"
+#include "ir/OpTable.h"
+#include "ir/Verifier.h"
+#include "plan/PlanFile.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/Twine.h"
+
+namespace prism::plan {
+namespace {
+
+llvm::Error fail(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), "invalid plan: " + message);
+}
+
+std::string quoted(llvm::StringRef s) {
+  return "'" + s.str() + "'";
+}
+
+std::string shapeString(const ir::TensorType &type) {
+  return type.str();
+}
+
+std::string dimsString(const std::vector<int64_t> &dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+llvm::Error verifyCluster(const Plan &plan) {
+  const Cluster &cluster = plan.cluster();
+  if (cluster.hosts_size() == 0)
+    return fail("cluster.hosts is empty");
+  std::map<std::string, int> names;
+  std::map<std::string, std::string> endpoints;
+  int coordinators = 0, workers = 0;
+  for (int i = 0; i < cluster.tasks_size(); ++i) {
+    const Task &t = cluster.tasks(i);
+    std::string field = "cluster.tasks[" + std::to_string(i) + "]";
+    if (t.role() != "worker" && t.role() != "ps" && t.role() != "coordinator")
+      return fail(field + ".role: expected worker, ps or coordinator, got " + quoted(t.role()));
+    if (t.name() != t.role() + ":" + std::to_string(t.index()))
+      return fail(field + ".name: " + quoted(t.name()) + " does not match role " + t.role() +
+                  " and index " + std::to_string(t.index()));
+    if (!names.emplace(t.name(), i).second)
+      return fail(field + ".name: " + quoted(t.name()) + " appears twice");
+    if (t.host() < 0 || t.host() >= cluster.hosts_size())
+      return fail(field + ".host: " + std::to_string(t.host()) + " is not a host index (0.." +
+                  std::to_string(cluster.hosts_size() - 1) + ")");
+    if (t.address().empty())
+      return fail(field + ".address is empty");
+    if (t.port() < 1 || t.port() > 65535)
+      return fail(field + ".port: " + std::to_string(t.port()) + " is not a port (1..65535)");
+    std::string endpoint = t.address() + ":" + std::to_string(t.port());
+    auto [it, inserted] = endpoints.emplace(endpoint, t.name());
+    if (!inserted)
+      return fail(field + ".port: " + t.name() + " and " + it->second + " both use " + endpoint);
+    coordinators += t.role() == "coordinator";
+    workers += t.role() == "worker";
+  }
+  if (coordinators != 1)
+    return fail("cluster.tasks: expected one coordinator task, found " +
+                std::to_string(coordinators));
+  if (workers == 0)
+    return fail("cluster.tasks: no worker task");
+  if (plan.run().towers_per_worker() < 1)
+    return fail("run.towers_per_worker: expected at least 1, got " +
+                std::to_string(plan.run().towers_per_worker()));
+  int64_t towers = int64_t(workers) * plan.run().towers_per_worker();
+  if (plan.run().global_batch() < towers)
+    return fail("run.global_batch: " + std::to_string(plan.run().global_batch()) +
+                " is smaller than the " + std::to_string(towers) + " towers in all");
+  return llvm::Error::success();
+}
+
+const Task *findTask(const Plan &plan, llvm::StringRef name) {
+  for (const Task &t : plan.cluster().tasks())
+    if (t.name() == name)
+      return &t;
+  return nullptr;
+}
+
+llvm::Error verifyVariables(const Plan &plan) {
+  std::set<std::string> seen;
+  for (int i = 0; i < plan.variables_size(); ++i) {
+    const Variable &v = plan.variables(i);
+    std::string field = "variables[" + std::to_string(i) + "] " + quoted(v.name());
+    if (!seen.insert(v.name()).second)
+      return fail(field + ": declared twice");
+    auto dtype = ir::parseDType(v.dtype());
+    if (!dtype)
+      return fail(field + ".dtype: unknown dtype " + quoted(v.dtype()));
+    int64_t elements = 1;
+    for (int64_t d : v.shape()) {
+      if (d < 1 || d > ir::kMaxElements)
+        return fail(field + ".shape: dimension " + std::to_string(d) + " is not a size");
+      elements *= d;
+      if (elements > ir::kMaxElements)
+        return fail(field + ".shape: too many elements");
+    }
+    if (v.bytes() != elements * ir::dtypeBytes(*dtype))
+      return fail(field + ".bytes: " + std::to_string(v.bytes()) + ", but " + v.dtype() +
+                  " with " + std::to_string(elements) + " elements is " +
+                  std::to_string(elements * ir::dtypeBytes(*dtype)) + " bytes");
+    if (v.placement() != "allreduce" && v.placement() != "ps" && v.placement() != "replicated")
+      return fail(field + ".placement: expected allreduce, ps or replicated, got " +
+                  quoted(v.placement()));
+    if (v.placement() != "ps") {
+      if (v.shards_size())
+        return fail(field + ".shards: a variable placed " + v.placement() + " has no shards");
+      continue;
+    }
+    if (v.shards_size() == 0)
+      return fail(field + ".shards: a PS variable needs at least one shard");
+    int64_t rows = v.shape_size() ? v.shape(0) : 1, next = 0;
+    for (int s = 0; s < v.shards_size(); ++s) {
+      const Shard &shard = v.shards(s);
+      std::string sfield = field + ".shards[" + std::to_string(s) + "]";
+      const Task *task = findTask(plan, shard.task());
+      if (!task || task->role() != "ps")
+        return fail(sfield + ".task: " + quoted(shard.task()) + " is not a PS task");
+      if (shard.row_begin() != next)
+        return fail(sfield + ": rows " + std::to_string(shard.row_begin()) + ".." +
+                    std::to_string(shard.row_end()) + " should start at row " +
+                    std::to_string(next) + " (shards cover every row once, in order)");
+      if (shard.row_end() <= shard.row_begin())
+        return fail(sfield + ": empty row range " + std::to_string(shard.row_begin()) + ".." +
+                    std::to_string(shard.row_end()));
+      next = shard.row_end();
+    }
+    if (next != rows)
+      return fail(field + ".shards: cover rows 0.." + std::to_string(next) + " of " +
+                  std::to_string(rows));
+  }
+  return llvm::Error::success();
+}
+
+// What the programs say about one variable, gathered while checking them.
+struct Routing {
+  int pushes = 0;   // ps_push / ps_push_rows in the worker program
+  bool reduced = false;
+  bool hasGradient = false;
+};
+
+llvm::Error verifyWorkerProgram(const Plan &plan, const Program &program, const ir::Module &m,
+                                llvm::StringMap<Routing> &routing) {
+  llvm::StringMap<const Variable *> variables;
+  for (const Variable &v : plan.variables())
+    variables[v.name()] = &v;
+  std::string where = "program " + quoted(program.name());
+  for (const auto &variable : m.variables()) {
+    const Variable *v = variables.lookup(variable->name());
+    if (!v)
+      return fail(where + ": variable " + quoted(variable->name()) +
+                  " is not among the plan's variables");
+    std::vector<int64_t> shape(v->shape().begin(), v->shape().end());
+    if (ir::dtypeName(variable->type().dtype) != v->dtype() ||
+        std::vector<int64_t>(variable->type().dims.begin(), variable->type().dims.end()) != shape)
+      return fail(where + ": variable " + quoted(variable->name()) + " is " +
+                  shapeString(variable->type()) + " but the plan says " + v->dtype() +
+                  dimsString(shape));
+  }
+  // Buckets: this program's all_reduce ops, in order, must be its group's buckets.
+  std::map<std::string, std::vector<const ir::Op *>> reduces;
+  for (const auto &op : m.ops()) {
+    if (op->def().has(ir::kOnParameterServer))
+      return fail(where + ": '" + op->name().str() + "' runs on parameter servers only");
+    if (op->name() == "all_reduce")
+      reduces[op->attrs.getString("group")].push_back(op.get());
+    if ((op->name() == "ps_push" || op->name() == "ps_push_rows"))
+      ++routing[op->operand(0)->name()].pushes;
+    if (op->def().has(ir::kCommunication) && op->name().startswith("ps_")) {
+      const Variable *v = variables.lookup(op->operand(0)->name());
+      if (!v || v->placement() != "ps")
+        return fail(where + ": '" + op->name().str() + "' reads " +
+                    quoted(op->operand(0)->name()) + ", which is not placed on parameter servers");
+    }
+  }
+  for (const ir::Gradient &g : m.gradients) {
+    Routing &r = routing[g.variable->name()];
+    r.hasGradient = true;
+    const ir::Value *value = g.value;
+    r.reduced = value->kind() == ir::ValueKind::OpResult &&
+                value->definingOp()->name() == "all_reduce";
+  }
+  for (const auto &[group, ops] : reduces) {
+    const CollectiveGroup *g = nullptr;
+    for (const CollectiveGroup &candidate : plan.groups())
+      if (candidate.name() == group)
+        g = &candidate;
+    if (!g)
+      return fail(where + ": all_reduce over group " + quoted(group) +
+                  ", which plan.groups does not declare");
+    for (const std::string &task : program.tasks())
+      if (std::find(g->tasks().begin(), g->tasks().end(), task) == g->tasks().end())
+        return fail(where + ": " + task + " all-reduces over group " + quoted(group) +
+                    " but is not one of its tasks");
+    if (static_cast<int>(ops.size()) != g->buckets_size())
+      return fail("groups " + quoted(group) + ": " + std::to_string(g->buckets_size()) +
+                  " buckets, but " + where + " has " + std::to_string(ops.size()) +
+                  " all_reduce ops");
+    for (size_t b = 0; b < ops.size(); ++b) {
+      const Bucket &bucket = g->buckets(static_cast<int>(b));
+      const ir::Op &op = *ops[b];
+      std::string bfield = "groups " + quoted(group) + ".buckets[" + std::to_string(b) + "]";
+      if (op.attrs.getInt("bucket") != bucket.id())
+        return fail(bfield + ".id: " + std::to_string(bucket.id()) + ", but " + where +
+                    " has bucket " + std::to_string(op.attrs.getInt("bucket")) + " there");
+      if (static_cast<int>(op.numResults()) != bucket.values_size())
+        return fail(bfield + ".values: " + std::to_string(bucket.values_size()) +
+                    " values, but " + where + "'s all_reduce has " +
+                    std::to_string(op.numResults()));
+      int64_t bytes = 0;
+      for (unsigned i = 0; i < op.numResults(); ++i) {
+        if (op.result(i)->name() != bucket.values(static_cast<int>(i)))
+          return fail(bfield + ".values[" + std::to_string(i) + "]: " +
+                      quoted(bucket.values(static_cast<int>(i))) + ", but " + where +
+                      " reduces " + quoted(op.result(i)->name()) + " there");
+        bytes += op.result(i)->type().numElements() * ir::dtypeBytes(op.result(i)->type().dtype);
+      }
+      if (bytes != bucket.bytes())
+        return fail(bfield + ".bytes: " + std::to_string(bucket.bytes()) + ", but its values hold " +
+                    std::to_string(bytes));
+    }
+  }
+  for (const CollectiveGroup &g : plan.groups())
+    if (!reduces.count(g.name()) && g.buckets_size())
+      return fail("groups " + quoted(g.name()) + ": " + std::to_string(g.buckets_size()) +
+                  " buckets, but " + where + " has no all_reduce over it");
+  return llvm::Error::success();
+}
+
+llvm::Error verifyPsProgram(const Plan &plan, const Program &program, const ir::Module &m,
+                            llvm::StringMap<int> &updates) {
+  std::string where = "program " + quoted(program.name());
+  if (program.tasks_size() != 1)
+    return fail(where + ": a PS program belongs to exactly one task, has " +
+                std::to_string(program.tasks_size()));
+  const std::string &task = program.tasks(0);
+  llvm::StringMap<const Variable *> variables;
+  for (const Variable &v : plan.variables())
+    variables[v.name()] = &v;
+  for (const auto &variable : m.variables()) {
+    const Variable *v = variables.lookup(variable->name());
+    if (!v)
+      return fail(where + ": variable " + quoted(variable->name()) +
+                  " is not among the plan's variables");
+    if (v->placement() == "allreduce")
+      return fail(where + ": holds " + quoted(v->name()) + ", which the plan all-reduces");
+    if (v->placement() != "ps")
+      continue;
+    // The rows it holds must be exactly the plan's shards on this task.
+    std::vector<int64_t> planRows;
+    int64_t held = 0;
+    for (const Shard &s : v->shards())
+      if (s.task() == task) {
+        planRows.push_back(s.row_begin());
+        planRows.push_back(s.row_end());
+        held += s.row_end() - s.row_begin();
+      }
+    const ir::Attr *rows = variable->attrs.find("rows");
+    std::vector<int64_t> programRows;
+    if (rows && rows->kind() == ir::AttrKind::Ints)
+      programRows.assign(rows->getInts().begin(), rows->getInts().end());
+    if (programRows != planRows)
+      return fail(where + ": variable " + quoted(v->name()) +
+                  " holds other rows than the plan's shards on " + task);
+    int64_t programRowsHeld = variable->type().isScalar() ? 1 : variable->type().dims[0];
+    if (programRowsHeld != held)
+      return fail(where + ": variable " + quoted(v->name()) + " is " +
+                  shapeString(variable->type()) + ", but the plan gives " + task + " " +
+                  std::to_string(held) + " rows");
+  }
+  for (const auto &op : m.ops()) {
+    if (op->def().has(ir::kCommunication) && !op->def().has(ir::kOnParameterServer))
+      return fail(where + ": '" + op->name().str() + "' runs on workers only");
+    if (op->def().has(ir::kOptimizerUpdate)) {
+      std::string name = op->operand(0)->name();
+      ++updates[name + "@" + task];
+      bool fedByPs = false;
+      for (const ir::Value *v : op->operands())
+        fedByPs |= v->kind() == ir::ValueKind::OpResult &&
+                   v->definingOp()->def().has(ir::kOnParameterServer) &&
+                   v->definingOp()->operand(0)->name() == name;
+      if (!fedByPs)
+        return fail(where + ": the update of " + quoted(name) +
+                    " does not read the gradient the workers pushed");
+    }
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
+const Program *findProgram(const Plan &plan, llvm::StringRef task) {
+  for (const Program &p : plan.programs())
+    for (const std::string &t : p.tasks())
+      if (t == task)
+        return &p;
+  return nullptr;
+}
+
+llvm::Expected<std::unique_ptr<ir::Module>> parseProgram(const Program &program) {
+  auto module = frontends::parseModule(program.ir(), "<plan program " + program.name() + ">");
+  if (!module)
+    return module.takeError();
+  if (auto e = ir::verify(**module))
+    return std::move(e);
+  return module;
+}
+
+llvm::Error verifyPlan(const Plan &plan) {
+  if (plan.version() != kPlanVersion)
+    return fail("version " + std::to_string(plan.version()) + ": this prism reads plan version " +
+                std::to_string(kPlanVersion));
+  if (plan.strategy() != "hybrid" && plan.strategy() != "allreduce" && plan.strategy() != "ps")
+    return fail("strategy: expected hybrid, allreduce or ps, got " + quoted(plan.strategy()));
+  if (plan.replication() != "between-graph" && plan.replication() != "in-graph")
+    return fail("replication: expected between-graph or in-graph, got " +
+                quoted(plan.replication()));
+  if (auto e = verifyCluster(plan))
+    return e;
+  if (auto e = verifyVariables(plan))
+    return e;
+  std::set<std::string> groupNames;
+  for (const CollectiveGroup &g : plan.groups()) {
+    if (!groupNames.insert(g.name()).second)
+      return fail("groups: " + quoted(g.name()) + " declared twice");
+    for (const std::string &t : g.tasks()) {
+      const Task *task = findTask(plan, t);
+      if (!task || task->role() != "worker")
+        return fail("groups " + quoted(g.name()) + ".tasks: " + quoted(t) +
+                    " is not a worker task");
+    }
+  }
+
+  // Every task but the coordinator runs exactly one program, of its own role.
+  std::map<std::string, std::string> programOf;
+  for (const Program &p : plan.programs())
+    for (const std::string &t : p.tasks()) {
+      const Task *task = findTask(plan, t);
+      if (!task || task->role() == "coordinator")
+        return fail("program " + quoted(p.name()) + ".tasks: " + quoted(t) +
+                    " is not a worker or PS task");
+      if (!programOf.emplace(t, p.name()).second)
+        return fail("program " + quoted(p.name()) + ".tasks: " + t + " already runs program " +
+                    quoted(programOf[t]));
+    }
+  for (const Task &t : plan.cluster().tasks())
+    if (t.role() != "coordinator" && !programOf.count(t.name()))
+      return fail("programs: no program for " + t.name());
+
+  llvm::StringMap<Routing> routing;
+  llvm::StringMap<int> updates;
+  for (const Program &p : plan.programs()) {
+    const Task *first = findTask(plan, p.tasks_size() ? p.tasks(0) : "");
+    if (!first)
+      return fail("program " + quoted(p.name()) + " has no tasks");
+    for (const std::string &t : p.tasks())
+      if (findTask(plan, t)->role() != first->role())
+        return fail("program " + quoted(p.name()) + " mixes worker and PS tasks");
+    auto module = parseProgram(p);
+    if (!module)
+      return fail("program " + quoted(p.name()) + ": " + llvm::toString(module.takeError()));
+    if (first->role() == "worker") {
+      llvm::StringMap<Routing> programRouting;
+      if (auto e = verifyWorkerProgram(plan, p, **module, programRouting))
+        return e;
+      if (routing.empty())
+        routing = std::move(programRouting);
+    } else if (auto e = verifyPsProgram(plan, p, **module, updates)) {
+      return e;
+    }
+  }
+
+  // Every gradient routed exactly once.
+  for (const Variable &v : plan.variables()) {
+    if (!v.trainable())
+      continue;
+    const Routing &r = routing.lookup(v.name());
+    std::string field = "variable " + quoted(v.name());
+    if (v.placement() == "allreduce") {
+      if (r.pushes)
+        return fail(field + " is all-reduced but the worker program pushes it to a PS");
+      if (r.hasGradient && !r.reduced)
+        return fail(field + ": its gradient is not all-reduced in the worker program");
+    } else if (v.placement() == "ps") {
+      if (r.hasGradient && r.pushes != 1)
+        return fail(field + ": the worker program pushes its gradient " +
+                    std::to_string(r.pushes) + " times (expected once)");
+      std::set<std::string> holders;
+      for (const Shard &s : v.shards())
+        holders.insert(s.task());
+      for (const std::string &task : holders)
+        if (r.hasGradient && updates.lookup(v.name() + "@" + task) != 1)
+          return fail(field + ": " + task + " updates its rows " +
+                      std::to_string(updates.lookup(v.name() + "@" + task)) +
+                      " times (expected once)");
+    }
+  }
+  return llvm::Error::success();
+}
+
+} // namespace prism::plan

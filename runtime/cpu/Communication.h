@@ -1,0 +1,36 @@
+// What the communication kernels (all_reduce, ps_*, combine_towers' peers) ask of the task they
+// run in. A single-device run has none; the distributed runtime (runtime/job) implements it
+// over Gloo and the parameter servers. Kernels reach it through KernelSpec::communication.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/Tensor.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+namespace prism::runtime::cpu {
+
+struct RuntimeValue;
+
+class Communication {
+public:
+  virtual ~Communication() = default;
+
+  // Replaces each tensor by the batch-weighted mean Σ bᵢ xᵢ / Σ bᵢ over the group's tasks
+  // (bᵢ: each task's examples this step). The tensors of one bucket travel together.
+  virtual llvm::Error allReduce(llvm::StringRef group, int64_t bucket,
+                                llvm::ArrayRef<Tensor *> tensors) = 0;
+  // A PS-held variable as of this step's start.
+  virtual llvm::Expected<Tensor> pull(llvm::StringRef variable) = 0;
+  // Rows `indices` of a PS-held table as of this step's start: indices.shape + row shape.
+  virtual llvm::Expected<Tensor> pullRows(llvm::StringRef variable, const Tensor &indices) = 0;
+  // This task's gradient of a PS-held variable (dense, or sparse rows), sent at step end.
+  virtual llvm::Error push(llvm::StringRef variable, const RuntimeValue &gradient) = 0;
+  // On a PS task: the combined gradient of its shard of `variable` this step.
+  virtual llvm::Expected<const RuntimeValue *> gradient(llvm::StringRef variable) = 0;
+};
+
+} // namespace prism::runtime::cpu

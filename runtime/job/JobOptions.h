@@ -1,0 +1,30 @@
+// How a plan is run: what `prism run` and `prism task` take besides the plan.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace prism::runtime::job {
+
+struct JobOptions {
+  std::string data;              // a data spec (docs/data.md)
+  std::optional<int64_t> steps;  // default: the plan's steps, else one epoch
+  std::optional<int64_t> epochs;
+  int threads = 1;               // per task
+  std::string metricsOut;        // JSON lines from worker:0; empty: none
+  bool quiet = false;
+  bool evaluate = true;          // test-set evaluation on worker:0 at epoch ends
+  // A command prefix each task's command line is appended to, with {host} and {address}
+  // replaced (`ip netns exec prism-{host}`, `ssh {address}`); empty: local processes.
+  std::string launcher;
+  std::chrono::milliseconds heartbeatTimeout{10000};
+  std::chrono::milliseconds rpcTimeout{60000};
+  // When set, every task writes its variables there at the end (`prism verify` reads them).
+  std::string variablesDir;
+  // The job's secret; empty: PRISM_JOB_TOKEN from the environment, else the plan's.
+  std::string jobToken;
+};
+
+} // namespace prism::runtime::job

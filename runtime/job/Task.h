@@ -1,0 +1,18 @@
+// One task of a plan in its own process (`prism task`): registers with the coordinator, then
+// trains (a worker) or serves and updates its shards (a parameter server).
+#pragma once
+
+#include <string>
+
+#include "plan/plan.pb.h"
+#include "runtime/job/JobOptions.h"
+#include "llvm/ADT/StringRef.h"
+
+namespace prism::runtime::job {
+
+// Runs task `task` of `plan` against the coordinator at `coordinator` (host:port). Returns the
+// process exit code; errors go to stderr and to the coordinator (which stops the job).
+int runTask(const plan::Plan &plan, llvm::StringRef task, const std::string &coordinator,
+            const JobOptions &options);
+
+} // namespace prism::runtime::job

@@ -1,0 +1,46 @@
+// A worker's links to the rest of its job: all-reduce over Gloo for the worker group, pulls and
+// pushes to the parameter servers. Implements the Communication the executor's kernels use.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "runtime/cpu/Communication.h"
+#include "runtime/dist/Collective.h"
+#include "runtime/ps/PsClient.h"
+
+namespace prism::runtime::job {
+
+class WorkerCommunication : public cpu::Communication {
+public:
+  // `collective` joins every worker; `ps` is null when no variable lives on parameter servers.
+  WorkerCommunication(int64_t rank, std::unique_ptr<dist::Collective> collective,
+                      std::unique_ptr<ps::PsClient> ps)
+      : rank_(rank), collective_(std::move(collective)), ps_(std::move(ps)) {}
+
+  // Before step `step`: this worker's examples and all workers' (the weights of means).
+  void beginStep(int64_t step, int64_t examples, int64_t globalExamples);
+  // After the step: sends its PS gradients (every worker pushes every step, so the servers
+  // count contributions).
+  llvm::Error finishStep();
+
+  llvm::Error allReduce(llvm::StringRef group, int64_t bucket,
+                        llvm::ArrayRef<Tensor *> tensors) override;
+  llvm::Expected<Tensor> pull(llvm::StringRef variable) override;
+  llvm::Expected<Tensor> pullRows(llvm::StringRef variable, const Tensor &indices) override;
+  llvm::Error push(llvm::StringRef variable, const cpu::RuntimeValue &gradient) override;
+  llvm::Expected<const cpu::RuntimeValue *> gradient(llvm::StringRef variable) override;
+
+  ps::PsClient *psClient() { return ps_.get(); }
+
+private:
+  int64_t rank_;
+  std::unique_ptr<dist::Collective> collective_;
+  std::unique_ptr<ps::PsClient> ps_;
+  int64_t step_ = 0, examples_ = 0, globalExamples_ = 0;
+  std::vector<ps::Gradient> pending_;
+  std::vector<float> buffer_;
+  std::vector<double> buffer64_;
+};
+
+} // namespace prism::runtime::job

@@ -1,0 +1,226 @@
+// The partitioner on every model, cluster size, strategy and replication: the plan verifies,
+// survives a write and read, and says what the issue asks of it (tables over the PS tasks,
+// dense layers in an all-reduce bucket, bytes per step).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "cluster/ClusterParser.h"
+#include "frontends/text/Parser.h"
+#include "plan/Estimate.h"
+#include "plan/Partitioner.h"
+#include "plan/PlanFile.h"
+#include "plan/PlanVerifier.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+namespace prism::plan {
+namespace {
+
+std::unique_ptr<ir::Module> loadModel(const std::string &name) {
+  auto module = frontends::parseModuleFile(std::string(PRISM_SOURCE_DIR) + "/models/" + name +
+                                           ".prism");
+  EXPECT_TRUE(static_cast<bool>(module)) << llvm::toString(module.takeError());
+  return std::move(*module);
+}
+
+llvm::Expected<PartitionResult> partitionFor(const ir::Module &model, const std::string &cluster,
+                                             PartitionOptions options = {},
+                                             cluster::Replication replication =
+                                                 cluster::Replication::BetweenGraph) {
+  auto c = cluster::loadCluster(cluster, replication);
+  if (!c)
+    return c.takeError();
+  return partition(model, *c, options);
+}
+
+const Variable *findVariable(const Plan &plan, llvm::StringRef name) {
+  for (const Variable &v : plan.variables())
+    if (v.name() == name)
+      return &v;
+  return nullptr;
+}
+
+std::string errorOf(llvm::Error e) {
+  return e ? llvm::toString(std::move(e)) : "";
+}
+
+double bytesPerStep(const Plan &plan, llvm::StringRef task) {
+  for (const TaskEstimate &t : plan.estimate().tasks())
+    if (t.task() == task)
+      return t.bytes_sent_per_step() + t.bytes_received_per_step();
+  return -1;
+}
+
+TEST(Partition, EveryModelClusterSizeStrategyAndReplicationVerifies) {
+  for (const char *modelName : {"mlp", "cnn", "embedding_classifier", "lstm_lm", "resnet"}) {
+    auto model = loadModel(modelName);
+    ASSERT_TRUE(model);
+    for (int workers : {1, 2, 3, 8, 64})
+      for (const char *strategy : {"hybrid", "allreduce", "ps"})
+        for (auto replication : {cluster::Replication::BetweenGraph, cluster::Replication::InGraph}) {
+          std::string cluster = "local:" + std::to_string(workers) + ",ps=" +
+                                std::to_string(std::min(workers, 3)) + ",devices=2";
+          PartitionOptions options;
+          options.strategy = strategy;
+          options.globalBatch = 256;
+          auto result = partitionFor(*model, cluster, options, replication);
+          std::string what = std::string(modelName) + " on " + cluster + " " + strategy + " " +
+                             cluster::replicationName(replication).str();
+          ASSERT_TRUE(static_cast<bool>(result)) << what << ": "
+                                                 << llvm::toString(result.takeError());
+          // The partitioner verified it; the verifier must still agree with a fresh look.
+          EXPECT_EQ(errorOf(verifyPlan(result->plan)), "") << what;
+          int towers = replication == cluster::Replication::InGraph ? 2 : 1;
+          EXPECT_EQ(result->plan.run().towers_per_worker(), towers) << what;
+          // Every trainable variable placed as the strategy says.
+          for (const Variable &v : result->plan.variables()) {
+            if (!v.trainable())
+              continue;
+            if (std::string(strategy) == "allreduce")
+              EXPECT_EQ(v.placement(), "allreduce") << what << " " << v.name();
+            else if (std::string(strategy) == "ps")
+              EXPECT_EQ(v.placement(), "ps") << what << " " << v.name();
+            else
+              EXPECT_EQ(v.placement(), v.kind() == "sparse" ? "ps" : "allreduce")
+                  << what << " " << v.name();
+          }
+        }
+  }
+}
+
+TEST(Partition, EmbeddingOnFourWorkersAndTwoPsSplitsTheTableAndBucketsTheDenseLayers) {
+  auto model = loadModel("embedding_classifier");
+  auto result = partitionFor(*model, "local:4,ps=2");
+  ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
+  const Plan &plan = result->plan;
+  const Variable *emb = findVariable(plan, "emb");
+  ASSERT_NE(emb, nullptr);
+  EXPECT_EQ(emb->kind(), "sparse");
+  EXPECT_EQ(emb->placement(), "ps");
+  ASSERT_EQ(emb->shards_size(), 2);
+  EXPECT_EQ(emb->shards(0).task(), "ps:0");
+  EXPECT_EQ(emb->shards(0).row_begin(), 0);
+  EXPECT_EQ(emb->shards(0).row_end(), 50000);
+  EXPECT_EQ(emb->shards(1).task(), "ps:1");
+  EXPECT_EQ(emb->shards(1).row_end(), 100000);
+  // Its Adam state lives with it.
+  const Variable *m = findVariable(plan, "emb.adam_m");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->kind(), "state");
+  EXPECT_EQ(m->state_of(), "emb");
+  EXPECT_EQ(m->shards_size(), 2);
+
+  // The dense layers share one bucket of (64·128 + 128 + 128·10 + 10)·4 bytes.
+  ASSERT_EQ(plan.groups_size(), 1);
+  const CollectiveGroup &workers = plan.groups(0);
+  EXPECT_EQ(workers.tasks_size(), 4);
+  int gradientBuckets = 0;
+  for (const Bucket &b : workers.buckets()) {
+    if (b.id() < 0)
+      continue;
+    ++gradientBuckets;
+    EXPECT_EQ(b.bytes(), (64 * 128 + 128 + 128 * 10 + 10) * 4);
+    EXPECT_EQ(b.variables_size(), 4);
+  }
+  EXPECT_EQ(gradientBuckets, 1);
+
+  // Bytes per step: the ring all-reduce moves 2·3/4 of the bucket out and in; rows travel
+  // to and from both PS tasks, which hold half the table each.
+  double bucket = (64 * 128 + 128 + 128 * 10 + 10) * 4 + 4;
+  double ring = 2.0 * 3 / 4 * bucket;
+  double rows = expectedDistinct(100000, 16 * 20);
+  double pull = rows * (8 + 64 * 4), push = rows * (64 * 4 + 8);
+  EXPECT_NEAR(bytesPerStep(plan, "worker:0"), 2 * ring + pull + push, 1);
+  EXPECT_NEAR(bytesPerStep(plan, "ps:0"), 4 * (pull + push) / 2, 1);
+  EXPECT_NEAR(bytesPerStep(plan, "ps:0"), bytesPerStep(plan, "ps:1"), 1);
+}
+
+TEST(Partition, HybridWithoutParameterServersSaysWhatToDo) {
+  auto model = loadModel("embedding_classifier");
+  auto result = partitionFor(*model, "local:2");
+  ASSERT_FALSE(static_cast<bool>(result));
+  std::string message = llvm::toString(result.takeError());
+  EXPECT_NE(message.find("'emb' on a parameter server, but the cluster has none"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("--strategy allreduce"), std::string::npos) << message;
+  // Dense models need no PS under hybrid.
+  auto mlp = loadModel("mlp");
+  EXPECT_TRUE(static_cast<bool>(partitionFor(*mlp, "local:2")));
+}
+
+TEST(Partition, BatchSmallerThanTheTowersIsRefused) {
+  auto model = loadModel("mlp");
+  PartitionOptions options;
+  options.globalBatch = 3;
+  auto result = partitionFor(*model, "local:4", options);
+  ASSERT_FALSE(static_cast<bool>(result));
+  EXPECT_NE(llvm::toString(result.takeError()).find("smaller than the 4 workers"),
+            std::string::npos);
+}
+
+TEST(Partition, RowsPerStepOptionDrivesTheSparseEstimate) {
+  auto model = loadModel("embedding_classifier");
+  PartitionOptions options;
+  options.rowsPerStep = 100;
+  auto result = partitionFor(*model, "local:2,ps=1", options);
+  ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
+  ASSERT_EQ(result->plan.estimate().tables_size(), 1);
+  EXPECT_EQ(result->plan.estimate().tables(0).rows_per_step(), 100);
+  EXPECT_EQ(result->plan.estimate().tables(0).source(), "--rows-per-step");
+  double bucket = (64 * 128 + 128 + 128 * 10 + 10) * 4 + 4;
+  double ring = 2.0 * 1 / 2 * bucket;
+  EXPECT_NEAR(bytesPerStep(result->plan, "worker:0"), 2 * ring + 2 * 100 * (64 * 4 + 8), 1);
+}
+
+TEST(Partition, PlanFileRoundTripsAndRefusesOtherFiles) {
+  auto model = loadModel("embedding_classifier");
+  auto result = partitionFor(*model, "local:2,ps=2");
+  ASSERT_TRUE(static_cast<bool>(result));
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("prism-plan", dir));
+  std::string path = (dir + "/plan.pb").str();
+  ASSERT_EQ(errorOf(writePlan(result->plan, path)), "");
+  auto read = readPlan(path);
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->SerializeAsString(), result->plan.SerializeAsString());
+
+  // A model file is not a plan; a missing file says so.
+  auto notPlan = readPlan(std::string(PRISM_SOURCE_DIR) + "/models/mlp.prism");
+  ASSERT_FALSE(static_cast<bool>(notPlan));
+  EXPECT_NE(llvm::toString(notPlan.takeError()).find("mlp.prism"), std::string::npos);
+  auto missing = readPlan((dir + "/none.pb").str());
+  ASSERT_FALSE(static_cast<bool>(missing));
+  EXPECT_NE(llvm::toString(missing.takeError()).find("cannot read plan"), std::string::npos);
+
+  // A plan that does not verify is not written, and what stood there stays.
+  Plan broken = result->plan;
+  broken.set_version(99);
+  EXPECT_NE(errorOf(writePlan(broken, path)).find("version 99"), std::string::npos);
+  EXPECT_TRUE(static_cast<bool>(readPlan(path)));
+  llvm::sys::fs::remove_directories(dir);
+}
+
+TEST(Partition, InGraphTowersCombineBeforeTheyCommunicate) {
+  auto model = loadModel("embedding_classifier");
+  auto result = partitionFor(*model, "local:2,ps=1,devices=2", {}, cluster::Replication::InGraph);
+  ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
+  auto worker = parseProgram(*findProgram(result->plan, "worker:0"));
+  ASSERT_TRUE(static_cast<bool>(worker)) << llvm::toString(worker.takeError());
+  int pushes = 0, combines = 0, pulls = 0;
+  for (const auto &op : (*worker)->ops()) {
+    pushes += op->name() == "ps_push_rows";
+    combines += op->name() == "combine_towers";
+    pulls += op->name() == "ps_pull_rows";
+  }
+  // Each tower reads its own rows; the sparse gradient is pushed once per task (local
+  // aggregation), after the towers' gradients are combined.
+  EXPECT_EQ(pulls, 2);
+  EXPECT_EQ(pushes, 1);
+  EXPECT_EQ(combines, 6); // the loss and five gradients
+}
+
+} // namespace
+} // namespace prism::plan

@@ -1,0 +1,55 @@
+// Run options shared by the commands that run plans.
+#include "tools/Run.h"
+
+#include "ir/Diagnostic.h"
+
+namespace prism::tools {
+
+void RunOptionArgs::addOptions(CLI::App &cmd, bool all) {
+  if (all) {
+    cmd.add_option("--data", data,
+                   "fashion-mnist[:DIR], zipf:VOCAB[,tokens=T,classes=C], text:FILE")
+        ->capture_default_str();
+    auto *epochsOption =
+        cmd.add_option("--epochs", epochs, "Epochs to train (default: the plan's steps, else 1)")
+            ->check(CLI::PositiveNumber);
+    cmd.add_option("--steps", steps, "Steps to train")
+        ->check(CLI::PositiveNumber)
+        ->excludes(epochsOption);
+    cmd.add_option("--threads", threads, "CPU threads per task")
+        ->check(CLI::Range(1, 1024))
+        ->capture_default_str();
+    cmd.add_option("--metrics-out", metricsOut, "Write worker:0's JSON lines of metrics here");
+    cmd.add_flag("--quiet,-q", quiet, "Print only errors");
+    cmd.add_flag("--no-eval", noEval, "Skip test-set evaluation");
+  }
+  cmd.add_option("--launcher", launcher,
+                 "Start each task through this command prefix ({host}, {address} replaced), "
+                 "e.g. 'ssh {address}' or 'ip netns exec ns-{host}'; default: local processes");
+  cmd.add_option("--heartbeat-timeout", heartbeatTimeout,
+                 "Seconds without a heartbeat before a task counts as gone")
+      ->check(CLI::Range(0.5, 3600.0))
+      ->capture_default_str();
+  cmd.add_option("--variables-out", variablesOut,
+                 "Every task writes its variables to a directory here at the end");
+}
+
+llvm::Expected<runtime::job::JobOptions> RunOptionArgs::toJobOptions() const {
+  runtime::job::JobOptions options;
+  options.data = data;
+  if (steps > 0)
+    options.steps = steps;
+  if (epochs > 0)
+    options.epochs = epochs;
+  options.threads = threads;
+  options.metricsOut = metricsOut;
+  options.quiet = quiet;
+  options.evaluate = !noEval;
+  options.launcher = launcher;
+  options.heartbeatTimeout =
+      std::chrono::milliseconds(static_cast<int64_t>(heartbeatTimeout * 1000));
+  options.variablesDir = variablesOut;
+  return options;
+}
+
+} // namespace prism::tools
