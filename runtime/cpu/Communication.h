@@ -20,9 +20,13 @@ public:
   virtual ~Communication() = default;
 
   // Replaces each tensor by the batch-weighted mean Σ bᵢ xᵢ / Σ bᵢ over the group's tasks
-  // (bᵢ: each task's examples this step). The tensors of one bucket travel together.
+  // (bᵢ: each task's examples this step). The tensors of one bucket travel together. It may
+  // return before they are done (so the bucket travels while backward runs): the executor
+  // calls synchronize() before anything reads them, and at the end of the step.
   virtual llvm::Error allReduce(llvm::StringRef group, int64_t bucket,
                                 llvm::ArrayRef<Tensor *> tensors) = 0;
+  // Waits until every all-reduce started is done; the first error of any of them.
+  virtual llvm::Error synchronize() { return llvm::Error::success(); }
   // A PS-held variable as of this step's start.
   virtual llvm::Expected<Tensor> pull(llvm::StringRef variable) = 0;
   // Rows `indices` of a PS-held table as of this step's start: indices.shape + row shape.

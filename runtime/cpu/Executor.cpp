@@ -173,6 +173,7 @@ llvm::Error Executor::selectOps() {
     for (const auto &op : module_.ops())
       if (op->def().has(ir::kSideEffect))
         order_.push_back(op.get());
+    markSynchronization();
     return llvm::Error::success();
   }
   // An evaluation step: only what the outputs need, and no writes.
@@ -197,7 +198,26 @@ llvm::Error Executor::selectOps() {
       needed.insert(v);
   }
   order_.assign(reversed.rbegin(), reversed.rend());
+  markSynchronization();
   return llvm::Error::success();
+}
+
+void Executor::markSynchronization() {
+  // All-reduces may finish in the background: the first reader of any result of one waits.
+  llvm::DenseSet<const ir::Value *> pending;
+  syncBefore_.assign(order_.size(), false);
+  for (size_t i = 0; i < order_.size(); ++i) {
+    const ir::Op *op = order_[i];
+    for (const ir::Value *v : op->operands())
+      if (pending.count(v)) {
+        syncBefore_[i] = true;
+        pending.clear();
+        break;
+      }
+    if (op->def().has(ir::kCommunication) && op->def().resultPerOperand)
+      for (unsigned r = 0; r < op->numResults(); ++r)
+        pending.insert(op->result(r));
+  }
 }
 
 llvm::Expected<Executor::Program *> Executor::programFor(int64_t batch) {
@@ -350,10 +370,23 @@ llvm::Error Executor::step(const Feeds &feeds) {
       return ir::makeError("variable '" + var->name() + "' has no value: initialize first");
     p.slots[slot->second].dense = *t; // aliases the store: updates are in place
   }
-  for (size_t i = 0; i < order_.size(); ++i)
-    if (auto err = p.kernels[i]->run(p.inputs[i], p.outputs[i]))
+  Communication *communication = options_.communication;
+  for (size_t i = 0; i < order_.size(); ++i) {
+    if (communication && syncBefore_[i])
+      if (auto err = communication->synchronize())
+        return ir::makeError(module_.sourceFile(), order_[i]->loc,
+                             "before '" + order_[i]->name() + "': " +
+                                 llvm::toString(std::move(err)));
+    if (auto err = p.kernels[i]->run(p.inputs[i], p.outputs[i])) {
+      if (communication)
+        llvm::consumeError(communication->synchronize());
       return ir::makeError(module_.sourceFile(), order_[i]->loc,
                            "'" + order_[i]->name() + "': " + llvm::toString(std::move(err)));
+    }
+  }
+  if (communication)
+    if (auto err = communication->synchronize())
+      return err;
   loss_.reset();
   if (module_.loss) {
     auto slot = p.slotOf.find(module_.loss->value);

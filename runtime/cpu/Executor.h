@@ -71,6 +71,7 @@ private:
   Executor(const ir::Module &module, std::shared_ptr<VariableStore> variables,
            ExecutorOptions options);
   llvm::Error selectOps();
+  void markSynchronization();
   llvm::Expected<Program *> programFor(int64_t batch);
 
   const ir::Module &module_;
@@ -78,6 +79,7 @@ private:
   ExecutorOptions options_;
   std::vector<const ir::Op *> order_; // ops to run: compute first, then variable writes
   int64_t towers_ = 1;                // in-graph towers: ops with `device = "cpu:i"`
+  std::vector<bool> syncBefore_;      // parallel to order_: reads an all-reduce's results
   std::map<int64_t, std::unique_ptr<Program>> programs_;
   std::optional<double> loss_;
   llvm::StringMap<const ir::Value *> outputValues_;

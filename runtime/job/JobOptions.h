@@ -19,7 +19,7 @@ struct JobOptions {
   // A command prefix each task's command line is appended to, with {host} and {address}
   // replaced (`ip netns exec prism-{host}`, `ssh {address}`); empty: local processes.
   std::string launcher;
-  std::chrono::milliseconds heartbeatTimeout{10000};
+  std::chrono::milliseconds heartbeatTimeout{5000};
   std::chrono::milliseconds rpcTimeout{60000};
   // When set, every task writes its variables there at the end (`prism verify` reads them).
   std::string variablesDir;

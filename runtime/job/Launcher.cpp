@@ -269,8 +269,9 @@ llvm::Error runPlan(const plan::Plan &plan, const std::string &planPath,
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (!failure.empty()) {
+    // Every task hears of the abort within a heartbeat; one that cannot (stopped, hung) is killed.
     (*coordinator)->abort(failure);
-    stopAll(std::chrono::seconds(15));
+    stopAll(std::chrono::seconds(3));
     (*coordinator)->shutdown();
     return ir::makeError("the job failed: " + failure);
   }

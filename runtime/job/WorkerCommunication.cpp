@@ -42,6 +42,53 @@ llvm::Error weightedMean(dist::Collective &collective, llvm::ArrayRef<Tensor *> 
 
 } // namespace
 
+WorkerCommunication::WorkerCommunication(int64_t rank, std::unique_ptr<dist::Collective> collective,
+                                         std::unique_ptr<ps::PsClient> ps)
+    : rank_(rank), collective_(std::move(collective)), ps_(std::move(ps)) {
+  reducer_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty())
+        return;
+      auto job = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      llvm::Error e = job();
+      lock.lock();
+      busy_ = false;
+      if (e) {
+        std::string message = llvm::toString(std::move(e));
+        if (firstError_.empty())
+          firstError_ = message;
+      }
+      changed_.notify_all();
+    }
+  });
+}
+
+WorkerCommunication::~WorkerCommunication() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    queue_.clear();
+  }
+  changed_.notify_all();
+  reducer_.join();
+}
+
+llvm::Error WorkerCommunication::synchronize() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [this] { return queue_.empty() && !busy_; });
+  nextBuffer_ = 0;
+  if (firstError_.empty())
+    return llvm::Error::success();
+  std::string message = firstError_;
+  firstError_.clear();
+  return ir::makeError(message);
+}
+
 void WorkerCommunication::beginStep(int64_t step, int64_t examples, int64_t globalExamples) {
   step_ = step;
   examples_ = examples;
@@ -71,8 +118,25 @@ llvm::Error WorkerCommunication::allReduce(llvm::StringRef group, int64_t bucket
       return ir::makeError("all_reduce bucket " + std::to_string(bucket) +
                            " mixes dtypes or holds a non-float tensor");
   double mine = static_cast<double>(examples_), all = static_cast<double>(globalExamples_);
-  return f64 ? weightedMean(*collective_, tensors, buffer64_, mine, all)
-             : weightedMean(*collective_, tensors, buffer_, mine, all);
+  std::vector<Tensor *> targets(tensors.begin(), tensors.end());
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Each bucket of a step has its own staging buffer (kept across steps).
+  size_t slot = nextBuffer_++;
+  if (buffers_.size() <= slot) {
+    buffers_.resize(slot + 1);
+    buffers64_.resize(slot + 1);
+  }
+  dist::Collective *collective = collective_.get();
+  if (f64)
+    queue_.push_back([=, buffer = &buffers64_[slot]] {
+      return weightedMean(*collective, targets, *buffer, mine, all);
+    });
+  else
+    queue_.push_back([=, buffer = &buffers_[slot]] {
+      return weightedMean(*collective, targets, *buffer, mine, all);
+    });
+  changed_.notify_all();
+  return llvm::Error::success();
 }
 
 llvm::Expected<Tensor> WorkerCommunication::pull(llvm::StringRef variable) {

@@ -2,7 +2,12 @@
 // pushes to the parameter servers. Implements the Communication the executor's kernels use.
 #pragma once
 
+#include <condition_variable>
+#include <deque>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "runtime/cpu/Communication.h"
@@ -15,8 +20,8 @@ class WorkerCommunication : public cpu::Communication {
 public:
   // `collective` joins every worker; `ps` is null when no variable lives on parameter servers.
   WorkerCommunication(int64_t rank, std::unique_ptr<dist::Collective> collective,
-                      std::unique_ptr<ps::PsClient> ps)
-      : rank_(rank), collective_(std::move(collective)), ps_(std::move(ps)) {}
+                      std::unique_ptr<ps::PsClient> ps);
+  ~WorkerCommunication() override;
 
   // Before step `step`: this worker's examples and all workers' (the weights of means).
   void beginStep(int64_t step, int64_t examples, int64_t globalExamples);
@@ -30,6 +35,7 @@ public:
   llvm::Expected<Tensor> pullRows(llvm::StringRef variable, const Tensor &indices) override;
   llvm::Error push(llvm::StringRef variable, const cpu::RuntimeValue &gradient) override;
   llvm::Expected<const cpu::RuntimeValue *> gradient(llvm::StringRef variable) override;
+  llvm::Error synchronize() override;
 
   ps::PsClient *psClient() { return ps_.get(); }
 
@@ -39,8 +45,17 @@ private:
   std::unique_ptr<ps::PsClient> ps_;
   int64_t step_ = 0, examples_ = 0, globalExamples_ = 0;
   std::vector<ps::Gradient> pending_;
-  std::vector<float> buffer_;
-  std::vector<double> buffer64_;
+  // All-reduces run on one background thread, in the order the program starts them (the same
+  // on every worker), while the executor goes on with backward.
+  std::thread reducer_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::function<llvm::Error()>> queue_;
+  bool busy_ = false, stopping_ = false;
+  std::string firstError_;
+  std::deque<std::vector<float>> buffers_; // a deque: growing keeps the others in place
+  std::deque<std::vector<double>> buffers64_;
+  size_t nextBuffer_ = 0;
 };
 
 } // namespace prism::runtime::job
