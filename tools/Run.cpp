@@ -22,6 +22,9 @@ void RunOptionArgs::addOptions(CLI::App &cmd, bool all) {
     cmd.add_option("--metrics-out", metricsOut, "Write worker:0's JSON lines of metrics here");
     cmd.add_flag("--quiet,-q", quiet, "Print only errors");
     cmd.add_flag("--no-eval", noEval, "Skip test-set evaluation");
+    cmd.add_option("--save", save,
+                   "Save the whole job (worker state, every PS shard) in this directory at the end");
+    cmd.add_option("--restore", restore, "Continue from a checkpoint --save wrote");
   }
   cmd.add_option("--launcher", launcher,
                  "Start each task through this command prefix ({host}, {address} replaced), "
@@ -49,6 +52,8 @@ llvm::Expected<runtime::job::JobOptions> RunOptionArgs::toJobOptions() const {
   options.heartbeatTimeout =
       std::chrono::milliseconds(static_cast<int64_t>(heartbeatTimeout * 1000));
   options.variablesDir = variablesOut;
+  options.saveDir = save;
+  options.restoreDir = restore;
   return options;
 }
 

@@ -17,8 +17,10 @@ struct RunOptionArgs {
   int threads = 1;
   std::string metricsOut;
   std::string launcher;
-  double heartbeatTimeout = 10;
+  double heartbeatTimeout = 5;
   std::string variablesOut;
+  std::string save;
+  std::string restore;
   bool quiet = false;
   bool noEval = false;
 

@@ -23,6 +23,10 @@ struct JobOptions {
   std::chrono::milliseconds rpcTimeout{60000};
   // When set, every task writes its variables there at the end (`prism verify` reads them).
   std::string variablesDir;
+  // A checkpoint of the whole job (worker state and every PS shard) written at the end, and
+  // one to start from.
+  std::string saveDir;
+  std::string restoreDir;
   // The job's secret; empty: PRISM_JOB_TOKEN from the environment, else the plan's.
   std::string jobToken;
 };

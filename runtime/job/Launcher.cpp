@@ -191,6 +191,13 @@ llvm::Error runPlan(const plan::Plan &plan, const std::string &planPath,
         c->reader.join();
   };
 
+  // A checkpoint is written beside its place and moved there once every task wrote its part,
+  // so a failed job never leaves half a checkpoint where a good one stood.
+  std::string partialSave =
+      options.saveDir.empty() ? "" : options.saveDir + ".partial-" + std::to_string(getpid());
+  if (!partialSave.empty())
+    if (auto ec = llvm::sys::fs::create_directories(partialSave))
+      return ir::makeError("cannot create " + partialSave + ": " + ec.message());
   std::string self = selfExecutable();
   for (const plan::Task *t : tasks) {
     std::vector<std::string> argv = {self,
@@ -214,6 +221,10 @@ llvm::Error runPlan(const plan::Plan &plan, const std::string &planPath,
       argv.insert(argv.end(), {"--metrics-out", options.metricsOut});
     if (!options.variablesDir.empty())
       argv.insert(argv.end(), {"--variables-out", options.variablesDir});
+    if (!options.saveDir.empty())
+      argv.insert(argv.end(), {"--save", partialSave});
+    if (!options.restoreDir.empty())
+      argv.insert(argv.end(), {"--restore", options.restoreDir});
     if (options.quiet)
       argv.push_back("--quiet");
     if (!options.evaluate)
@@ -273,10 +284,25 @@ llvm::Error runPlan(const plan::Plan &plan, const std::string &planPath,
     (*coordinator)->abort(failure);
     stopAll(std::chrono::seconds(3));
     (*coordinator)->shutdown();
+    if (!partialSave.empty())
+      llvm::sys::fs::remove_directories(partialSave);
     return ir::makeError("the job failed: " + failure);
   }
   stopAll(std::chrono::seconds(15));
   (*coordinator)->shutdown();
+  if (!partialSave.empty()) {
+    std::string old = options.saveDir + ".old-" + std::to_string(getpid());
+    bool hadOld = llvm::sys::fs::exists(options.saveDir);
+    if (hadOld)
+      if (auto ec = llvm::sys::fs::rename(options.saveDir, old))
+        return ir::makeError("cannot move the old checkpoint " + options.saveDir + " aside: " +
+                             ec.message() + " (the new one is in " + partialSave + ")");
+    if (auto ec = llvm::sys::fs::rename(partialSave, options.saveDir))
+      return ir::makeError("cannot move the checkpoint into " + options.saveDir + ": " +
+                           ec.message() + " (it is in " + partialSave + ")");
+    if (hadOld)
+      llvm::sys::fs::remove_directories(old);
+  }
   return llvm::Error::success();
 }
 

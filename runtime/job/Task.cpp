@@ -134,6 +134,10 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
   if (first)
     train.metricsOut = options.metricsOut;
   train.worker = &role;
+  if (!options.saveDir.empty() && first)
+    train.saveDir = options.saveDir + "/worker";
+  if (!options.restoreDir.empty())
+    train.restoreDir = options.restoreDir + "/worker";
   // The store outlives training when the variables are to be written.
   auto result = train::train(**module, train);
   if (!result)
@@ -148,7 +152,8 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
       return e;
   }
   if (!options.variablesDir.empty() && result->store)
-    if (auto e = writeVariables(options.variablesDir, task.name(), *result->store, result->steps))
+    if (auto e = writeVariables(options.variablesDir, task.name(), *result->store,
+                                result->globalStep))
       return e;
   return llvm::Error::success();
 }
@@ -237,9 +242,26 @@ llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
     gradients->current = nullptr;
     return e;
   };
+  std::string checkpointName = task.name();
+  std::replace(checkpointName.begin(), checkpointName.end(), ':', '-');
+  if (!options.restoreDir.empty()) {
+    auto saved = train::loadCheckpoint(options.restoreDir + "/" + checkpointName);
+    if (!saved)
+      return saved.takeError();
+    for (const auto &[name, value] : saved->variables) {
+      const Tensor *current = store->find(name);
+      if (!current || current->shape() != value.shape() || current->dtype() != value.dtype())
+        return ir::makeError("the checkpoint of " + task.name() + " holds '" + name +
+                             "', which this plan gives it in another shape or not at all");
+      store->set(name, value.clone());
+    }
+  }
   auto server = ps::ParameterServer::start(std::move(serverOptions));
   if (!server)
     return server.takeError();
+  if (!options.restoreDir.empty())
+    if (auto e = (*server)->load(options.restoreDir + "/" + checkpointName + ".shards"))
+      return e;
   if (auto e = client.set(endpointKey(task.name()), (*server)->endpoint()))
     return e;
 
@@ -255,6 +277,12 @@ llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
   if (!options.variablesDir.empty())
     if (auto e = writeVariables(options.variablesDir, task.name(), *store, (*server)->version()))
       return e;
+  if (!options.saveDir.empty()) {
+    if (auto e = writeVariables(options.saveDir, task.name(), *store, (*server)->version()))
+      return e;
+    if (auto e = (*server)->save(options.saveDir + "/" + checkpointName + ".shards"))
+      return e;
+  }
   (*server)->shutdown();
   return llvm::Error::success();
 }

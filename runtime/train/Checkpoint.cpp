@@ -38,8 +38,10 @@ llvm::Error saveCheckpoint(llvm::StringRef dir, const TrainingPosition &position
     return ir::makeError("cannot create checkpoint directory " + dir + ": " + ec.message());
   // Variables in name order, so equal states give equal files.
   std::map<std::string, const Tensor *> sorted;
+  // Variables held elsewhere (a worker's view of PS variables) have no value here.
   for (const auto &entry : variables)
-    sorted[entry.getKey().str()] = &entry.getValue();
+    if (!entry.getValue().empty())
+      sorted[entry.getKey().str()] = &entry.getValue();
 
   nlohmann::json header;
   header["global_step"] = position.globalStep;

@@ -108,6 +108,9 @@ llvm::Expected<Evaluation> evaluate(cpu::Executor &exec, const data::Dataset &te
 
 llvm::Error restoreInto(cpu::VariableStore &store, const Checkpoint &ckpt, const ir::Module &m) {
   for (const auto &var : m.variables()) {
+    const Tensor *held = store.find(var->name());
+    if (held && held->empty()) // on parameter servers: restored there
+      continue;
     auto it = ckpt.variables.find(var->name());
     if (it == ckpt.variables.end())
       return ir::makeError("the checkpoint has no variable '" + var->name() + "'");
