@@ -4,6 +4,7 @@
 #include <string>
 
 #include "plan/PlanFile.h"
+#include "runtime/dist/Coordinator.h"
 #include "runtime/job/Launcher.h"
 #include "runtime/job/Task.h"
 #include "tools/Commands.h"
@@ -60,16 +61,40 @@ int runTaskCommand(const TaskArgs &args) {
   auto options = args.run.toJobOptions();
   if (!options)
     return reportError(options.takeError());
-  std::string task = args.task.empty() ? taskFromRank(*plan) : args.task;
+  bool fromRank = args.task.empty();
+  std::string task = fromRank ? taskFromRank(*plan) : args.task;
   if (task.empty())
     return reportError(ir::makeError("prism task: say which task with --task, or start it under "
                                      "mpirun or srun (rank variables)"));
   std::string coordinator = args.coordinator;
+  const plan::Task *coordinatorTask = nullptr;
+  for (const plan::Task &t : plan->cluster().tasks())
+    if (t.role() == "coordinator")
+      coordinatorTask = &t;
   if (coordinator.empty())
+    coordinator = coordinatorTask->address() + ":" + std::to_string(coordinatorTask->port());
+  // Under mpirun or srun no launcher runs the coordinator: worker:0's process does, at the
+  // plan's address.
+  std::unique_ptr<runtime::dist::Coordinator> served;
+  if (fromRank && task == "worker:0" && args.coordinator.empty()) {
+    runtime::dist::CoordinatorOptions coordinatorOptions;
+    coordinatorOptions.listenAddress = coordinator;
+    const char *tokenEnv = std::getenv("PRISM_JOB_TOKEN");
+    coordinatorOptions.jobToken = tokenEnv && *tokenEnv ? tokenEnv : plan->run().job_token();
     for (const plan::Task &t : plan->cluster().tasks())
-      if (t.role() == "coordinator")
-        coordinator = t.address() + ":" + std::to_string(t.port());
-  return runtime::job::runTask(*plan, task, coordinator, *options);
+      if (t.role() != "coordinator")
+        coordinatorOptions.expectedTasks.push_back(t.name());
+    coordinatorOptions.heartbeatTimeout = options->heartbeatTimeout;
+    auto started = runtime::dist::Coordinator::start(coordinatorOptions);
+    if (!started)
+      return reportError(started.takeError());
+    served = std::move(*started);
+  }
+  int status = runtime::job::runTask(*plan, task, coordinator, *options);
+  // The coordinator stays until every task said it finished (or the job failed).
+  if (served)
+    served->waitUntilAllFinished(std::chrono::seconds(30));
+  return status;
 }
 
 } // namespace
