@@ -70,8 +70,8 @@ int runDistributedTrain(const TrainArgs &args, const ir::Module &model) {
   auto options = run.toJobOptions();
   if (!options)
     return reportError(options.takeError());
+  // The plan stays where the summary says, for `prism dump` and `prism run`.
   llvm::Error e = runtime::job::runPlan(partitioned->plan, std::string(planPath), *options);
-  llvm::sys::fs::remove(planPath);
   if (e)
     return reportError(std::move(e));
   return 0;
