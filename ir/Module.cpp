@@ -79,11 +79,10 @@ void Module::eraseOp(Op *op) {
 
 void Module::eraseVariable(Variable *variable) {
   unregisterName(variable->value.get());
-  variables_.erase(std::remove_if(variables_.begin(), variables_.end(),
-                                  [&](const std::unique_ptr<Variable> &v) {
-                                    return v.get() == variable;
-                                  }),
-                   variables_.end());
+  variables_.erase(
+      std::remove_if(variables_.begin(), variables_.end(),
+                     [&](const std::unique_ptr<Variable> &v) { return v.get() == variable; }),
+      variables_.end());
 }
 
 void Module::eraseInput(Input *input) {

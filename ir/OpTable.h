@@ -32,8 +32,8 @@ enum OpTrait : uint32_t {
   kSideEffect = 1u << 2,    // writes state at step end (assign, apply_*): never removed or merged
   kCommunication = 1u << 3, // moves data between tasks (or a task's devices)
   kOptimizerUpdate = 1u << 4,
-  kRandom = 1u << 5,      // draws random numbers: never merged
-  kGradientOnly = 1u << 6, // exists to express a gradient rule
+  kRandom = 1u << 5,           // draws random numbers: never merged
+  kGradientOnly = 1u << 6,     // exists to express a gradient rule
   kOnParameterServer = 1u << 7 // runs on the PS task that holds its variable operand
 };
 

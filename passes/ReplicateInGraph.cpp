@@ -136,9 +136,9 @@ public:
         attrs.set("tower", Attr::integer(t));
         attrs.set("towers", Attr::integer(towers));
         attrs.set("device", Attr::string(device));
-        Op *slice = module.createOp(ir::getOp("tower_slice"), {input->value.get()},
-                                    std::move(attrs), {module.uniqueName(input->name() + suffix)},
-                                    firstAfter);
+        Op *slice =
+            module.createOp(ir::getOp("tower_slice"), {input->value.get()}, std::move(attrs),
+                            {module.uniqueName(input->name() + suffix)}, firstAfter);
         slice->result()->setType(input->value->maybeType());
         towerValue[t][input->value.get()] = slice->result();
       }
@@ -182,8 +182,7 @@ public:
           parts.push_back(towerValue[t][v]);
         std::string name = v->name();
         module.renameValue(v, module.uniqueName(name + ".original"));
-        Op *combine =
-            module.createOp(ir::getOp("combine_towers"), parts, {}, {name}, firstAfter);
+        Op *combine = module.createOp(ir::getOp("combine_towers"), parts, {}, {name}, firstAfter);
         combine->result()->setType(v->maybeType());
         module.replaceAllUses(v, combine->result());
         ++combined;

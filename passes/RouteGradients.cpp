@@ -1,9 +1,10 @@
 // route-gradients: sends each gradient where its variable lives. All-reduce variables: their
 // dense gradients (sparse ones densified) are reduced over the workers in fusion buckets, filled
 // in the order backward produces the gradients (reverse topological order of the forward), so
-// the first bucket can travel while backward still runs. PS variables: their gradients are pushed (rows only, for sparse ones) as soon as
-// they exist, their update ops read the shards' combined gradients, and the worker reads them
-// from the PS: only the rows a batch gathers, or the whole value when it is read densely.
+// the first bucket can travel while backward still runs. PS variables: their gradients are pushed
+// (rows only, for sparse ones) as soon as they exist, their update ops read the shards' combined
+// gradients, and the worker reads them from the PS: only the rows a batch gathers, or the whole
+// value when it is read densely.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -91,9 +92,9 @@ public:
       ++pushes;
       // The update reads the shards' combined gradient instead of this task's.
       for (Op *user : users.lookup(g->value)) {
-        Op *combined = module.createOp(ir::getOp(sparse ? "ps_gradient_rows" : "ps_gradient"),
-                                       {var}, {}, {module.uniqueName(g->value->name() + ".ps")},
-                                       user);
+        Op *combined =
+            module.createOp(ir::getOp(sparse ? "ps_gradient_rows" : "ps_gradient"), {var}, {},
+                            {module.uniqueName(g->value->name() + ".ps")}, user);
         combined->result()->setType(g->value->maybeType());
         for (unsigned i = 0; i < user->numOperands(); ++i)
           if (user->operand(i) == g->value)
@@ -107,8 +108,7 @@ public:
           continue;
         for (unsigned i = 0; i < user->numOperands(); ++i)
           if (user->operand(i) == var)
-            (user->def().sparseGradient(i) && i == 0 ? rowReads : denseReads)
-                .push_back({user, i});
+            (user->def().sparseGradient(i) && i == 0 ? rowReads : denseReads).push_back({user, i});
       }
       if (!denseReads.empty()) {
         Op *first = denseReads.front().first;
@@ -213,10 +213,9 @@ public:
       auto [mask, maskOp] = reducedOf.lookup(r.touched);
       Op *later = module.indexOf(meanOp) > module.indexOf(maskOp) ? meanOp : maskOp;
       size_t at = module.indexOf(later) + 1;
-      Op *rows = module.createOp(
-          ir::getOp("sparse_from_dense"), {mean, mask}, {},
-          {module.uniqueName(r.variable->name() + ".rows")},
-          at < module.ops().size() ? module.ops()[at].get() : nullptr);
+      Op *rows = module.createOp(ir::getOp("sparse_from_dense"), {mean, mask}, {},
+                                 {module.uniqueName(r.variable->name() + ".rows")},
+                                 at < module.ops().size() ? module.ops()[at].get() : nullptr);
       rows->result()->setType(ir::TensorType(mean->type().dtype, mean->type().dims, true));
       for (const auto &op : module.ops())
         if (op.get() != rows)

@@ -76,9 +76,8 @@ void eraseUnreadVariables(Module &module) {
   for (const auto &variable : module.variables())
     if (!read.count(variable->value.get()))
       unread.push_back(variable.get());
-  llvm::erase_if(module.gradients, [&](const ir::Gradient &g) {
-    return llvm::is_contained(unread, g.variable);
-  });
+  llvm::erase_if(module.gradients,
+                 [&](const ir::Gradient &g) { return llvm::is_contained(unread, g.variable); });
   for (ir::Variable *variable : unread)
     module.eraseVariable(variable);
   std::vector<ir::Input *> unfed;

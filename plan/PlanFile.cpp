@@ -21,8 +21,8 @@ llvm::Expected<Plan> readPlan(llvm::StringRef path) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer)
-    return llvm::createStringError(buffer.getError(), "cannot read plan %s: %s",
-                                   path.str().c_str(), buffer.getError().message().c_str());
+    return llvm::createStringError(buffer.getError(), "cannot read plan %s: %s", path.str().c_str(),
+                                   buffer.getError().message().c_str());
   Plan plan;
   llvm::StringRef bytes = (*buffer)->getBuffer();
   if (!plan.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))

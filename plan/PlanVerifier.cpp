@@ -108,8 +108,8 @@ llvm::Error verifyVariables(const Plan &plan) {
         return fail(field + ".shape: too many elements");
     }
     if (v.bytes() != elements * ir::dtypeBytes(*dtype))
-      return fail(field + ".bytes: " + std::to_string(v.bytes()) + ", but " + v.dtype() +
-                  " with " + std::to_string(elements) + " elements is " +
+      return fail(field + ".bytes: " + std::to_string(v.bytes()) + ", but " + v.dtype() + " with " +
+                  std::to_string(elements) + " elements is " +
                   std::to_string(elements * ir::dtypeBytes(*dtype)) + " bytes");
     if (v.placement() != "allreduce" && v.placement() != "ps" && v.placement() != "replicated")
       return fail(field + ".placement: expected allreduce, ps or replicated, got " +
@@ -146,7 +146,7 @@ llvm::Error verifyVariables(const Plan &plan) {
 
 // What the programs say about one variable, gathered while checking them.
 struct Routing {
-  int pushes = 0;   // ps_push / ps_push_rows in the worker program
+  int pushes = 0; // ps_push / ps_push_rows in the worker program
   bool reduced = false;
   bool hasGradient = false;
 };
@@ -181,16 +181,16 @@ llvm::Error verifyWorkerProgram(const Plan &plan, const Program &program, const 
     if (op->def().has(ir::kCommunication) && op->name().startswith("ps_")) {
       const Variable *v = variables.lookup(op->operand(0)->name());
       if (!v || v->placement() != "ps")
-        return fail(where + ": '" + op->name().str() + "' reads " +
-                    quoted(op->operand(0)->name()) + ", which is not placed on parameter servers");
+        return fail(where + ": '" + op->name().str() + "' reads " + quoted(op->operand(0)->name()) +
+                    ", which is not placed on parameter servers");
     }
   }
   for (const ir::Gradient &g : m.gradients) {
     Routing &r = routing[g.variable->name()];
     r.hasGradient = true;
     const ir::Value *value = g.value;
-    r.reduced = value->kind() == ir::ValueKind::OpResult &&
-                value->definingOp()->name() == "all_reduce";
+    r.reduced =
+        value->kind() == ir::ValueKind::OpResult && value->definingOp()->name() == "all_reduce";
   }
   for (const auto &[group, ops] : reduces) {
     const CollectiveGroup *g = nullptr;
@@ -216,20 +216,19 @@ llvm::Error verifyWorkerProgram(const Plan &plan, const Program &program, const 
         return fail(bfield + ".id: " + std::to_string(bucket.id()) + ", but " + where +
                     " has bucket " + std::to_string(op.attrs.getInt("bucket")) + " there");
       if (static_cast<int>(op.numResults()) != bucket.values_size())
-        return fail(bfield + ".values: " + std::to_string(bucket.values_size()) +
-                    " values, but " + where + "'s all_reduce has " +
-                    std::to_string(op.numResults()));
+        return fail(bfield + ".values: " + std::to_string(bucket.values_size()) + " values, but " +
+                    where + "'s all_reduce has " + std::to_string(op.numResults()));
       int64_t bytes = 0;
       for (unsigned i = 0; i < op.numResults(); ++i) {
         if (op.result(i)->name() != bucket.values(static_cast<int>(i)))
-          return fail(bfield + ".values[" + std::to_string(i) + "]: " +
-                      quoted(bucket.values(static_cast<int>(i))) + ", but " + where +
+          return fail(bfield + ".values[" + std::to_string(i) +
+                      "]: " + quoted(bucket.values(static_cast<int>(i))) + ", but " + where +
                       " reduces " + quoted(op.result(i)->name()) + " there");
         bytes += op.result(i)->type().numElements() * ir::dtypeBytes(op.result(i)->type().dtype);
       }
       if (bytes != bucket.bytes())
-        return fail(bfield + ".bytes: " + std::to_string(bucket.bytes()) + ", but its values hold " +
-                    std::to_string(bytes));
+        return fail(bfield + ".bytes: " + std::to_string(bucket.bytes()) +
+                    ", but its values hold " + std::to_string(bytes));
     }
   }
   for (const CollectiveGroup &g : plan.groups())
@@ -395,8 +394,8 @@ llvm::Error verifyPlan(const Plan &plan) {
         return fail(field + ": its gradient is not all-reduced in the worker program");
     } else if (v.placement() == "ps") {
       if (r.hasGradient && r.pushes != 1)
-        return fail(field + ": the worker program pushes its gradient " +
-                    std::to_string(r.pushes) + " times (expected once)");
+        return fail(field + ": the worker program pushes its gradient " + std::to_string(r.pushes) +
+                    " times (expected once)");
       std::set<std::string> holders;
       for (const Shard &s : v.shards())
         holders.insert(s.task());

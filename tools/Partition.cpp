@@ -116,7 +116,9 @@ void printPlanSummary(const plan::Plan &plan, llvm::StringRef path, llvm::raw_os
   for (const plan::CollectiveGroup &g : plan.groups())
     for (const plan::Bucket &b : g.buckets())
       buckets += b.id() >= 0;
-  auto variables = [](int64_t n) { return std::to_string(n) + (n == 1 ? " variable" : " variables"); };
+  auto variables = [](int64_t n) {
+    return std::to_string(n) + (n == 1 ? " variable" : " variables");
+  };
   os << "  all-reduce: " << variables(reduced) << ", " << formatBytes(reducedBytes) << " in "
      << buckets << (buckets == 1 ? " bucket" : " buckets") << "\n";
   os << "  parameter servers: " << variables(onPs) << ", " << formatBytes(psBytes) << "\n";

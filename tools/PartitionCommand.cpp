@@ -30,9 +30,8 @@ struct PartitionArgs {
 
 // Distinct rows per step, measured: the distinct ids each worker's share of a few global
 // batches holds in the inputs its row pulls read.
-llvm::Expected<std::optional<double>> sampleRowsPerStep(const plan::Plan &plan,
-                                                        const ir::Module &worker,
-                                                        const std::string &dataSpec) {
+llvm::Expected<std::optional<double>>
+sampleRowsPerStep(const plan::Plan &plan, const ir::Module &worker, const std::string &dataSpec) {
   std::set<std::string> idInputs;
   for (const auto &op : worker.ops()) {
     if (op->name() != "ps_pull_rows")

@@ -22,8 +22,9 @@ void RunOptionArgs::addOptions(CLI::App &cmd, bool all) {
     cmd.add_option("--metrics-out", metricsOut, "Write worker:0's JSON lines of metrics here");
     cmd.add_flag("--quiet,-q", quiet, "Print only errors");
     cmd.add_flag("--no-eval", noEval, "Skip test-set evaluation");
-    cmd.add_option("--save", save,
-                   "Save the whole job (worker state, every PS shard) in this directory at the end");
+    cmd.add_option(
+        "--save", save,
+        "Save the whole job (worker state, every PS shard) in this directory at the end");
     cmd.add_option("--restore", restore, "Continue from a checkpoint --save wrote");
   }
   cmd.add_option("--launcher", launcher,

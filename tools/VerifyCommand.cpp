@@ -179,10 +179,9 @@ int runVerify(const VerifyArgs &args) {
   if (!singleLosses)
     return reportError(singleLosses.takeError());
   if (distributedLosses->size() != singleLosses->size())
-    return reportError(ir::makeError("the distributed run logged " +
-                                     std::to_string(distributedLosses->size()) +
-                                     " steps, the single-device run " +
-                                     std::to_string(singleLosses->size())));
+    return reportError(
+        ir::makeError("the distributed run logged " + std::to_string(distributedLosses->size()) +
+                      " steps, the single-device run " + std::to_string(singleLosses->size())));
   double worstLoss = 0;
   size_t worstStep = 0;
   for (size_t i = 0; i < singleLosses->size(); ++i) {
@@ -204,11 +203,10 @@ int runVerify(const VerifyArgs &args) {
       return reportError(
           ir::makeError("the distributed run has no value of '" + entry.getKey().str() + "'"));
     if (it->second.numElements() != entry.getValue().numElements())
-      return reportError(ir::makeError("'" + entry.getKey().str() + "' has " +
-                                       std::to_string(it->second.numElements()) +
-                                       " elements in the distributed run, " +
-                                       std::to_string(entry.getValue().numElements()) +
-                                       " on one device"));
+      return reportError(ir::makeError(
+          "'" + entry.getKey().str() + "' has " + std::to_string(it->second.numElements()) +
+          " elements in the distributed run, " + std::to_string(entry.getValue().numElements()) +
+          " on one device"));
     double d = relativeDifference(it->second, entry.getValue());
     if (d >= worstVariable) {
       worstVariable = d;
@@ -218,9 +216,8 @@ int runVerify(const VerifyArgs &args) {
   bool ok = worstLoss <= args.tolerance && worstVariable <= args.tolerance;
   llvm::outs() << "  losses     largest relative difference " << llvm::format("%.3g", worstLoss)
                << " (step " << worstStep << " of " << singleLosses->size() << ")\n"
-               << "  variables  largest relative difference "
-               << llvm::format("%.3g", worstVariable) << " ('" << worstName << "', "
-               << distributed->size() << " variables)\n"
+               << "  variables  largest relative difference " << llvm::format("%.3g", worstVariable)
+               << " ('" << worstName << "', " << distributed->size() << " variables)\n"
                << (ok ? "  equal to single-device training within " : "  NOT equal: above ")
                << llvm::format("%.1g", args.tolerance) << "\n";
   llvm::outs().flush();
@@ -235,8 +232,8 @@ int runVerify(const VerifyArgs &args) {
 
 void registerVerifyCommand(CLI::App &app) {
   auto args = std::make_shared<VerifyArgs>();
-  auto *cmd = app.add_subcommand(
-      "verify", "Check that the distributed plan trains exactly like one device");
+  auto *cmd = app.add_subcommand("verify",
+                                 "Check that the distributed plan trains exactly like one device");
   cmd->add_option("model", args->model, "Model file (.prism)")->required();
   args->compile.addOptions(*cmd);
   cmd->add_option("--data", args->data, "Data set (as for prism train)")->capture_default_str();

@@ -19,7 +19,8 @@ int main(int argc, char **argv) {
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 7;
   const char *models[] = {"mlp", "cnn", "embedding_classifier", "lstm_lm", "resnet"};
   const int workerCounts[] = {1, 2, 4, 8, 16, 32, 64};
-  std::printf("| model | ops (training step) | strategy | 1 | 2 | 4 | 8 | 16 | 32 | 64 workers |\n");
+  std::printf(
+      "| model | ops (training step) | strategy | 1 | 2 | 4 | 8 | 16 | 32 | 64 workers |\n");
   std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (const char *name : models) {
     auto model = frontends::parseModuleFile(root + "/models/" + name + ".prism");
@@ -31,8 +32,8 @@ int main(int argc, char **argv) {
       std::string row;
       size_t ops = 0;
       for (int workers : workerCounts) {
-        std::string spec = "local:" + std::to_string(workers) + ",ps=" +
-                           std::to_string(std::max(1, workers / 4));
+        std::string spec =
+            "local:" + std::to_string(workers) + ",ps=" + std::to_string(std::max(1, workers / 4));
         auto cluster = cluster::loadCluster(spec, cluster::Replication::BetweenGraph);
         if (!cluster) {
           std::fprintf(stderr, "%s\n", llvm::toString(cluster.takeError()).c_str());
@@ -45,9 +46,9 @@ int main(int argc, char **argv) {
         for (int r = 0; r < repeats; ++r) {
           auto start = std::chrono::steady_clock::now();
           auto result = plan::partition(**model, *cluster, options);
-          double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                                start)
-                          .count();
+          double ms =
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                  .count();
           if (!result) {
             std::fprintf(stderr, "%s on %s: %s\n", name, spec.c_str(),
                          llvm::toString(result.takeError()).c_str());

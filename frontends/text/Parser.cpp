@@ -490,8 +490,8 @@ llvm::Expected<ir::Op *> Parser::parseExpr(unsigned depth, const ResultNames *re
   unsigned numResults = def->resultCount(static_cast<unsigned>(operands.size()));
   if (results) {
     if (results->size() != numResults)
-      return errorAt(opLoc, "'" + def->name + "' gives " + plural(numResults, "result") +
-                                ", but " + plural(results->size(), "name") + " " +
+      return errorAt(opLoc, "'" + def->name + "' gives " + plural(numResults, "result") + ", but " +
+                                plural(results->size(), "name") + " " +
                                 (results->size() > 1 ? "are" : "is") + " given");
     for (const auto &result : *results)
       names.push_back(result.first);

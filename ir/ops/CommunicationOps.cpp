@@ -139,8 +139,7 @@ void registerCommunicationOps(std::vector<OpDef> &t) {
   t.push_back(makeOp("ps_gradient_rows",
                      "on a PS task: the pushed sparse gradients of this shard of var, each "
                      "scaled by its batch weight, rows numbered within the shard",
-                     {"var"}, gradientRowsShape, nullptr, {},
-                     kCommunication | kOnParameterServer));
+                     {"var"}, gradientRowsShape, nullptr, {}, kCommunication | kOnParameterServer));
 
   OpDef combine = makeOp("combine_towers",
                          "inside a task: the batch-weighted mean of the towers' values (sparse "

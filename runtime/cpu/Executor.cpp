@@ -375,8 +375,8 @@ llvm::Error Executor::step(const Feeds &feeds) {
     if (communication && syncBefore_[i])
       if (auto err = communication->synchronize())
         return ir::makeError(module_.sourceFile(), order_[i]->loc,
-                             "before '" + order_[i]->name() + "': " +
-                                 llvm::toString(std::move(err)));
+                             "before '" + order_[i]->name() +
+                                 "': " + llvm::toString(std::move(err)));
     if (auto err = p.kernels[i]->run(p.inputs[i], p.outputs[i])) {
       if (communication)
         llvm::consumeError(communication->synchronize());

@@ -67,8 +67,8 @@ void registerDenseKernels(KernelRegistry &registry); // matmul, conv, pools (one
 void registerShapeKernels(
     KernelRegistry &registry);                      // reshape, transpose, concat, slice, reductions
 void registerLossKernels(KernelRegistry &registry); // softmax, log_softmax, cross-entropy
-void registerSparseKernels(KernelRegistry &registry);    // gather, gather_grad, sparse_*
-void registerOptimizerKernels(KernelRegistry &registry); // apply_*, assign, clipping
+void registerSparseKernels(KernelRegistry &registry);        // gather, gather_grad, sparse_*
+void registerOptimizerKernels(KernelRegistry &registry);     // apply_*, assign, clipping
 void registerCommunicationKernels(KernelRegistry &registry); // all_reduce, ps_*, towers
 void registerFusedKernels(
     KernelRegistry &registry); // fused_matmul, fused_conv2d, fused_elementwise

@@ -9,13 +9,13 @@
 namespace prism::runtime::job {
 
 struct JobOptions {
-  std::string data;              // a data spec (docs/data.md)
-  std::optional<int64_t> steps;  // default: the plan's steps, else one epoch
+  std::string data;             // a data spec (docs/data.md)
+  std::optional<int64_t> steps; // default: the plan's steps, else one epoch
   std::optional<int64_t> epochs;
-  int threads = 1;               // per task
-  std::string metricsOut;        // JSON lines from worker:0; empty: none
+  int threads = 1;        // per task
+  std::string metricsOut; // JSON lines from worker:0; empty: none
   bool quiet = false;
-  bool evaluate = true;          // test-set evaluation on worker:0 at epoch ends
+  bool evaluate = true; // test-set evaluation on worker:0 at epoch ends
   // A command prefix each task's command line is appended to, with {host} and {address}
   // replaced (`ip netns exec prism-{host}`, `ssh {address}`); empty: local processes.
   std::string launcher;

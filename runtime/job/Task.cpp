@@ -152,8 +152,8 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
       return e;
   }
   if (!options.variablesDir.empty() && result->store)
-    if (auto e = writeVariables(options.variablesDir, task.name(), *result->store,
-                                result->globalStep))
+    if (auto e =
+            writeVariables(options.variablesDir, task.name(), *result->store, result->globalStep))
       return e;
   return llvm::Error::success();
 }
@@ -312,9 +312,9 @@ int runTask(const plan::Plan &plan, llvm::StringRef taskName, const std::string 
   if (auto e = client.registerTask())
     return fail(std::move(e));
   std::string name = task->name();
-  if (auto e = client.startHeartbeats(std::chrono::milliseconds(500),
-                                      [name](std::string reason) { exitOnAbort(name, reason); },
-                                      options.heartbeatTimeout))
+  if (auto e = client.startHeartbeats(
+          std::chrono::milliseconds(500), [name](std::string reason) { exitOnAbort(name, reason); },
+          options.heartbeatTimeout))
     return fail(std::move(e));
   llvm::Error e = task->role() == "worker" ? runWorker(plan, *task, client, options)
                                            : runParameterServer(plan, *task, client, options);

@@ -146,15 +146,14 @@ llvm::Expected<Tensor> WorkerCommunication::pull(llvm::StringRef variable) {
 }
 
 llvm::Expected<Tensor> WorkerCommunication::pullRows(llvm::StringRef variable,
-                                                      const Tensor &indices) {
+                                                     const Tensor &indices) {
   if (!ps_)
     return ir::makeError("rows of '" + variable.str() +
                          "' are pulled, but the job has no PS variables");
   return ps_->pullRows(variable, indices, step_);
 }
 
-llvm::Error WorkerCommunication::push(llvm::StringRef variable,
-                                      const cpu::RuntimeValue &gradient) {
+llvm::Error WorkerCommunication::push(llvm::StringRef variable, const cpu::RuntimeValue &gradient) {
   if (!gradient.sparse) {
     pending_.push_back(ps::Gradient::ofDense(variable.str(), gradient.dense));
     return llvm::Error::success();

@@ -53,7 +53,7 @@ struct TrainResult {
   double samplesPerSec = 0; // over this call
   std::optional<double> testAccuracy;
   std::optional<double> testLoss;
-  size_t peakArenaBytes = 0; // the training step's activation and gradient memory
+  size_t peakArenaBytes = 0;                 // the training step's activation and gradient memory
   std::shared_ptr<cpu::VariableStore> store; // the variables after training
 };
 

@@ -19,16 +19,15 @@ namespace prism::plan {
 namespace {
 
 std::unique_ptr<ir::Module> loadModel(const std::string &name) {
-  auto module = frontends::parseModuleFile(std::string(PRISM_SOURCE_DIR) + "/models/" + name +
-                                           ".prism");
+  auto module =
+      frontends::parseModuleFile(std::string(PRISM_SOURCE_DIR) + "/models/" + name + ".prism");
   EXPECT_TRUE(static_cast<bool>(module)) << llvm::toString(module.takeError());
   return std::move(*module);
 }
 
-llvm::Expected<PartitionResult> partitionFor(const ir::Module &model, const std::string &cluster,
-                                             PartitionOptions options = {},
-                                             cluster::Replication replication =
-                                                 cluster::Replication::BetweenGraph) {
+llvm::Expected<PartitionResult>
+partitionFor(const ir::Module &model, const std::string &cluster, PartitionOptions options = {},
+             cluster::Replication replication = cluster::Replication::BetweenGraph) {
   auto c = cluster::loadCluster(cluster, replication);
   if (!c)
     return c.takeError();
@@ -59,17 +58,18 @@ TEST(Partition, EveryModelClusterSizeStrategyAndReplicationVerifies) {
     ASSERT_TRUE(model);
     for (int workers : {1, 2, 3, 8, 64})
       for (const char *strategy : {"hybrid", "allreduce", "ps"})
-        for (auto replication : {cluster::Replication::BetweenGraph, cluster::Replication::InGraph}) {
-          std::string cluster = "local:" + std::to_string(workers) + ",ps=" +
-                                std::to_string(std::min(workers, 3)) + ",devices=2";
+        for (auto replication :
+             {cluster::Replication::BetweenGraph, cluster::Replication::InGraph}) {
+          std::string cluster = "local:" + std::to_string(workers) +
+                                ",ps=" + std::to_string(std::min(workers, 3)) + ",devices=2";
           PartitionOptions options;
           options.strategy = strategy;
           options.globalBatch = 256;
           auto result = partitionFor(*model, cluster, options, replication);
           std::string what = std::string(modelName) + " on " + cluster + " " + strategy + " " +
                              cluster::replicationName(replication).str();
-          ASSERT_TRUE(static_cast<bool>(result)) << what << ": "
-                                                 << llvm::toString(result.takeError());
+          ASSERT_TRUE(static_cast<bool>(result))
+              << what << ": " << llvm::toString(result.takeError());
           // The partitioner verified it; the verifier must still agree with a fresh look.
           EXPECT_EQ(errorOf(verifyPlan(result->plan)), "") << what;
           int towers = replication == cluster::Replication::InGraph ? 2 : 1;

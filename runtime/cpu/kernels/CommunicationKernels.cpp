@@ -47,7 +47,8 @@ public:
 class PullKernel : public RemoteKernel {
 public:
   using RemoteKernel::RemoteKernel;
-  llvm::Error run(llvm::ArrayRef<const RuntimeValue *>, llvm::ArrayRef<RuntimeValue *> outputs) override {
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *>,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
     auto value = communication_->pull(variable());
     if (!value)
       return value.takeError();
@@ -211,9 +212,10 @@ void registerCommunicationKernels(KernelRegistry &registry) {
   registry.add("ps_push_rows", makeRemote<PushKernel>);
   registry.add("ps_gradient", makeRemote<GradientKernel>);
   registry.add("ps_gradient_rows", makeRemote<GradientKernel>);
-  registry.add("tower_slice", [](const KernelSpec &spec) -> llvm::Expected<std::unique_ptr<Kernel>> {
-    return std::make_unique<TowerSliceKernel>(spec);
-  });
+  registry.add("tower_slice",
+               [](const KernelSpec &spec) -> llvm::Expected<std::unique_ptr<Kernel>> {
+                 return std::make_unique<TowerSliceKernel>(spec);
+               });
   registry.add("combine_towers",
                [](const KernelSpec &spec) -> llvm::Expected<std::unique_ptr<Kernel>> {
                  return std::make_unique<CombineTowersKernel>(spec);
