@@ -10,6 +10,17 @@
 namespace prism::ir {
 namespace {
 
+// `a = 1, b = [2, 3]`: attributes as the text format lists them.
+std::string attrList(const AttrMap &attrs) {
+  std::string s;
+  for (const auto &[name, value] : attrs) {
+    if (!s.empty())
+      s += ", ";
+    s += name + " = " + value.str();
+  }
+  return s;
+}
+
 class ModulePrinter {
 public:
   explicit ModulePrinter(llvm::raw_ostream &os) : os_(os) {}
@@ -41,8 +52,7 @@ public:
     if (m.loss) {
       begin(m.loss->trivia);
       if (m.optimizer)
-        os_ << "minimize " << ref(m.loss->value) << " with " << m.optimizer->kind << "("
-            << attrList(m.optimizer->params) << ")";
+        os_ << "minimize " << ref(m.loss->value) << " with " << printOptimizer(*m.optimizer);
       else
         os_ << "loss " << ref(m.loss->value);
       endLine(m.loss->trivia);
@@ -119,20 +129,14 @@ private:
   static std::string typeOf(const Value &v) { return v.hasType() ? v.type().str() : "<untyped>"; }
   static std::string ref(const Value *v) { return v ? v->ref() : "<null>"; }
 
-  static std::string attrList(const AttrMap &attrs) {
-    std::string s;
-    for (const auto &[name, value] : attrs) {
-      if (!s.empty())
-        s += ", ";
-      s += name + " = " + value.str();
-    }
-    return s;
-  }
-
   llvm::raw_ostream &os_;
 };
 
 } // namespace
+
+std::string printOptimizer(const Optimizer &optimizer) {
+  return optimizer.kind + "(" + attrList(optimizer.params) + ")";
+}
 
 void printModule(const Module &module, llvm::raw_ostream &os) {
   ModulePrinter(os).print(module);

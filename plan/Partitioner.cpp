@@ -400,15 +400,8 @@ llvm::Expected<PartitionResult> partition(const ir::Module &model, const cluster
   run->set_global_batch(options.globalBatch);
   run->set_steps(options.steps);
   run->set_seed(options.seed);
-  if (model.optimizer) {
-    std::string text = model.optimizer->kind + "(";
-    bool first = true;
-    for (const auto &[key, value] : model.optimizer->params) {
-      text += (first ? "" : ", ") + key + " = " + value.str();
-      first = false;
-    }
-    run->set_optimizer(text + ")");
-  }
+  if (model.optimizer)
+    run->set_optimizer(ir::printOptimizer(*model.optimizer));
   run->set_data_sharding("contiguous");
   run->set_towers_per_worker(towers);
   run->set_job_token(options.jobToken.empty() ? makeJobToken() : options.jobToken);

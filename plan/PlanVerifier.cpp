@@ -11,6 +11,7 @@
 #include "ir/OpTable.h"
 #include "ir/Verifier.h"
 #include "plan/PlanFile.h"
+#include "plan/PlanTasks.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/Twine.h"
 
@@ -80,13 +81,6 @@ llvm::Error verifyCluster(const Plan &plan) {
     return fail("run.global_batch: " + std::to_string(plan.run().global_batch()) +
                 " is smaller than the " + std::to_string(towers) + " towers in all");
   return llvm::Error::success();
-}
-
-const Task *findTask(const Plan &plan, llvm::StringRef name) {
-  for (const Task &t : plan.cluster().tasks())
-    if (t.name() == name)
-      return &t;
-  return nullptr;
 }
 
 llvm::Error verifyVariables(const Plan &plan) {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "plan/PlanFile.h"
+#include "plan/PlanTasks.h"
 #include "runtime/dist/Coordinator.h"
 #include "runtime/job/Launcher.h"
 #include "runtime/job/Task.h"
@@ -79,8 +80,7 @@ int runTaskCommand(const TaskArgs &args) {
   if (fromRank && task == "worker:0" && args.coordinator.empty()) {
     runtime::dist::CoordinatorOptions coordinatorOptions;
     coordinatorOptions.listenAddress = coordinator;
-    const char *tokenEnv = std::getenv("PRISM_JOB_TOKEN");
-    coordinatorOptions.jobToken = tokenEnv && *tokenEnv ? tokenEnv : plan->run().job_token();
+    coordinatorOptions.jobToken = plan::jobToken(*plan);
     for (const plan::Task &t : plan->cluster().tasks())
       if (t.role() != "coordinator")
         coordinatorOptions.expectedTasks.push_back(t.name());

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "cluster/ClusterParser.h"
+#include "ir/Printer.h"
 #include "passes/PassManager.h"
 #include "plan/PlanFile.h"
 #include "runtime/job/Launcher.h"
@@ -91,16 +92,7 @@ int runTrain(const TrainArgs &args) {
                                        "use prism partition and prism run"));
     return runDistributedTrain(args, **module);
   }
-  std::string optimizer;
-  if ((*module)->optimizer) {
-    optimizer = (*module)->optimizer->kind + "(";
-    bool first = true;
-    for (const auto &[k, v] : (*module)->optimizer->params) {
-      optimizer += (first ? "" : ", ") + k + " = " + v.str();
-      first = false;
-    }
-    optimizer += ")";
-  }
+  std::string optimizer = (*module)->optimizer ? ir::printOptimizer(*(*module)->optimizer) : "";
   auto pm = passes::PassManager::fromPipeline(kTrainingPipeline);
   if (!pm)
     return reportError(pm.takeError());

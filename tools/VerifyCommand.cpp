@@ -9,6 +9,7 @@
 #include "nlohmann/json.hpp"
 #include "passes/PassManager.h"
 #include "plan/PlanFile.h"
+#include "plan/PlanTasks.h"
 #include "runtime/job/Launcher.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Trainer.h"
@@ -60,9 +61,8 @@ double relativeDifference(const runtime::Tensor &a, const runtime::Tensor &b) {
   return diff / std::max(scale, 1e-30);
 }
 
-std::string taskDir(const std::string &root, std::string task) {
-  std::replace(task.begin(), task.end(), ':', '-');
-  return root + "/" + task;
+std::string taskDir(const std::string &root, const std::string &task) {
+  return root + "/" + plan::taskFileName(task);
 }
 
 // The distributed run's value of every variable: worker:0's replicas, and PS shards put back

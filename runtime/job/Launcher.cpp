@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "ir/Diagnostic.h"
+#include "plan/PlanTasks.h"
 #include "runtime/dist/Coordinator.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -66,13 +67,6 @@ std::string selfExecutable() {
   char path[4096];
   ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
   return n > 0 ? std::string(path, static_cast<size_t>(n)) : std::string("prism");
-}
-
-bool loopback(const plan::Plan &plan) {
-  for (const plan::Task &t : plan.cluster().tasks())
-    if (!llvm::StringRef(t.address()).startswith("127."))
-      return false;
-  return true;
 }
 
 std::string describeStatus(int status) {
@@ -131,8 +125,7 @@ llvm::Error runPlan(const plan::Plan &plan, const std::string &planPath,
                     const JobOptions &options) {
   llvm::SmallString<256> absolutePlan(planPath);
   llvm::sys::fs::make_absolute(absolutePlan);
-  const char *tokenEnv = std::getenv("PRISM_JOB_TOKEN");
-  std::string token = tokenEnv && *tokenEnv ? tokenEnv : plan.run().job_token();
+  std::string token = plan::jobToken(plan);
 
   // On loopback every task takes a free port (several jobs may share the machine); across hosts
   // the plan's ports are used.
@@ -147,7 +140,7 @@ llvm::Error runPlan(const plan::Plan &plan, const std::string &planPath,
   dist::CoordinatorOptions coordinatorOptions;
   coordinatorOptions.listenAddress =
       coordinatorTask->address() + ":" +
-      (loopback(plan) ? "0" : std::to_string(coordinatorTask->port()));
+      (plan::onLoopback(plan) ? "0" : std::to_string(coordinatorTask->port()));
   coordinatorOptions.jobToken = token;
   for (const plan::Task *t : tasks)
     coordinatorOptions.expectedTasks.push_back(t->name());

@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "ir/Diagnostic.h"
+#include "passes/Collectives.h"
+#include "plan/PlanTasks.h"
 #include "plan/PlanVerifier.h"
 #include "runtime/dist/CoordinatorClient.h"
 #include "runtime/job/WorkerCommunication.h"
@@ -26,25 +28,8 @@ std::string endpointKey(llvm::StringRef task) {
   return "endpoint/" + task.str();
 }
 
-const plan::Task *findTask(const plan::Plan &plan, llvm::StringRef name) {
-  for (const plan::Task &t : plan.cluster().tasks())
-    if (t.name() == name)
-      return &t;
-  return nullptr;
-}
-
 int numWorkers(const plan::Plan &plan) {
-  int n = 0;
-  for (const plan::Task &t : plan.cluster().tasks())
-    n += t.role() == "worker";
-  return n;
-}
-
-bool loopback(const plan::Plan &plan) {
-  for (const plan::Task &t : plan.cluster().tasks())
-    if (llvm::StringRef(t.address()).startswith("127.") == false)
-      return false;
-  return true;
+  return plan::countTasks(plan, "worker");
 }
 
 // The coordinator's verdict ends the task at once: the job is over for everyone.
@@ -54,18 +39,14 @@ void exitOnAbort(const std::string &task, const std::string &reason) {
   std::_Exit(1);
 }
 
+// The task's variables (those it holds: checkpoints leave out the PS-held ones a worker only
+// names) in DIR/<task>.
 llvm::Error writeVariables(const std::string &dir, const std::string &task,
                            const cpu::VariableStore &store, int64_t steps) {
-  llvm::StringMap<Tensor> held;
-  for (const auto &entry : store.all())
-    if (!entry.getValue().empty())
-      held[entry.getKey()] = entry.getValue();
   train::TrainingPosition position;
   position.globalStep = steps;
   position.model = task;
-  std::string name = task;
-  std::replace(name.begin(), name.end(), ':', '-');
-  return train::saveCheckpoint(dir + "/" + name, position, held);
+  return train::saveCheckpoint(dir + "/" + plan::taskFileName(task), position, store.all());
 }
 
 llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
@@ -74,8 +55,8 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
   auto module = plan::parseProgram(*program);
   if (!module)
     return module.takeError();
-  auto collective = dist::Collective::create(client, "workers", task.index(), numWorkers(plan),
-                                             task.address(), options.rpcTimeout);
+  auto collective = dist::Collective::create(client, passes::kWorkerGroup, task.index(),
+                                             numWorkers(plan), task.address(), options.rpcTimeout);
   if (!collective)
     return collective.takeError();
 
@@ -230,7 +211,7 @@ llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
     return executor.takeError();
 
   std::string host = task.address();
-  serverOptions.address = host + ":" + (loopback(plan) ? "0" : std::to_string(task.port()));
+  serverOptions.address = host + ":" + (plan::onLoopback(plan) ? "0" : std::to_string(task.port()));
   serverOptions.jobToken = options.jobToken;
   serverOptions.variables = store;
   serverOptions.contributors = numWorkers(plan);
@@ -242,8 +223,7 @@ llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
     gradients->current = nullptr;
     return e;
   };
-  std::string checkpointName = task.name();
-  std::replace(checkpointName.begin(), checkpointName.end(), ':', '-');
+  std::string checkpointName = plan::taskFileName(task.name());
   if (!options.restoreDir.empty()) {
     auto saved = train::loadCheckpoint(options.restoreDir + "/" + checkpointName);
     if (!saved)
@@ -292,11 +272,9 @@ llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
 int runTask(const plan::Plan &plan, llvm::StringRef taskName, const std::string &coordinator,
             const JobOptions &jobOptions) {
   JobOptions options = jobOptions;
-  if (options.jobToken.empty()) {
-    const char *tokenEnv = std::getenv("PRISM_JOB_TOKEN");
-    options.jobToken = tokenEnv && *tokenEnv ? tokenEnv : plan.run().job_token();
-  }
-  const plan::Task *task = findTask(plan, taskName);
+  if (options.jobToken.empty())
+    options.jobToken = plan::jobToken(plan);
+  const plan::Task *task = plan::findTask(plan, taskName);
   auto fail = [&](llvm::Error e) {
     std::string message = llvm::toString(std::move(e));
     std::fprintf(stderr, "%s: %s\n", taskName.str().c_str(), message.c_str());

@@ -1,0 +1,41 @@
+// Questions about a plan's tasks (see PlanTasks.h).
+#include "plan/PlanTasks.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace prism::plan {
+
+const Task *findTask(const Plan &plan, llvm::StringRef name) {
+  for (const Task &t : plan.cluster().tasks())
+    if (t.name() == name)
+      return &t;
+  return nullptr;
+}
+
+int countTasks(const Plan &plan, llvm::StringRef role) {
+  int n = 0;
+  for (const Task &t : plan.cluster().tasks())
+    n += t.role() == role;
+  return n;
+}
+
+bool onLoopback(const Plan &plan) {
+  for (const Task &t : plan.cluster().tasks())
+    if (!llvm::StringRef(t.address()).startswith("127."))
+      return false;
+  return true;
+}
+
+std::string jobToken(const Plan &plan) {
+  const char *fromEnvironment = std::getenv("PRISM_JOB_TOKEN");
+  return fromEnvironment && *fromEnvironment ? fromEnvironment : plan.run().job_token();
+}
+
+std::string taskFileName(llvm::StringRef task) {
+  std::string name = task.str();
+  std::replace(name.begin(), name.end(), ':', '-');
+  return name;
+}
+
+} // namespace prism::plan
