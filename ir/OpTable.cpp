@@ -1,5 +1,6 @@
 // The op table: registration, lookup, signature checks, type inference, costs.
 #include "ir/OpTable.h"
+#include "ir/Device.h"
 
 #include <cassert>
 #include <memory>
@@ -99,6 +100,8 @@ llvm::Error checkSignature(const OpDef &def, unsigned numOperands, const AttrMap
     if (name == kDeviceAttr) {
       if (value.kind() != AttrKind::String)
         return makeError("attribute 'device' must be a string like \"cpu:1\", got " + value.str());
+      if (auto parsed = DeviceId::parse(value.getString()); !parsed)
+        return withContext(parsed.takeError(), "attribute 'device'");
       continue;
     }
     const AttrSpec *spec = def.attrSpec(name);
@@ -155,8 +158,9 @@ Value *GradientContext::emit(llvm::StringRef opName, llvm::ArrayRef<Value *> ope
   if (!types) {
     llvm::Error err = types.takeError();
     if (!error_)
-      error_ = makeError("gradient of '" + op_.name() + "' (" + op_.result(0)->ref() +
-                         "): emitted '" + opName + "': " + llvm::toString(std::move(err)));
+      error_ = withContext(std::move(err), "gradient of '" + op_.name() + "' (" +
+                                               op_.result(0)->ref() + "): emitted '" + opName +
+                                               "'");
     else
       llvm::consumeError(std::move(err));
     return created->numResults() ? created->result(0) : nullptr;

@@ -1,5 +1,6 @@
 // The module verifier.
 #include "ir/Verifier.h"
+#include "ir/VariablePlacement.h"
 
 #include "ir/Initializer.h"
 #include "ir/OpTable.h"
@@ -27,7 +28,9 @@ public:
                                    "' cannot have the batch dimension B: " + var->type().str());
       if (auto e = checkInitializer(var->init))
         return error(var->loc, "variable '" + var->name() +
-                                   "': " + stripPrefix(llvm::toString(std::move(e))));
+                                   "': " + messageOf(std::move(e)));
+      if (auto e = checkPlacementAttrs(*var))
+        return error(var->loc, messageOf(std::move(e)));
     }
     for (const auto &in : m_.inputs())
       if (auto e = checkShape(in->value.get(), in->loc))
@@ -90,7 +93,7 @@ private:
         return error(op.loc, "variable " + v->ref() + " is written twice in one step");
     }
     if (auto e = checkSignature(op.def(), op.numOperands(), op.attrs))
-      return error(op.loc, where + ": " + stripPrefix(llvm::toString(std::move(e))));
+      return error(op.loc, where + ": " + messageOf(std::move(e)));
     if (unsigned expected = op.def().resultCount(op.numOperands()); op.numResults() != expected)
       return error(op.loc, where + ": has " + llvm::Twine(op.numResults()) + " results, expected " +
                                llvm::Twine(expected));
@@ -100,7 +103,7 @@ private:
     if (operandsTyped) {
       auto types = inferResultTypes(op);
       if (!types)
-        return error(op.loc, where + ": " + stripPrefix(llvm::toString(types.takeError())));
+        return error(op.loc, where + ": " + messageOf(types.takeError()));
       for (unsigned i = 0; i < op.numResults(); ++i) {
         const Value *r = op.result(i);
         if (r->hasType() && r->type() != (*types)[i])
@@ -115,10 +118,6 @@ private:
         return e;
     }
     return llvm::Error::success();
-  }
-
-  static std::string stripPrefix(std::string s) {
-    return llvm::StringRef(s).startswith("error: ") ? s.substr(7) : s;
   }
 
   llvm::Error verifyOptimizer() {

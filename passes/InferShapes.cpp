@@ -7,15 +7,6 @@
 namespace prism::passes {
 namespace {
 
-// The message of an error from a shape rule, without the `error: ` a LocatedError would print.
-std::string messageOf(llvm::Error err) {
-  std::string text;
-  llvm::handleAllErrors(
-      std::move(err), [&](const ir::LocatedError &e) { text = e.text(); },
-      [&](const llvm::ErrorInfoBase &e) { text = e.message(); });
-  return text;
-}
-
 class InferShapes : public Pass {
 public:
   llvm::StringRef name() const override { return "infer-shapes"; }
@@ -31,7 +22,7 @@ public:
       auto types = ir::inferResultTypes(*op);
       if (!types)
         return ir::makeError(module.sourceFile(), op->loc,
-                             where + ": " + messageOf(types.takeError()));
+                             where + ": " + ir::messageOf(types.takeError()));
       for (unsigned i = 0; i < op->numResults(); ++i) {
         ir::Value *result = op->result(i);
         const ir::TensorType &inferred = (*types)[i];

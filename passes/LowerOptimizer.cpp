@@ -36,15 +36,6 @@ const OptimizerLowering *findLowering(llvm::StringRef kind) {
   return nullptr;
 }
 
-// The message of an error, without the `error: ` a LocatedError prints before it.
-std::string messageOf(llvm::Error err) {
-  std::string text;
-  llvm::handleAllErrors(
-      std::move(err), [&](const ir::LocatedError &e) { text = e.text(); },
-      [&](const llvm::ErrorInfoBase &e) { text = e.message(); });
-  return text;
-}
-
 constexpr llvm::StringLiteral kClipNorm = "clip_norm";
 
 class LowerOptimizer : public Pass {
@@ -87,7 +78,7 @@ public:
     // Every parameter spelled out, so an update op says exactly what it does.
     applyAttrs = ir::withDefaults(applyDef, applyAttrs);
     if (auto err = ir::checkSignature(applyDef, applyDef.minOperands(), applyAttrs))
-      return error(module, "optimizer '" + opt.kind + "': " + messageOf(std::move(err)));
+      return error(module, "optimizer '" + opt.kind + "': " + ir::messageOf(std::move(err)));
 
     std::vector<ir::Gradient> updates;
     for (const ir::Gradient &g : module.gradients) {
@@ -186,7 +177,7 @@ private:
     op->loc = loc_;
     auto types = ir::inferResultTypes(*op);
     if (!types)
-      return error(module, "'" + opName + "': " + messageOf(types.takeError()));
+      return error(module, "'" + opName + "': " + ir::messageOf(types.takeError()));
     for (unsigned i = 0; i < op->numResults(); ++i)
       op->result(i)->setType((*types)[i]);
     return op->numResults() ? op->result(0) : nullptr;

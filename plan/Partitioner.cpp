@@ -411,8 +411,8 @@ llvm::Expected<PartitionResult> partition(const ir::Module &model, const cluster
     psModules.push_back(ps.get());
   estimatePlan(plan, **worker, psModules, options.rowsPerStep);
   if (auto e = verifyPlan(plan))
-    return ir::makeError("internal error: the emitted plan does not verify: " +
-                         llvm::toString(std::move(e)));
+    return ir::withNote(ir::withContext(std::move(e), "the emitted plan does not verify"),
+                        "this is a bug in Prism's partitioner");
   return std::move(result);
 }
 

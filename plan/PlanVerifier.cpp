@@ -363,7 +363,7 @@ llvm::Error verifyPlan(const Plan &plan) {
         return fail("program " + quoted(p.name()) + " mixes worker and PS tasks");
     auto module = parseProgram(p);
     if (!module)
-      return fail("program " + quoted(p.name()) + ": " + llvm::toString(module.takeError()));
+      return fail("program " + quoted(p.name()) + ": " + ir::messageOf(module.takeError()));
     if (first->role() == "worker") {
       llvm::StringMap<Routing> programRouting;
       if (auto e = verifyWorkerProgram(plan, p, **module, programRouting))

@@ -38,14 +38,6 @@ std::string commentText(const Token &comment) {
   return text.str();
 }
 
-std::string messageOf(llvm::Error err) {
-  std::string message;
-  llvm::handleAllErrors(
-      std::move(err), [&](const ir::LocatedError &e) { message = e.text(); },
-      [&](const llvm::ErrorInfoBase &e) { message = e.message(); });
-  return message;
-}
-
 std::string locString(ir::SourceLoc loc) {
   return std::to_string(loc.line) + ":" + std::to_string(loc.column);
 }
@@ -359,7 +351,7 @@ llvm::Error Parser::parseVariable(ir::Trivia trivia) {
     advance();
   }
   if (auto e = ir::checkInitializer(init))
-    return errorAt(initLoc, messageOf(std::move(e)));
+    return errorAt(initLoc, ir::messageOf(std::move(e)));
   ir::AttrMap attrs;
   if (kind() == TokenKind::LBrace) {
     advance();
@@ -485,7 +477,7 @@ llvm::Expected<ir::Op *> Parser::parseExpr(unsigned depth, const ResultNames *re
   advance(); // `)`
 
   if (auto e = ir::checkSignature(*def, static_cast<unsigned>(operands.size()), attrs))
-    return errorAt(opLoc, messageOf(std::move(e)));
+    return errorAt(opLoc, ir::messageOf(std::move(e)));
   std::vector<std::string> names;
   unsigned numResults = def->resultCount(static_cast<unsigned>(operands.size()));
   if (results) {

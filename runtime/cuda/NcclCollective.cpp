@@ -20,7 +20,6 @@ llvm::Error ncclCheck(ncclResult_t result, const llvm::Twine &call) {
 llvm::Error NcclCollective::failure(const llvm::Twine &operation, std::string problem) {
   // ncclCommAbort frees the communicator; `problem` was copied out of NCCL's messages before.
   llvm::StringRef message(problem);
-  message.consume_front("error: "); // the prefix of a nested llvm::Error's message
   if (comm_)
     ncclCommAbort(comm_);
   comm_ = nullptr;
@@ -62,17 +61,17 @@ NcclCollective::create(dist::CoordinatorClient &client, std::string group, int r
 
   if (llvm::Error error =
           cudaCheck(cudaSetDevice(device), "cudaSetDevice(" + llvm::Twine(device) + ")"))
-    return collective->failure("joining", llvm::toString(std::move(error)));
+    return collective->failure("joining", ir::messageOf(std::move(error)));
   ncclUniqueId id;
   if (rank == 0) {
     if (llvm::Error error = ncclCheck(ncclGetUniqueId(&id), "ncclGetUniqueId"))
-      return collective->failure("joining", llvm::toString(std::move(error)));
+      return collective->failure("joining", ir::messageOf(std::move(error)));
     if (llvm::Error error = client.set(key, llvm::StringRef(id.internal, sizeof(id.internal))))
-      return collective->failure("publishing the NCCL id", llvm::toString(std::move(error)));
+      return collective->failure("publishing the NCCL id", ir::messageOf(std::move(error)));
   } else {
     auto value = client.get(key, timeout);
     if (!value)
-      return collective->failure("waiting for the NCCL id", llvm::toString(value.takeError()));
+      return collective->failure("waiting for the NCCL id", ir::messageOf(value.takeError()));
     if (value->size() != sizeof(id.internal))
       return collective->failure("reading the NCCL id",
                                  "'" + key + "' holds " + std::to_string(value->size()) +
@@ -118,7 +117,7 @@ llvm::Error NcclCollective::allReduceSum(float *deviceData, size_t count, cudaSt
     return llvm::Error::success();
   auto deadline = std::chrono::steady_clock::now() + timeout_;
   if (llvm::Error error = cudaCheck(cudaSetDevice(device_), "cudaSetDevice"))
-    return failure("all-reduce", llvm::toString(std::move(error)));
+    return failure("all-reduce", ir::messageOf(std::move(error)));
   ncclResult_t result =
       ncclAllReduce(deviceData, deviceData, count, ncclFloat32, ncclSum, comm_, stream);
   if (result != ncclSuccess && result != ncclInProgress)

@@ -1,5 +1,6 @@
 // A task's gRPC connection to the coordinator, and its heartbeat thread.
 #include "runtime/dist/CoordinatorClient.h"
+#include "runtime/dist/RpcStatus.h"
 
 #include <cstdio>
 #include <optional>
@@ -18,47 +19,6 @@ namespace {
 namespace proto = ::prism::dist;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-const char *statusCodeName(grpc::StatusCode code) {
-  switch (code) {
-  case grpc::StatusCode::OK:
-    return "OK";
-  case grpc::StatusCode::CANCELLED:
-    return "CANCELLED";
-  case grpc::StatusCode::UNKNOWN:
-    return "UNKNOWN";
-  case grpc::StatusCode::INVALID_ARGUMENT:
-    return "INVALID_ARGUMENT";
-  case grpc::StatusCode::DEADLINE_EXCEEDED:
-    return "DEADLINE_EXCEEDED";
-  case grpc::StatusCode::NOT_FOUND:
-    return "NOT_FOUND";
-  case grpc::StatusCode::ALREADY_EXISTS:
-    return "ALREADY_EXISTS";
-  case grpc::StatusCode::PERMISSION_DENIED:
-    return "PERMISSION_DENIED";
-  case grpc::StatusCode::RESOURCE_EXHAUSTED:
-    return "RESOURCE_EXHAUSTED";
-  case grpc::StatusCode::FAILED_PRECONDITION:
-    return "FAILED_PRECONDITION";
-  case grpc::StatusCode::ABORTED:
-    return "ABORTED";
-  case grpc::StatusCode::OUT_OF_RANGE:
-    return "OUT_OF_RANGE";
-  case grpc::StatusCode::UNIMPLEMENTED:
-    return "UNIMPLEMENTED";
-  case grpc::StatusCode::INTERNAL:
-    return "INTERNAL";
-  case grpc::StatusCode::UNAVAILABLE:
-    return "UNAVAILABLE";
-  case grpc::StatusCode::DATA_LOSS:
-    return "DATA_LOSS";
-  case grpc::StatusCode::UNAUTHENTICATED:
-    return "UNAUTHENTICATED";
-  default:
-    return "UNKNOWN";
-  }
-}
 
 // "5.0 s"
 std::string seconds(std::chrono::duration<double> duration) {
@@ -116,9 +76,8 @@ llvm::Error CoordinatorClient::call(const llvm::Twine &what, Method method, cons
   grpc::Status status = (connection_->stub.get()->*method)(&context, request, &reply);
   if (status.ok())
     return llvm::Error::success();
-  return ir::makeError("coordinator call " + what + " by " + options_.taskName + " at " +
-                       options_.address + " failed: " + statusCodeName(status.error_code()) + ": " +
-                       status.error_message());
+  return rpcError(status, "coordinator call " + what + " by " + options_.taskName + " at " +
+                              options_.address);
 }
 
 llvm::Error CoordinatorClient::registerTask() {
@@ -264,7 +223,7 @@ void CoordinatorClient::sendHeartbeats(milliseconds interval, AbortHandler onAbo
                  " (" + status.error_message() + ")";
     } else {
       reason = "heartbeat of " + options_.taskName +
-               " refused: " + statusCodeName(status.error_code()) + ": " + status.error_message();
+               " refused: " + ir::messageOf(rpcError(status, "heartbeat"));
     }
     lock.lock();
     if (stopHeartbeats_)

@@ -3,14 +3,14 @@
 
 #include <gloo/common/error.h>
 
+#include "ir/Diagnostic.h"
+
 namespace prism::runtime::dist {
 namespace {
 
 [[noreturn]] void throwForGloo(llvm::Error error) {
-  std::string message = llvm::toString(std::move(error));
-  llvm::StringRef text(message);
-  text.consume_front("error: "); // whoever catches it makes an llvm::Error of its own
-  throw gloo::IoException(text.str());
+  // Whoever catches it makes an llvm::Error of its own.
+  throw gloo::IoException(ir::messageOf(std::move(error)));
 }
 
 } // namespace

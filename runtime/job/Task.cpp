@@ -250,9 +250,10 @@ llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
     auto done = client.get(kDoneKey, std::chrono::seconds(5));
     if (done)
       break;
-    std::string message = llvm::toString(done.takeError());
-    if (message.find("DEADLINE_EXCEEDED") == std::string::npos)
-      return ir::makeError("waiting for the job to end: " + message);
+    llvm::Error err = done.takeError();
+    if (ir::errorCode(err) != ir::ErrorCode::DeadlineExceeded)
+      return ir::withContext(std::move(err), "waiting for the job to end");
+    llvm::consumeError(std::move(err));
   }
   if (!options.variablesDir.empty())
     if (auto e = writeVariables(options.variablesDir, task.name(), *store, (*server)->version()))

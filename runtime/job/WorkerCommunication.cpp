@@ -59,9 +59,10 @@ WorkerCommunication::WorkerCommunication(int64_t rank, std::unique_ptr<dist::Col
       lock.lock();
       busy_ = false;
       if (e) {
-        std::string message = llvm::toString(std::move(e));
-        if (firstError_.empty())
-          firstError_ = message;
+        if (!firstError_)
+          firstError_ = std::move(e);
+        else
+          llvm::consumeError(std::move(e));
       }
       changed_.notify_all();
     }
@@ -76,17 +77,14 @@ WorkerCommunication::~WorkerCommunication() {
   }
   changed_.notify_all();
   reducer_.join();
+  llvm::consumeError(std::move(firstError_));
 }
 
 llvm::Error WorkerCommunication::synchronize() {
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [this] { return queue_.empty() && !busy_; });
   nextBuffer_ = 0;
-  if (firstError_.empty())
-    return llvm::Error::success();
-  std::string message = firstError_;
-  firstError_.clear();
-  return ir::makeError(message);
+  return std::move(firstError_);
 }
 
 void WorkerCommunication::beginStep(int64_t step, int64_t examples, int64_t globalExamples) {

@@ -52,7 +52,7 @@ private:
   std::condition_variable changed_;
   std::deque<std::function<llvm::Error()>> queue_;
   bool busy_ = false, stopping_ = false;
-  std::string firstError_;
+  llvm::Error firstError_ = llvm::Error::success();
   std::deque<std::vector<float>> buffers_; // a deque: growing keeps the others in place
   std::deque<std::vector<double>> buffers64_;
   size_t nextBuffer_ = 0;

@@ -24,7 +24,7 @@ using Clock = std::chrono::system_clock;
 namespace {
 
 grpc::Status statusOf(grpc::StatusCode code, llvm::Error error) {
-  return grpc::Status(code, llvm::toString(std::move(error)));
+  return grpc::Status(code, ir::messageOf(std::move(error)));
 }
 
 // Compares in time independent of where the strings differ.
@@ -305,7 +305,7 @@ void ParameterServer::Service::applyCompleteSteps() {
       return options_.apply(version_, *gradients);
     }();
     if (error) {
-      failure_ = "step " + std::to_string(version_) + ": " + llvm::toString(std::move(error));
+      failure_ = "step " + std::to_string(version_) + ": " + ir::messageOf(std::move(error));
       llvm::errs() << "prism-ps: " + failure_ + "\n";
     } else {
       ++version_;
@@ -332,7 +332,7 @@ grpc::Status ParameterServer::Service::PushStep(grpc::ServerContext *context,
   auto gradients = decodeGradients(request->gradients());
   if (!gradients)
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        what + ": " + llvm::toString(gradients.takeError()));
+                        what + ": " + ir::messageOf(gradients.takeError()));
 
   std::unique_lock<std::mutex> lock(mutex_);
   if (!failure_.empty())

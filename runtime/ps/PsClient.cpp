@@ -11,6 +11,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "ir/Diagnostic.h"
+#include "runtime/dist/RpcStatus.h"
 #include "runtime/ps/Wire.h"
 #include "runtime/ps/ps.grpc.pb.h"
 
@@ -27,31 +28,6 @@ template <typename Request, typename Response> struct Call {
   grpc::ClientContext context;
   grpc::Status status;
 };
-
-const char *codeName(grpc::StatusCode code) {
-  switch (code) {
-  case grpc::StatusCode::CANCELLED:
-    return "cancelled";
-  case grpc::StatusCode::INVALID_ARGUMENT:
-    return "invalid argument";
-  case grpc::StatusCode::DEADLINE_EXCEEDED:
-    return "deadline exceeded";
-  case grpc::StatusCode::NOT_FOUND:
-    return "not found";
-  case grpc::StatusCode::ALREADY_EXISTS:
-    return "already exists";
-  case grpc::StatusCode::FAILED_PRECONDITION:
-    return "failed precondition";
-  case grpc::StatusCode::OUT_OF_RANGE:
-    return "out of range";
-  case grpc::StatusCode::UNAVAILABLE:
-    return "unavailable";
-  case grpc::StatusCode::UNAUTHENTICATED:
-    return "unauthenticated";
-  default:
-    return "error";
-  }
-}
 
 // Global row indices of an i32 or i64 tensor, each checked against the variable's rows.
 llvm::Expected<std::vector<int64_t>> globalRows(llvm::StringRef name, const Tensor &indices,
@@ -157,9 +133,8 @@ llvm::Error PsClient::runAll(llvm::StringRef method, std::vector<std::unique_ptr
       continue;
     }
     errors = llvm::joinErrors(std::move(errors),
-                              ir::makeError("parameter server " + call->endpoint + ": " + method +
-                                            " failed (" + codeName(call->status.error_code()) +
-                                            "): " + call->status.error_message()));
+                              dist::rpcError(call->status,
+                                             "parameter server " + call->endpoint + ": " + method));
   }
   return errors;
 }

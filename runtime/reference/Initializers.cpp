@@ -48,15 +48,6 @@ double standardNormal(std::mt19937_64 &gen) {
   return std::sqrt(-2.0 * std::log(1.0 - u1)) * std::cos(2.0 * kPi * u2);
 }
 
-// The text of an ir error, without its `error: ` prefix.
-std::string messageOf(llvm::Error e) {
-  std::string text;
-  llvm::handleAllErrors(
-      std::move(e), [&](const ir::LocatedError &located) { text = located.text(); },
-      [&](const llvm::ErrorInfoBase &other) { text = other.message(); });
-  return text;
-}
-
 } // namespace
 
 llvm::Expected<Tensor> initialValue(const ir::Initializer &init, const ir::TensorType &type,
@@ -67,7 +58,7 @@ llvm::Expected<Tensor> initialValue(const ir::Initializer &init, const ir::Tenso
     if (d < 0)
       return ir::makeError("variable '" + name + "' needs a static shape, got " + type.str());
   if (auto e = ir::checkInitializer(init))
-    return ir::makeError("variable '" + name + "': " + messageOf(std::move(e)));
+    return ir::makeError("variable '" + name + "': " + ir::messageOf(std::move(e)));
   Tensor t(type.dtype, type.dims);
   std::mt19937_64 gen(variableSeed(globalSeed, name));
   auto param = [&](llvm::StringRef p) { return ir::initializerParam(init, p); };

@@ -10,15 +10,6 @@ namespace prism::runtime::reference {
 
 namespace {
 
-// The message of an error without its `error: ` prefix, for wrapping in more context.
-std::string messageOf(llvm::Error e) {
-  std::string text;
-  llvm::handleAllErrors(
-      std::move(e), [&](const ir::LocatedError &located) { text = located.text(); },
-      [&](const llvm::ErrorInfoBase &other) { text = other.message(); });
-  return text;
-}
-
 // The type with B bound; `?` stays (only the row count of a sparse value is dynamic).
 ir::TensorType bindBatch(ir::TensorType type, int64_t batch) {
   for (int64_t &d : type.dims)
@@ -60,7 +51,7 @@ llvm::Error ReferenceInterpreter::setVariable(llvm::StringRef name, Tensor value
   if (!var)
     return ir::makeError("'" + name + "' is not a variable of module '" + module_.name() + "'");
   if (auto e = value.validate())
-    return ir::makeError("variable '" + name + "': " + messageOf(std::move(e)));
+    return ir::makeError("variable '" + name + "': " + ir::messageOf(std::move(e)));
   if (!var->value->hasType() || !value.matches(var->type(), -1))
     return ir::makeError("variable '" + name + "' is " +
                          (var->value->hasType() ? var->type().str() : std::string("untyped")) +
@@ -113,10 +104,10 @@ llvm::Error ReferenceInterpreter::resolveTypes() {
       operandTypes.push_back(it->second);
     }
     if (auto e = ir::checkSignature(op->def(), op->numOperands(), op->attrs))
-      return fail(messageOf(std::move(e)));
+      return fail(ir::messageOf(std::move(e)));
     auto inferred = op->def().shape(operandTypes, ir::withDefaults(op->def(), op->attrs));
     if (!inferred)
-      return fail(messageOf(inferred.takeError()));
+      return fail(ir::messageOf(inferred.takeError()));
     if (inferred->size() != op->numResults())
       return fail("has " + llvm::Twine(op->numResults()) + " results, expected " +
                   llvm::Twine(inferred->size()));
@@ -144,7 +135,7 @@ llvm::Expected<int64_t> ReferenceInterpreter::bindFeeds(const Feeds &feeds) {
       return ir::makeError("no feed for input '" + in->name() + "' (" + type.str() + ")");
     const Tensor &t = it->second;
     if (auto e = t.validate())
-      return ir::makeError("feed '" + in->name() + "': " + messageOf(std::move(e)));
+      return ir::makeError("feed '" + in->name() + "': " + ir::messageOf(std::move(e)));
     auto mismatch = [&] {
       return ir::makeError("feed '" + in->name() + "' is " + t.typeString() +
                            ", but the input is " + type.str());
@@ -249,7 +240,7 @@ ReferenceInterpreter::runOp(const ir::Op &op, int64_t batch,
 
   auto outputs = kernel->run(args);
   if (!outputs)
-    return fail(messageOf(outputs.takeError()));
+    return fail(ir::messageOf(outputs.takeError()));
   if (outputs->size() != targets.size())
     return fail("the kernel gave " + llvm::Twine(outputs->size()) + " values, expected " +
                 llvm::Twine(targets.size()));
@@ -258,7 +249,7 @@ ReferenceInterpreter::runOp(const ir::Op &op, int64_t batch,
     conformToDType(out);
     if (auto e = out.validate())
       return fail("the kernel gave an invalid value for " + targets[i]->ref() + ": " +
-                  messageOf(std::move(e)));
+                  ir::messageOf(std::move(e)));
     if (!out.matches(args.results[i], batch))
       return fail("the kernel gave " + out.typeString() + " for " + targets[i]->ref() +
                   ", expected " + args.results[i].str());
