@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "ir/Collectives.h"
 #include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
-#include "passes/Collectives.h"
 #include "passes/Pass.h"
 
 namespace prism::passes {
@@ -34,11 +34,11 @@ public:
     ir::Value *loss = module.loss->value;
     if (*workers == 1 || (loss->kind() == ir::ValueKind::OpResult &&
                           loss->definingOp()->def().has(ir::kCommunication) &&
-                          loss->definingOp()->attrs.getString("group") == kWorkerGroup))
+                          loss->definingOp()->attrs.getString("group") == ir::kWorkerGroup))
       return false;
     ir::AttrMap attrs;
-    attrs.set("group", ir::Attr::string(kWorkerGroup));
-    attrs.set("bucket", ir::Attr::integer(kLossBucket));
+    attrs.set("group", ir::Attr::string(ir::kWorkerGroup));
+    attrs.set("bucket", ir::Attr::integer(ir::kLossBucket));
     // Right after the loss: nothing in the step reads the global loss, so the runtime can
     // finish it while backward runs.
     ir::Op *after = nullptr;

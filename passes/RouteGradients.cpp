@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "ir/Collectives.h"
 #include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
-#include "passes/Collectives.h"
 #include "passes/Pass.h"
 #include "llvm/ADT/DenseMap.h"
 
@@ -193,7 +193,7 @@ public:
         names.push_back(module.uniqueName(r.gradient->name() + ".mean"));
       }
       AttrMap attrs;
-      attrs.set("group", Attr::string(kWorkerGroup));
+      attrs.set("group", Attr::string(ir::kWorkerGroup));
       attrs.set("bucket", Attr::integer(static_cast<int64_t>(b)));
       // Right after its last member is computed.
       Op *reduce = module.createOp(ir::getOp("all_reduce"), operands, std::move(attrs), names,

@@ -1,15 +1,16 @@
 // The partitioner: passes, then one program per task, then the plan (see Partitioner.h).
 #include "plan/Partitioner.h"
+#include "ir/VariablePlacement.h"
 
 #include <algorithm>
 #include <map>
 #include <random>
 #include <set>
 
+#include "ir/Collectives.h"
 #include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
 #include "ir/Printer.h"
-#include "passes/Collectives.h"
 #include "passes/PassManager.h"
 #include "plan/Estimate.h"
 #include "plan/PlanFile.h"
@@ -44,7 +45,7 @@ llvm::Error runPasses(Module &module, llvm::StringRef pipeline, const passes::Pa
   return llvm::Error::success();
 }
 
-std::string placementOf(const ir::Variable &variable) {
+std::string placementText(const ir::Variable &variable) {
   return variable.attrs.getString("placement");
 }
 
@@ -96,7 +97,7 @@ llvm::Expected<std::unique_ptr<Module>> workerProgram(const Module &routed) {
   for (const auto &op : worker->ops()) {
     ir::Variable *written = writtenVariable(*op);
     bool onPs = op->def().has(ir::kOnParameterServer) ||
-                (written && op->def().has(ir::kOptimizerUpdate) && placementOf(*written) == "ps");
+                (written && op->def().has(ir::kOptimizerUpdate) && placementText(*written) == "ps");
     if (!onPs)
       keep.insert(op.get());
   }
@@ -131,7 +132,7 @@ llvm::Expected<std::unique_ptr<Module>> psProgram(const Module &routed, int64_t 
   std::vector<const Op *> work;
   for (const auto &op : ps->ops()) {
     ir::Variable *written = writtenVariable(*op);
-    if (written && op->def().has(ir::kOptimizerUpdate) && placementOf(*written) == "ps" &&
+    if (written && op->def().has(ir::kOptimizerUpdate) && placementText(*written) == "ps" &&
         !rangesOn(*written, task).empty())
       work.push_back(op.get());
   }
@@ -165,7 +166,7 @@ llvm::Expected<std::unique_ptr<Module>> psProgram(const Module &routed, int64_t 
         read.insert(v);
     for (const auto &op : ps->ops()) {
       ir::Variable *written = writtenVariable(*op);
-      if (written && !keep.count(op.get()) && placementOf(*written) == "replicated" &&
+      if (written && !keep.count(op.get()) && placementText(*written) == "replicated" &&
           read.count(written->value.get()))
         work.push_back(op.get());
     }
@@ -181,20 +182,18 @@ llvm::Expected<std::unique_ptr<Module>> psProgram(const Module &routed, int64_t 
   // Each PS-held variable shrinks to the rows this task holds; `rows` lists them as
   // [begin, end) pairs and `table_shape` keeps the whole shape (initial values depend on it).
   for (const auto &variable : ps->variables()) {
-    if (placementOf(*variable) != "ps")
+    if (placementText(*variable) != "ps")
       continue;
     auto ranges = rangesOn(*variable, task);
     ir::TensorType type = variable->type();
-    llvm::SmallVector<int64_t, 4> rows;
-    int64_t held = 0;
-    for (auto [begin, end] : ranges) {
-      rows.push_back(begin);
-      rows.push_back(end);
-      held += end - begin;
-    }
-    variable->attrs.set("table_shape", ir::Attr::ints(type.dims));
-    variable->attrs.set("rows", ir::Attr::ints(rows));
+    ir::HeldRows heldRows;
+    heldRows.tableShape = type.dims;
+    for (auto [begin, end] : ranges)
+      heldRows.ranges.push_back({begin, end});
+    const int64_t held = heldRows.count();
+    ir::setHeldRows(*variable, heldRows);
     variable->attrs.erase("shards");
+    variable->attrs.erase("rows");
     if (!type.isScalar())
       type.dims[0] = held;
     variable->value->setType(type);
@@ -257,7 +256,7 @@ void fillVariables(const Module &routed, const cluster::Cluster &cluster, Plan &
       v->set_kind("other");
     if (state != stateOf.end())
       v->set_state_of(state->second);
-    v->set_placement(placementOf(*variable));
+    v->set_placement(placementText(*variable));
     if (v->placement() == "ps") {
       const auto &shards = variable->attrs.find("shards")->getInts();
       const auto &rows = variable->attrs.find("rows")->getInts();
@@ -274,7 +273,7 @@ void fillVariables(const Module &routed, const cluster::Cluster &cluster, Plan &
 // The worker group and its buckets, read off the worker program's all_reduce ops.
 void fillGroups(const Module &worker, const cluster::Cluster &cluster, Plan &plan) {
   CollectiveGroup *group = plan.add_groups();
-  group->set_name(passes::kWorkerGroup);
+  group->set_name(ir::kWorkerGroup);
   for (const cluster::Task *task : cluster.workers())
     group->add_tasks(task->name);
   std::map<const ir::Value *, std::string> gradientOf;

@@ -1,6 +1,8 @@
 // The plan verifier (see PlanVerifier.h): the cluster, the variables, the programs, and how
 // they agree with each other.
 #include "plan/PlanVerifier.h"
+#include "ir/Diagnostic.h"
+#include "ir/VariablePlacement.h"
 
 #include <map>
 #include <set>
@@ -19,7 +21,7 @@ namespace prism::plan {
 namespace {
 
 llvm::Error fail(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), "invalid plan: " + message);
+  return ir::makeError("invalid plan: " + message);
 }
 
 std::string quoted(llvm::StringRef s) {
@@ -260,10 +262,12 @@ llvm::Error verifyPsProgram(const Plan &plan, const Program &program, const ir::
         planRows.push_back(s.row_end());
         held += s.row_end() - s.row_begin();
       }
-    const ir::Attr *rows = variable->attrs.find("rows");
     std::vector<int64_t> programRows;
-    if (rows && rows->kind() == ir::AttrKind::Ints)
-      programRows.assign(rows->getInts().begin(), rows->getInts().end());
+    if (auto heldRows = ir::heldRowsOf(*variable))
+      for (const ir::RowRange &range : heldRows->ranges) {
+        programRows.push_back(range.begin);
+        programRows.push_back(range.end);
+      }
     if (programRows != planRows)
       return fail(where + ": variable " + quoted(v->name()) +
                   " holds other rows than the plan's shards on " + task);
@@ -363,7 +367,7 @@ llvm::Error verifyPlan(const Plan &plan) {
         return fail("program " + quoted(p.name()) + " mixes worker and PS tasks");
     auto module = parseProgram(p);
     if (!module)
-      return fail("program " + quoted(p.name()) + ": " + ir::messageOf(module.takeError()));
+      return ir::withContext(module.takeError(), "invalid plan: program " + quoted(p.name()));
     if (first->role() == "worker") {
       llvm::StringMap<Routing> programRouting;
       if (auto e = verifyWorkerProgram(plan, p, **module, programRouting))

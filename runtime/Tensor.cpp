@@ -1,6 +1,7 @@
-// Host tensors.
+// Tensors: host storage, and views of any device's memory.
 #include "runtime/Tensor.h"
 
+#include <cassert>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -20,9 +21,10 @@ Tensor::Tensor(ir::DType dtype, std::vector<int64_t> shape)
 }
 
 Tensor Tensor::view(ir::DType dtype, std::vector<int64_t> shape, std::shared_ptr<void> base,
-                    size_t byteOffset) {
+                    size_t byteOffset, ir::DeviceId device) {
   Tensor t;
   t.dtype_ = dtype;
+  t.device_ = device;
   t.shape_ = std::move(shape);
   t.numElements_ = 1;
   for (int64_t d : t.shape_)
@@ -38,6 +40,7 @@ Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
 }
 
 Tensor Tensor::clone() const {
+  assert(onHost() && "clone() copies host tensors; device tensors copy through their Device");
   Tensor copy(dtype_, shape_);
   if (numBytes())
     std::memcpy(copy.raw(), raw(), static_cast<size_t>(numBytes()));
@@ -45,6 +48,7 @@ Tensor Tensor::clone() const {
 }
 
 void Tensor::fillZero() {
+  assert(onHost() && "fillZero() writes host memory");
   if (numBytes())
     std::memset(raw(), 0, static_cast<size_t>(numBytes()));
 }

@@ -1,11 +1,14 @@
-// A dense tensor on the host: dtype, concrete shape and 64-byte-aligned storage shared between
-// copies (copying a Tensor aliases its storage; clone() copies the elements).
+// A dense tensor: dtype, concrete shape, the device its storage is on, and storage shared
+// between copies (copying a Tensor aliases its storage; clone() copies the elements). Tensors
+// made by the constructor are on the host (64-byte aligned); device memory comes from a
+// runtime::Device (runtime/exec/Device.h) as views.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "ir/Device.h"
 #include "ir/Type.h"
 
 namespace prism::runtime {
@@ -14,9 +17,10 @@ class Tensor {
 public:
   Tensor() = default;
   Tensor(ir::DType dtype, std::vector<int64_t> shape);
-  // A tensor over memory owned elsewhere (`base` keeps it alive), `byteOffset` bytes in.
+  // A tensor over memory owned elsewhere (`base` keeps it alive), `byteOffset` bytes in, on
+  // `device`.
   static Tensor view(ir::DType dtype, std::vector<int64_t> shape, std::shared_ptr<void> base,
-                     size_t byteOffset);
+                     size_t byteOffset, ir::DeviceId device = {});
   // The same elements with another shape of equal element count (shares storage).
   Tensor reshaped(std::vector<int64_t> shape) const;
 
@@ -27,12 +31,16 @@ public:
   int64_t numElements() const { return numElements_; }
   int64_t numBytes() const { return numElements_ * ir::dtypeBytes(dtype_); }
   bool empty() const { return !storage_; }
+  ir::DeviceId device() const { return device_; }
+  // Elements are addressable by this process's CPU code (data<T>() may be read).
+  bool onHost() const { return device_.kind == ir::DeviceKind::Cpu; }
 
   template <typename T> T *data() { return static_cast<T *>(storage_.get()); }
   template <typename T> const T *data() const { return static_cast<const T *>(storage_.get()); }
   void *raw() { return storage_.get(); }
   const void *raw() const { return storage_.get(); }
 
+  // A host copy of a host tensor's elements (device tensors copy through their Device).
   Tensor clone() const;
   void fillZero();
 
@@ -41,6 +49,7 @@ private:
   std::vector<int64_t> shape_;
   int64_t numElements_ = 0;
   std::shared_ptr<void> storage_;
+  ir::DeviceId device_;
 };
 
 } // namespace prism::runtime

@@ -2,11 +2,17 @@
 #include <cstdio>
 
 #include "tools/Commands.h"
+#ifdef PRISM_WITH_CUDA
+#include "runtime/cuda/CudaRuntimeDevice.h"
+#endif
 
 int main(int argc, char **argv) {
   CLI::App app{"prism: compiles single-device training models into distributed plans"};
   app.set_version_flag("--version", std::string("prism ") + PRISM_VERSION);
   app.require_subcommand(1);
+#ifdef PRISM_WITH_CUDA
+  prism::runtime::cuda::registerCudaDevice();
+#endif
   app.fallthrough(false);
   prism::tools::registerCheckCommand(app);
   prism::tools::registerDumpCommand(app);

@@ -35,11 +35,52 @@ inline ir::ErrorCode errorCodeOf(grpc::StatusCode code) {
   }
 }
 
-// `what failed (deadline exceeded): the status's message`, with the status's code.
+// gRPC's name of a status code: "DEADLINE_EXCEEDED".
+inline const char *statusCodeName(grpc::StatusCode code) {
+  switch (code) {
+  case grpc::StatusCode::OK:
+    return "OK";
+  case grpc::StatusCode::CANCELLED:
+    return "CANCELLED";
+  case grpc::StatusCode::INVALID_ARGUMENT:
+    return "INVALID_ARGUMENT";
+  case grpc::StatusCode::DEADLINE_EXCEEDED:
+    return "DEADLINE_EXCEEDED";
+  case grpc::StatusCode::NOT_FOUND:
+    return "NOT_FOUND";
+  case grpc::StatusCode::ALREADY_EXISTS:
+    return "ALREADY_EXISTS";
+  case grpc::StatusCode::PERMISSION_DENIED:
+    return "PERMISSION_DENIED";
+  case grpc::StatusCode::RESOURCE_EXHAUSTED:
+    return "RESOURCE_EXHAUSTED";
+  case grpc::StatusCode::FAILED_PRECONDITION:
+    return "FAILED_PRECONDITION";
+  case grpc::StatusCode::ABORTED:
+    return "ABORTED";
+  case grpc::StatusCode::OUT_OF_RANGE:
+    return "OUT_OF_RANGE";
+  case grpc::StatusCode::UNIMPLEMENTED:
+    return "UNIMPLEMENTED";
+  case grpc::StatusCode::INTERNAL:
+    return "INTERNAL";
+  case grpc::StatusCode::UNAVAILABLE:
+    return "UNAVAILABLE";
+  case grpc::StatusCode::DATA_LOSS:
+    return "DATA_LOSS";
+  case grpc::StatusCode::UNAUTHENTICATED:
+    return "UNAUTHENTICATED";
+  default:
+    return "UNKNOWN";
+  }
+}
+
+// `what failed: DEADLINE_EXCEEDED: the status's message`, with the status's code as the
+// error's code.
 inline llvm::Error rpcError(const grpc::Status &status, const llvm::Twine &what) {
-  ir::ErrorCode code = errorCodeOf(status.error_code());
-  return ir::makeError(code, what + " failed (" + ir::errorCodeName(code) +
-                                 "): " + status.error_message());
+  return ir::makeError(errorCodeOf(status.error_code()),
+                       what + " failed: " + statusCodeName(status.error_code()) + ": " +
+                           status.error_message());
 }
 
 } // namespace prism::runtime::dist

@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <thread>
 
+#include "ir/Collectives.h"
 #include "ir/Diagnostic.h"
-#include "passes/Collectives.h"
 #include "plan/PlanTasks.h"
 #include "plan/PlanVerifier.h"
 #include "runtime/dist/CoordinatorClient.h"
@@ -42,26 +42,18 @@ void exitOnAbort(const std::string &task, const std::string &reason) {
 // The task's variables (those it holds: checkpoints leave out the PS-held ones a worker only
 // names) in DIR/<task>.
 llvm::Error writeVariables(const std::string &dir, const std::string &task,
-                           const cpu::VariableStore &store, int64_t steps) {
+                           const runtime::VariableStore &store, int64_t steps) {
   train::TrainingPosition position;
   position.globalStep = steps;
   position.model = task;
   return train::saveCheckpoint(dir + "/" + plan::taskFileName(task), position, store.all());
 }
 
-llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
-                      dist::CoordinatorClient &client, const JobOptions &options) {
-  const plan::Program *program = plan::findProgram(plan, task.name());
-  auto module = plan::parseProgram(*program);
-  if (!module)
-    return module.takeError();
-  auto collective = dist::Collective::create(client, passes::kWorkerGroup, task.index(),
-                                             numWorkers(plan), task.address(), options.rpcTimeout);
-  if (!collective)
-    return collective.takeError();
-
-  // The parameter servers publish where they listen.
-  std::unique_ptr<ps::PsClient> psClient;
+// A client of the parameter servers that hold this plan's trained variables (they publish
+// where they listen), or null when none does.
+llvm::Expected<std::unique_ptr<ps::PsClient>>
+connectToParameterServers(const plan::Plan &plan, dist::CoordinatorClient &client,
+                          const JobOptions &options) {
   ps::PsClientOptions psOptions;
   psOptions.jobToken = options.jobToken;
   psOptions.rpcDeadline = options.rpcTimeout;
@@ -79,24 +71,15 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
     }
     psOptions.variables[v.name()] = std::move(layout);
   }
-  if (!psOptions.variables.empty()) {
-    auto created = ps::PsClient::create(std::move(psOptions));
-    if (!created)
-      return created.takeError();
-    psClient = std::move(*created);
-  }
-  WorkerCommunication communication(task.index(), std::move(*collective), std::move(psClient));
+  if (psOptions.variables.empty())
+    return nullptr;
+  return ps::PsClient::create(std::move(psOptions));
+}
 
-  train::WorkerRole role;
-  role.rank = task.index();
-  role.workers = numWorkers(plan);
-  role.communication = &communication;
-  role.beforeStep = [&](int64_t step, int64_t examples, int64_t globalExamples) {
-    communication.beginStep(step, examples, globalExamples);
-    return llvm::Error::success();
-  };
-  role.afterStep = [&](int64_t) { return communication.finishStep(); };
-
+// How worker `task` trains: the plan's run configuration, the job's options; worker:0 reports,
+// evaluates and saves.
+llvm::Expected<train::TrainOptions>
+workerTrainOptions(const plan::Plan &plan, const plan::Task &task, const JobOptions &options) {
   auto spec = data::parseDataSpec(options.data);
   if (!spec)
     return spec.takeError();
@@ -114,16 +97,44 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
   train.evaluate = options.evaluate && first;
   if (first)
     train.metricsOut = options.metricsOut;
-  train.worker = &role;
   if (!options.saveDir.empty() && first)
     train.saveDir = options.saveDir + "/worker";
   if (!options.restoreDir.empty())
     train.restoreDir = options.restoreDir + "/worker";
-  // The store outlives training when the variables are to be written.
-  auto result = train::train(**module, train);
+  return train;
+}
+
+llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
+                      dist::CoordinatorClient &client, const JobOptions &options) {
+  auto module = plan::parseProgram(*plan::findProgram(plan, task.name()));
+  if (!module)
+    return module.takeError();
+  auto collective = dist::Collective::create(client, ir::kWorkerGroup, task.index(),
+                                             numWorkers(plan), task.address(), options.rpcTimeout);
+  if (!collective)
+    return collective.takeError();
+  auto psClient = connectToParameterServers(plan, client, options);
+  if (!psClient)
+    return psClient.takeError();
+  WorkerCommunication communication(task.index(), std::move(*collective), std::move(*psClient));
+
+  train::WorkerRole role;
+  role.rank = task.index();
+  role.workers = numWorkers(plan);
+  role.communication = &communication;
+  role.beforeStep = [&](int64_t step, int64_t examples, int64_t globalExamples) {
+    communication.beginStep(step, examples, globalExamples);
+    return llvm::Error::success();
+  };
+  role.afterStep = [&](int64_t) { return communication.finishStep(); };
+  auto train = workerTrainOptions(plan, task, options);
+  if (!train)
+    return train.takeError();
+  train->worker = &role;
+  auto result = train::train(**module, *train);
   if (!result)
     return result.takeError();
-  if (first) {
+  if (task.index() == 0) {
     if (!options.quiet)
       llvm::outs() << "done: " << result->steps << " steps, "
                    << llvm::format("%.0f", result->samplesPerSec) << " samples/s, loss "
@@ -139,18 +150,9 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
   return llvm::Error::success();
 }
 
-llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
-                               dist::CoordinatorClient &client, const JobOptions &options) {
-  const plan::Program *program = plan::findProgram(plan, task.name());
-  auto module = plan::parseProgram(*program);
-  if (!module)
-    return module.takeError();
-  auto store = std::make_shared<cpu::VariableStore>();
-  if (auto e = store->initialize(**module, plan.run().seed()))
-    return e;
-
-  // The shards workers pull and push: the trained variables this task holds rows of.
-  ps::ParameterServerOptions serverOptions;
+// The shards workers pull and push on PS task `task`: the trained variables it holds rows of.
+llvm::Expected<std::vector<ps::PsShard>> shardsOn(const plan::Plan &plan, const plan::Task &task) {
+  std::vector<ps::PsShard> shards;
   for (const plan::Variable &v : plan.variables()) {
     if (v.placement() != "ps" || !v.trainable())
       continue;
@@ -161,81 +163,123 @@ llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
     if (mine.empty())
       continue;
     if (mine.size() > 1)
-      return ir::makeError("variable '" + v.name() + "' has " + std::to_string(mine.size()) +
-                           " row ranges on " + task.name() +
-                           "; a parameter server holds one range per variable (use --partitions "
-                           "no larger than the number of PS tasks)");
+      return ir::makeError(ir::ErrorCode::Unsupported,
+                           "variable '" + v.name() + "' has " + std::to_string(mine.size()) +
+                               " row ranges on " + task.name() +
+                               "; a parameter server holds one range per variable (use "
+                               "--partitions no larger than the number of PS tasks)");
     ps::PsShard shard;
     shard.name = v.name();
     shard.dtype = *ir::parseDType(v.dtype());
     shard.rowBegin = mine[0]->row_begin();
     shard.rowEnd = mine[0]->row_end();
     shard.fullShape.assign(v.shape().begin(), v.shape().end());
-    serverOptions.shards.push_back(shard);
+    shards.push_back(shard);
+  }
+  return shards;
+}
+
+// What the PS program's communication ops see: the step's combined gradients (ps_gradient*).
+class CombinedGradients : public runtime::Communication {
+public:
+  const ps::GradientSet *current = nullptr;
+
+  llvm::Error allReduce(llvm::StringRef, int64_t, llvm::ArrayRef<Tensor *>) override {
+    return ir::makeError(ir::ErrorCode::Internal, "a parameter server does not all-reduce");
+  }
+  llvm::Expected<Tensor> pull(llvm::StringRef) override {
+    return ir::makeError(ir::ErrorCode::Internal, "a parameter server does not pull");
+  }
+  llvm::Expected<Tensor> pullRows(llvm::StringRef, const Tensor &) override {
+    return ir::makeError(ir::ErrorCode::Internal, "a parameter server does not pull");
+  }
+  llvm::Error push(llvm::StringRef, const runtime::RuntimeValue &) override {
+    return ir::makeError(ir::ErrorCode::Internal, "a parameter server does not push");
+  }
+  llvm::Expected<const runtime::RuntimeValue *> gradient(llvm::StringRef variable) override {
+    auto it = current->find(variable.str());
+    if (it == current->end())
+      return ir::makeError(ir::ErrorCode::NotFound,
+                           "no gradient of '" + variable.str() + "' arrived this step");
+    runtime::RuntimeValue &value = values_[variable.str()];
+    value.sparse = it->second.isSparse();
+    value.dense = value.sparse ? it->second.rows : it->second.dense;
+    value.indices = it->second.indices;
+    return &value;
   }
 
+private:
+  std::map<std::string, runtime::RuntimeValue> values_;
+};
+
+// The variables of a PS task's checkpoint, into its store (each must be one the plan gives it).
+llvm::Error restoreVariables(const std::string &path, const plan::Task &task,
+                             runtime::VariableStore &store) {
+  auto saved = train::loadCheckpoint(path);
+  if (!saved)
+    return saved.takeError();
+  for (const auto &[name, value] : saved->variables) {
+    const Tensor *current = store.find(name);
+    if (!current || current->shape() != value.shape() || current->dtype() != value.dtype())
+      return ir::makeError("the checkpoint of " + task.name() + " holds '" + name +
+                           "', which this plan gives it in another shape or not at all");
+    store.set(name, value.clone());
+  }
+  return llvm::Error::success();
+}
+
+// Until worker:0 says the job is done (each wait bounded; an abort ends the process).
+llvm::Error waitForJobEnd(dist::CoordinatorClient &client) {
+  for (;;) {
+    auto done = client.get(kDoneKey, std::chrono::seconds(5));
+    if (done)
+      return llvm::Error::success();
+    llvm::Error err = done.takeError();
+    if (ir::errorCode(err) != ir::ErrorCode::DeadlineExceeded)
+      return ir::withContext(std::move(err), "waiting for the job to end");
+    llvm::consumeError(std::move(err));
+  }
+}
+
+llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
+                               dist::CoordinatorClient &client, const JobOptions &options) {
+  auto module = plan::parseProgram(*plan::findProgram(plan, task.name()));
+  if (!module)
+    return module.takeError();
+  auto store = std::make_shared<runtime::VariableStore>();
+  if (auto e = store->initialize(**module, plan.run().seed()))
+    return e;
+  auto shards = shardsOn(plan, task);
+  if (!shards)
+    return shards.takeError();
   // The update: the PS program, reading the combined gradients through ps_gradient*.
-  class Gradients : public cpu::Communication {
-  public:
-    const ps::GradientSet *current = nullptr;
-    std::map<std::string, cpu::RuntimeValue> values;
-    llvm::Error allReduce(llvm::StringRef, int64_t, llvm::ArrayRef<Tensor *>) override {
-      return ir::makeError("a parameter server does not all-reduce");
-    }
-    llvm::Expected<Tensor> pull(llvm::StringRef) override {
-      return ir::makeError("a parameter server does not pull");
-    }
-    llvm::Expected<Tensor> pullRows(llvm::StringRef, const Tensor &) override {
-      return ir::makeError("a parameter server does not pull");
-    }
-    llvm::Error push(llvm::StringRef, const cpu::RuntimeValue &) override {
-      return ir::makeError("a parameter server does not push");
-    }
-    llvm::Expected<const cpu::RuntimeValue *> gradient(llvm::StringRef variable) override {
-      auto it = current->find(variable.str());
-      cpu::RuntimeValue &value = values[variable.str()];
-      if (it == current->end())
-        return ir::makeError("no gradient of '" + variable.str() + "' arrived this step");
-      value.sparse = it->second.isSparse();
-      value.dense = value.sparse ? it->second.rows : it->second.dense;
-      value.indices = it->second.indices;
-      return &value;
-    }
-  };
-  auto gradients = std::make_shared<Gradients>();
-  cpu::ExecutorOptions execOptions;
+  auto gradients = std::make_shared<CombinedGradients>();
+  runtime::ExecutorOptions execOptions;
   execOptions.threads = options.threads;
   execOptions.communication = gradients.get();
-  auto executor = cpu::Executor::create(**module, store, execOptions);
+  auto executor = runtime::Executor::create(**module, store, execOptions);
   if (!executor)
     return executor.takeError();
 
-  std::string host = task.address();
-  serverOptions.address = host + ":" + (plan::onLoopback(plan) ? "0" : std::to_string(task.port()));
+  ps::ParameterServerOptions serverOptions;
+  serverOptions.shards = std::move(*shards);
+  serverOptions.address =
+      task.address() + ":" + (plan::onLoopback(plan) ? "0" : std::to_string(task.port()));
   serverOptions.jobToken = options.jobToken;
   serverOptions.variables = store;
   serverOptions.contributors = numWorkers(plan);
   serverOptions.waitTimeout = options.rpcTimeout;
-  cpu::Executor *update = executor->get();
+  runtime::Executor *update = executor->get();
   serverOptions.apply = [gradients, update](int64_t, const ps::GradientSet &set) -> llvm::Error {
     gradients->current = &set;
     auto e = update->step({});
     gradients->current = nullptr;
     return e;
   };
-  std::string checkpointName = plan::taskFileName(task.name());
-  if (!options.restoreDir.empty()) {
-    auto saved = train::loadCheckpoint(options.restoreDir + "/" + checkpointName);
-    if (!saved)
-      return saved.takeError();
-    for (const auto &[name, value] : saved->variables) {
-      const Tensor *current = store->find(name);
-      if (!current || current->shape() != value.shape() || current->dtype() != value.dtype())
-        return ir::makeError("the checkpoint of " + task.name() + " holds '" + name +
-                             "', which this plan gives it in another shape or not at all");
-      store->set(name, value.clone());
-    }
-  }
+  const std::string checkpointName = plan::taskFileName(task.name());
+  if (!options.restoreDir.empty())
+    if (auto e = restoreVariables(options.restoreDir + "/" + checkpointName, task, *store))
+      return e;
   auto server = ps::ParameterServer::start(std::move(serverOptions));
   if (!server)
     return server.takeError();
@@ -244,26 +288,15 @@ llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
       return e;
   if (auto e = client.set(endpointKey(task.name()), (*server)->endpoint()))
     return e;
-
-  // Serve until worker:0 says the job is done (each wait bounded; an abort ends the process).
-  for (;;) {
-    auto done = client.get(kDoneKey, std::chrono::seconds(5));
-    if (done)
-      break;
-    llvm::Error err = done.takeError();
-    if (ir::errorCode(err) != ir::ErrorCode::DeadlineExceeded)
-      return ir::withContext(std::move(err), "waiting for the job to end");
-    llvm::consumeError(std::move(err));
-  }
-  if (!options.variablesDir.empty())
-    if (auto e = writeVariables(options.variablesDir, task.name(), *store, (*server)->version()))
-      return e;
-  if (!options.saveDir.empty()) {
-    if (auto e = writeVariables(options.saveDir, task.name(), *store, (*server)->version()))
-      return e;
+  if (auto e = waitForJobEnd(client))
+    return e;
+  for (const std::string &dir : {options.variablesDir, options.saveDir})
+    if (!dir.empty())
+      if (auto e = writeVariables(dir, task.name(), *store, (*server)->version()))
+        return e;
+  if (!options.saveDir.empty())
     if (auto e = (*server)->save(options.saveDir + "/" + checkpointName + ".shards"))
       return e;
-  }
   (*server)->shutdown();
   return llvm::Error::success();
 }

@@ -4,8 +4,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "ir/Collectives.h"
 #include "ir/Diagnostic.h"
-#include "passes/Collectives.h"
 #include "runtime/cpu/Kernel.h"
 
 namespace prism::runtime::job {
@@ -104,9 +104,9 @@ llvm::Error WorkerCommunication::finishStep() {
 
 llvm::Error WorkerCommunication::allReduce(llvm::StringRef group, int64_t bucket,
                                            llvm::ArrayRef<Tensor *> tensors) {
-  if (group != passes::kWorkerGroup)
+  if (group != ir::kWorkerGroup)
     return ir::makeError("all_reduce over group '" + group.str() +
-                         "': this runtime knows only the group '" + passes::kWorkerGroup + "'");
+                         "': this runtime knows only the group '" + ir::kWorkerGroup + "'");
   if (tensors.empty())
     return llvm::Error::success();
   bool f64 = tensors.front()->dtype() == ir::DType::F64;
@@ -151,7 +151,8 @@ llvm::Expected<Tensor> WorkerCommunication::pullRows(llvm::StringRef variable,
   return ps_->pullRows(variable, indices, step_);
 }
 
-llvm::Error WorkerCommunication::push(llvm::StringRef variable, const cpu::RuntimeValue &gradient) {
+llvm::Error WorkerCommunication::push(llvm::StringRef variable,
+                                      const runtime::RuntimeValue &gradient) {
   if (!gradient.sparse) {
     pending_.push_back(ps::Gradient::ofDense(variable.str(), gradient.dense));
     return llvm::Error::success();
@@ -189,7 +190,8 @@ llvm::Error WorkerCommunication::push(llvm::StringRef variable, const cpu::Runti
   return llvm::Error::success();
 }
 
-llvm::Expected<const cpu::RuntimeValue *> WorkerCommunication::gradient(llvm::StringRef variable) {
+llvm::Expected<const runtime::RuntimeValue *>
+WorkerCommunication::gradient(llvm::StringRef variable) {
   return ir::makeError("'" + variable.str() +
                        "': combined gradients exist on parameter servers, not on workers");
 }

@@ -10,13 +10,13 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/cpu/Communication.h"
 #include "runtime/dist/Collective.h"
+#include "runtime/exec/Communication.h"
 #include "runtime/ps/PsClient.h"
 
 namespace prism::runtime::job {
 
-class WorkerCommunication : public cpu::Communication {
+class WorkerCommunication : public runtime::Communication {
 public:
   // `collective` joins every worker; `ps` is null when no variable lives on parameter servers.
   WorkerCommunication(int64_t rank, std::unique_ptr<dist::Collective> collective,
@@ -33,8 +33,8 @@ public:
                         llvm::ArrayRef<Tensor *> tensors) override;
   llvm::Expected<Tensor> pull(llvm::StringRef variable) override;
   llvm::Expected<Tensor> pullRows(llvm::StringRef variable, const Tensor &indices) override;
-  llvm::Error push(llvm::StringRef variable, const cpu::RuntimeValue &gradient) override;
-  llvm::Expected<const cpu::RuntimeValue *> gradient(llvm::StringRef variable) override;
+  llvm::Error push(llvm::StringRef variable, const runtime::RuntimeValue &gradient) override;
+  llvm::Expected<const runtime::RuntimeValue *> gradient(llvm::StringRef variable) override;
   llvm::Error synchronize() override;
 
   ps::PsClient *psClient() { return ps_.get(); }

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/cpu/Executor.h"
+#include "runtime/exec/Executor.h"
 #include "runtime/ps/GradientAggregator.h"
 #include "runtime/ps/PsShard.h"
 #include "llvm/Support/Error.h"
@@ -33,7 +33,7 @@ struct ParameterServerOptions {
   std::vector<PsShard> shards;
   // The store holding the shards under their variable names, of the shard's shape (not the
   // full one); a shard missing from it is added, zero-filled. Optimizer state may live in it too.
-  std::shared_ptr<cpu::VariableStore> variables;
+  std::shared_ptr<runtime::VariableStore> variables;
   // Contributors 0 .. contributors-1 each push every step to this server (an empty push when they
   // have nothing for it).
   int64_t contributors = 1;

@@ -19,7 +19,7 @@ constexpr llvm::StringLiteral kMagic = "PRISM-PS-CHECKPOINT 1\n";
 
 llvm::Error writeShardCheckpoint(llvm::StringRef path, int64_t version,
                                  llvm::ArrayRef<PsShard> shards,
-                                 const cpu::VariableStore &variables) {
+                                 const runtime::VariableStore &variables) {
   nlohmann::json header;
   header["version"] = version;
   header["shards"] = nlohmann::json::array();

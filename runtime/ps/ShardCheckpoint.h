@@ -9,7 +9,7 @@
 #include <string>
 
 #include "runtime/Tensor.h"
-#include "runtime/cpu/Executor.h"
+#include "runtime/exec/Executor.h"
 #include "runtime/ps/PsShard.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
@@ -24,7 +24,7 @@ struct ShardCheckpoint {
 // Writes `shards` (their values taken from `variables`) and `version` to `path` atomically.
 llvm::Error writeShardCheckpoint(llvm::StringRef path, int64_t version,
                                  llvm::ArrayRef<PsShard> shards,
-                                 const cpu::VariableStore &variables);
+                                 const runtime::VariableStore &variables);
 // Reads `path`, which must hold exactly `shards` (same names, rows, shapes and dtypes); a
 // truncated, corrupt or mismatched file is an error naming it.
 llvm::Expected<ShardCheckpoint> readShardCheckpoint(llvm::StringRef path,

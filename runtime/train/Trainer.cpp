@@ -8,8 +8,8 @@
 #include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
 #include "nlohmann/json.hpp"
-#include "runtime/cpu/Executor.h"
 #include "runtime/data/BatchIterator.h"
+#include "runtime/exec/Executor.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Progress.h"
 #include "llvm/Support/FileSystem.h"
@@ -64,7 +64,7 @@ struct Evaluation {
   int64_t examples = 0;
 };
 
-llvm::Expected<Evaluation> evaluate(cpu::Executor &exec, const data::Dataset &test,
+llvm::Expected<Evaluation> evaluate(runtime::Executor &exec, const data::Dataset &test,
                                     const std::vector<data::FieldRequest> &fields,
                                     const Classifier &classifier, const std::string &lossName,
                                     int64_t batchSize) {
@@ -106,7 +106,8 @@ llvm::Expected<Evaluation> evaluate(cpu::Executor &exec, const data::Dataset &te
   return result;
 }
 
-llvm::Error restoreInto(cpu::VariableStore &store, const Checkpoint &ckpt, const ir::Module &m) {
+llvm::Error restoreInto(runtime::VariableStore &store, const Checkpoint &ckpt,
+                        const ir::Module &m) {
   for (const auto &var : m.variables()) {
     const Tensor *held = store.find(var->name());
     if (held && held->empty()) // on parameter servers: restored there
@@ -126,201 +127,266 @@ llvm::Error restoreInto(cpu::VariableStore &store, const Checkpoint &ckpt, const
   return llvm::Error::success();
 }
 
+// One call of train(): its data, executors, position and outputs, and the steps of a run.
+class TrainingRun {
+public:
+  TrainingRun(const ir::Module &module, const TrainOptions &options)
+      : module_(module), options_(options), worker_(options.worker), progress_(options.quiet) {}
+
+  llvm::Expected<TrainResult> run() {
+    if (!module_.loss)
+      return ir::makeError("the model has no loss to train");
+    for (auto prepare :
+         {&TrainingRun::openData, &TrainingRun::createExecutors, &TrainingRun::restore,
+          &TrainingRun::prepareBatches, &TrainingRun::openMetrics})
+      if (auto err = (this->*prepare)())
+        return std::move(err);
+    start_ = stepStart_ = windowStart_ = Clock::now();
+    while (position_.globalStep < target_)
+      if (auto err = trainStep())
+        return std::move(err);
+    return finish();
+  }
+
+private:
+  llvm::Error openData();
+  llvm::Error createExecutors();
+  llvm::Error restore();
+  llvm::Error prepareBatches();
+  llvm::Error openMetrics();
+  llvm::Error trainStep();
+  void reportStep(int64_t examples, double loss);
+  llvm::Error evaluateTestSet(const std::string &label);
+  llvm::Expected<TrainResult> finish();
+
+  const ir::Module &module_;
+  const TrainOptions &options_;
+  const WorkerRole *worker_;
+  std::unique_ptr<data::Dataset> trainSet_, testSet_;
+  std::vector<data::FieldRequest> fields_;
+  std::shared_ptr<runtime::VariableStore> store_;
+  std::unique_ptr<runtime::Executor> trainer_, evaluator_;
+  Classifier classifier_;
+  TrainingPosition position_;
+  std::optional<data::BatchIterator> batches_;
+  int64_t perEpoch_ = 0, target_ = 0, epochs_ = 0;
+  std::unique_ptr<llvm::raw_fd_ostream> metrics_;
+  ProgressLine progress_;
+  TrainResult result_;
+  Clock::time_point start_, stepStart_, windowStart_;
+  int64_t windowSamples_ = 0, samples_ = 0;
+  double rate_ = 0;
+};
+
+llvm::Error TrainingRun::openData() {
+  auto trainSet = data::openDataset(options_.data, data::Split::Train, options_.seed);
+  if (!trainSet)
+    return trainSet.takeError();
+  trainSet_ = std::move(*trainSet);
+  if (options_.evaluate) {
+    auto opened = data::openDataset(options_.data, data::Split::Test, options_.seed);
+    if (!opened)
+      return opened.takeError();
+    testSet_ = std::move(*opened);
+  }
+  std::vector<data::InputSlot> slots;
+  for (const auto &in : module_.inputs())
+    slots.push_back({in->name(), in->type()});
+  auto fields = data::requestsForInputs(*trainSet_, slots);
+  if (!fields)
+    return fields.takeError();
+  fields_ = std::move(*fields);
+  return llvm::Error::success();
+}
+
+// The training step and, with a test set, the evaluation step: one factory, one device.
+llvm::Error TrainingRun::createExecutors() {
+  store_ = std::make_shared<runtime::VariableStore>();
+  if (auto err = store_->initialize(module_, options_.seed))
+    return err;
+  runtime::ExecutorOptions trainOptions;
+  trainOptions.device = options_.device;
+  trainOptions.threads = options_.threads;
+  trainOptions.communication = worker_ ? worker_->communication : nullptr;
+  auto trainer = runtime::Executor::create(module_, store_, trainOptions);
+  if (!trainer)
+    return trainer.takeError();
+  trainer_ = std::move(*trainer);
+  classifier_ = findClassifier(module_);
+  if (!testSet_)
+    return llvm::Error::success();
+  runtime::ExecutorOptions evalOptions = trainOptions;
+  evalOptions.outputs = {localLoss(module_)->name()};
+  if (classifier_.logits)
+    evalOptions.outputs.push_back(classifier_.logits->name());
+  auto evaluator = runtime::Executor::create(module_, store_, evalOptions);
+  if (!evaluator)
+    return evaluator.takeError();
+  evaluator_ = std::move(*evaluator);
+  return llvm::Error::success();
+}
+
+llvm::Error TrainingRun::restore() {
+  position_.seed = options_.seed;
+  position_.batchSize = options_.batchSize;
+  position_.model = module_.name();
+  position_.data = options_.data.str();
+  if (options_.restoreDir.empty())
+    return llvm::Error::success();
+  auto ckpt = loadCheckpoint(options_.restoreDir);
+  if (!ckpt)
+    return ckpt.takeError();
+  const TrainingPosition &saved = ckpt->position;
+  if (saved.model != position_.model || saved.data != position_.data ||
+      saved.seed != position_.seed || saved.batchSize != position_.batchSize)
+    return ir::makeError("checkpoint in " + options_.restoreDir + " was made for model '" +
+                         saved.model + "', data " + saved.data + ", seed " +
+                         std::to_string(saved.seed) + ", batch " + std::to_string(saved.batchSize) +
+                         "; this run has '" + position_.model + "', " + position_.data + ", seed " +
+                         std::to_string(position_.seed) + ", batch " +
+                         std::to_string(position_.batchSize));
+  if (auto err = restoreInto(*store_, *ckpt, module_))
+    return err;
+  position_ = saved;
+  return llvm::Error::success();
+}
+
+llvm::Error TrainingRun::prepareBatches() {
+  data::BatchOptions batchOptions;
+  batchOptions.batchSize = options_.batchSize;
+  batchOptions.seed = options_.seed;
+  batchOptions.fields = fields_;
+  if (worker_) {
+    batchOptions.rank = worker_->rank;
+    batchOptions.numShards = worker_->workers;
+    batchOptions.dropLast = true;
+  }
+  auto batches = data::BatchIterator::create(*trainSet_, batchOptions, position_.epoch);
+  if (!batches)
+    return batches.takeError();
+  batches_.emplace(std::move(*batches));
+  perEpoch_ = batches_->numBatches();
+  if (perEpoch_ == 0)
+    return ir::makeError("the training set " + trainSet_->description() + " is empty");
+  target_ = options_.steps ? *options_.steps : options_.epochs.value_or(1) * perEpoch_;
+  epochs_ = (target_ + perEpoch_ - 1) / perEpoch_;
+  return llvm::Error::success();
+}
+
+llvm::Error TrainingRun::openMetrics() {
+  if (options_.metricsOut.empty())
+    return llvm::Error::success();
+  std::error_code ec;
+  metrics_ = std::make_unique<llvm::raw_fd_ostream>(
+      options_.metricsOut, ec,
+      options_.restoreDir.empty() ? llvm::sys::fs::OF_None : llvm::sys::fs::OF_Append);
+  if (ec)
+    return ir::makeError("cannot write metrics to " + options_.metricsOut + ": " + ec.message());
+  return llvm::Error::success();
+}
+
+llvm::Error TrainingRun::trainStep() {
+  // A step's time includes assembling its batch, as a user's loop would.
+  data::Batch batch = batches_->batch(position_.batchInEpoch);
+  if (worker_ && worker_->beforeStep)
+    if (auto err = worker_->beforeStep(position_.globalStep, batch.size(), batch.globalSize))
+      return err;
+  if (auto err = trainer_->step(batch.tensors))
+    return err;
+  if (worker_ && worker_->afterStep)
+    if (auto err = worker_->afterStep(position_.globalStep))
+      return err;
+  double loss = *trainer_->loss();
+  if (!std::isfinite(loss))
+    return ir::makeError("the loss became " + std::to_string(loss) + " at step " +
+                         std::to_string(position_.globalStep + 1) +
+                         ": lower the learning rate or check the data");
+  ++position_.globalStep;
+  ++position_.batchInEpoch;
+  ++result_.steps;
+  result_.lastLoss = loss;
+  // A worker counts the global batch: the job's rate, as one device would see it.
+  reportStep(worker_ ? batch.globalSize : batch.size(), loss);
+  if (position_.batchInEpoch != perEpoch_)
+    return llvm::Error::success();
+  if (auto err = evaluateTestSet("epoch " + std::to_string(position_.epoch + 1)))
+    return err;
+  ++position_.epoch;
+  position_.batchInEpoch = 0;
+  batches_->startEpoch(position_.epoch);
+  return llvm::Error::success();
+}
+
+// The progress line (rate over windows of at least 0.5 s) and the step's metrics line.
+void TrainingRun::reportStep(int64_t examples, double loss) {
+  samples_ += examples;
+  windowSamples_ += examples;
+  auto now = Clock::now();
+  double window = seconds(now - windowStart_);
+  if (window >= 0.5 || rate_ == 0) {
+    rate_ = static_cast<double>(windowSamples_) / std::max(window, 1e-9);
+    windowStart_ = now;
+    windowSamples_ = 0;
+  }
+  double elapsed = seconds(now - start_);
+  double eta = static_cast<double>(target_ - position_.globalStep) * elapsed /
+               static_cast<double>(result_.steps);
+  progress_.step(position_.epoch + 1, epochs_, position_.batchInEpoch, perEpoch_,
+                 position_.globalStep, target_, loss, rate_, eta);
+  if (metrics_)
+    *metrics_ << nlohmann::json({{"step", position_.globalStep},
+                                 {"epoch", position_.epoch + 1},
+                                 {"loss", loss},
+                                 {"samples_per_sec", examples / seconds(now - stepStart_)}})
+                     .dump()
+              << "\n";
+  stepStart_ = Clock::now();
+}
+
+llvm::Error TrainingRun::evaluateTestSet(const std::string &label) {
+  if (!evaluator_)
+    return llvm::Error::success();
+  auto eval = evaluate(*evaluator_, *testSet_, fields_, classifier_, localLoss(module_)->name(),
+                       options_.evalBatchSize);
+  if (!eval)
+    return eval.takeError();
+  result_.testLoss = eval->loss;
+  result_.testAccuracy = eval->accuracy;
+  progress_.evaluation(label, eval->loss, eval->accuracy, eval->examples);
+  if (metrics_) {
+    nlohmann::json line = {{"step", position_.globalStep},
+                           {"epoch", position_.epoch + 1},
+                           {"test_loss", eval->loss},
+                           {"test_examples", eval->examples}};
+    if (eval->accuracy)
+      line["test_accuracy"] = *eval->accuracy;
+    *metrics_ << line.dump() << "\n";
+    metrics_->flush();
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<TrainResult> TrainingRun::finish() {
+  progress_.finish();
+  result_.globalStep = position_.globalStep;
+  result_.samplesPerSec =
+      static_cast<double>(samples_) / std::max(seconds(Clock::now() - start_), 1e-9);
+  // A run that stopped mid-epoch still reports where the model stands.
+  if (position_.batchInEpoch != 0 && result_.steps > 0)
+    if (auto err = evaluateTestSet("step " + std::to_string(position_.globalStep)))
+      return std::move(err);
+  if (!options_.saveDir.empty())
+    if (auto err = saveCheckpoint(options_.saveDir, position_, store_->all()))
+      return std::move(err);
+  result_.peakArenaBytes = trainer_->arenaBytes();
+  result_.store = store_;
+  return std::move(result_);
+}
+
 } // namespace
 
 llvm::Expected<TrainResult> train(const ir::Module &module, const TrainOptions &options) {
-  if (!module.loss)
-    return ir::makeError("the model has no loss to train");
-  auto trainSet = data::openDataset(options.data, data::Split::Train, options.seed);
-  if (!trainSet)
-    return trainSet.takeError();
-  std::unique_ptr<data::Dataset> testSet;
-  if (options.evaluate) {
-    auto opened = data::openDataset(options.data, data::Split::Test, options.seed);
-    if (!opened)
-      return opened.takeError();
-    testSet = std::move(*opened);
-  }
-  std::vector<data::InputSlot> slots;
-  for (const auto &in : module.inputs())
-    slots.push_back({in->name(), in->type()});
-  auto fields = data::requestsForInputs(**trainSet, slots);
-  if (!fields)
-    return fields.takeError();
-
-  auto store = std::make_shared<cpu::VariableStore>();
-  if (auto err = store->initialize(module, options.seed))
-    return std::move(err);
-  const WorkerRole *worker = options.worker;
-  cpu::ExecutorOptions trainOptions;
-  trainOptions.threads = options.threads;
-  trainOptions.communication = worker ? worker->communication : nullptr;
-  auto trainer = cpu::Executor::create(module, store, trainOptions);
-  if (!trainer)
-    return trainer.takeError();
-  Classifier classifier = findClassifier(module);
-  std::unique_ptr<cpu::Executor> evaluator;
-  if (testSet) {
-    cpu::ExecutorOptions evalOptions;
-    evalOptions.threads = options.threads;
-    evalOptions.communication = trainOptions.communication;
-    evalOptions.outputs = {localLoss(module)->name()};
-    if (classifier.logits)
-      evalOptions.outputs.push_back(classifier.logits->name());
-    auto created = cpu::Executor::create(module, store, evalOptions);
-    if (!created)
-      return created.takeError();
-    evaluator = std::move(*created);
-  }
-
-  TrainingPosition position;
-  position.seed = options.seed;
-  position.batchSize = options.batchSize;
-  position.model = module.name();
-  position.data = options.data.str();
-  if (!options.restoreDir.empty()) {
-    auto ckpt = loadCheckpoint(options.restoreDir);
-    if (!ckpt)
-      return ckpt.takeError();
-    const TrainingPosition &saved = ckpt->position;
-    if (saved.model != position.model || saved.data != position.data ||
-        saved.seed != position.seed || saved.batchSize != position.batchSize)
-      return ir::makeError("checkpoint in " + options.restoreDir + " was made for model '" +
-                           saved.model + "', data " + saved.data + ", seed " +
-                           std::to_string(saved.seed) + ", batch " +
-                           std::to_string(saved.batchSize) + "; this run has '" + position.model +
-                           "', " + position.data + ", seed " + std::to_string(position.seed) +
-                           ", batch " + std::to_string(position.batchSize));
-    if (auto err = restoreInto(*store, *ckpt, module))
-      return std::move(err);
-    position = saved;
-  }
-
-  data::BatchOptions batchOptions;
-  batchOptions.batchSize = options.batchSize;
-  batchOptions.seed = options.seed;
-  batchOptions.fields = *fields;
-  if (worker) {
-    batchOptions.rank = worker->rank;
-    batchOptions.numShards = worker->workers;
-    batchOptions.dropLast = true;
-  }
-  auto batches = data::BatchIterator::create(**trainSet, batchOptions, position.epoch);
-  if (!batches)
-    return batches.takeError();
-  const int64_t perEpoch = batches->numBatches();
-  if (perEpoch == 0)
-    return ir::makeError("the training set " + (*trainSet)->description() + " is empty");
-  const int64_t target = options.steps ? *options.steps : options.epochs.value_or(1) * perEpoch;
-  const int64_t epochs = (target + perEpoch - 1) / perEpoch;
-
-  std::unique_ptr<llvm::raw_fd_ostream> metrics;
-  if (!options.metricsOut.empty()) {
-    std::error_code ec;
-    metrics = std::make_unique<llvm::raw_fd_ostream>(
-        options.metricsOut, ec,
-        options.restoreDir.empty() ? llvm::sys::fs::OF_None : llvm::sys::fs::OF_Append);
-    if (ec)
-      return ir::makeError("cannot write metrics to " + options.metricsOut + ": " + ec.message());
-  }
-  ProgressLine progress(options.quiet);
-
-  TrainResult result;
-  auto runEvaluation = [&](const std::string &label) -> llvm::Error {
-    if (!evaluator)
-      return llvm::Error::success();
-    auto eval = evaluate(*evaluator, *testSet, *fields, classifier, localLoss(module)->name(),
-                         options.evalBatchSize);
-    if (!eval)
-      return eval.takeError();
-    result.testLoss = eval->loss;
-    result.testAccuracy = eval->accuracy;
-    progress.evaluation(label, eval->loss, eval->accuracy, eval->examples);
-    if (metrics) {
-      nlohmann::json line = {{"step", position.globalStep},
-                             {"epoch", position.epoch + 1},
-                             {"test_loss", eval->loss},
-                             {"test_examples", eval->examples}};
-      if (eval->accuracy)
-        line["test_accuracy"] = *eval->accuracy;
-      *metrics << line.dump() << "\n";
-      metrics->flush();
-    }
-    return llvm::Error::success();
-  };
-
-  const auto start = Clock::now();
-  auto windowStart = start;
-  int64_t windowSamples = 0, samples = 0;
-  double rate = 0;
-  auto stepStart = Clock::now();
-  while (position.globalStep < target) {
-    // A step's time includes assembling its batch, as a user's loop would.
-    data::Batch batch = batches->batch(position.batchInEpoch);
-    if (worker && worker->beforeStep)
-      if (auto err = worker->beforeStep(position.globalStep, batch.size(), batch.globalSize))
-        return std::move(err);
-    if (auto err = (*trainer)->step(batch.tensors))
-      return std::move(err);
-    if (worker && worker->afterStep)
-      if (auto err = worker->afterStep(position.globalStep))
-        return std::move(err);
-    double loss = *(*trainer)->loss();
-    if (!std::isfinite(loss))
-      return ir::makeError("the loss became " + std::to_string(loss) + " at step " +
-                           std::to_string(position.globalStep + 1) +
-                           ": lower the learning rate or check the data");
-    ++position.globalStep;
-    ++position.batchInEpoch;
-    ++result.steps;
-    result.lastLoss = loss;
-    // A worker counts the global batch: the job's rate, as one device would see it.
-    int64_t examples = worker ? batch.globalSize : batch.size();
-    samples += examples;
-    windowSamples += examples;
-    auto now = Clock::now();
-    double window = seconds(now - windowStart);
-    if (window >= 0.5 || rate == 0) {
-      rate = static_cast<double>(windowSamples) / std::max(window, 1e-9);
-      windowStart = now;
-      windowSamples = 0;
-    }
-    double elapsed = seconds(now - start);
-    double eta = static_cast<double>(target - position.globalStep) * elapsed /
-                 static_cast<double>(result.steps);
-    progress.step(position.epoch + 1, epochs, position.batchInEpoch, perEpoch, position.globalStep,
-                  target, loss, rate, eta);
-    if (metrics) {
-      *metrics << nlohmann::json({{"step", position.globalStep},
-                                  {"epoch", position.epoch + 1},
-                                  {"loss", loss},
-                                  {"samples_per_sec", examples / seconds(now - stepStart)}})
-                      .dump()
-               << "\n";
-    }
-    stepStart = Clock::now();
-    if (position.batchInEpoch == perEpoch) {
-      if (auto err = runEvaluation("epoch " + std::to_string(position.epoch + 1)))
-        return std::move(err);
-      ++position.epoch;
-      position.batchInEpoch = 0;
-      batches->startEpoch(position.epoch);
-    }
-  }
-  progress.finish();
-  result.globalStep = position.globalStep;
-  result.samplesPerSec =
-      static_cast<double>(samples) / std::max(seconds(Clock::now() - start), 1e-9);
-  // A run that stopped mid-epoch still reports where the model stands.
-  if (position.batchInEpoch != 0 && result.steps > 0)
-    if (auto err = runEvaluation("step " + std::to_string(position.globalStep)))
-      return std::move(err);
-  if (!options.saveDir.empty())
-    if (auto err = saveCheckpoint(options.saveDir, position, store->all()))
-      return std::move(err);
-  result.peakArenaBytes = (*trainer)->arenaBytes();
-  result.store = store;
-  return result;
+  return TrainingRun(module, options).run();
 }
 
 } // namespace prism::runtime::train

@@ -9,9 +9,9 @@
 #include <string>
 
 #include "ir/Module.h"
-#include "runtime/cpu/Communication.h"
-#include "runtime/cpu/Executor.h"
 #include "runtime/data/DataSpec.h"
+#include "runtime/exec/Communication.h"
+#include "runtime/exec/Executor.h"
 #include "llvm/Support/Error.h"
 
 namespace prism::runtime::train {
@@ -21,7 +21,7 @@ namespace prism::runtime::train {
 struct WorkerRole {
   int64_t rank = 0;
   int64_t workers = 1;
-  cpu::Communication *communication = nullptr;
+  runtime::Communication *communication = nullptr;
   // Before each step: the step's number (from 0), this worker's examples and all workers'.
   std::function<llvm::Error(int64_t step, int64_t examples, int64_t globalExamples)> beforeStep;
   // After each step (its number): e.g. sends what the step pushed to the parameter servers.
@@ -34,6 +34,7 @@ struct TrainOptions {
   std::optional<int64_t> steps;  // total steps, across a restore
   int64_t batchSize = 128;
   int64_t evalBatchSize = 1000;
+  ir::DeviceId device; // where the steps run (cpu:0 by default)
   int threads = 1;
   uint64_t seed = 0;
   std::string metricsOut; // JSON lines; empty: none
@@ -53,8 +54,8 @@ struct TrainResult {
   double samplesPerSec = 0; // over this call
   std::optional<double> testAccuracy;
   std::optional<double> testLoss;
-  size_t peakArenaBytes = 0;                 // the training step's activation and gradient memory
-  std::shared_ptr<cpu::VariableStore> store; // the variables after training
+  size_t peakArenaBytes = 0; // the training step's activation and gradient memory
+  std::shared_ptr<runtime::VariableStore> store; // the variables after training
 };
 
 // `module` is a training module after infer-shapes, autodiff and lower-optimizer: a loss and

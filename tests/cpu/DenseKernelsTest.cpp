@@ -9,7 +9,7 @@
 
 #include "ir/Builder.h"
 #include "passes/PassManager.h"
-#include "runtime/cpu/Executor.h"
+#include "runtime/exec/Executor.h"
 #include "runtime/reference/ReferenceInterpreter.h"
 #include "tests/cpu/ReferenceCheck.h"
 
@@ -197,10 +197,10 @@ TEST(DenseConv2d, F64IsRejectedWithItsReason) {
   b.op("conv2d", {x, w}, {}, "y");
   auto module = finish(b);
   ASSERT_TRUE(module);
-  auto store = std::make_shared<runtime::cpu::VariableStore>();
-  runtime::cpu::ExecutorOptions options;
+  auto store = std::make_shared<runtime::VariableStore>();
+  runtime::ExecutorOptions options;
   options.outputs = {"y"};
-  auto exec = runtime::cpu::Executor::create(*module, store, options);
+  auto exec = runtime::Executor::create(*module, store, options);
   ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
   runtime::Tensor xs(DType::F64, {1, 4, 4, 1}), ws(DType::F64, {3, 3, 1, 1});
   xs.fillZero();
@@ -311,15 +311,15 @@ TEST(DensePool, MaxGradientRoutesTiesToTheFirstMaximum) {
         reference.step({{"x", runtime::reference::Tensor(DType::F32, xs.shape(), xValues)},
                         {"dy", runtime::reference::Tensor(DType::F32, dyShape, dyValues)}});
     ASSERT_TRUE(bool(refStep)) << llvm::toString(refStep.takeError());
-    auto store = std::make_shared<runtime::cpu::VariableStore>();
-    runtime::cpu::ExecutorOptions options;
+    auto store = std::make_shared<runtime::VariableStore>();
+    runtime::ExecutorOptions options;
     options.outputs = {"y"};
-    auto exec = runtime::cpu::Executor::create(*module, store, options);
+    auto exec = runtime::Executor::create(*module, store, options);
     ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
     ASSERT_FALSE(bool((*exec)->step({{"x", xs}, {"dy", dys}})));
 
     const runtime::reference::Tensor *want = reference.value("y");
-    const runtime::cpu::RuntimeValue *got = (*exec)->output("y");
+    const runtime::RuntimeValue *got = (*exec)->output("y");
     ASSERT_NE(want, nullptr);
     ASSERT_NE(got, nullptr);
     ASSERT_EQ(static_cast<int64_t>(want->data().size()), got->dense.numElements());

@@ -8,8 +8,8 @@
 
 #include "ir/Builder.h"
 #include "ir/OpTable.h"
-#include "runtime/cpu/Executor.h"
 #include "runtime/cpu/Kernel.h"
+#include "runtime/exec/Executor.h"
 #include "tests/cpu/ReferenceCheck.h"
 
 namespace {
@@ -117,10 +117,10 @@ TEST(ElementwiseKernels, IntegerDivisionByZeroIsAnError) {
   b.op("div", {x, d}, {}, "y");
   auto module = b.finish();
   ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
-  runtime::cpu::ExecutorOptions options;
+  runtime::ExecutorOptions options;
   options.outputs = {"y"};
-  auto exec = runtime::cpu::Executor::create(
-      **module, std::make_shared<runtime::cpu::VariableStore>(), options);
+  auto exec =
+      runtime::Executor::create(**module, std::make_shared<runtime::VariableStore>(), options);
   ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
   runtime::Tensor numerator(DType::I32, {2}), divisor(DType::I32, {2});
   numerator.data<int32_t>()[0] = 7;
@@ -218,7 +218,8 @@ TEST(ElementwiseKernels, EveryElementwiseOpHasACpuKernel) {
     if (!family.count(def->name))
       continue;
     ++found;
-    EXPECT_NE(runtime::cpu::findKernel(def->name), nullptr) << "no CPU kernel for " << def->name;
+    EXPECT_NE(runtime::findKernel(def->name, ir::DeviceKind::Cpu), nullptr)
+        << "no CPU kernel for " << def->name;
   }
   EXPECT_EQ(found, family.size());
 }

@@ -8,8 +8,8 @@
 
 #include "ir/Builder.h"
 #include "ir/OpTable.h"
-#include "runtime/cpu/Executor.h"
 #include "runtime/cpu/Kernel.h"
+#include "runtime/exec/Executor.h"
 #include "tests/cpu/ReferenceCheck.h"
 
 namespace {
@@ -140,10 +140,10 @@ std::string errorWithLabels(const char *op, const std::vector<int32_t> &labelVal
   auto module = b.finish();
   if (!module)
     return llvm::toString(module.takeError());
-  runtime::cpu::ExecutorOptions options;
+  runtime::ExecutorOptions options;
   options.outputs = {"y"};
-  auto exec = runtime::cpu::Executor::create(
-      **module, std::make_shared<runtime::cpu::VariableStore>(), options);
+  auto exec =
+      runtime::Executor::create(**module, std::make_shared<runtime::VariableStore>(), options);
   if (!exec)
     return llvm::toString(exec.takeError());
   runtime::Tensor logits(DType::F32, {rows, 10}), labels(DType::I32, {rows}), dloss(DType::F32, {});
@@ -152,7 +152,7 @@ std::string errorWithLabels(const char *op, const std::vector<int32_t> &labelVal
   for (int64_t r = 0; r < rows; ++r)
     labels.data<int32_t>()[r] = labelValues[r];
   *dloss.data<float>() = 1.0f;
-  runtime::cpu::Feeds feeds = {{"logits", logits}, {"labels", labels}};
+  runtime::Feeds feeds = {{"logits", logits}, {"labels", labels}};
   if (gradient)
     feeds["dloss"] = dloss;
   llvm::Error err = (*exec)->step(feeds);
@@ -179,7 +179,8 @@ TEST(LossKernels, EveryLossOpHasACpuKernel) {
     if (!family.count(def->name))
       continue;
     ++found;
-    EXPECT_NE(runtime::cpu::findKernel(def->name), nullptr) << "no CPU kernel for " << def->name;
+    EXPECT_NE(runtime::findKernel(def->name, ir::DeviceKind::Cpu), nullptr)
+        << "no CPU kernel for " << def->name;
   }
   EXPECT_EQ(found, family.size());
 }

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "ir/Builder.h"
-#include "runtime/cpu/Executor.h"
+#include "runtime/exec/Executor.h"
 #include "tests/cpu/ReferenceCheck.h"
 
 using namespace prism;
@@ -13,9 +13,9 @@ using ir::Attr;
 using ir::DType;
 using ir::TensorType;
 using ir::Value;
+using runtime::Executor;
 using runtime::Tensor;
-using runtime::cpu::Executor;
-using runtime::cpu::VariableStore;
+using runtime::VariableStore;
 
 namespace {
 
@@ -273,7 +273,7 @@ TEST(OptimizerKernels, ClipScaleOfZeroNormIsOne) {
   auto module = finish(b);
   ASSERT_TRUE(module);
   prism::testing::expectMatchesReference(*module, {"norm", "c"});
-  runtime::cpu::ExecutorOptions options;
+  runtime::ExecutorOptions options;
   options.outputs = {"c"};
   auto store = std::make_shared<VariableStore>();
   ASSERT_FALSE(bool(store->initialize(*module, 1)));

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <random>
 
-#include "runtime/cpu/Executor.h"
+#include "runtime/exec/Executor.h"
 #include "runtime/reference/ReferenceInterpreter.h"
 
 namespace prism::testing {
@@ -32,7 +32,7 @@ double toDouble(const Tensor &t, int64_t i) {
 }
 
 // The dense double values of a runtime value (sparse: scattered into zeros).
-std::vector<double> denseValues(const runtime::cpu::RuntimeValue &v,
+std::vector<double> denseValues(const runtime::RuntimeValue &v,
                                 const std::vector<int64_t> &denseShape) {
   if (!v.sparse) {
     std::vector<double> out(v.dense.numElements());
@@ -73,18 +73,18 @@ void expectMatchesReference(const ir::Module &module, const std::vector<std::str
 
   ref::ReferenceInterpreter reference(module);
   ASSERT_FALSE(bool(reference.initializeVariables(seed))) << "reference initialization failed";
-  auto store = std::make_shared<runtime::cpu::VariableStore>();
+  auto store = std::make_shared<runtime::VariableStore>();
   if (auto err = store->initialize(module, seed))
     FAIL() << llvm::toString(std::move(err));
-  runtime::cpu::ExecutorOptions execOptions;
+  runtime::ExecutorOptions execOptions;
   execOptions.threads = options.threads;
   execOptions.outputs = outputs;
-  auto exec = runtime::cpu::Executor::create(module, store, execOptions);
+  auto exec = runtime::Executor::create(module, store, execOptions);
   ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
 
   for (int step = 0; step < options.steps; ++step) {
     ref::Feeds refFeeds;
-    runtime::cpu::Feeds feeds;
+    runtime::Feeds feeds;
     for (const auto &in : module.inputs()) {
       std::vector<int64_t> shape;
       for (int64_t d : in->type().dims)
@@ -130,7 +130,7 @@ void expectMatchesReference(const ir::Module &module, const std::vector<std::str
 
     for (const std::string &name : outputs) {
       const ref::Tensor *expected = reference.value(name);
-      const runtime::cpu::RuntimeValue *actual = (*exec)->output(name);
+      const runtime::RuntimeValue *actual = (*exec)->output(name);
       ASSERT_NE(expected, nullptr) << name;
       ASSERT_NE(actual, nullptr) << name;
       std::vector<int64_t> shape(expected->shape().begin(), expected->shape().end());
@@ -145,7 +145,7 @@ void expectMatchesReference(const ir::Module &module, const std::vector<std::str
         const Tensor *actual = store->find(var->name());
         ASSERT_NE(expected, nullptr);
         ASSERT_NE(actual, nullptr);
-        runtime::cpu::RuntimeValue v;
+        runtime::RuntimeValue v;
         v.dense = *actual;
         std::vector<double> got = denseValues(v, {});
         EXPECT_LT(relativeError(expected->data(), got), options.tolerance)

@@ -290,7 +290,8 @@ TEST(ShapeKernels, EveryShapeOpHasACpuKernel) {
     if (!family.count(def->name))
       continue;
     ++found;
-    EXPECT_NE(runtime::cpu::findKernel(def->name), nullptr) << "no CPU kernel for " << def->name;
+    EXPECT_NE(runtime::findKernel(def->name, ir::DeviceKind::Cpu), nullptr)
+        << "no CPU kernel for " << def->name;
   }
   EXPECT_EQ(found, family.size());
 }

@@ -3,19 +3,19 @@
 #include <gtest/gtest.h>
 
 #include "ir/Builder.h"
-#include "runtime/cpu/Executor.h"
 #include "runtime/cpu/kernels/SparseRowCoalescer.h"
+#include "runtime/exec/Executor.h"
 #include "tests/cpu/ReferenceCheck.h"
 
 using namespace prism;
 using ir::Attr;
 using ir::DType;
 using ir::TensorType;
+using runtime::Executor;
+using runtime::RuntimeValue;
 using runtime::Tensor;
-using runtime::cpu::Executor;
-using runtime::cpu::RuntimeValue;
+using runtime::VariableStore;
 using runtime::cpu::SparseRowCoalescer;
-using runtime::cpu::VariableStore;
 
 namespace {
 
@@ -124,7 +124,7 @@ TEST(SparseKernels, SparseAddConcatenates) {
 
   // The sum carries every (index, row) pair: 3 * 2 + 5 of them, in operand order.
   auto store = std::make_shared<VariableStore>();
-  runtime::cpu::ExecutorOptions execOptions;
+  runtime::ExecutorOptions execOptions;
   execOptions.outputs = {"sum"};
   auto exec = Executor::create(*module, store, execOptions);
   ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
@@ -140,7 +140,7 @@ TEST(SparseKernels, SparseAddConcatenates) {
     jdsValue.data<int32_t>()[i] = 5 - i;
   ASSERT_FALSE(bool(
       (*exec)->step({{"dy", dyValue}, {"ids", idsValue}, {"dz", dzValue}, {"jds", jdsValue}})));
-  const runtime::cpu::RuntimeValue *result = (*exec)->output("sum");
+  const runtime::RuntimeValue *result = (*exec)->output("sum");
   ASSERT_NE(result, nullptr);
   ASSERT_TRUE(result->sparse);
   ASSERT_EQ(result->numRows(), 11);
@@ -163,7 +163,7 @@ TEST(SparseKernels, GatherRejectsAnIndexOutOfRange) {
     ASSERT_TRUE(module);
     auto store = std::make_shared<VariableStore>();
     ASSERT_FALSE(bool(store->initialize(*module, 1)));
-    runtime::cpu::ExecutorOptions options;
+    runtime::ExecutorOptions options;
     options.outputs = {"out"};
     auto exec = Executor::create(*module, store, options);
     ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
@@ -202,7 +202,7 @@ TEST(SparseKernels, GatherGradRejectsAnIndexOutOfRange) {
   b.op("gather_grad", {dy, ids}, numRows(4), "g");
   auto module = finish(b);
   ASSERT_TRUE(module);
-  runtime::cpu::ExecutorOptions options;
+  runtime::ExecutorOptions options;
   options.outputs = {"g"};
   auto exec = Executor::create(*module, std::make_shared<VariableStore>(), options);
   ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "DistTestSupport.h"
+#include "ir/Diagnostic.h"
 
 namespace prism::runtime::dist {
 namespace {
@@ -32,7 +33,9 @@ TEST(CoordinatorTest, WrongTokenIsRefused) {
   auto coordinator = startCoordinator(1);
   ASSERT_TRUE(coordinator);
   CoordinatorClient client(clientOptions(coordinator->address(), "worker:0", "not-the-token"));
-  std::string error = message(client.registerTask());
+  llvm::Error refused = client.registerTask();
+  EXPECT_EQ(ir::errorCode(refused), ir::ErrorCode::PermissionDenied);
+  std::string error = message(std::move(refused));
   EXPECT_NE(error.find("UNAUTHENTICATED"), std::string::npos) << error;
   EXPECT_NE(error.find("wrong job token"), std::string::npos) << error;
   EXPECT_NE(error.find("Register by worker:0"), std::string::npos) << error;
@@ -103,7 +106,9 @@ TEST(CoordinatorTest, GetOfMissingKeyTimesOut) {
   ASSERT_EQ(value.wait_for(kBound), std::future_status::ready);
   llvm::Expected<std::string> got = value.get();
   ASSERT_FALSE(bool(got));
-  std::string error = llvm::toString(got.takeError());
+  llvm::Error late = got.takeError();
+  EXPECT_EQ(ir::errorCode(late), ir::ErrorCode::DeadlineExceeded);
+  std::string error = llvm::toString(std::move(late));
   EXPECT_NE(error.find("DEADLINE_EXCEEDED: key 'never-set' was not set within 200 ms"),
             std::string::npos)
       << error;

@@ -115,7 +115,8 @@ TEST(PlanVerifier, EveryCorruptionIsNamed) {
          replaceIn(*programNamed(p, "worker").mutable_ir(), "var out.b : f32[10]",
                    "var out.b : f32[11]");
        },
-       "<plan program worker>:33:3: error: 'fused_matmul' defining %logits: bias f32[11]"},
+       "<plan program worker>:33:3: error: invalid plan: program 'worker': 'fused_matmul' "
+       "defining %logits: bias f32[11]"},
       {"plan shape",
        [](Plan &p) {
          variableNamed(p, "out.b").set_shape(0, 11);

@@ -109,7 +109,9 @@ TEST(PsClient, WrongOrMissingTokenIsRefused) {
     auto client = cluster.client(token);
     auto value = client->pull("w", 0);
     ASSERT_FALSE(bool(value)) << "token '" << token << "'";
-    EXPECT_NE(llvm::toString(value.takeError()).find("unauthenticated"), std::string::npos);
+    llvm::Error refused = value.takeError();
+    EXPECT_EQ(prism::ir::errorCode(refused), prism::ir::ErrorCode::PermissionDenied);
+    EXPECT_NE(llvm::toString(std::move(refused)).find("UNAUTHENTICATED"), std::string::npos);
     llvm::Error push = client->push(0, 1, 0, {});
     ASSERT_TRUE(bool(push));
     EXPECT_NE(llvm::toString(std::move(push)).find("job token"), std::string::npos);

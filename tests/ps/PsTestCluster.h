@@ -44,7 +44,7 @@ inline double initialValue(const std::string &name, int64_t i) {
 }
 
 // SGD on a store: v -= lr * g, dense or row by row (repeated rows add up).
-inline llvm::Error applySgd(cpu::VariableStore &store, const GradientSet &gradients) {
+inline llvm::Error applySgd(runtime::VariableStore &store, const GradientSet &gradients) {
   for (const auto &[name, gradient] : gradients) {
     Tensor *value = store.find(name);
     float *v = value->data<float>();
@@ -69,7 +69,7 @@ public:
                        std::chrono::milliseconds waitTimeout = std::chrono::milliseconds(20000),
                        int64_t failAtStep = -1) {
     for (size_t server = 0; server < 2; ++server) {
-      auto store = std::make_shared<cpu::VariableStore>();
+      auto store = std::make_shared<runtime::VariableStore>();
       ParameterServerOptions options;
       options.jobToken = kToken;
       options.contributors = contributors;
@@ -133,7 +133,7 @@ public:
     return created ? std::move(*created) : nullptr;
   }
 
-  std::vector<std::shared_ptr<cpu::VariableStore>> stores;
+  std::vector<std::shared_ptr<runtime::VariableStore>> stores;
   std::vector<std::unique_ptr<ParameterServer>> servers;
 };
 

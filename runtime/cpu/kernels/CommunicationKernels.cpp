@@ -4,8 +4,8 @@
 
 #include "ir/Diagnostic.h"
 #include "runtime/BatchSplit.h"
-#include "runtime/cpu/Communication.h"
 #include "runtime/cpu/Kernel.h"
+#include "runtime/exec/Communication.h"
 
 namespace prism::runtime::cpu {
 namespace {

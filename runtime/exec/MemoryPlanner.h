@@ -7,7 +7,7 @@
 
 #include "llvm/ADT/ArrayRef.h"
 
-namespace prism::runtime::cpu {
+namespace prism::runtime {
 
 struct BufferRequest {
   size_t bytes = 0;
@@ -22,4 +22,4 @@ struct MemoryPlan {
 
 MemoryPlan planMemory(llvm::ArrayRef<BufferRequest> requests);
 
-} // namespace prism::runtime::cpu
+} // namespace prism::runtime

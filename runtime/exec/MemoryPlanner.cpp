@@ -1,10 +1,10 @@
 // Static memory planning, greedy by size.
-#include "runtime/cpu/MemoryPlanner.h"
+#include "runtime/exec/MemoryPlanner.h"
 
 #include <algorithm>
 #include <numeric>
 
-namespace prism::runtime::cpu {
+namespace prism::runtime {
 
 namespace {
 constexpr size_t kAlignment = 64;
@@ -48,4 +48,4 @@ MemoryPlan planMemory(llvm::ArrayRef<BufferRequest> requests) {
   return plan;
 }
 
-} // namespace prism::runtime::cpu
+} // namespace prism::runtime

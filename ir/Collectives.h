@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-namespace prism::passes {
+namespace prism::ir {
 
 // The group of every worker task: gradients of all-reduce variables and the loss are reduced
 // over it.
@@ -12,4 +12,4 @@ constexpr const char *kWorkerGroup = "workers";
 // order backward produces them.
 constexpr int64_t kLossBucket = -1;
 
-} // namespace prism::passes
+} // namespace prism::ir

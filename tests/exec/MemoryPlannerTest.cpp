@@ -1,11 +1,10 @@
-// The executor's own behaviour: feeds, memory planning, evaluation outputs, errors.
+// The memory planner: buffers whose lifetimes do not overlap share bytes, others never do.
 #include <gtest/gtest.h>
 
-#include "runtime/cpu/Executor.h"
-#include "runtime/cpu/Kernel.h"
-#include "runtime/cpu/MemoryPlanner.h"
+#include "runtime/exec/Executor.h"
+#include "runtime/exec/MemoryPlanner.h"
 
-using namespace prism::runtime::cpu;
+using namespace prism::runtime;
 
 TEST(MemoryPlanner, ReusesMemoryOfDeadBuffers) {
   // a: [0,1], b: [1,2], c: [2,3]: a and c never live together.

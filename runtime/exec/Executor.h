@@ -1,6 +1,8 @@
-// The CPU executor: runs a module one training (or evaluation) step at a time with the CPU
-// kernels. Per batch size it builds a program once: kernels with concrete shapes, and one arena
-// whose offsets are planned from value lifetimes (a buffer is reused once its last reader ran).
+// The executor: runs a module one training (or evaluation) step at a time on one device, with
+// the kernels registered for that device. Per batch size it builds a program once: kernels with
+// concrete shapes, and one arena of device memory whose offsets are planned from value
+// lifetimes (a buffer is reused once its last reader ran). Every op's kernel is checked when the
+// executor is created, so a model the device cannot run fails before its first step.
 #pragma once
 
 #include <map>
@@ -9,33 +11,22 @@
 #include <string>
 #include <vector>
 
+#include "ir/Device.h"
 #include "ir/Module.h"
 #include "runtime/Tensor.h"
-#include "runtime/cpu/Communication.h"
-#include "runtime/cpu/Kernel.h"
+#include "runtime/exec/Communication.h"
+#include "runtime/exec/Device.h"
+#include "runtime/exec/Kernel.h"
+#include "runtime/exec/VariableStore.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 
-namespace prism::runtime::cpu {
-
-// Variables (weights and optimizer state) by name. Shared by the executors of one model, e.g.
-// the training step and the evaluation step.
-class VariableStore {
-public:
-  // Allocates every variable of the module that the store lacks and gives it its initial
-  // value (the seed rule of docs/runtime.md, identical to the reference interpreter's).
-  llvm::Error initialize(const ir::Module &module, uint64_t seed);
-  Tensor *find(llvm::StringRef name);
-  const Tensor *find(llvm::StringRef name) const;
-  void set(llvm::StringRef name, Tensor value) { values_[name] = std::move(value); }
-  const llvm::StringMap<Tensor> &all() const { return values_; }
-
-private:
-  llvm::StringMap<Tensor> values_;
-};
+namespace prism::runtime {
 
 struct ExecutorOptions {
+  // The device the program runs on; `cpu:0` unless the plan says otherwise.
+  ir::DeviceId device;
   int threads = 1;
   // Values to compute and keep after a step (e.g. `logits` for evaluation). When non-empty,
   // only the ops these need run, and no variable is written.
@@ -49,7 +40,8 @@ using Feeds = std::map<std::string, Tensor>;
 
 class Executor {
 public:
-  // The module must outlive the executor.
+  // Makes the device and checks that it has a kernel for every op the step runs. The module
+  // must outlive the executor.
   static llvm::Expected<std::unique_ptr<Executor>> create(const ir::Module &module,
                                                           std::shared_ptr<VariableStore> variables,
                                                           ExecutorOptions options = {});
@@ -65,20 +57,29 @@ public:
   // The largest arena planned so far, in bytes (activations and gradients of one step).
   size_t arenaBytes() const;
   VariableStore &variables() { return *variables_; }
+  Device &device() { return *device_; }
 
 private:
   struct Program;
   Executor(const ir::Module &module, std::shared_ptr<VariableStore> variables,
-           ExecutorOptions options);
+           ExecutorOptions options, std::unique_ptr<Device> device);
   llvm::Error selectOps();
+  llvm::Error selectEvaluationOps();
   void markSynchronization();
+  llvm::Expected<int64_t> bindBatch(const Feeds &feeds) const;
   llvm::Expected<Program *> programFor(int64_t batch);
+  llvm::Error planArena(Program &program);
+  llvm::Error buildKernels(Program &program);
+  llvm::Error bindFeedsAndVariables(Program &program, const Feeds &feeds);
+  llvm::Error runKernels(Program &program);
+  ir::TensorType boundType(const ir::Value *v, int64_t batch) const;
 
   const ir::Module &module_;
   std::shared_ptr<VariableStore> variables_;
   ExecutorOptions options_;
+  std::unique_ptr<Device> device_;
   std::vector<const ir::Op *> order_; // ops to run: compute first, then variable writes
-  int64_t towers_ = 1;                // in-graph towers: ops with `device = "cpu:i"`
+  int64_t towers_ = 1;                // in-graph towers: ops pinned to device index i
   std::vector<bool> syncBefore_;      // parallel to order_: reads an all-reduce's results
   std::map<int64_t, std::unique_ptr<Program>> programs_;
   std::optional<double> loss_;
@@ -86,4 +87,4 @@ private:
   Program *last_ = nullptr;
 };
 
-} // namespace prism::runtime::cpu
+} // namespace prism::runtime

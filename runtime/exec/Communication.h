@@ -11,7 +11,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
-namespace prism::runtime::cpu {
+namespace prism::runtime {
 
 struct RuntimeValue;
 
@@ -37,4 +37,4 @@ public:
   virtual llvm::Expected<const RuntimeValue *> gradient(llvm::StringRef variable) = 0;
 };
 
-} // namespace prism::runtime::cpu
+} // namespace prism::runtime

@@ -1,0 +1,126 @@
+// Devices: the shared copy logic, the CPU device and the factory by device kind.
+#include "runtime/exec/Device.h"
+
+#include <omp.h>
+
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "ir/Diagnostic.h"
+
+namespace prism::runtime {
+
+llvm::Expected<Tensor> Device::allocateTensor(ir::DType dtype, std::vector<int64_t> shape) {
+  int64_t elements = 1;
+  for (int64_t d : shape)
+    elements *= d;
+  auto memory = allocate(static_cast<size_t>(elements * ir::dtypeBytes(dtype)));
+  if (!memory)
+    return memory.takeError();
+  return Tensor::view(dtype, std::move(shape), std::move(*memory), 0, id_);
+}
+
+llvm::Expected<Tensor> Device::toDevice(const Tensor &tensor) {
+  if (tensor.device() == id_ || tensor.empty())
+    return tensor;
+  if (!tensor.onHost())
+    return ir::makeError(ir::ErrorCode::Unsupported, "a copy from " + tensor.device().str() +
+                                                         " to " + id_.str() +
+                                                         " must go through the host");
+  auto copy = allocateTensor(tensor.dtype(), tensor.shape());
+  if (!copy)
+    return copy.takeError();
+  if (auto err = copyToDevice(copy->raw(), tensor.raw(), static_cast<size_t>(tensor.numBytes())))
+    return std::move(err);
+  copies_.toDeviceBytes += tensor.numBytes();
+  ++copies_.toDeviceCopies;
+  return copy;
+}
+
+llvm::Expected<Tensor> Device::toHost(const Tensor &tensor) {
+  if (tensor.onHost() || tensor.empty())
+    return tensor;
+  Tensor copy(tensor.dtype(), tensor.shape());
+  if (auto err = copyToHost(copy.raw(), tensor.raw(), static_cast<size_t>(tensor.numBytes())))
+    return std::move(err);
+  copies_.toHostBytes += tensor.numBytes();
+  ++copies_.toHostCopies;
+  return copy;
+}
+
+CpuDevice::CpuDevice(int index, int threads)
+    : Device(ir::DeviceId{ir::DeviceKind::Cpu, index}), threads_(std::max(threads, 1)) {}
+
+llvm::Expected<std::shared_ptr<void>> CpuDevice::allocate(size_t bytes) {
+  size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+  void *raw = std::aligned_alloc(64, rounded);
+  if (!raw)
+    return ir::makeError(ir::ErrorCode::ResourceExhausted,
+                         "cannot allocate " + llvm::Twine(bytes) + " bytes on " + id().str());
+  return std::shared_ptr<void>(raw, std::free);
+}
+
+void CpuDevice::enter() {
+  omp_set_num_threads(threads_);
+}
+
+// Host memory on both sides: never called by toDevice/toHost, which return host tensors as
+// they are, but a plain copy is the right meaning.
+llvm::Error CpuDevice::copyToDevice(void *dst, const void *src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+  return llvm::Error::success();
+}
+
+llvm::Error CpuDevice::copyToHost(void *dst, const void *src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+  return llvm::Error::success();
+}
+
+namespace {
+
+struct DeviceFactories {
+  std::mutex mutex;
+  std::array<DeviceFactory, 2> byKind{}; // by ir::DeviceKind
+};
+
+DeviceFactories &factories() {
+  static DeviceFactories instance;
+  return instance;
+}
+
+llvm::Expected<std::unique_ptr<Device>> createCpu(ir::DeviceId id, const DeviceOptions &options) {
+  if (id.index != 0)
+    return ir::makeError(ir::ErrorCode::Unsupported,
+                         "device " + id.str() +
+                             ": a task has one CPU device, cpu:0 (in-graph "
+                             "towers on the CPU share it)");
+  return std::make_unique<CpuDevice>(0, options.threads);
+}
+
+} // namespace
+
+void registerDeviceFactory(ir::DeviceKind kind, DeviceFactory factory) {
+  std::lock_guard<std::mutex> lock(factories().mutex);
+  factories().byKind[static_cast<size_t>(kind)] = factory;
+}
+
+llvm::Expected<std::unique_ptr<Device>> createDevice(ir::DeviceId id,
+                                                     const DeviceOptions &options) {
+  if (id.kind == ir::DeviceKind::Cpu)
+    return createCpu(id, options);
+  DeviceFactory factory;
+  {
+    std::lock_guard<std::mutex> lock(factories().mutex);
+    factory = factories().byKind[static_cast<size_t>(id.kind)];
+  }
+  if (!factory)
+    return ir::makeError(ir::ErrorCode::Unsupported,
+                         "device " + id.str() + " was asked for, but this build of prism has no " +
+                             ir::deviceKindName(id.kind) +
+                             " support (it is built where /usr/local/cuda is found)");
+  return factory(id, options);
+}
+
+} // namespace prism::runtime

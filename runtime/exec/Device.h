@@ -1,0 +1,91 @@
+// The device seam of the runtime: what the executor asks of the hardware a program runs on.
+// A Device gives memory (the step's arena is one allocation), prepares its threads or stream
+// for a step, copies tensors between host and device (counted: copies happen only at feeds,
+// fetches, PS pulls and pushes and checkpoints) and waits for queued work. The CPU is the first
+// device; other kinds register a factory (the GPU path does, where it is built).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "ir/Device.h"
+#include "runtime/Tensor.h"
+#include "llvm/Support/Error.h"
+
+namespace prism::runtime {
+
+// Bytes and copies between the host and a device since it was made.
+struct CopyCounters {
+  int64_t toDeviceBytes = 0;
+  int64_t toHostBytes = 0;
+  int64_t toDeviceCopies = 0;
+  int64_t toHostCopies = 0;
+};
+
+struct DeviceOptions {
+  int threads = 1; // CPU: OpenMP threads for kernels (oneDNN fixes them when a primitive is made)
+};
+
+class Device {
+public:
+  virtual ~Device() = default;
+  Device(const Device &) = delete;
+  Device &operator=(const Device &) = delete;
+
+  ir::DeviceId id() const { return id_; }
+  // Its memory is host memory: tensors on it need no copies to be read by CPU code.
+  bool isHost() const { return id_.kind == ir::DeviceKind::Cpu; }
+
+  // `bytes` of this device's memory (aligned for any kernel), freed with the last reference.
+  virtual llvm::Expected<std::shared_ptr<void>> allocate(size_t bytes) = 0;
+  // A tensor of this device's memory.
+  llvm::Expected<Tensor> allocateTensor(ir::DType dtype, std::vector<int64_t> shape);
+  // Makes this device the one the calling thread's kernels run on (CPU: OpenMP threads).
+  virtual void enter() {}
+  // Waits for everything queued on the device.
+  virtual llvm::Error synchronize() { return llvm::Error::success(); }
+
+  // A tensor's elements on this device: the tensor itself where it already is there (no copy).
+  llvm::Expected<Tensor> toDevice(const Tensor &tensor);
+  // A tensor's elements on the host: the tensor itself where it already is there.
+  llvm::Expected<Tensor> toHost(const Tensor &tensor);
+  const CopyCounters &copies() const { return copies_; }
+
+protected:
+  explicit Device(ir::DeviceId id) : id_(id) {}
+  // Copies `bytes` from host memory to this device's memory, or back.
+  virtual llvm::Error copyToDevice(void *dst, const void *src, size_t bytes) = 0;
+  virtual llvm::Error copyToHost(void *dst, const void *src, size_t bytes) = 0;
+
+private:
+  ir::DeviceId id_;
+  CopyCounters copies_;
+};
+
+// The host's CPU: aligned host memory; kernels run on OpenMP threads.
+class CpuDevice final : public Device {
+public:
+  CpuDevice(int index, int threads);
+  llvm::Expected<std::shared_ptr<void>> allocate(size_t bytes) override;
+  void enter() override;
+  int threads() const { return threads_; }
+
+protected:
+  llvm::Error copyToDevice(void *dst, const void *src, size_t bytes) override;
+  llvm::Error copyToHost(void *dst, const void *src, size_t bytes) override;
+
+private:
+  int threads_;
+};
+
+using DeviceFactory = llvm::Expected<std::unique_ptr<Device>> (*)(ir::DeviceId id,
+                                                                  const DeviceOptions &options);
+// Lets `createDevice` make devices of `kind` (the CPU's is built in).
+void registerDeviceFactory(ir::DeviceKind kind, DeviceFactory factory);
+
+// The device `id`. A device this build or machine cannot provide (`cuda:0` without the GPU path,
+// or with no such GPU) is an Unsupported error naming it, never a fallback to another device.
+llvm::Expected<std::unique_ptr<Device>> createDevice(ir::DeviceId id,
+                                                     const DeviceOptions &options = {});
+
+} // namespace prism::runtime

@@ -1,0 +1,368 @@
+// The executor: ops in step order, programs per batch size, arenas from the device.
+#include "runtime/exec/Executor.h"
+
+#include "ir/Diagnostic.h"
+#include "ir/OpTable.h"
+#include "runtime/BatchSplit.h"
+#include "runtime/exec/MemoryPlanner.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace prism::runtime {
+
+namespace {
+
+std::vector<int64_t> concreteShape(const ir::TensorType &t) {
+  return std::vector<int64_t>(t.dims.begin(), t.dims.end());
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// The tower an op belongs to (the index of the device it is pinned to), or -1 for the task's
+// shared ops.
+int64_t towerOf(const ir::Op &op) {
+  std::optional<ir::DeviceId> device = ir::opDevice(op);
+  return device ? device->index : -1;
+}
+
+} // namespace
+
+// A program for one batch size: kernels, one arena, and a slot per value.
+struct Executor::Program {
+  int64_t batch = 0;
+  std::shared_ptr<void> arena;
+  size_t arenaBytes = 0;
+  std::vector<RuntimeValue> slots; // by value index
+  llvm::DenseMap<const ir::Value *, size_t> slotOf;
+  std::vector<std::unique_ptr<Kernel>> kernels; // parallel to order_
+  std::vector<std::vector<const RuntimeValue *>> inputs;
+  std::vector<std::vector<RuntimeValue *>> outputs;
+
+  RuntimeValue &slot(const ir::Value *v) { return slots[slotOf.find(v)->second]; }
+};
+
+Executor::Executor(const ir::Module &module, std::shared_ptr<VariableStore> variables,
+                   ExecutorOptions options, std::unique_ptr<Device> device)
+    : module_(module), variables_(std::move(variables)), options_(std::move(options)),
+      device_(std::move(device)) {}
+
+Executor::~Executor() = default;
+
+llvm::Expected<std::unique_ptr<Executor>> Executor::create(const ir::Module &module,
+                                                           std::shared_ptr<VariableStore> variables,
+                                                           ExecutorOptions options) {
+  DeviceOptions deviceOptions;
+  deviceOptions.threads = options.threads;
+  auto device = createDevice(options.device, deviceOptions);
+  if (!device)
+    return device.takeError();
+  std::unique_ptr<Executor> exec(
+      new Executor(module, std::move(variables), std::move(options), std::move(*device)));
+  if (auto err = exec->selectOps())
+    return std::move(err);
+  if (auto err = checkKernels(module, exec->device_->id().kind))
+    return ir::withNote(std::move(err), "the program runs on " + exec->device_->id().str());
+  return exec;
+}
+
+llvm::Error Executor::selectOps() {
+  for (const auto &op : module_.ops())
+    towers_ = std::max(towers_, towerOf(*op) + 1);
+  for (const auto &op : module_.ops())
+    for (unsigned i = 0; i < op->numResults(); ++i)
+      if (!op->result(i)->hasType())
+        return ir::makeError(module_.sourceFile(), op->loc,
+                             "the executor needs types: run infer-shapes first");
+  if (!options_.outputs.empty())
+    return selectEvaluationOps();
+  // A training step: every op, variable writes last (they take effect at step end).
+  for (const auto &op : module_.ops())
+    if (!op->def().has(ir::kSideEffect))
+      order_.push_back(op.get());
+  for (const auto &op : module_.ops())
+    if (op->def().has(ir::kSideEffect))
+      order_.push_back(op.get());
+  markSynchronization();
+  return llvm::Error::success();
+}
+
+// An evaluation step: only what the outputs need, and no writes.
+llvm::Error Executor::selectEvaluationOps() {
+  llvm::DenseSet<const ir::Value *> needed;
+  for (const std::string &name : options_.outputs) {
+    const ir::Value *v = module_.lookup(name);
+    if (!v)
+      return ir::makeError(ir::ErrorCode::NotFound, "the model has no value named '" + name + "'");
+    needed.insert(v);
+    outputValues_[name] = v;
+  }
+  std::vector<const ir::Op *> reversed;
+  for (auto it = module_.ops().rbegin(); it != module_.ops().rend(); ++it) {
+    const ir::Op *op = it->get();
+    bool feeds = false;
+    for (unsigned i = 0; i < op->numResults(); ++i)
+      feeds |= needed.count(op->result(i)) != 0;
+    if (!feeds || op->def().has(ir::kSideEffect))
+      continue;
+    reversed.push_back(op);
+    for (const ir::Value *v : op->operands())
+      needed.insert(v);
+  }
+  order_.assign(reversed.rbegin(), reversed.rend());
+  markSynchronization();
+  return llvm::Error::success();
+}
+
+void Executor::markSynchronization() {
+  // All-reduces may finish in the background: the first reader of any result of one waits.
+  llvm::DenseSet<const ir::Value *> pending;
+  syncBefore_.assign(order_.size(), false);
+  for (size_t i = 0; i < order_.size(); ++i) {
+    const ir::Op *op = order_[i];
+    for (const ir::Value *v : op->operands())
+      if (pending.count(v)) {
+        syncBefore_[i] = true;
+        pending.clear();
+        break;
+      }
+    if (op->def().has(ir::kCommunication) && op->def().resultPerOperand)
+      for (unsigned r = 0; r < op->numResults(); ++r)
+        pending.insert(op->result(r));
+  }
+}
+
+// B of a tower's values is the tower's slice of the batch.
+ir::TensorType Executor::boundType(const ir::Value *v, int64_t batch) const {
+  int64_t tower = v->kind() == ir::ValueKind::OpResult ? towerOf(*v->definingOp()) : -1;
+  int64_t b = tower < 0 ? batch : splitBatch(batch, tower, towers_).size;
+  ir::TensorType out = v->type();
+  for (int64_t &d : out.dims)
+    if (d == ir::kBatchDim)
+      d = b;
+  return out;
+}
+
+llvm::Expected<Executor::Program *> Executor::programFor(int64_t batch) {
+  auto found = programs_.find(batch);
+  if (found != programs_.end())
+    return found->second.get();
+  auto program = std::make_unique<Program>();
+  program->batch = batch;
+  auto slotFor = [&](const ir::Value *v) {
+    if (program->slotOf.try_emplace(v, program->slots.size()).second)
+      program->slots.emplace_back();
+  };
+  for (const ir::Op *op : order_) {
+    for (const ir::Value *v : op->operands())
+      slotFor(v);
+    for (unsigned i = 0; i < op->numResults(); ++i)
+      slotFor(op->result(i));
+  }
+  if (auto err = planArena(*program))
+    return std::move(err);
+  if (auto err = buildKernels(*program))
+    return std::move(err);
+  Program *result = program.get();
+  programs_[batch] = std::move(program);
+  return result;
+}
+
+// One device allocation for the dense op results; offsets planned from their lifetimes (kept
+// values live to the end of the step).
+llvm::Error Executor::planArena(Program &program) {
+  const int end = static_cast<int>(order_.size());
+  llvm::DenseSet<const ir::Value *> kept;
+  if (module_.loss)
+    kept.insert(module_.loss->value);
+  for (const auto &entry : outputValues_)
+    kept.insert(entry.getValue());
+  llvm::DenseMap<const ir::Value *, int> lastUse;
+  for (int i = 0; i < end; ++i)
+    for (const ir::Value *v : order_[i]->operands())
+      lastUse[v] = i;
+  std::vector<BufferRequest> requests;
+  std::vector<const ir::Value *> planned;
+  for (int i = 0; i < end; ++i) {
+    const ir::Op *op = order_[i];
+    for (unsigned r = 0; r < op->numResults(); ++r) {
+      const ir::Value *v = op->result(r);
+      if (v->type().sparse) {
+        program.slot(v).sparse = true;
+        continue;
+      }
+      ir::TensorType t = boundType(v, program.batch);
+      BufferRequest req;
+      req.bytes = static_cast<size_t>(t.numElements() * ir::dtypeBytes(t.dtype));
+      req.firstUse = i;
+      auto lu = lastUse.find(v);
+      req.lastUse = kept.count(v) ? end : lu == lastUse.end() ? i : std::max(i, lu->second);
+      requests.push_back(req);
+      planned.push_back(v);
+    }
+  }
+  MemoryPlan plan = planMemory(requests);
+  auto arena = device_->allocate(plan.totalBytes);
+  if (!arena)
+    return ir::withContext(arena.takeError(), "the step's buffers");
+  program.arena = std::move(*arena);
+  program.arenaBytes = plan.totalBytes;
+  for (size_t i = 0; i < planned.size(); ++i) {
+    ir::TensorType t = boundType(planned[i], program.batch);
+    program.slot(planned[i]).dense =
+        Tensor::view(t.dtype, concreteShape(t), program.arena, plan.offsets[i], device_->id());
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Executor::buildKernels(Program &program) {
+  // Before kernels are built: oneDNN fixes a primitive's thread count when it is created.
+  device_->enter();
+  for (const ir::Op *op : order_) {
+    KernelFactory factory = findKernel(op->name(), device_->id().kind);
+    KernelSpec spec;
+    spec.op = op;
+    spec.attrs = ir::withDefaults(op->def(), op->attrs);
+    spec.device = device_.get();
+    spec.threads = options_.threads;
+    spec.batch = program.batch;
+    spec.communication = options_.communication;
+    std::vector<const RuntimeValue *> ins;
+    std::vector<RuntimeValue *> outs;
+    for (const ir::Value *v : op->operands()) {
+      spec.inputTypes.push_back(boundType(v, program.batch));
+      ins.push_back(&program.slot(v));
+    }
+    for (unsigned r = 0; r < op->numResults(); ++r) {
+      spec.outputTypes.push_back(boundType(op->result(r), program.batch));
+      outs.push_back(&program.slot(op->result(r)));
+    }
+    auto kernel = factory(spec);
+    if (!kernel)
+      return ir::withLocation(ir::withContext(kernel.takeError(), "'" + op->name() + "'"),
+                              module_.sourceFile(), op->loc);
+    program.kernels.push_back(std::move(*kernel));
+    program.inputs.push_back(std::move(ins));
+    program.outputs.push_back(std::move(outs));
+  }
+  return llvm::Error::success();
+}
+
+// B from the feeds, each feed checked against its input's type.
+llvm::Expected<int64_t> Executor::bindBatch(const Feeds &feeds) const {
+  int64_t batch = -1;
+  for (const auto &in : module_.inputs()) {
+    auto it = feeds.find(in->name());
+    if (it == feeds.end())
+      return ir::makeError(ir::ErrorCode::NotFound, "no data fed for input '" + in->name() + "'");
+    const ir::TensorType &type = in->type();
+    const Tensor &t = it->second;
+    bool ok = t.dtype() == type.dtype && static_cast<int64_t>(t.rank()) == type.rank();
+    for (size_t d = 0; ok && d < t.rank(); ++d) {
+      if (type.dims[d] == ir::kBatchDim) {
+        if (batch < 0)
+          batch = t.dim(d);
+        ok = t.dim(d) == batch;
+      } else {
+        ok = t.dim(d) == type.dims[d];
+      }
+    }
+    if (!ok)
+      return ir::makeError("input '" + in->name() + "' expects " + type.str() + ", got " +
+                           ir::dtypeName(t.dtype()).str() + shapeText(t.shape()) +
+                           (batch >= 0 ? " (B = " + std::to_string(batch) + ")" : ""));
+  }
+  return batch < 0 ? 1 : batch;
+}
+
+// Feeds are copied to the device (counted); variables alias the store, so updates are in place.
+llvm::Error Executor::bindFeedsAndVariables(Program &p, const Feeds &feeds) {
+  for (const auto &in : module_.inputs()) {
+    auto slot = p.slotOf.find(in->value.get());
+    if (slot == p.slotOf.end())
+      continue;
+    auto onDevice = device_->toDevice(feeds.at(in->name()));
+    if (!onDevice)
+      return ir::withContext(onDevice.takeError(), "feed '" + in->name() + "'");
+    p.slots[slot->second].dense = std::move(*onDevice);
+  }
+  for (const auto &var : module_.variables()) {
+    auto slot = p.slotOf.find(var->value.get());
+    if (slot == p.slotOf.end())
+      continue;
+    Tensor *t = variables_->find(var->name());
+    if (!t)
+      return ir::makeError(ir::ErrorCode::Internal,
+                           "variable '" + var->name() + "' has no value: initialize first");
+    p.slots[slot->second].dense = *t;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Executor::runKernels(Program &p) {
+  Communication *communication = options_.communication;
+  for (size_t i = 0; i < order_.size(); ++i) {
+    const ir::Op &op = *order_[i];
+    if (communication && syncBefore_[i])
+      if (auto err = communication->synchronize())
+        return ir::withLocation(ir::withContext(std::move(err), "before '" + op.name() + "'"),
+                                module_.sourceFile(), op.loc);
+    if (auto err = p.kernels[i]->run(p.inputs[i], p.outputs[i])) {
+      if (communication)
+        llvm::consumeError(communication->synchronize());
+      return ir::withLocation(ir::withContext(std::move(err), "'" + op.name() + "'"),
+                              module_.sourceFile(), op.loc);
+    }
+  }
+  if (communication)
+    if (auto err = communication->synchronize())
+      return err;
+  return device_->synchronize();
+}
+
+llvm::Error Executor::step(const Feeds &feeds) {
+  auto batch = bindBatch(feeds);
+  if (!batch)
+    return batch.takeError();
+  device_->enter();
+  auto program = programFor(*batch);
+  if (!program)
+    return program.takeError();
+  Program &p = **program;
+  if (auto err = bindFeedsAndVariables(p, feeds))
+    return err;
+  if (auto err = runKernels(p))
+    return err;
+  loss_.reset();
+  if (module_.loss) {
+    auto slot = p.slotOf.find(module_.loss->value);
+    if (slot != p.slotOf.end()) {
+      auto t = device_->toHost(p.slots[slot->second].dense);
+      if (!t)
+        return ir::withContext(t.takeError(), "the loss");
+      loss_ = t->dtype() == ir::DType::F64 ? *t->data<double>() : *t->data<float>();
+    }
+  }
+  last_ = &p;
+  return llvm::Error::success();
+}
+
+const RuntimeValue *Executor::output(llvm::StringRef name) const {
+  auto it = outputValues_.find(name);
+  if (it == outputValues_.end() || !last_)
+    return nullptr;
+  auto slot = last_->slotOf.find(it->getValue());
+  return slot == last_->slotOf.end() ? nullptr : &last_->slots[slot->second];
+}
+
+size_t Executor::arenaBytes() const {
+  size_t most = 0;
+  for (const auto &entry : programs_)
+    most = std::max(most, entry.second->arenaBytes);
+  return most;
+}
+
+} // namespace prism::runtime

@@ -1,0 +1,83 @@
+// The kernel interface of every device: a kernel is built once per op, device and batch size
+// (shapes are then concrete, so it can plan primitives and scratch), and run once per step.
+// Kernels are found by (op, device kind) in one registry; the executor checks that every op of
+// a program has one before the first step.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/Device.h"
+#include "ir/Module.h"
+#include "ir/Type.h"
+#include "runtime/Tensor.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+namespace prism::runtime {
+
+class Communication;
+class Device;
+
+// A value at run time: a dense tensor, or a sparse value of dense shape [V, D...] carried as
+// indices i64[n] and rows [n, D...] (n varies from step to step).
+struct RuntimeValue {
+  Tensor dense; // the value, or the rows of a sparse value
+  Tensor indices;
+  bool sparse = false;
+
+  Tensor &rows() { return dense; }
+  const Tensor &rows() const { return dense; }
+  int64_t numRows() const { return sparse ? indices.numElements() : 0; }
+};
+
+// What a kernel is built from. Types have B bound to the batch size; a sparse type keeps `?`.
+struct KernelSpec {
+  const ir::Op *op = nullptr;
+  ir::AttrMap attrs; // with the op table's defaults applied
+  std::vector<ir::TensorType> inputTypes;
+  std::vector<ir::TensorType> outputTypes;
+  Device *device = nullptr; // where the kernel runs (its memory, threads or stream)
+  int threads = 1;
+  int64_t batch = 0; // the task's batch this step (towers each take their slice of it)
+  Communication *communication = nullptr; // null outside the distributed runtime
+};
+
+class Kernel {
+public:
+  virtual ~Kernel() = default;
+  // `outputs` of dense type arrive allocated with their shapes (their storage may be reused
+  // memory: write every element). Sparse outputs are filled by the kernel (indices and rows).
+  // Ops that write variables get the variable's tensor as inputs[i] and update it in place.
+  virtual llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                          llvm::ArrayRef<RuntimeValue *> outputs) = 0;
+};
+
+using KernelFactory = llvm::Expected<std::unique_ptr<Kernel>> (*)(const KernelSpec &spec);
+
+// The kernels of one device kind, as a kernel family adds them (see registerKernelFamily).
+class KernelRegistry {
+public:
+  void add(llvm::StringRef opName, KernelFactory factory) { (*kernels_)[opName] = factory; }
+
+private:
+  friend struct KernelTable;
+  explicit KernelRegistry(llvm::StringMap<KernelFactory> *kernels) : kernels_(kernels) {}
+  llvm::StringMap<KernelFactory> *kernels_; // the table's map for this device kind
+};
+
+// Fills the registry of a device kind other than the CPU (whose families are built in): the
+// GPU path calls this once at start-up with its kernel families.
+void registerKernelFamily(ir::DeviceKind kind, void (*registerFamily)(KernelRegistry &));
+
+// The kernel of an op on a device kind, or null when there is none.
+KernelFactory findKernel(llvm::StringRef opName, ir::DeviceKind kind);
+
+// Every op of `module` has a kernel on `kind`; otherwise an error at the first op without one,
+// naming the op, the device and the model line.
+llvm::Error checkKernels(const ir::Module &module, ir::DeviceKind kind);
+
+} // namespace prism::runtime

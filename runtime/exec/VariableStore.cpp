@@ -1,0 +1,93 @@
+// Initial values of variables, on the host.
+#include "runtime/exec/VariableStore.h"
+
+#include <cstring>
+
+#include "ir/Diagnostic.h"
+#include "ir/VariablePlacement.h"
+#include "runtime/reference/Initializers.h"
+
+namespace prism::runtime {
+namespace {
+
+// The float64 elements of a variable's initial value: the whole value, or for a PS task's
+// share of a table, the rows it holds of the whole table's value.
+llvm::Expected<std::vector<double>> initialElements(const ir::Variable &var, uint64_t seed) {
+  std::optional<ir::HeldRows> held = ir::heldRowsOf(var);
+  ir::TensorType initType = var.type();
+  if (held)
+    initType = ir::TensorType(var.type().dtype, held->tableShape);
+  auto value = reference::initialValue(var.init, initType, var.name(), seed);
+  if (!value)
+    return value.takeError();
+  if (!held)
+    return std::move(value->data());
+  const int64_t rows = initType.isScalar() ? 1 : initType.dims[0];
+  const int64_t rowElements = rows ? initType.numElements() / rows : 1;
+  std::vector<double> elements;
+  for (const ir::RowRange &range : held->ranges)
+    elements.insert(elements.end(), value->data().begin() + range.begin * rowElements,
+                    value->data().begin() + range.end * rowElements);
+  if (static_cast<int64_t>(elements.size()) != var.type().numElements())
+    return ir::makeError("variable '" + var.name() + "': it holds " + llvm::Twine(held->count()) +
+                         " rows, which do not match its type " + var.type().str());
+  return elements;
+}
+
+void convertInto(Tensor &t, const std::vector<double> &src) {
+  switch (t.dtype()) {
+  case ir::DType::F32:
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      t.data<float>()[i] = static_cast<float>(src[i]);
+    break;
+  case ir::DType::F64:
+    std::memcpy(t.raw(), src.data(), src.size() * sizeof(double));
+    break;
+  case ir::DType::I32:
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      t.data<int32_t>()[i] = static_cast<int32_t>(src[i]);
+    break;
+  case ir::DType::I64:
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      t.data<int64_t>()[i] = static_cast<int64_t>(src[i]);
+    break;
+  case ir::DType::Bool:
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      t.data<uint8_t>()[i] = src[i] != 0;
+    break;
+  }
+}
+
+} // namespace
+
+llvm::Error VariableStore::initialize(const ir::Module &module, uint64_t seed) {
+  for (const auto &var : module.variables()) {
+    if (values_.count(var->name()))
+      continue;
+    // Held by parameter servers: this task reads it through communication ops only.
+    if (ir::onParameterServers(*var) && !ir::heldRowsOf(*var)) {
+      values_[var->name()] = Tensor();
+      continue;
+    }
+    auto elements = initialElements(*var, seed);
+    if (!elements)
+      return elements.takeError();
+    Tensor t(var->type().dtype,
+             std::vector<int64_t>(var->type().dims.begin(), var->type().dims.end()));
+    convertInto(t, *elements);
+    values_[var->name()] = std::move(t);
+  }
+  return llvm::Error::success();
+}
+
+Tensor *VariableStore::find(llvm::StringRef name) {
+  auto it = values_.find(name);
+  return it == values_.end() ? nullptr : &it->second;
+}
+
+const Tensor *VariableStore::find(llvm::StringRef name) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? nullptr : &it->second;
+}
+
+} // namespace prism::runtime

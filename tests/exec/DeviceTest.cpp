@@ -1,0 +1,137 @@
+// The device seam: the CPU device, device names the machine cannot honour, kernels checked per
+// device before a step, tensors that know their device, and errors printed once.
+#include <gtest/gtest.h>
+
+#include "frontends/text/Parser.h"
+#include "ir/Diagnostic.h"
+#include "passes/PassManager.h"
+#include "runtime/exec/Executor.h"
+#ifdef PRISM_WITH_CUDA
+#include "runtime/cuda/CudaRuntimeDevice.h"
+#endif
+
+namespace prism {
+namespace {
+
+using runtime::createDevice;
+using runtime::Tensor;
+
+constexpr const char *kModel = R"(model tiny {
+  input x : f32[B, 3]
+  input y : i32[B]
+  var w : f32[3, 4] = glorot_uniform
+  %logits = matmul(x, w)
+  %loss = softmax_cross_entropy(%logits, y)
+  minimize %loss with sgd(lr = 0.1)
+}
+)";
+
+std::unique_ptr<ir::Module> trainingModule() {
+  auto module = frontends::parseModule(kModel, "tiny.prism");
+  EXPECT_TRUE(bool(module)) << llvm::toString(module.takeError());
+  auto pm = passes::PassManager::fromPipeline("infer-shapes,autodiff,lower-optimizer");
+  EXPECT_TRUE(bool(pm)) << llvm::toString(pm.takeError());
+  auto changed = pm->run(**module, passes::PassOptions());
+  EXPECT_TRUE(bool(changed)) << llvm::toString(changed.takeError());
+  return std::move(*module);
+}
+
+runtime::Feeds feeds(int64_t batch, int32_t label) {
+  Tensor x(ir::DType::F32, {batch, 3}), y(ir::DType::I32, {batch});
+  for (int64_t i = 0; i < x.numElements(); ++i)
+    x.data<float>()[i] = 0.1f * static_cast<float>(i);
+  for (int64_t i = 0; i < batch; ++i)
+    y.data<int32_t>()[i] = label;
+  return {{"x", x}, {"y", y}};
+}
+
+TEST(CpuDevice, HostTensorsNeedNoCopies) {
+  auto device = createDevice({ir::DeviceKind::Cpu, 0}, {2});
+  ASSERT_TRUE(bool(device)) << llvm::toString(device.takeError());
+  EXPECT_TRUE((*device)->isHost());
+  auto tensor = (*device)->allocateTensor(ir::DType::F32, {5, 7});
+  ASSERT_TRUE(bool(tensor));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(tensor->raw()) % 64, 0u);
+  EXPECT_EQ(tensor->device(), (ir::DeviceId{ir::DeviceKind::Cpu, 0}));
+  Tensor host(ir::DType::F32, {4});
+  auto same = (*device)->toDevice(host);
+  ASSERT_TRUE(bool(same));
+  EXPECT_EQ(same->raw(), host.raw());
+  EXPECT_EQ((*device)->copies().toDeviceCopies, 0);
+}
+
+TEST(Devices, TheCpuOfATaskIsCpu0) {
+  auto device = createDevice({ir::DeviceKind::Cpu, 1});
+  ASSERT_FALSE(bool(device));
+  llvm::Error err = device.takeError();
+  EXPECT_EQ(ir::errorCode(err), ir::ErrorCode::Unsupported);
+  EXPECT_NE(llvm::toString(std::move(err)).find("cpu:1"), std::string::npos);
+}
+
+TEST(Devices, AGpuTheMachineLacksIsAClearError) {
+#ifdef PRISM_WITH_CUDA
+  runtime::cuda::registerCudaDevice();
+#endif
+  // cuda:99 exists nowhere: without the GPU path, or with it on any machine, it is refused.
+  auto device = createDevice({ir::DeviceKind::Cuda, 99});
+  ASSERT_FALSE(bool(device));
+  llvm::Error err = device.takeError();
+  EXPECT_EQ(ir::errorCode(err), ir::ErrorCode::Unsupported);
+  std::string text = llvm::toString(std::move(err));
+  EXPECT_NE(text.find("device cuda:99 was asked for"), std::string::npos) << text;
+}
+
+TEST(Devices, NamesParseAndPrint) {
+  for (const char *name : {"cpu:0", "cuda:3"}) {
+    auto id = ir::DeviceId::parse(name);
+    ASSERT_TRUE(bool(id));
+    EXPECT_EQ(id->str(), name);
+  }
+  auto gpu = ir::DeviceId::parse("gpu:2");
+  ASSERT_TRUE(bool(gpu));
+  EXPECT_EQ(gpu->str(), "cuda:2");
+  for (const char *bad : {"tpu:0", "cpu", "cpu:x", "cuda:-1"}) {
+    auto id = ir::DeviceId::parse(bad);
+    ASSERT_FALSE(bool(id)) << bad;
+    EXPECT_NE(llvm::toString(id.takeError()).find(bad), std::string::npos);
+  }
+}
+
+TEST(KernelCheck, NamesTheOpTheDeviceAndTheModelLine) {
+  auto module = trainingModule();
+  EXPECT_FALSE(bool(runtime::checkKernels(*module, ir::DeviceKind::Cpu)));
+  // The GPU kernel families are not registered in this binary: the first op is reported.
+  llvm::Error err = runtime::checkKernels(*module, ir::DeviceKind::Cuda);
+  ASSERT_TRUE(bool(err));
+  EXPECT_EQ(ir::errorCode(err), ir::ErrorCode::Unsupported);
+  std::string text = llvm::toString(std::move(err));
+  EXPECT_EQ(text.rfind("tiny.prism:5:3: error: no cuda kernel for 'matmul'", 0), 0u) << text;
+}
+
+TEST(Executor, AKernelErrorIsPrintedOnceWithItsPlace) {
+  auto module = trainingModule();
+  auto store = std::make_shared<runtime::VariableStore>();
+  ASSERT_FALSE(bool(store->initialize(*module, 0)));
+  auto exec = runtime::Executor::create(*module, store);
+  ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
+  ASSERT_FALSE(bool((*exec)->step(feeds(2, 1))));
+  EXPECT_EQ((*exec)->device().id().str(), "cpu:0");
+  llvm::Error err = (*exec)->step(feeds(2, 7)); // 4 classes: label 7 is out of range
+  ASSERT_TRUE(bool(err));
+  std::string text = llvm::toString(std::move(err));
+  EXPECT_EQ(text.rfind("tiny.prism:6:3: error: 'softmax_cross_entropy': ", 0), 0u) << text;
+  EXPECT_EQ(text.find("error:"), text.rfind("error:")) << "printed twice: " << text;
+}
+
+TEST(Tensor, KnowsItsDevice) {
+  Tensor host(ir::DType::F32, {2});
+  EXPECT_TRUE(host.onHost());
+  auto memory =
+      std::shared_ptr<void>(new char[64], [](void *p) { delete[] static_cast<char *>(p); });
+  Tensor view = Tensor::view(ir::DType::F32, {2}, memory, 0, {ir::DeviceKind::Cuda, 1});
+  EXPECT_FALSE(view.onHost());
+  EXPECT_EQ(view.device().str(), "cuda:1");
+}
+
+} // namespace
+} // namespace prism

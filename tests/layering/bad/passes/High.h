@@ -1,0 +1,2 @@
+// A fixture for the layering test.
+#pragma once
