@@ -1,10 +1,10 @@
 // Options and output shared by the commands that compile plans.
 #include "tools/Partition.h"
 
-#include <cstdio>
-#include <map>
-
 #include "ir/Diagnostic.h"
+#include "plan/PlanDump.h"
+#include "plan/PlanTasks.h"
+#include "plan/PlanVariables.h"
 #include "llvm/Support/Format.h"
 
 namespace prism::tools {
@@ -77,24 +77,8 @@ void printPartitionStatistics(const plan::PartitionResult &result, llvm::raw_ost
        << llvm::left_justify(statistic.first, statWidth) << "  " << statistic.second << "\n";
 }
 
-std::string formatBytes(double bytes) {
-  const char *units[] = {"B", "kB", "MB", "GB", "TB"};
-  int unit = 0;
-  while (bytes >= 1000 && unit < 4) {
-    bytes /= 1000;
-    ++unit;
-  }
-  char text[32];
-  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
-  return text;
-}
-
 void printPlanSummary(const plan::Plan &plan, llvm::StringRef path, llvm::raw_ostream &os) {
-  int workers = 0, ps = 0;
-  for (const plan::Task &t : plan.cluster().tasks()) {
-    workers += t.role() == "worker";
-    ps += t.role() == "ps";
-  }
+  const int workers = plan::countTasks(plan, "worker"), ps = plan::countTasks(plan, "ps");
   os << "wrote " << path << ": " << plan.model() << ", " << plan.strategy() << ", "
      << plan.replication() << ", " << workers << (workers == 1 ? " worker" : " workers") << ", "
      << ps << " PS, " << plan.cluster().hosts_size()
@@ -104,10 +88,10 @@ void printPlanSummary(const plan::Plan &plan, llvm::StringRef path, llvm::raw_os
   for (const plan::Variable &v : plan.variables()) {
     if (!v.trainable())
       continue;
-    if (v.placement() == "allreduce") {
+    if (plan::placementOf(v) == ir::Placement::AllReduce) {
       ++reduced;
       reducedBytes += static_cast<double>(v.bytes());
-    } else if (v.placement() == "ps") {
+    } else if (plan::onParameterServers(v)) {
       ++onPs;
       psBytes += static_cast<double>(v.bytes());
     }
@@ -119,14 +103,14 @@ void printPlanSummary(const plan::Plan &plan, llvm::StringRef path, llvm::raw_os
   auto variables = [](int64_t n) {
     return std::to_string(n) + (n == 1 ? " variable" : " variables");
   };
-  os << "  all-reduce: " << variables(reduced) << ", " << formatBytes(reducedBytes) << " in "
+  os << "  all-reduce: " << variables(reduced) << ", " << plan::formatBytes(reducedBytes) << " in "
      << buckets << (buckets == 1 ? " bucket" : " buckets") << "\n";
-  os << "  parameter servers: " << variables(onPs) << ", " << formatBytes(psBytes) << "\n";
+  os << "  parameter servers: " << variables(onPs) << ", " << plan::formatBytes(psBytes) << "\n";
   double workerBytes = 0;
   for (const plan::TaskEstimate &t : plan.estimate().tasks())
     if (t.task() == "worker:0")
       workerBytes = t.bytes_sent_per_step() + t.bytes_received_per_step();
-  os << "  worker:0 sends and receives " << formatBytes(workerBytes)
+  os << "  worker:0 sends and receives " << plan::formatBytes(workerBytes)
      << " per step (estimate); `prism dump " << path << "` shows the placement\n";
 }
 

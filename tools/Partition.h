@@ -1,5 +1,5 @@
-// What the commands that compile a plan share (`partition`, and later `train --cluster` and
-// `verify`): the options, and the summary printed after compiling.
+// What the commands that compile a plan share (`partition`, `train --cluster` and `verify`): the
+// options, and the summary printed after compiling.
 #pragma once
 
 #include <string>
@@ -35,8 +35,5 @@ struct CompileArgs {
 void printPartitionStatistics(const plan::PartitionResult &result, llvm::raw_ostream &os);
 // A few lines: what was written, the tasks, where the variables went, bytes per step.
 void printPlanSummary(const plan::Plan &plan, llvm::StringRef path, llvm::raw_ostream &os);
-
-// "25.6 MB", "1.2 kB", "512 B": decimal units.
-std::string formatBytes(double bytes);
 
 } // namespace prism::tools
