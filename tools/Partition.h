@@ -13,22 +13,18 @@ namespace prism::tools {
 
 struct CompileArgs {
   std::string cluster;
-  std::string strategy = "hybrid";
-  std::string replication = "between-graph";
-  int64_t partitions = 0;
-  double bucketMb = 25;
-  double partitionThresholdMb = 8;
-  int64_t batch = 64;
-  int64_t steps = 0;
-  uint64_t seed = 0;
+  std::string strategy = passes::strategyName(passes::PlaceVariablesOptions().strategy).str();
+  std::string replication = cluster::replicationName(cluster::Replication::BetweenGraph).str();
   bool noFuse = false;
+  // The flags' values land here; the defaults are the typed options' own.
+  plan::PartitionOptions options;
 
   // --cluster, --strategy, --replication, --partitions, --bucket-mb, --partition-threshold-mb,
   // --no-fuse; with `runOptions` also --batch, --steps, --seed.
   void addOptions(CLI::App &cmd, bool runOptions = true, bool clusterRequired = true);
   cluster::Replication replicationKind() const;
-  // Checks the values (naming the option at fault) and fills `options`.
-  llvm::Error toOptions(plan::PartitionOptions &options) const;
+  // Checks the values (naming the option at fault) and returns the partitioner's options.
+  llvm::Expected<plan::PartitionOptions> toOptions() const;
 };
 
 // Every pass's statistics: pass, statistic, count, in aligned columns.

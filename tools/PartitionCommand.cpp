@@ -91,14 +91,14 @@ int runPartition(const PartitionArgs &args) {
   auto model = loadModule(args.file, /*inferShapes=*/false);
   if (!model)
     return reportError(model.takeError());
-  plan::PartitionOptions options;
-  if (auto e = args.compile.toOptions(options))
-    return reportError(std::move(e));
-  options.rowsPerStep = args.rowsPerStep;
+  auto options = args.compile.toOptions();
+  if (!options)
+    return reportError(options.takeError());
+  options->rowsPerStep = args.rowsPerStep;
   auto cluster = cluster::loadCluster(args.compile.cluster, args.compile.replicationKind());
   if (!cluster)
     return reportError(cluster.takeError());
-  auto result = plan::partition(**model, *cluster, options);
+  auto result = plan::partition(**model, *cluster, *options);
   if (!result)
     return reportError(result.takeError());
   plan::Plan &plan = result->plan;

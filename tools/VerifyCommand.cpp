@@ -7,7 +7,7 @@
 
 #include "cluster/ClusterParser.h"
 #include "nlohmann/json.hpp"
-#include "passes/PassManager.h"
+#include "plan/Pipeline.h"
 #include "plan/PlanFile.h"
 #include "plan/PlanTasks.h"
 #include "runtime/job/Launcher.h"
@@ -25,7 +25,7 @@ namespace {
 
 struct VerifyArgs {
   std::string model;
-  std::string data = "fashion-mnist";
+  std::string data = kDefaultData;
   int threads = 1;
   double tolerance = 1e-5;
   bool keep = false;
@@ -102,9 +102,10 @@ int runVerify(const VerifyArgs &args) {
   auto model = loadModule(args.model, /*inferShapes=*/false);
   if (!model)
     return reportError(model.takeError());
-  plan::PartitionOptions partitionOptions;
-  if (auto e = args.compile.toOptions(partitionOptions))
-    return reportError(std::move(e));
+  auto parsedOptions = args.compile.toOptions();
+  if (!parsedOptions)
+    return reportError(parsedOptions.takeError());
+  plan::PartitionOptions partitionOptions = *parsedOptions;
   if (partitionOptions.steps == 0)
     partitionOptions.steps = 20;
   auto cluster = cluster::loadCluster(args.compile.cluster, args.compile.replicationKind());
@@ -148,14 +149,8 @@ int runVerify(const VerifyArgs &args) {
   // The same steps on one device, with the same passes.
   auto single = (*model)->clone();
   single->setSourceFile((*model)->sourceFile());
-  std::string pipeline = "infer-shapes,autodiff,lower-optimizer,cse,dce";
-  if (partitionOptions.fuse)
-    pipeline += ",fuse-bias-activation,fuse-elementwise";
-  auto pm = passes::PassManager::fromPipeline(pipeline);
-  if (!pm)
-    return reportError(pm.takeError());
-  if (auto changed = pm->run(*single, passes::PassOptions()); !changed)
-    return reportError(changed.takeError());
+  if (auto e = plan::compileTrainingStep(*single, partitionOptions.fuse))
+    return reportError(std::move(e));
   runtime::train::TrainOptions trainOptions;
   auto spec = runtime::data::parseDataSpec(args.data);
   if (!spec)

@@ -41,7 +41,7 @@ std::string shapeText(const std::vector<int64_t> &shape) {
 // The row ranges [begin, end) a PS shard holds (its `rows` attribute), or none.
 static std::vector<std::pair<int64_t, int64_t>> shardRanges(const ir::Variable &var) {
   std::vector<std::pair<int64_t, int64_t>> ranges;
-  const ir::Attr *rows = var.attrs.find("rows");
+  const ir::Attr *rows = var.attrs.find("held_rows");
   if (!var.attrs.has("table_shape") || !rows || rows->kind() != ir::AttrKind::Ints)
     return ranges;
   for (size_t i = 0; i + 1 < rows->getInts().size(); i += 2)

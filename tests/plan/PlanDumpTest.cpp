@@ -40,8 +40,9 @@ constexpr const char *kWorkerIr = R"(model tiny {
 // The program of PS task `index`: its half of `emb`'s rows.
 std::string psIr(int index) {
   std::string rows = std::to_string(index * 50) + ", " + std::to_string(index * 50 + 50);
-  return "model tiny {\n  var emb : f32[50, 8] = zeros {rows = [" + rows +
-         "]}\n  %g = ps_gradient_rows(emb) : sparse f32[50, 8]\n}\n";
+  return "model tiny {\n  var emb : f32[50, 8] = zeros {placement = ps, table_shape = [100, 8], "
+         "held_rows = [" +
+         rows + "]}\n  %g = ps_gradient_rows(emb) : sparse f32[50, 8]\n}\n";
 }
 
 Variable *addVariable(Plan &plan, const std::string &name, const std::string &kind,
