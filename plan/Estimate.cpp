@@ -2,11 +2,15 @@
 // host link.
 #include "plan/Estimate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
 
 #include "ir/OpTable.h"
+#include "ir/VariablePlacement.h"
+#include "plan/CommunicationCost.h"
+#include "plan/PlanVariables.h"
 #include "llvm/ADT/StringMap.h"
 
 namespace prism::plan {
@@ -23,163 +27,198 @@ double bytesOf(const ir::TensorType &type, int64_t batch) {
   return static_cast<double>(type.numElements(batch, batch)) * ir::dtypeBytes(type.dtype);
 }
 
-double rowsOf(const Variable &v) {
-  return v.shape_size() ? static_cast<double>(v.shape(0)) : 1;
+// The workers and the batch each of them (and each of its towers) runs.
+struct WorkerBatches {
+  std::vector<std::string> workers; // in rank order
+  int64_t localBatch = 0;
+  int64_t towerBatch = 0;
+
+  explicit WorkerBatches(const Plan &plan) {
+    for (const Task &task : plan.cluster().tasks())
+      if (task.role() == "worker")
+        workers.push_back(task.name());
+    const int64_t n = std::max<int64_t>(1, static_cast<int64_t>(workers.size()));
+    const int64_t towers = std::max(1, plan.run().towers_per_worker());
+    localBatch = (plan.run().global_batch() + n - 1) / n;
+    towerBatch = (localBatch + towers - 1) / towers;
+  }
+  // An op placed on a tower's device runs the tower's batch.
+  int64_t of(const ir::Op &op) const {
+    return op.attrs.has(ir::kDeviceAttr) ? towerBatch : localBatch;
+  }
+};
+
+// Distinct rows per step of each PS table a worker reads by rows: `--rows-per-step` split over
+// the table's row pulls in proportion to their indices, or the expectation for uniform draws.
+class RowsPerStep {
+public:
+  RowsPerStep(const Plan &plan, const ir::Module &worker, const WorkerBatches &batches,
+              std::optional<double> given)
+      : given_(given) {
+    for (const Variable &v : plan.variables())
+      variables_[v.name()] = &v;
+    for (const auto &op : worker.ops())
+      if (op->name() == "ps_pull_rows")
+        indicesPerStep_[op->operand(0)->name()] += indicesOf(*op, batches);
+  }
+  static double indicesOf(const ir::Op &pullRows, const WorkerBatches &batches) {
+    return static_cast<double>(pullRows.operand(1)->type().numElements(batches.of(pullRows)));
+  }
+  // Among `indices` of the table's indices.
+  double distinct(const std::string &table, double indices) const {
+    auto total = indicesPerStep_.find(table);
+    if (given_)
+      return total != indicesPerStep_.end() && total->second > 0 ? *given_ * indices / total->second
+                                                                 : *given_;
+    return expectedDistinct(tableRows(*variables_.lookup(table)), indices);
+  }
+  // Over all the table's indices of a step (what the worker pushes back).
+  double perStep(const std::string &table) const {
+    auto total = indicesPerStep_.find(table);
+    return distinct(table, total == indicesPerStep_.end() ? 0 : total->second);
+  }
+  void addTables(Estimate &estimate) const {
+    for (const auto &[table, indices] : indicesPerStep_) {
+      TableEstimate *t = estimate.add_tables();
+      t->set_variable(table);
+      t->set_rows_per_step(distinct(table, indices));
+      t->set_source(given_ ? "--rows-per-step" : "uniform draws");
+    }
+  }
+
+private:
+  std::optional<double> given_;
+  llvm::StringMap<const Variable *> variables_;
+  std::map<std::string, double> indicesPerStep_; // ordered: the plan's bytes are deterministic
+};
+
+// flows[from][to]: bytes per step between two tasks.
+using Flows = std::map<std::string, std::map<std::string, double>>;
+
+// Adds what one worker's PS op on `v` moves to and from each shard's task.
+void addPsFlows(Flows &flows, const std::string &worker, PsTransfer transfer, const Variable &v,
+                double rows) {
+  for (const Shard &s : v.shards()) {
+    ShardTraffic traffic = psShardTraffic(transfer, v, s, rows);
+    flows[worker][s.task()] += traffic.toPs;
+    flows[s.task()][worker] += traffic.fromPs;
+  }
 }
 
-// Bytes of one row of a table (everything after the first dimension).
-double rowBytes(const Variable &v) {
-  return static_cast<double>(v.bytes()) / std::max(1.0, rowsOf(v));
-}
-
-} // namespace
-
-void estimatePlan(Plan &plan, const ir::Module &worker, const std::vector<const ir::Module *> &ps,
-                  std::optional<double> rowsPerStep) {
-  Estimate &estimate = *plan.mutable_estimate();
-  estimate.Clear();
-  std::vector<std::string> workers;
-  for (const Task &task : plan.cluster().tasks())
-    if (task.role() == "worker")
-      workers.push_back(task.name());
-  const int64_t numWorkers = static_cast<int64_t>(workers.size());
-  const int64_t towers = std::max(1, plan.run().towers_per_worker());
-  const int64_t localBatch = (plan.run().global_batch() + numWorkers - 1) / numWorkers;
-  const int64_t towerBatch = (localBatch + towers - 1) / towers;
-  estimate.set_local_batch(localBatch);
-
+// Every worker runs the same program: its flows are added once per worker (by rank: a ring
+// all-reduce sends to the next rank).
+Flows workerFlows(const Plan &plan, const ir::Module &worker, const WorkerBatches &batches,
+                  const RowsPerStep &rows) {
   llvm::StringMap<const Variable *> variables;
   for (const Variable &v : plan.variables())
     variables[v.name()] = &v;
-
-  // Distinct rows per step: each table's indices per step, over all its row pulls.
-  std::map<std::string, double> indicesPerStep; // ordered: the plan's bytes are deterministic
-  auto batchOf = [&](const ir::Op &op) {
-    return op.attrs.has(ir::kDeviceAttr) ? towerBatch : localBatch;
-  };
-  for (const auto &op : worker.ops())
-    if (op->name() == "ps_pull_rows")
-      indicesPerStep[op->operand(0)->name()] +=
-          static_cast<double>(op->operand(1)->type().numElements(batchOf(*op)));
-  auto distinctRows = [&](llvm::StringRef table, double indices) {
-    const Variable *v = variables.lookup(table);
-    double total = indicesPerStep[table.str()];
-    if (rowsPerStep)
-      return total > 0 ? *rowsPerStep * indices / total : *rowsPerStep;
-    return expectedDistinct(rowsOf(*v), indices);
-  };
-  for (const auto &[table, indices] : indicesPerStep) {
-    TableEstimate *t = estimate.add_tables();
-    t->set_variable(table);
-    t->set_rows_per_step(distinctRows(table, indices));
-    t->set_source(rowsPerStep ? "--rows-per-step" : "uniform draws");
-  }
-
-  // flows[from][to]: bytes per step. Every worker runs the same program, so its flows are
-  // added once per worker.
-  std::map<std::string, std::map<std::string, double>> flows;
-  auto toShards = [&](const std::string &w, const Variable &v, double bytes, bool toPs) {
-    for (const Shard &s : v.shards()) {
-      double share = bytes * static_cast<double>(s.row_end() - s.row_begin()) / rowsOf(v);
-      if (toPs)
-        flows[w][s.task()] += share;
-      else
-        flows[s.task()][w] += share;
+  const auto &workers = batches.workers;
+  const int64_t n = static_cast<int64_t>(workers.size());
+  Flows flows;
+  for (int64_t rank = 0; rank < n; ++rank) {
+    const std::string &w = workers[static_cast<size_t>(rank)];
+    for (const auto &op : worker.ops()) {
+      if (op->name() == "all_reduce") {
+        if (n < 2)
+          continue;
+        double bucket = 0;
+        for (unsigned i = 0; i < op->numResults(); ++i)
+          bucket += bytesOf(op->result(i)->type(), 1);
+        flows[w][workers[static_cast<size_t>((rank + 1) % n)]] += ringAllReduceBytes(bucket, n);
+        continue;
+      }
+      auto transfer = psTransferOf(op->name());
+      const Variable *v = transfer ? variables.lookup(op->operand(0)->name()) : nullptr;
+      if (!v || !onParameterServers(*v))
+        continue;
+      double moved = 0;
+      if (*transfer == PsTransfer::PullRows)
+        moved = rows.distinct(v->name(), RowsPerStep::indicesOf(*op, batches));
+      else if (*transfer == PsTransfer::PushRows)
+        moved = rows.perStep(v->name());
+      addPsFlows(flows, w, *transfer, *v, moved);
     }
-  };
-  double flops = 0, activations = 0;
+  }
+  return flows;
+}
+
+// One worker's step: FLOPs, and activations (an upper bound: every intermediate).
+struct WorkerCompute {
+  double flops = 0;
+  double activations = 0;
+};
+
+WorkerCompute workerCompute(const ir::Module &worker, const WorkerBatches &batches) {
+  WorkerCompute compute;
   for (const auto &op : worker.ops()) {
-    int64_t batch = batchOf(*op);
-    flops += ir::opCost(*op, batch).flops;
+    int64_t batch = batches.of(*op);
+    compute.flops += ir::opCost(*op, batch).flops;
     for (unsigned i = 0; i < op->numResults(); ++i) {
       if (!op->result(i)->hasType())
         continue;
       const ir::TensorType &type = op->result(i)->type();
       if (!type.sparse) {
-        activations += bytesOf(type, batch);
+        compute.activations += bytesOf(type, batch);
         continue;
       }
       // A sparse value holds only rows: about as many bytes as the dense values it is made of.
       for (const ir::Value *v : op->operands())
         if (v->hasType() && !v->type().sparse && ir::isFloat(v->type().dtype) &&
             v->kind() == ir::ValueKind::OpResult)
-          activations += bytesOf(v->type(), batch);
+          compute.activations += bytesOf(v->type(), batch);
     }
   }
-  for (int64_t rank = 0; rank < numWorkers; ++rank) {
-    const std::string &w = workers[static_cast<size_t>(rank)];
-    for (const auto &op : worker.ops()) {
-      llvm::StringRef name = op->name();
-      if (name == "all_reduce") {
-        // A ring all-reduce: each rank sends 2(N−1)/N of the bucket to the next rank.
-        if (numWorkers < 2)
-          continue;
-        double bucket = 0;
-        for (unsigned i = 0; i < op->numResults(); ++i)
-          bucket += bytesOf(op->result(i)->type(), 1);
-        double share = 2.0 * static_cast<double>(numWorkers - 1) / numWorkers * bucket;
-        flows[w][workers[static_cast<size_t>((rank + 1) % numWorkers)]] += share;
-        continue;
-      }
-      if (!op->def().has(ir::kCommunication) || op->numOperands() == 0)
-        continue;
-      const Variable *v = variables.lookup(op->operand(0)->name());
-      if (!v || v->placement() != "ps")
-        continue;
-      double row = rowBytes(*v), indexBytes = 8;
-      if (name == "ps_pull") {
-        toShards(w, *v, static_cast<double>(v->bytes()), /*toPs=*/false);
-      } else if (name == "ps_push") {
-        toShards(w, *v, static_cast<double>(v->bytes()), /*toPs=*/true);
-      } else if (name == "ps_pull_rows") {
-        double rows = distinctRows(
-            v->name(), static_cast<double>(op->operand(1)->type().numElements(batchOf(*op))));
-        toShards(w, *v, rows * indexBytes, /*toPs=*/true);
-        toShards(w, *v, rows * row, /*toPs=*/false);
-      } else if (name == "ps_push_rows") {
-        double rows = distinctRows(v->name(), indicesPerStep[v->name()]);
-        toShards(w, *v, rows * (row + indexBytes), /*toPs=*/true);
-      }
-    }
-  }
+  return compute;
+}
 
+// Bytes a task holds of `module`'s variables, leaving out those held by parameter servers.
+double parameterBytes(const ir::Module &module) {
+  double bytes = 0;
+  for (const auto &variable : module.variables())
+    if (!ir::onParameterServers(*variable))
+      bytes += bytesOf(variable->type(), 1);
+  return bytes;
+}
+
+void addTaskEstimates(const Plan &plan, const Flows &flows, const ir::Module &worker,
+                      const std::vector<const ir::Module *> &ps, const WorkerBatches &batches,
+                      Estimate &estimate) {
   std::map<std::string, double> sent, received;
   for (const auto &[from, row] : flows)
     for (const auto &[to, bytes] : row) {
       sent[from] += bytes;
       received[to] += bytes;
     }
-  std::vector<double> psParameters, psFlops;
-  for (const ir::Module *module : ps) {
-    double bytes = 0, f = 0;
-    for (const auto &variable : module->variables())
-      bytes += bytesOf(variable->type(), 1);
-    for (const auto &op : module->ops())
-      f += ir::opCost(*op, localBatch).flops;
-    psParameters.push_back(bytes);
-    psFlops.push_back(f);
-  }
-  double workerParameters = 0;
-  for (const auto &variable : worker.variables())
-    if (variable->attrs.getString("placement") != "ps")
-      workerParameters += bytesOf(variable->type(), 1);
-
-  std::map<std::string, int> hostOf;
+  const WorkerCompute compute = workerCompute(worker, batches);
+  const double workerParameters = parameterBytes(worker);
   for (const Task &task : plan.cluster().tasks()) {
-    hostOf[task.name()] = task.host();
     TaskEstimate *t = estimate.add_tasks();
     t->set_task(task.name());
     t->set_bytes_sent_per_step(sent[task.name()]);
     t->set_bytes_received_per_step(received[task.name()]);
     if (task.role() == "worker") {
       t->set_parameter_bytes(workerParameters);
-      t->set_activation_bytes(activations);
-      t->set_flops_per_step(flops);
+      t->set_activation_bytes(compute.activations);
+      t->set_flops_per_step(compute.flops);
     } else if (task.role() == "ps" && static_cast<size_t>(task.index()) < ps.size()) {
-      t->set_parameter_bytes(psParameters[static_cast<size_t>(task.index())]);
-      t->set_flops_per_step(psFlops[static_cast<size_t>(task.index())]);
+      // A PS program's variables are its rows of the tables: all of them count.
+      const ir::Module &program = *ps[static_cast<size_t>(task.index())];
+      double bytes = 0, flops = 0;
+      for (const auto &variable : program.variables())
+        bytes += bytesOf(variable->type(), 1);
+      for (const auto &op : program.ops())
+        flops += ir::opCost(*op, batches.localBatch).flops;
+      t->set_parameter_bytes(bytes);
+      t->set_flops_per_step(flops);
     }
   }
+}
+
+// Each host's link: what its tasks send to and receive from tasks on other hosts.
+void addLinkEstimates(const Plan &plan, const Flows &flows, Estimate &estimate) {
+  std::map<std::string, int> hostOf;
+  for (const Task &task : plan.cluster().tasks())
+    hostOf[task.name()] = task.host();
   for (int h = 0; h < plan.cluster().hosts_size(); ++h) {
     const Host &host = plan.cluster().hosts(h);
     double out = 0, in = 0;
@@ -198,6 +237,21 @@ void estimatePlan(Plan &plan, const ir::Module &worker, const std::vector<const 
       link->set_seconds_per_step(std::max(out, in) * 8 /
                                  static_cast<double>(host.bandwidth_bits_per_sec()));
   }
+}
+
+} // namespace
+
+void estimatePlan(Plan &plan, const ir::Module &worker, const std::vector<const ir::Module *> &ps,
+                  std::optional<double> rowsPerStep) {
+  Estimate &estimate = *plan.mutable_estimate();
+  estimate.Clear();
+  const WorkerBatches batches(plan);
+  estimate.set_local_batch(batches.localBatch);
+  const RowsPerStep rows(plan, worker, batches, rowsPerStep);
+  rows.addTables(estimate);
+  const Flows flows = workerFlows(plan, worker, batches, rows);
+  addTaskEstimates(plan, flows, worker, ps, batches, estimate);
+  addLinkEstimates(plan, flows, estimate);
 }
 
 } // namespace prism::plan

@@ -1,23 +1,19 @@
 // The partitioner: passes, then one program per task, then the plan (see Partitioner.h).
 #include "plan/Partitioner.h"
-#include "ir/VariablePlacement.h"
 
-#include <algorithm>
 #include <map>
 #include <random>
-#include <set>
 
-#include "ir/Collectives.h"
 #include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
 #include "ir/Printer.h"
-#include "passes/PassManager.h"
+#include "ir/VariablePlacement.h"
+#include "ir/Collectives.h"
 #include "plan/Estimate.h"
 #include "plan/PlanFile.h"
 #include "plan/PlanVerifier.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/Support/raw_ostream.h"
 
 namespace prism::plan {
 namespace {
@@ -25,28 +21,53 @@ namespace {
 using ir::Module;
 using ir::Op;
 
-// Runs `pipeline` with `options`, collecting statistics.
-llvm::Error runPasses(Module &module, llvm::StringRef pipeline, const passes::PassOptions &options,
-                      PartitionResult &result) {
-  auto manager = passes::PassManager::fromPipeline(pipeline);
-  if (!manager)
-    return manager.takeError();
-  // The partitioner sets every option once; each stage takes the ones its passes read.
-  passes::PassOptions read;
-  for (const auto &pass : manager->passes())
-    for (const std::string &key : pass->optionKeys())
-      if (options.has(key))
-        read.set(key, options.get(key));
-  if (auto changed = manager->run(module, read); !changed)
-    return changed.takeError();
-  for (const auto &pass : manager->passes())
-    for (const auto &statistic : pass->statistics())
-      result.statistics.push_back({pass->name().str(), statistic});
-  return llvm::Error::success();
+// A fresh random job token (32 hex digits).
+std::string makeJobToken() {
+  std::random_device device;
+  std::string token;
+  const char *hex = "0123456789abcdef";
+  for (int i = 0; i < 32; ++i)
+    token += hex[device() % 16];
+  return token;
 }
 
-std::string placementText(const ir::Variable &variable) {
-  return variable.attrs.getString("placement");
+// Towers per worker: one, or in-graph the devices of each worker (the same on every worker).
+// The global batch must give every tower an example.
+llvm::Expected<int64_t> towersPerWorker(const cluster::Cluster &cluster, int64_t globalBatch) {
+  const int64_t workers = cluster.numWorkers();
+  if (workers < 1)
+    return ir::makeError("the cluster has no worker task");
+  if (globalBatch < workers)
+    return ir::makeError("--batch " + std::to_string(globalBatch) + " is smaller than the " +
+                         std::to_string(workers) +
+                         " workers: every worker needs at least one example per step");
+  int64_t towers = 1;
+  if (cluster.replication == cluster::Replication::InGraph) {
+    auto workerTasks = cluster.workers();
+    towers = static_cast<int64_t>(workerTasks.front()->devices.size());
+    for (const cluster::Task *task : workerTasks)
+      if (static_cast<int64_t>(task->devices.size()) != towers)
+        return ir::makeError("in-graph replication needs the same number of devices on every "
+                             "host: " +
+                             workerTasks.front()->name + " has " + std::to_string(towers) + ", " +
+                             task->name + " has " + std::to_string(task->devices.size()));
+  }
+  if (globalBatch < workers * towers)
+    return ir::makeError("--batch " + std::to_string(globalBatch) + " is smaller than " +
+                         std::to_string(workers * towers) + " towers in all");
+  return towers;
+}
+
+ParallelPipelineOptions pipelineOptions(const cluster::Cluster &cluster, int64_t towers,
+                                        const PartitionOptions &options) {
+  ParallelPipelineOptions pipeline;
+  pipeline.replicate.workers = cluster.numWorkers();
+  pipeline.replicate.devices = towers;
+  pipeline.placement = options.placement;
+  pipeline.placement.psTasks = cluster.numParameterServers();
+  pipeline.routing = options.routing;
+  pipeline.fuse = options.fuse;
+  return pipeline;
 }
 
 // The variable an op writes as operand 0 (updates, assign), or null.
@@ -54,6 +75,12 @@ ir::Variable *writtenVariable(const Op &op) {
   if (op.numOperands() == 0 || !op.def().writes(0))
     return nullptr;
   return op.operand(0)->variable();
+}
+
+// An optimizer update of a variable the parameter servers hold: it runs there.
+bool updatesPsVariable(const Op &op) {
+  ir::Variable *written = writtenVariable(op);
+  return written && op.def().has(ir::kOptimizerUpdate) && ir::onParameterServers(*written);
 }
 
 // Erases every op not in `keep`, readers before what they read.
@@ -94,115 +121,128 @@ void eraseUnreadVariables(Module &module) {
 llvm::Expected<std::unique_ptr<Module>> workerProgram(const Module &routed) {
   auto worker = routed.clone();
   llvm::DenseSet<const Op *> keep;
-  for (const auto &op : worker->ops()) {
-    ir::Variable *written = writtenVariable(*op);
-    bool onPs = op->def().has(ir::kOnParameterServer) ||
-                (written && op->def().has(ir::kOptimizerUpdate) && placementText(*written) == "ps");
-    if (!onPs)
+  for (const auto &op : worker->ops())
+    if (!op->def().has(ir::kOnParameterServer) && !updatesPsVariable(*op))
       keep.insert(op.get());
-  }
   eraseOpsNotIn(*worker, keep);
-  PartitionResult ignored;
-  if (auto e = runPasses(*worker, "dce", {}, ignored))
+  if (auto e = runPipeline(*worker, "dce"))
     return std::move(e);
   eraseUnreadVariables(*worker);
   return std::move(worker);
 }
 
-// The row ranges of `variable` that PS task `task` holds, as [begin, end) pairs.
-std::vector<std::pair<int64_t, int64_t>> rangesOn(const ir::Variable &variable, int64_t task) {
-  std::vector<std::pair<int64_t, int64_t>> ranges;
-  const ir::Attr *shards = variable.attrs.find("shards");
-  const ir::Attr *rows = variable.attrs.find("rows");
-  if (!shards || !rows)
-    return ranges;
-  for (size_t i = 0; i < shards->getInts().size(); ++i)
-    if (shards->getInts()[i] == task)
-      ranges.push_back({rows->getInts()[i], rows->getInts()[i + 1]});
-  return ranges;
+// Where a PS program's ops are wrong: the model's file, for the op's location.
+struct PsProgramContext {
+  std::string sourceFile;
+  std::string taskName;
+};
+
+// An op PS task `context.taskName` needs must not read an input or communicate like a worker.
+llvm::Error checkRunsOnPs(const Op &op, const PsProgramContext &context) {
+  auto needed = [&](const std::string &but) {
+    return ir::makeError(context.sourceFile, op.loc,
+                         "'" + std::string(op.name()) + "' is needed on " + context.taskName +
+                             " to update its variables, but " + but);
+  };
+  for (ir::Value *v : op.operands())
+    if (v->kind() == ir::ValueKind::Input)
+      return needed("it reads the input '" + v->name() + "'");
+  if (op.def().has(ir::kCommunication) && !op.def().has(ir::kOnParameterServer))
+    return needed("it runs on the workers");
+  return llvm::Error::success();
+}
+
+// Adds the ops in `work` and their ancestors to `keep`, checking each can run on the PS task.
+llvm::Error keepWithAncestors(std::vector<const Op *> work, llvm::DenseSet<const Op *> &keep,
+                              const PsProgramContext &context) {
+  while (!work.empty()) {
+    const Op *op = work.back();
+    work.pop_back();
+    if (!keep.insert(op).second)
+      continue;
+    if (auto e = checkRunsOnPs(*op, context))
+      return e;
+    for (ir::Value *v : op->operands())
+      if (v->kind() == ir::ValueKind::OpResult)
+        work.push_back(v->definingOp());
+  }
+  return llvm::Error::success();
+}
+
+// The writes of replicated state (the step counter) that the kept ops read but `keep` lacks.
+std::vector<const Op *> replicatedWritesRead(const Module &module,
+                                             const llvm::DenseSet<const Op *> &keep) {
+  llvm::DenseSet<const ir::Value *> read;
+  for (const Op *op : keep)
+    for (ir::Value *v : op->operands())
+      read.insert(v);
+  std::vector<const Op *> writes;
+  for (const auto &op : module.ops()) {
+    ir::Variable *written = writtenVariable(*op);
+    if (!written || keep.count(op.get()) || !read.count(written->value.get()))
+      continue;
+    auto placement = ir::placementOf(*written);
+    if (placement && placement->where == ir::Placement::Replicated)
+      writes.push_back(op.get());
+  }
+  return writes;
+}
+
+// The ops of PS task `task`: the updates of the variables it holds rows of, what they read,
+// and the replicated state they read with what that reads, until nothing changes.
+llvm::Expected<llvm::DenseSet<const Op *>> opsOfPsTask(const Module &module, int64_t task,
+                                                       const PsProgramContext &context) {
+  std::vector<const Op *> work;
+  for (const auto &op : module.ops())
+    if (updatesPsVariable(*op) && !ir::placementOf(*writtenVariable(*op))->rangesOn(task).empty())
+      work.push_back(op.get());
+  llvm::DenseSet<const Op *> keep;
+  while (!work.empty()) {
+    if (auto e = keepWithAncestors(std::move(work), keep, context))
+      return std::move(e);
+    work = replicatedWritesRead(module, keep);
+  }
+  return std::move(keep);
+}
+
+// Each PS-held variable shrinks to the rows `task` holds: its type has those rows only, and its
+// held rows (ir/VariablePlacement.h) keep the whole table's shape (initial values depend on it)
+// and the ranges. The ops' types are inferred again.
+llvm::Error shrinkToHeldRows(Module &ps, int64_t task) {
+  for (const auto &variable : ps.variables()) {
+    auto placement = ir::placementOf(*variable);
+    if (!placement || placement->where != ir::Placement::ParameterServer)
+      continue;
+    ir::HeldRows held{variable->type().dims, placement->rangesOn(task)};
+    ir::TensorType type = variable->type();
+    if (!type.isScalar())
+      type.dims[0] = held.count();
+    ir::setPlacement(*variable, {ir::Placement::ParameterServer, {}});
+    ir::setHeldRows(*variable, held);
+    variable->value->setType(type);
+  }
+  for (const auto &op : ps.ops())
+    for (unsigned i = 0; i < op->numResults(); ++i)
+      op->result(i)->setType(std::nullopt);
+  return runPipeline(ps, "infer-shapes");
 }
 
 // The program of PS task `task`: the updates of the variables it holds rows of, and what they
 // read (the combined gradients, the step counter), over its rows only.
-llvm::Expected<std::unique_ptr<Module>> psProgram(const Module &routed, int64_t task,
-                                                  llvm::StringRef taskName) {
+llvm::Expected<std::unique_ptr<Module>> psProgram(const Module &routed, const cluster::Task &task) {
   auto ps = routed.clone();
-  ps->setName(routed.name() + ".ps" + std::to_string(task));
-  llvm::DenseSet<const Op *> keep;
-  std::vector<const Op *> work;
-  for (const auto &op : ps->ops()) {
-    ir::Variable *written = writtenVariable(*op);
-    if (written && op->def().has(ir::kOptimizerUpdate) && placementText(*written) == "ps" &&
-        !rangesOn(*written, task).empty())
-      work.push_back(op.get());
-  }
-  if (work.empty())
+  ps->setName(routed.name() + ".ps" + std::to_string(task.index));
+  auto keep = opsOfPsTask(*ps, task.index, {routed.sourceFile(), task.name});
+  if (!keep)
+    return keep.takeError();
+  if (keep->empty())
     return std::make_unique<Module>(ps->name());
-  // The ancestors of the updates; then the writes of replicated state (the step counter) the
-  // kept ops read, and their ancestors, until nothing changes.
-  for (;;) {
-    while (!work.empty()) {
-      const Op *op = work.back();
-      work.pop_back();
-      if (!keep.insert(op).second)
-        continue;
-      for (ir::Value *v : op->operands()) {
-        if (v->kind() == ir::ValueKind::Input)
-          return ir::makeError(routed.sourceFile(), op->loc,
-                               "'" + std::string(op->name()) + "' is needed on " + taskName.str() +
-                                   " to update its variables, but it reads the input '" +
-                                   v->name() + "'");
-        if (v->kind() == ir::ValueKind::OpResult)
-          work.push_back(v->definingOp());
-      }
-      if (op->def().has(ir::kCommunication) && !op->def().has(ir::kOnParameterServer))
-        return ir::makeError(routed.sourceFile(), op->loc,
-                             "'" + std::string(op->name()) + "' is needed on " + taskName.str() +
-                                 " to update its variables, but it runs on the workers");
-    }
-    llvm::DenseSet<const ir::Value *> read;
-    for (const Op *op : keep)
-      for (ir::Value *v : op->operands())
-        read.insert(v);
-    for (const auto &op : ps->ops()) {
-      ir::Variable *written = writtenVariable(*op);
-      if (written && !keep.count(op.get()) && placementText(*written) == "replicated" &&
-          read.count(written->value.get()))
-        work.push_back(op.get());
-    }
-    if (work.empty())
-      break;
-  }
   ps->loss.reset();
   ps->optimizer.reset();
   ps->gradients.clear();
-  eraseOpsNotIn(*ps, keep);
+  eraseOpsNotIn(*ps, *keep);
   eraseUnreadVariables(*ps);
-
-  // Each PS-held variable shrinks to the rows this task holds; `rows` lists them as
-  // [begin, end) pairs and `table_shape` keeps the whole shape (initial values depend on it).
-  for (const auto &variable : ps->variables()) {
-    if (placementText(*variable) != "ps")
-      continue;
-    auto ranges = rangesOn(*variable, task);
-    ir::TensorType type = variable->type();
-    ir::HeldRows heldRows;
-    heldRows.tableShape = type.dims;
-    for (auto [begin, end] : ranges)
-      heldRows.ranges.push_back({begin, end});
-    const int64_t held = heldRows.count();
-    ir::setHeldRows(*variable, heldRows);
-    variable->attrs.erase("shards");
-    variable->attrs.erase("rows");
-    if (!type.isScalar())
-      type.dims[0] = held;
-    variable->value->setType(type);
-  }
-  for (const auto &op : ps->ops())
-    for (unsigned i = 0; i < op->numResults(); ++i)
-      op->result(i)->setType(std::nullopt);
-  PartitionResult ignored;
-  if (auto e = runPasses(*ps, "infer-shapes", {}, ignored))
+  if (auto e = shrinkToHeldRows(*ps, task.index))
     return std::move(e);
   return std::move(ps);
 }
@@ -229,15 +269,43 @@ void fillCluster(const cluster::Cluster &cluster, Cluster &out) {
   }
 }
 
-void fillVariables(const Module &routed, const cluster::Cluster &cluster, Plan &plan) {
-  // Optimizer state: the operands an update writes besides its variable.
+// Optimizer state: the operands an update writes besides its variable, by name, and the
+// variable each belongs to.
+std::map<std::string, std::string> optimizerStateOf(const Module &routed) {
   std::map<std::string, std::string> stateOf;
   for (const auto &op : routed.ops())
     if (op->def().has(ir::kOptimizerUpdate))
       for (unsigned i = 1; i < op->numOperands(); ++i)
         if (op->def().writes(i))
           stateOf[op->operand(i)->name()] = op->operand(0)->name();
+  return stateOf;
+}
+
+// The plan's kind of a variable: classify-variables' for a trained one, else state or other.
+std::string planKind(const ir::Variable &variable, bool isState) {
+  if (variable.trainable()) {
+    auto kind = ir::variableKind(variable);
+    return kind ? ir::variableUsageName(*kind).str() : "";
+  }
+  return isState ? "state" : "other";
+}
+
+void fillPlacement(const ir::Variable &variable, const cluster::Cluster &cluster, Variable &v) {
+  auto placement = ir::placementOf(variable);
+  if (!placement)
+    return;
+  v.set_placement(ir::placementName(placement->where).str());
   auto psTasks = cluster.parameterServers();
+  for (const ir::PsShard &shard : placement->shards) {
+    Shard *s = v.add_shards();
+    s->set_task(psTasks[static_cast<size_t>(shard.task)]->name);
+    s->set_row_begin(shard.rows.begin);
+    s->set_row_end(shard.rows.end);
+  }
+}
+
+void fillVariables(const Module &routed, const cluster::Cluster &cluster, Plan &plan) {
+  std::map<std::string, std::string> stateOf = optimizerStateOf(routed);
   for (const auto &variable : routed.variables()) {
     Variable *v = plan.add_variables();
     v->set_name(variable->name());
@@ -248,25 +316,10 @@ void fillVariables(const Module &routed, const cluster::Cluster &cluster, Plan &
     v->set_bytes(type.numElements() * ir::dtypeBytes(type.dtype));
     v->set_trainable(variable->trainable());
     auto state = stateOf.find(variable->name());
-    if (variable->trainable())
-      v->set_kind(variable->attrs.getString("kind"));
-    else if (state != stateOf.end())
-      v->set_kind("state");
-    else
-      v->set_kind("other");
+    v->set_kind(planKind(*variable, state != stateOf.end()));
     if (state != stateOf.end())
       v->set_state_of(state->second);
-    v->set_placement(placementText(*variable));
-    if (v->placement() == "ps") {
-      const auto &shards = variable->attrs.find("shards")->getInts();
-      const auto &rows = variable->attrs.find("rows")->getInts();
-      for (size_t i = 0; i < shards.size(); ++i) {
-        Shard *s = v->add_shards();
-        s->set_task(psTasks[static_cast<size_t>(shards[i])]->name);
-        s->set_row_begin(rows[i]);
-        s->set_row_end(rows[i + 1]);
-      }
-    }
+    fillPlacement(*variable, cluster, *v);
   }
 }
 
@@ -297,116 +350,81 @@ void fillGroups(const Module &worker, const cluster::Cluster &cluster, Plan &pla
   }
 }
 
-} // namespace
-
-std::string makeJobToken() {
-  std::random_device device;
-  std::string token;
-  const char *hex = "0123456789abcdef";
-  for (int i = 0; i < 32; ++i)
-    token += hex[device() % 16];
-  return token;
-}
-
-llvm::Expected<PartitionResult> partition(const ir::Module &model, const cluster::Cluster &cluster,
-                                          const PartitionOptions &options) {
-  const int workers = cluster.numWorkers();
-  if (workers < 1)
-    return ir::makeError("the cluster has no worker task");
-  if (options.globalBatch < workers)
-    return ir::makeError("--batch " + std::to_string(options.globalBatch) +
-                         " is smaller than the " + std::to_string(workers) +
-                         " workers: every worker needs at least one example per step");
-  int towers = 1;
-  if (cluster.replication == cluster::Replication::InGraph) {
-    auto workerTasks = cluster.workers();
-    towers = static_cast<int>(workerTasks.front()->devices.size());
-    for (const cluster::Task *task : workerTasks)
-      if (static_cast<int>(task->devices.size()) != towers)
-        return ir::makeError("in-graph replication needs the same number of devices on every "
-                             "host: " +
-                             workerTasks.front()->name + " has " + std::to_string(towers) + ", " +
-                             task->name + " has " + std::to_string(task->devices.size()));
-  }
-  if (options.globalBatch < int64_t(workers) * towers)
-    return ir::makeError("--batch " + std::to_string(options.globalBatch) + " is smaller than " +
-                         std::to_string(workers * towers) + " towers in all");
-
-  PartitionResult result;
-  auto routed = model.clone();
-  routed->setSourceFile(model.sourceFile());
-  passes::PassOptions passOptions;
-  passOptions.set("strategy", options.strategy);
-  passOptions.set("ps", std::to_string(cluster.numParameterServers()));
-  passOptions.set("partitions", std::to_string(options.partitions));
-  passOptions.set("partition-threshold-mb", std::to_string(options.partitionThresholdMb));
-  passOptions.set("bucket-mb", std::to_string(options.bucketMb));
-  passOptions.set("workers", std::to_string(workers));
-  passOptions.set("devices", std::to_string(towers));
-  std::string pipeline = "infer-shapes,autodiff,lower-optimizer,cse,dce,classify-variables";
-  if (towers > 1)
-    pipeline += ",replicate-in-graph";
-  pipeline += ",replicate-between-graph";
-  if (auto e = runPasses(*routed, pipeline, passOptions, result))
-    return std::move(e);
-  // A strategy that needs parameter servers on a cluster without any: say so plainly.
-  if (cluster.numParameterServers() == 0 && options.strategy != "allreduce") {
-    for (const auto &variable : routed->variables())
-      if (variable->trainable() &&
-          (options.strategy == "ps" || variable->attrs.getString("kind") == "sparse"))
-        return ir::makeError("strategy " + options.strategy + " puts '" + variable->name() +
-                             "' on a parameter server, but the cluster has none: add ps=M "
-                             "(local:N,ps=M, or `ps:` on a host) or use --strategy allreduce");
-  }
-  if (auto e = runPasses(*routed, "place-variables,route-gradients", passOptions, result))
-    return std::move(e);
-  if (options.fuse)
-    if (auto e = runPasses(*routed, "fuse-bias-activation,fuse-elementwise", passOptions, result))
-      return std::move(e);
-
-  Plan &plan = result.plan;
-  plan.set_version(kPlanVersion);
-  plan.set_model(model.name());
-  plan.set_source(model.sourceFile());
-  plan.set_strategy(options.strategy);
-  plan.set_replication(cluster::replicationName(cluster.replication).str());
-  fillCluster(cluster, *plan.mutable_cluster());
-  fillVariables(*routed, cluster, plan);
-
-  auto worker = workerProgram(*routed);
+// The worker program, run by every worker, with the group its all_reduce ops form.
+llvm::Expected<std::unique_ptr<Module>>
+addWorkerProgram(const Module &routed, const cluster::Cluster &cluster, Plan &plan) {
+  auto worker = workerProgram(routed);
   if (!worker)
     return worker.takeError();
-  Program *workerProgramEntry = plan.add_programs();
-  workerProgramEntry->set_name("worker");
+  Program *entry = plan.add_programs();
+  entry->set_name("worker");
   for (const cluster::Task *task : cluster.workers())
-    workerProgramEntry->add_tasks(task->name);
-  workerProgramEntry->set_ir(ir::printModule(**worker));
+    entry->add_tasks(task->name);
+  entry->set_ir(ir::printModule(**worker));
   fillGroups(**worker, cluster, plan);
+  return worker;
+}
 
-  std::vector<std::unique_ptr<Module>> psPrograms;
+// One program per PS task, in PS task order.
+llvm::Expected<std::vector<std::unique_ptr<Module>>>
+addPsPrograms(const Module &routed, const cluster::Cluster &cluster, Plan &plan) {
+  std::vector<std::unique_ptr<Module>> programs;
   for (const cluster::Task *task : cluster.parameterServers()) {
-    auto ps = psProgram(*routed, task->index, task->name);
+    auto ps = psProgram(routed, *task);
     if (!ps)
       return ps.takeError();
     Program *entry = plan.add_programs();
     entry->set_name(task->name);
     entry->add_tasks(task->name);
     entry->set_ir(ir::printModule(**ps));
-    psPrograms.push_back(std::move(*ps));
+    programs.push_back(std::move(*ps));
   }
+  return std::move(programs);
+}
 
-  RunConfig *run = plan.mutable_run();
-  run->set_global_batch(options.globalBatch);
-  run->set_steps(options.steps);
-  run->set_seed(options.seed);
+void fillRunConfig(const Module &model, const PartitionOptions &options, int64_t towers,
+                   RunConfig &run) {
+  run.set_global_batch(options.globalBatch);
+  run.set_steps(options.steps);
+  run.set_seed(options.seed);
   if (model.optimizer)
-    run->set_optimizer(ir::printOptimizer(*model.optimizer));
-  run->set_data_sharding("contiguous");
-  run->set_towers_per_worker(towers);
-  run->set_job_token(options.jobToken.empty() ? makeJobToken() : options.jobToken);
+    run.set_optimizer(ir::printOptimizer(*model.optimizer));
+  run.set_data_sharding("contiguous");
+  run.set_towers_per_worker(static_cast<int32_t>(towers));
+  run.set_job_token(options.jobToken.empty() ? makeJobToken() : options.jobToken);
+}
+
+} // namespace
+
+llvm::Expected<PartitionResult> partition(const ir::Module &model, const cluster::Cluster &cluster,
+                                          const PartitionOptions &options) {
+  auto towers = towersPerWorker(cluster, options.globalBatch);
+  if (!towers)
+    return towers.takeError();
+  PartitionResult result;
+  auto routed = model.clone();
+  routed->setSourceFile(model.sourceFile());
+  if (auto e = parallelize(*routed, pipelineOptions(cluster, *towers, options), &result.statistics))
+    return std::move(e);
+
+  Plan &plan = result.plan;
+  plan.set_version(kPlanVersion);
+  plan.set_model(model.name());
+  plan.set_source(model.sourceFile());
+  plan.set_strategy(passes::strategyName(options.placement.strategy).str());
+  plan.set_replication(cluster::replicationName(cluster.replication).str());
+  fillCluster(cluster, *plan.mutable_cluster());
+  fillVariables(*routed, cluster, plan);
+  auto worker = addWorkerProgram(*routed, cluster, plan);
+  if (!worker)
+    return worker.takeError();
+  auto psPrograms = addPsPrograms(*routed, cluster, plan);
+  if (!psPrograms)
+    return psPrograms.takeError();
+  fillRunConfig(model, options, *towers, *plan.mutable_run());
 
   std::vector<const Module *> psModules;
-  for (const auto &ps : psPrograms)
+  for (const auto &ps : *psPrograms)
     psModules.push_back(ps.get());
   estimatePlan(plan, **worker, psModules, options.rowsPerStep);
   if (auto e = verifyPlan(plan))

@@ -12,6 +12,8 @@
 
 #include "cluster/Cluster.h"
 #include "ir/Diagnostic.h"
+#include "plan/CommunicationCost.h"
+#include "plan/PlanVariables.h"
 #include "plan/PlanVerifier.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
@@ -22,22 +24,14 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// Bytes of one row index on the wire, as the estimate counts them (Estimate.cpp).
-constexpr double kIndexBytes = 8;
-
 std::string formatUnit(const char *fmt, double value, const char *unit) {
   std::string s;
   llvm::raw_string_ostream(s) << llvm::format(fmt, value, unit);
   return s;
 }
 
-// Decimal units throughout, as `prism partition`'s summary prints them: 360 B, 1.2 kB, 25.6 MB.
 std::string humanBytes(double bytes) {
-  const char *units[] = {"B", "kB", "MB", "GB", "TB"};
-  int u = 0;
-  for (; bytes >= 1000 && u < 4; ++u)
-    bytes /= 1000;
-  return formatUnit(u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
+  return formatBytes(bytes);
 }
 
 std::string humanFlops(double flops) {
@@ -71,15 +65,6 @@ std::string typeText(const Variable &v) {
   for (int i = 0; i < v.shape_size(); ++i)
     s += (i ? ", " : "") + std::to_string(v.shape(i));
   return s + "]";
-}
-
-double rowsOf(const Variable &v) {
-  return v.shape_size() ? static_cast<double>(v.shape(0)) : 1;
-}
-
-double shardBytes(const Variable &v, const Shard &s) {
-  return static_cast<double>(v.bytes()) * static_cast<double>(s.row_end() - s.row_begin()) /
-         std::max(1.0, rowsOf(v));
 }
 
 // One task at the other end of a communication, with what travels to and from it per step
@@ -146,8 +131,10 @@ struct PlanView {
 };
 
 // The worker's side of a PS op on `v`: one peer per shard, with the bytes the estimate counts.
-Communication psCommunication(const PlanView &view, llvm::StringRef op, const Variable &v,
-                              double pullRowsOps) {
+// A row op moves the table's rows per step (its estimate), split over the table's row pulls;
+// without an estimate its bytes are unknown.
+Communication psCommunication(const PlanView &view, llvm::StringRef op, PsTransfer transfer,
+                              const Variable &v, double pullRowsOps) {
   Communication c;
   c.op = op.str();
   c.variable = v.name();
@@ -155,22 +142,14 @@ Communication psCommunication(const PlanView &view, llvm::StringRef op, const Va
   for (const TableEstimate &t : view.plan.estimate().tables())
     if (t.variable() == v.name())
       rows = t.rows_per_step();
-  const double rowBytes = static_cast<double>(v.bytes()) / std::max(1.0, rowsOf(v));
+  if (rows && transfer == PsTransfer::PullRows)
+    *rows /= std::max(1.0, pullRowsOps);
   for (const Shard &s : v.shards()) {
-    Peer p{s.task(), std::make_pair(s.row_begin(), s.row_end()), 0.0, 0.0};
-    double share = static_cast<double>(s.row_end() - s.row_begin()) / std::max(1.0, rowsOf(v));
-    if (op == "ps_pull") {
-      p.received = share * static_cast<double>(v.bytes());
-    } else if (op == "ps_push") {
-      p.sent = share * static_cast<double>(v.bytes());
-    } else if (!rows) {
-      p.sent = p.received = std::nullopt;
-    } else if (op == "ps_pull_rows") {
-      double r = *rows / std::max(1.0, pullRowsOps) * share;
-      p.sent = r * kIndexBytes;
-      p.received = r * rowBytes;
-    } else {
-      p.sent = *rows * share * (rowBytes + kIndexBytes);
+    Peer p{s.task(), std::make_pair(s.row_begin(), s.row_end()), std::nullopt, std::nullopt};
+    if (!movesRows(transfer) || rows) {
+      ShardTraffic traffic = psShardTraffic(transfer, v, s, rows.value_or(0));
+      p.sent = traffic.toPs;
+      p.received = traffic.fromPs;
     }
     c.peers.push_back(std::move(p));
   }
@@ -201,7 +180,7 @@ Communication allReduceCommunication(const PlanView &view, const ir::Op &op,
     return c;
   std::optional<double> share;
   if (c.bucketDef)
-    share = 2.0 * (n - 1) / n * static_cast<double>(c.bucketDef->bytes());
+    share = ringAllReduceBytes(static_cast<double>(c.bucketDef->bytes()), n);
   const std::string &next = group->tasks((rank + 1) % n), &prev = group->tasks((rank + n - 1) % n);
   if (next == prev) {
     c.peers.push_back({next, std::nullopt, share, share});
@@ -210,6 +189,59 @@ Communication allReduceCommunication(const PlanView &view, const ir::Op &op,
     c.peers.push_back({prev, std::nullopt, 0.0, share});
   }
   return c;
+}
+
+// The PS side of a worker's op: the same traffic, seen from each shard's task, one entry per op
+// and shard (a task may hold several row ranges of a table).
+void mirrorOnParameterServers(PlanView &view, const Communication &c, const std::string &worker) {
+  for (const Peer &p : c.peers) {
+    TaskView *ps = view.find(p.task);
+    if (!ps)
+      continue;
+    auto it = llvm::find_if(ps->communication, [&](const Communication &e) {
+      return e.op == c.op && e.variable == c.variable && e.peers[0].rows == p.rows;
+    });
+    Communication *mirror = it != ps->communication.end() ? &*it : nullptr;
+    if (!mirror) {
+      mirror = &ps->communication.emplace_back();
+      mirror->op = c.op;
+      mirror->variable = c.variable;
+    }
+    mirror->peers.push_back({worker, p.rows, p.received, p.sent});
+  }
+}
+
+// The variables and the communication of the tasks that run `program`.
+llvm::Error addProgram(PlanView &view, const Program &program) {
+  auto module = parseProgram(program);
+  if (!module)
+    return module.takeError();
+  std::map<std::string, double> pullRowsOps;
+  for (const auto &op : (*module)->ops())
+    if (op->name() == "ps_pull_rows")
+      ++pullRowsOps[op->operand(0)->name()];
+  for (const std::string &name : program.tasks()) {
+    TaskView *t = view.find(name);
+    if (!t)
+      continue;
+    for (const auto &v : (*module)->variables())
+      t->variables.insert(v->name());
+    for (const auto &op : (*module)->ops()) {
+      if (op->name() == "all_reduce") {
+        t->communication.push_back(allReduceCommunication(view, *op, name));
+        continue;
+      }
+      auto transfer = psTransferOf(op->name());
+      auto v = transfer ? view.variables.find(op->operand(0)->name()) : view.variables.end();
+      if (v == view.variables.end())
+        continue;
+      Communication c =
+          psCommunication(view, op->name(), *transfer, *v->second, pullRowsOps[v->first]);
+      mirrorOnParameterServers(view, c, name);
+      t->communication.push_back(std::move(c));
+    }
+  }
+  return llvm::Error::success();
 }
 
 llvm::Expected<PlanView> buildView(const Plan &plan) {
@@ -232,54 +264,10 @@ llvm::Expected<PlanView> buildView(const Plan &plan) {
     t.program = findProgram(plan, task.name());
     view.tasks.push_back(std::move(t));
   }
-
-  for (const Program &program : plan.programs()) {
-    auto module = parseProgram(program);
-    if (!module)
-      return module.takeError();
-    std::map<std::string, double> pullRowsOps;
-    for (const auto &op : (*module)->ops())
-      if (op->name() == "ps_pull_rows")
-        ++pullRowsOps[op->operand(0)->name()];
-    for (const std::string &name : program.tasks()) {
-      TaskView *t = view.find(name);
-      if (!t)
-        continue;
-      for (const auto &v : (*module)->variables())
-        t->variables.insert(v->name());
-      for (const auto &op : (*module)->ops()) {
-        llvm::StringRef opName = op->name();
-        if (opName == "all_reduce") {
-          t->communication.push_back(allReduceCommunication(view, *op, name));
-          continue;
-        }
-        if (!opName.startswith("ps_pull") && !opName.startswith("ps_push"))
-          continue;
-        auto v = view.variables.find(op->operand(0)->name());
-        if (v == view.variables.end())
-          continue;
-        Communication c = psCommunication(view, opName, *v->second, pullRowsOps[v->second->name()]);
-        // The PS side: the same traffic, seen from the shard's task.
-        for (const Peer &p : c.peers) {
-          TaskView *ps = view.find(p.task);
-          if (!ps)
-            continue;
-          // One entry per op and shard: a task may hold several row ranges of a table.
-          auto it = llvm::find_if(ps->communication, [&](const Communication &e) {
-            return e.op == c.op && e.variable == c.variable && e.peers[0].rows == p.rows;
-          });
-          Communication *mirror = it != ps->communication.end() ? &*it : nullptr;
-          if (!mirror) {
-            mirror = &ps->communication.emplace_back();
-            mirror->op = c.op;
-            mirror->variable = c.variable;
-          }
-          mirror->peers.push_back({name, p.rows, p.received, p.sent});
-        }
-        t->communication.push_back(std::move(c));
-      }
-    }
-  }
+  for (const Program &program : plan.programs())
+    if (auto e = addProgram(view, program))
+      return std::move(e);
+  // What a task holds: its shards, and the optimizer state of what it holds.
   for (TaskView &t : view.tasks) {
     for (const Variable &v : plan.variables())
       for (const Shard &s : v.shards())
@@ -326,7 +314,7 @@ private:
 
 // " rows 0..50" for part of `v`'s rows; "" for all of them.
 std::string partRows(const Variable &v, int64_t begin, int64_t end) {
-  bool whole = begin == 0 && static_cast<double>(end) == rowsOf(v);
+  bool whole = begin == 0 && static_cast<double>(end) == tableRows(v);
   return whole ? "" : " " + rowsText(begin, end);
 }
 
@@ -339,14 +327,13 @@ std::string peerList(const std::vector<std::string> &names) {
 }
 
 std::string placementText(const PlanView &view, const Variable &v) {
-  if (v.placement() == "allreduce") {
+  auto placement = placementOf(v);
+  if (placement == ir::Placement::AllReduce) {
     auto b = view.bucketOf.find(v.name());
     return b == view.bucketOf.end() ? "all-reduce"
                                     : "all-reduce (bucket " + std::to_string(b->second->id()) + ")";
   }
-  if (v.placement() == "replicated")
-    return "replicated";
-  if (v.placement() != "ps")
+  if (placement != ir::Placement::ParameterServer)
     return v.placement().empty() ? "-" : v.placement();
   std::string s;
   for (const Shard &shard : v.shards())
@@ -374,20 +361,20 @@ std::vector<std::vector<std::string>> heldShards(const PlanView &view, const Tas
   for (const Variable &v : view.plan.variables())
     for (const Shard &s : v.shards())
       if (s.task() == task.name() && !view.folded(v))
-        rows.push_back(
-            {v.name(), rowsText(s.row_begin(), s.row_end()), humanBytes(shardBytes(v, s)),
-             stateText(view, v, shardBytes(v, s) / std::max(1.0, static_cast<double>(v.bytes())))});
+        rows.push_back({v.name(), rowsText(s.row_begin(), s.row_end()),
+                        humanBytes(shardBytes(v, s)), stateText(view, v, shardFraction(v, s))});
   return rows;
 }
 
-void printText(PlanView &view, const TaskView *only, llvm::raw_ostream &os) {
-  const Plan &plan = view.plan;
+std::string count(int n, const char *one, const char *many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+// The plan's header: strategy, cluster, batch, run configuration.
+void printHeader(const Plan &plan, llvm::raw_ostream &os) {
   std::map<std::string, int> roles;
   for (const Task &t : plan.cluster().tasks())
     ++roles[t.role()];
-  auto count = [](int n, const char *one, const char *many) {
-    return std::to_string(n) + " " + (n == 1 ? one : many);
-  };
   int64_t workers = std::max(1, roles["worker"]);
   int64_t perWorker = plan.estimate().local_batch() > 0
                           ? plan.estimate().local_batch()
@@ -414,92 +401,108 @@ void printText(PlanView &view, const TaskView *only, llvm::raw_ostream &os) {
     run += ", " + plan.run().data_sharding() + " data sharding";
   header.add({"run", run});
   header.print(os, "");
+}
 
+void printVariables(const PlanView &view, const TaskView *only, llvm::raw_ostream &os) {
   os << "\nvariables\n";
   Table vars;
   vars.add({"name", "kind", "type", "bytes", "placement", "state"});
-  for (const Variable &v : plan.variables())
+  for (const Variable &v : view.plan.variables())
     if (!view.folded(v) && (!only || only->variables.count(v.name())))
       vars.add({v.name(), v.kind(), typeText(v), humanBytes(static_cast<double>(v.bytes())),
                 placementText(view, v), stateText(view, v)});
   vars.print(os, "  ");
+}
 
-  for (const TaskView &t : view.tasks) {
-    if (only && &t != only)
+// One row of a task's communication table: op, of, with, sent/step, received/step.
+std::vector<std::string> communicationRow(const PlanView &view, const Task &task,
+                                          const Communication &c) {
+  std::string of, with;
+  if (c.op == "all_reduce") {
+    of = c.bucket < 0 ? "loss" : "bucket " + std::to_string(c.bucket);
+    of += " (" + count(static_cast<int>(c.values), "value", "values");
+    if (c.bucketDef)
+      of += ", " + humanBytes(static_cast<double>(c.bucketDef->bytes()));
+    of += ")";
+    with = "group " + c.group;
+  } else {
+    // A PS task's entries are per shard; a worker's name each shard it reaches.
+    const Variable &v = *view.variables.at(c.variable);
+    auto rows = [&](const Peer &p) {
+      return p.rows ? partRows(v, p.rows->first, p.rows->second) : "";
+    };
+    bool ps = task.role() == "ps";
+    of = c.variable + (ps && !c.peers.empty() ? rows(c.peers[0]) : "");
+    std::vector<std::string> peers;
+    for (const Peer &p : c.peers)
+      peers.push_back(p.task + (ps ? "" : rows(p)));
+    with = peerList(peers);
+  }
+  return {c.op, of, with, maybeBytes(c.total(&Peer::sent)), maybeBytes(c.total(&Peer::received))};
+}
+
+// A task's section: where it runs, what it holds, whom it talks to, its estimate.
+void printTask(const PlanView &view, const TaskView &t, llvm::raw_ostream &os) {
+  const Task &task = *t.task;
+  os << "\n"
+     << task.name() << "  " << task.role() << " on " << view.hostName(task) << ", "
+     << task.address() << ":" << task.port();
+  if (task.devices_size())
+    os << ", devices " << llvm::join(task.devices().begin(), task.devices().end(), " ");
+  if (t.program)
+    os << ", program " << t.program->name();
+  os << "\n";
+  Table holds;
+  for (std::vector<std::string> &row : heldShards(view, task)) {
+    row.insert(row.begin(), holds.empty() ? "holds" : "");
+    holds.add(std::move(row));
+  }
+  holds.print(os, "  ");
+  if (!t.communication.empty()) {
+    os << "  communication\n";
+    Table comm;
+    comm.add({"op", "of", "with", "sent/step", "received/step"});
+    for (const Communication &c : t.communication)
+      comm.add(communicationRow(view, task, c));
+    comm.print(os, "    ");
+  }
+  const TaskEstimate *e = t.estimate;
+  if (e && (e->bytes_sent_per_step() || e->bytes_received_per_step() || e->parameter_bytes() ||
+            e->activation_bytes() || e->flops_per_step()))
+    os << "  estimate  sent " << humanBytes(e->bytes_sent_per_step()) << "/step, received "
+       << humanBytes(e->bytes_received_per_step()) << "/step, parameters "
+       << humanBytes(e->parameter_bytes()) << ", activations " << humanBytes(e->activation_bytes())
+       << ", " << humanFlops(e->flops_per_step()) << "/step\n";
+}
+
+void printLinks(const PlanView &view, const TaskView *only, llvm::raw_ostream &os) {
+  const Plan &plan = view.plan;
+  if (!plan.estimate().links_size())
+    return;
+  os << "\nlinks (per step, to and from other hosts)\n";
+  Table links;
+  links.add({"host", "bandwidth", "out", "in", "time"});
+  for (const LinkEstimate &l : plan.estimate().links()) {
+    if (only && l.host() != view.hostName(*only->task))
       continue;
-    const Task &task = *t.task;
-    os << "\n"
-       << task.name() << "  " << task.role() << " on " << view.hostName(task) << ", "
-       << task.address() << ":" << task.port();
-    if (task.devices_size())
-      os << ", devices " << llvm::join(task.devices().begin(), task.devices().end(), " ");
-    if (t.program)
-      os << ", program " << t.program->name();
-    os << "\n";
-    Table holds;
-    for (std::vector<std::string> &row : heldShards(view, task)) {
-      row.insert(row.begin(), holds.empty() ? "holds" : "");
-      holds.add(std::move(row));
-    }
-    holds.print(os, "  ");
-    if (!t.communication.empty()) {
-      os << "  communication\n";
-      Table comm;
-      comm.add({"op", "of", "with", "sent/step", "received/step"});
-      for (const Communication &c : t.communication) {
-        std::string of, with;
-        if (c.op == "all_reduce") {
-          of = c.bucket < 0 ? "loss" : "bucket " + std::to_string(c.bucket);
-          of += " (" + count(static_cast<int>(c.values), "value", "values");
-          if (c.bucketDef)
-            of += ", " + humanBytes(static_cast<double>(c.bucketDef->bytes()));
-          of += ")";
-          with = "group " + c.group;
-        } else {
-          // A PS task's entries are per shard; a worker's name each shard it reaches.
-          const Variable &v = *view.variables.at(c.variable);
-          auto rows = [&](const Peer &p) {
-            return p.rows ? partRows(v, p.rows->first, p.rows->second) : "";
-          };
-          bool ps = task.role() == "ps";
-          of = c.variable + (ps && !c.peers.empty() ? rows(c.peers[0]) : "");
-          std::vector<std::string> peers;
-          for (const Peer &p : c.peers)
-            peers.push_back(p.task + (ps ? "" : rows(p)));
-          with = peerList(peers);
-        }
-        comm.add({c.op, of, with, maybeBytes(c.total(&Peer::sent)),
-                  maybeBytes(c.total(&Peer::received))});
-      }
-      comm.print(os, "    ");
-    }
-    const TaskEstimate *e = t.estimate;
-    if (e && (e->bytes_sent_per_step() || e->bytes_received_per_step() || e->parameter_bytes() ||
-              e->activation_bytes() || e->flops_per_step()))
-      os << "  estimate  sent " << humanBytes(e->bytes_sent_per_step()) << "/step, received "
-         << humanBytes(e->bytes_received_per_step()) << "/step, parameters "
-         << humanBytes(e->parameter_bytes()) << ", activations "
-         << humanBytes(e->activation_bytes()) << ", " << humanFlops(e->flops_per_step())
-         << "/step\n";
+    uint64_t bandwidth = 0;
+    for (const Host &h : plan.cluster().hosts())
+      if (h.name() == l.host())
+        bandwidth = h.bandwidth_bits_per_sec();
+    links.add({l.host(), bandwidth ? cluster::formatBandwidth(bandwidth) : "unknown",
+               humanBytes(l.bytes_out_per_step()), humanBytes(l.bytes_in_per_step()),
+               humanSeconds(l.seconds_per_step())});
   }
+  links.print(os, "  ");
+}
 
-  if (plan.estimate().links_size()) {
-    os << "\nlinks (per step, to and from other hosts)\n";
-    Table links;
-    links.add({"host", "bandwidth", "out", "in", "time"});
-    for (const LinkEstimate &l : plan.estimate().links()) {
-      if (only && l.host() != view.hostName(*only->task))
-        continue;
-      uint64_t bandwidth = 0;
-      for (const Host &h : plan.cluster().hosts())
-        if (h.name() == l.host())
-          bandwidth = h.bandwidth_bits_per_sec();
-      links.add({l.host(), bandwidth ? cluster::formatBandwidth(bandwidth) : "unknown",
-                 humanBytes(l.bytes_out_per_step()), humanBytes(l.bytes_in_per_step()),
-                 humanSeconds(l.seconds_per_step())});
-    }
-    links.print(os, "  ");
-  }
+void printText(const PlanView &view, const TaskView *only, llvm::raw_ostream &os) {
+  printHeader(view.plan, os);
+  printVariables(view, only, os);
+  for (const TaskView &t : view.tasks)
+    if (!only || &t == only)
+      printTask(view, t, os);
+  printLinks(view, only, os);
 }
 
 Json orNull(std::optional<double> v) {
@@ -667,61 +670,65 @@ std::string dotQuote(llvm::StringRef s) {
   return out + "\"";
 }
 
-void printDot(PlanView &view, const TaskView *only, llvm::raw_ostream &os) {
-  const Plan &plan = view.plan;
-  // With --task: that task and the tasks it talks to; edges only where it is one end.
+// What a DOT picture shows: with --task, that task and the tasks it talks to, and edges only
+// where it is one end.
+struct DotScope {
+  const TaskView *only = nullptr;
   std::set<std::string> shown;
-  for (const TaskView &t : view.tasks)
-    if (!only || &t == only)
-      shown.insert(t.task->name());
-  if (only)
-    for (const Communication &c : only->communication)
-      for (const Peer &p : c.peers)
-        shown.insert(p.task);
-  auto touches = [&](const std::string &a, const std::string &b) {
-    return !only || a == only->task->name() || b == only->task->name();
-  };
 
-  os << "digraph plan {\n"
-     << "  graph [rankdir=TB, fontname=\"Helvetica\", labelloc=t, nodesep=0.5, ranksep=0.9, label="
-     << dotQuote(plan.model() + ": " + plan.strategy() + ", " + plan.replication()) << "];\n"
-     << "  node [fontname=\"Helvetica\", fontsize=10];\n"
-     << "  edge [fontname=\"Helvetica\", fontsize=9];\n";
+  DotScope(const PlanView &view, const TaskView *task) : only(task) {
+    for (const TaskView &t : view.tasks)
+      if (!only || &t == only)
+        shown.insert(t.task->name());
+    if (only)
+      for (const Communication &c : only->communication)
+        for (const Peer &p : c.peers)
+          shown.insert(p.task);
+  }
+  bool touches(const std::string &a, const std::string &b) const {
+    return !only || a == only->task->name() || b == only->task->name();
+  }
+};
+
+// A task's node: its name and endpoint, devices, the shards it holds, a worker's FLOPs.
+std::string dotTaskNode(const PlanView &view, const TaskView &t) {
+  const Task &task = *t.task;
+  std::string lines = task.name() + "\n" + task.address() + ":" + std::to_string(task.port());
+  if (task.devices_size())
+    lines += "\n" + llvm::join(task.devices().begin(), task.devices().end(), " ");
+  for (const std::vector<std::string> &row : heldShards(view, task))
+    lines += "\n" + row[0] + " " + row[1] + "  " + row[2] + (row[3].empty() ? "" : "\n" + row[3]);
+  if (t.estimate && task.role() == "worker")
+    lines += "\n" + humanFlops(t.estimate->flops_per_step()) + "/step";
+  const char *style = task.role() == "ps" ? "shape=cylinder, style=filled, fillcolor=\"#fde8c4\""
+                      : task.role() == "worker"
+                          ? "shape=box, style=\"rounded,filled\", fillcolor=\"#dbe8f7\""
+                          : "shape=box, style=dashed, fontsize=8, color=gray40, fontcolor=gray30";
+  return "    " + dotQuote(task.name()) + " [" + style + ", label=" + dotQuote(lines) + "];\n";
+}
+
+// Each host a cluster (subgraph) of its shown tasks.
+void printDotHosts(const PlanView &view, const DotScope &scope, llvm::raw_ostream &os) {
+  const Plan &plan = view.plan;
   for (int h = 0; h < plan.cluster().hosts_size(); ++h) {
     const Host &host = plan.cluster().hosts(h);
     std::string label = host.name() + "\n" + host.address();
     if (host.bandwidth_bits_per_sec())
       label += ", " + cluster::formatBandwidth(host.bandwidth_bits_per_sec());
     std::string body;
-    llvm::raw_string_ostream b(body);
-    for (const TaskView &t : view.tasks) {
-      const Task &task = *t.task;
-      if (task.host() != h || !shown.count(task.name()))
-        continue;
-      std::string lines = task.name() + "\n" + task.address() + ":" + std::to_string(task.port());
-      if (task.devices_size())
-        lines += "\n" + llvm::join(task.devices().begin(), task.devices().end(), " ");
-      for (const std::vector<std::string> &row : heldShards(view, task))
-        lines +=
-            "\n" + row[0] + " " + row[1] + "  " + row[2] + (row[3].empty() ? "" : "\n" + row[3]);
-      if (t.estimate && task.role() == "worker")
-        lines += "\n" + humanFlops(t.estimate->flops_per_step()) + "/step";
-      const char *style =
-          task.role() == "ps" ? "shape=cylinder, style=filled, fillcolor=\"#fde8c4\""
-          : task.role() == "worker"
-              ? "shape=box, style=\"rounded,filled\", fillcolor=\"#dbe8f7\""
-              : "shape=box, style=dashed, fontsize=8, color=gray40, fontcolor=gray30";
-      b << "    " << dotQuote(task.name()) << " [" << style << ", label=" << dotQuote(lines)
-        << "];\n";
-    }
+    for (const TaskView &t : view.tasks)
+      if (t.task->host() == h && scope.shown.count(t.task->name()))
+        body += dotTaskNode(view, t);
     if (body.empty())
       continue;
     os << "  subgraph cluster_" << h << " {\n    label=" << dotQuote(label)
        << ";\n    fontsize=11;\n    style=rounded;\n    color=gray60;\n"
        << body << "  }\n";
   }
+}
 
-  // All-reduce: a ring over each group's tasks in rank order, each edge what one rank sends.
+// All-reduce: a ring over each group's tasks in rank order, each edge what one rank sends.
+void printDotRings(const Plan &plan, const DotScope &scope, llvm::raw_ostream &os) {
   for (const CollectiveGroup &g : plan.groups()) {
     const int n = g.tasks_size();
     if (n < 2)
@@ -730,13 +737,13 @@ void printDot(PlanView &view, const TaskView *only, llvm::raw_ostream &os) {
     for (const Bucket &b : g.buckets())
       bytes += static_cast<double>(b.bytes());
     // Every edge carries as much; the first one (or the task's own) says what the ring is.
-    std::string perEdge = humanBytes(2.0 * (n - 1) / n * bytes) + "/step";
+    std::string perEdge = humanBytes(ringAllReduceBytes(bytes, n)) + "/step";
     std::string label = "all-reduce " + g.name() + ": " + std::to_string(g.buckets_size()) +
                         (g.buckets_size() == 1 ? " bucket" : " buckets") + "\n" + perEdge;
     bool labelled = false;
     for (int i = 0; i < (n == 2 ? 1 : n); ++i) {
       const std::string &from = g.tasks(i), &to = g.tasks((i + 1) % n);
-      if (!touches(from, to))
+      if (!scope.touches(from, to))
         continue;
       os << "  " << dotQuote(from) << " -> " << dotQuote(to) << " [color=\"#2b6cb0\", "
          << (n == 2 ? "dir=both, " : "")
@@ -744,15 +751,17 @@ void printDot(PlanView &view, const TaskView *only, llvm::raw_ostream &os) {
       labelled = true;
     }
   }
+}
 
-  // PS traffic: one edge per worker and PS task, a line per variable (both directions).
+// PS traffic: one edge per worker and PS task, a line per variable (both directions).
+void printDotPsEdges(const PlanView &view, const DotScope &scope, llvm::raw_ostream &os) {
   std::map<std::pair<std::string, std::string>, std::map<std::string, std::optional<double>>> flows;
   for (const TaskView &t : view.tasks) {
     if (t.task->role() == "ps")
       continue;
     for (const Communication &c : t.communication)
       for (const Peer &p : c.peers) {
-        if (c.op == "all_reduce" || !touches(t.task->name(), p.task))
+        if (c.op == "all_reduce" || !scope.touches(t.task->name(), p.task))
           continue;
         auto &bytes = flows[{t.task->name(), p.task}].try_emplace(c.variable, 0.0).first->second;
         if (bytes && p.sent && p.received)
@@ -768,10 +777,31 @@ void printDot(PlanView &view, const TaskView *only, llvm::raw_ostream &os) {
     os << "  " << dotQuote(ends.first) << " -> " << dotQuote(ends.second)
        << " [color=\"#c05621\", dir=both, arrowsize=0.7, label=" << dotQuote(label) << "];\n";
   }
+}
+
+void printDot(const PlanView &view, const TaskView *only, llvm::raw_ostream &os) {
+  const Plan &plan = view.plan;
+  const DotScope scope(view, only);
+  os << "digraph plan {\n"
+     << "  graph [rankdir=TB, fontname=\"Helvetica\", labelloc=t, nodesep=0.5, ranksep=0.9, label="
+     << dotQuote(plan.model() + ": " + plan.strategy() + ", " + plan.replication()) << "];\n"
+     << "  node [fontname=\"Helvetica\", fontsize=10];\n"
+     << "  edge [fontname=\"Helvetica\", fontsize=9];\n";
+  printDotHosts(view, scope, os);
+  printDotRings(plan, scope, os);
+  printDotPsEdges(view, scope, os);
   os << "}\n";
 }
 
 } // namespace
+
+std::string formatBytes(double bytes) {
+  const char *units[] = {"B", "kB", "MB", "GB", "TB"};
+  int u = 0;
+  for (; bytes >= 1000 && u < 4; ++u)
+    bytes /= 1000;
+  return formatUnit(u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
+}
 
 llvm::Expected<DumpFormat> parseDumpFormat(llvm::StringRef name) {
   if (name == "text")

@@ -22,4 +22,7 @@ llvm::Expected<DumpFormat> parseDumpFormat(llvm::StringRef name);
 llvm::Expected<std::string> dumpPlan(const Plan &plan, DumpFormat format,
                                      llvm::StringRef task = "");
 
+// Bytes in decimal units, as every plan output prints them: "360 B", "1.2 kB", "25.6 MB".
+std::string formatBytes(double bytes);
+
 } // namespace prism::plan

@@ -1,6 +1,7 @@
 // Plan files: binary protobuf, atomically written, verified when written and when read.
 #include "plan/PlanFile.h"
 
+#include "ir/Diagnostic.h"
 #include "plan/PlanVerifier.h"
 #include "support/AtomicFile.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -12,8 +13,7 @@ llvm::Error writePlan(const Plan &plan, llvm::StringRef path) {
     return e;
   std::string bytes;
   if (!plan.SerializeToString(&bytes))
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "cannot serialize the plan for " + path.str());
+    return ir::makeError(ir::ErrorCode::Internal, "cannot serialize the plan for " + path);
   return support::writeFileAtomically(path, bytes);
 }
 
@@ -21,18 +21,17 @@ llvm::Expected<Plan> readPlan(llvm::StringRef path) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer)
-    return llvm::createStringError(buffer.getError(), "cannot read plan %s: %s", path.str().c_str(),
-                                   buffer.getError().message().c_str());
+    return ir::makeError(buffer.getError() == std::errc::no_such_file_or_directory
+                             ? ir::ErrorCode::NotFound
+                             : ir::ErrorCode::Invalid,
+                         "cannot read plan " + path + ": " + buffer.getError().message());
   Plan plan;
   llvm::StringRef bytes = (*buffer)->getBuffer();
   if (!plan.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "%s: not a plan (the protobuf does not parse; a plan is what "
-                                   "`prism partition` writes)",
-                                   path.str().c_str());
+    return ir::makeError(path + ": not a plan (the protobuf does not parse; a plan is what "
+                                "`prism partition` writes)");
   if (auto e = verifyPlan(plan))
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), "%s: %s", path.str().c_str(),
-                                   llvm::toString(std::move(e)).c_str());
+    return ir::withContext(std::move(e), path);
   return plan;
 }
 

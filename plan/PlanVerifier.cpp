@@ -1,8 +1,6 @@
 // The plan verifier (see PlanVerifier.h): the cluster, the variables, the programs, and how
 // they agree with each other.
 #include "plan/PlanVerifier.h"
-#include "ir/Diagnostic.h"
-#include "ir/VariablePlacement.h"
 
 #include <map>
 #include <set>
@@ -10,10 +8,14 @@
 #include <vector>
 
 #include "frontends/text/Parser.h"
+#include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
+#include "ir/VariablePlacement.h"
 #include "ir/Verifier.h"
+#include "passes/ParallelizeOptions.h"
 #include "plan/PlanFile.h"
 #include "plan/PlanTasks.h"
+#include "plan/PlanVariables.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/Twine.h"
 
@@ -26,10 +28,6 @@ llvm::Error fail(const llvm::Twine &message) {
 
 std::string quoted(llvm::StringRef s) {
   return "'" + s.str() + "'";
-}
-
-std::string shapeString(const ir::TensorType &type) {
-  return type.str();
 }
 
 std::string dimsString(const std::vector<int64_t> &dims) {
@@ -107,10 +105,10 @@ llvm::Error verifyVariables(const Plan &plan) {
       return fail(field + ".bytes: " + std::to_string(v.bytes()) + ", but " + v.dtype() + " with " +
                   std::to_string(elements) + " elements is " +
                   std::to_string(elements * ir::dtypeBytes(*dtype)) + " bytes");
-    if (v.placement() != "allreduce" && v.placement() != "ps" && v.placement() != "replicated")
+    if (!placementOf(v))
       return fail(field + ".placement: expected allreduce, ps or replicated, got " +
                   quoted(v.placement()));
-    if (v.placement() != "ps") {
+    if (!onParameterServers(v)) {
       if (v.shards_size())
         return fail(field + ".shards: a variable placed " + v.placement() + " has no shards");
       continue;
@@ -147,47 +145,33 @@ struct Routing {
   bool hasGradient = false;
 };
 
-llvm::Error verifyWorkerProgram(const Plan &plan, const Program &program, const ir::Module &m,
-                                llvm::StringMap<Routing> &routing) {
-  llvm::StringMap<const Variable *> variables;
-  for (const Variable &v : plan.variables())
-    variables[v.name()] = &v;
-  std::string where = "program " + quoted(program.name());
-  for (const auto &variable : m.variables()) {
-    const Variable *v = variables.lookup(variable->name());
-    if (!v)
-      return fail(where + ": variable " + quoted(variable->name()) +
-                  " is not among the plan's variables");
-    std::vector<int64_t> shape(v->shape().begin(), v->shape().end());
-    if (ir::dtypeName(variable->type().dtype) != v->dtype() ||
-        std::vector<int64_t>(variable->type().dims.begin(), variable->type().dims.end()) != shape)
-      return fail(where + ": variable " + quoted(variable->name()) + " is " +
-                  shapeString(variable->type()) + " but the plan says " + v->dtype() +
-                  dimsString(shape));
+// One all_reduce op of a program is the bucket the plan lists in its place.
+llvm::Error verifyBucket(const ir::Op &op, const Bucket &bucket, const std::string &field,
+                         const std::string &where) {
+  if (op.attrs.getInt("bucket") != bucket.id())
+    return fail(field + ".id: " + std::to_string(bucket.id()) + ", but " + where + " has bucket " +
+                std::to_string(op.attrs.getInt("bucket")) + " there");
+  if (static_cast<int>(op.numResults()) != bucket.values_size())
+    return fail(field + ".values: " + std::to_string(bucket.values_size()) + " values, but " +
+                where + "'s all_reduce has " + std::to_string(op.numResults()));
+  int64_t bytes = 0;
+  for (unsigned i = 0; i < op.numResults(); ++i) {
+    if (op.result(i)->name() != bucket.values(static_cast<int>(i)))
+      return fail(field + ".values[" + std::to_string(i) +
+                  "]: " + quoted(bucket.values(static_cast<int>(i))) + ", but " + where +
+                  " reduces " + quoted(op.result(i)->name()) + " there");
+    bytes += op.result(i)->type().numElements() * ir::dtypeBytes(op.result(i)->type().dtype);
   }
-  // Buckets: this program's all_reduce ops, in order, must be its group's buckets.
-  std::map<std::string, std::vector<const ir::Op *>> reduces;
-  for (const auto &op : m.ops()) {
-    if (op->def().has(ir::kOnParameterServer))
-      return fail(where + ": '" + op->name().str() + "' runs on parameter servers only");
-    if (op->name() == "all_reduce")
-      reduces[op->attrs.getString("group")].push_back(op.get());
-    if ((op->name() == "ps_push" || op->name() == "ps_push_rows"))
-      ++routing[op->operand(0)->name()].pushes;
-    if (op->def().has(ir::kCommunication) && op->name().startswith("ps_")) {
-      const Variable *v = variables.lookup(op->operand(0)->name());
-      if (!v || v->placement() != "ps")
-        return fail(where + ": '" + op->name().str() + "' reads " + quoted(op->operand(0)->name()) +
-                    ", which is not placed on parameter servers");
-    }
-  }
-  for (const ir::Gradient &g : m.gradients) {
-    Routing &r = routing[g.variable->name()];
-    r.hasGradient = true;
-    const ir::Value *value = g.value;
-    r.reduced =
-        value->kind() == ir::ValueKind::OpResult && value->definingOp()->name() == "all_reduce";
-  }
+  if (bytes != bucket.bytes())
+    return fail(field + ".bytes: " + std::to_string(bucket.bytes()) + ", but its values hold " +
+                std::to_string(bytes));
+  return llvm::Error::success();
+}
+
+// A program's all_reduce ops over each group, in order, are the group's buckets; the program's
+// tasks belong to the group; every group with buckets is reduced over.
+llvm::Error verifyBuckets(const Plan &plan, const Program &program, const std::string &where,
+                          const std::map<std::string, std::vector<const ir::Op *>> &reduces) {
   for (const auto &[group, ops] : reduces) {
     const CollectiveGroup *g = nullptr;
     for (const CollectiveGroup &candidate : plan.groups())
@@ -204,33 +188,85 @@ llvm::Error verifyWorkerProgram(const Plan &plan, const Program &program, const 
       return fail("groups " + quoted(group) + ": " + std::to_string(g->buckets_size()) +
                   " buckets, but " + where + " has " + std::to_string(ops.size()) +
                   " all_reduce ops");
-    for (size_t b = 0; b < ops.size(); ++b) {
-      const Bucket &bucket = g->buckets(static_cast<int>(b));
-      const ir::Op &op = *ops[b];
-      std::string bfield = "groups " + quoted(group) + ".buckets[" + std::to_string(b) + "]";
-      if (op.attrs.getInt("bucket") != bucket.id())
-        return fail(bfield + ".id: " + std::to_string(bucket.id()) + ", but " + where +
-                    " has bucket " + std::to_string(op.attrs.getInt("bucket")) + " there");
-      if (static_cast<int>(op.numResults()) != bucket.values_size())
-        return fail(bfield + ".values: " + std::to_string(bucket.values_size()) + " values, but " +
-                    where + "'s all_reduce has " + std::to_string(op.numResults()));
-      int64_t bytes = 0;
-      for (unsigned i = 0; i < op.numResults(); ++i) {
-        if (op.result(i)->name() != bucket.values(static_cast<int>(i)))
-          return fail(bfield + ".values[" + std::to_string(i) +
-                      "]: " + quoted(bucket.values(static_cast<int>(i))) + ", but " + where +
-                      " reduces " + quoted(op.result(i)->name()) + " there");
-        bytes += op.result(i)->type().numElements() * ir::dtypeBytes(op.result(i)->type().dtype);
-      }
-      if (bytes != bucket.bytes())
-        return fail(bfield + ".bytes: " + std::to_string(bucket.bytes()) +
-                    ", but its values hold " + std::to_string(bytes));
-    }
+    for (size_t b = 0; b < ops.size(); ++b)
+      if (auto e = verifyBucket(*ops[b], g->buckets(static_cast<int>(b)),
+                                "groups " + quoted(group) + ".buckets[" + std::to_string(b) + "]",
+                                where))
+        return e;
   }
   for (const CollectiveGroup &g : plan.groups())
     if (!reduces.count(g.name()) && g.buckets_size())
       return fail("groups " + quoted(g.name()) + ": " + std::to_string(g.buckets_size()) +
                   " buckets, but " + where + " has no all_reduce over it");
+  return llvm::Error::success();
+}
+
+llvm::Error verifyWorkerProgram(const Plan &plan, const Program &program, const ir::Module &m,
+                                llvm::StringMap<Routing> &routing) {
+  llvm::StringMap<const Variable *> variables;
+  for (const Variable &v : plan.variables())
+    variables[v.name()] = &v;
+  std::string where = "program " + quoted(program.name());
+  for (const auto &variable : m.variables()) {
+    const Variable *v = variables.lookup(variable->name());
+    if (!v)
+      return fail(where + ": variable " + quoted(variable->name()) +
+                  " is not among the plan's variables");
+    std::vector<int64_t> shape(v->shape().begin(), v->shape().end());
+    if (ir::dtypeName(variable->type().dtype) != v->dtype() ||
+        std::vector<int64_t>(variable->type().dims.begin(), variable->type().dims.end()) != shape)
+      return fail(where + ": variable " + quoted(variable->name()) + " is " +
+                  variable->type().str() + " but the plan says " + v->dtype() + dimsString(shape));
+  }
+  std::map<std::string, std::vector<const ir::Op *>> reduces; // by group, in program order
+  for (const auto &op : m.ops()) {
+    if (op->def().has(ir::kOnParameterServer))
+      return fail(where + ": '" + op->name().str() + "' runs on parameter servers only");
+    if (op->name() == "all_reduce")
+      reduces[op->attrs.getString("group")].push_back(op.get());
+    if ((op->name() == "ps_push" || op->name() == "ps_push_rows"))
+      ++routing[op->operand(0)->name()].pushes;
+    if (op->def().has(ir::kCommunication) && op->name().startswith("ps_")) {
+      const Variable *v = variables.lookup(op->operand(0)->name());
+      if (!v || !onParameterServers(*v))
+        return fail(where + ": '" + op->name().str() + "' reads " + quoted(op->operand(0)->name()) +
+                    ", which is not placed on parameter servers");
+    }
+  }
+  for (const ir::Gradient &g : m.gradients) {
+    Routing &r = routing[g.variable->name()];
+    r.hasGradient = true;
+    const ir::Value *value = g.value;
+    r.reduced =
+        value->kind() == ir::ValueKind::OpResult && value->definingOp()->name() == "all_reduce";
+  }
+  return verifyBuckets(plan, program, where, reduces);
+}
+
+// A PS program's variable holds exactly the plan's shards on its task, of a table of the plan's
+// shape, and its type has those rows.
+llvm::Error verifyHeldRows(const Variable &v, const ir::Variable &variable, const std::string &task,
+                           const std::string &where) {
+  std::vector<ir::RowRange> planRanges;
+  int64_t planRows = 0;
+  for (const Shard &s : v.shards())
+    if (s.task() == task) {
+      planRanges.push_back({s.row_begin(), s.row_end()});
+      planRows += s.row_end() - s.row_begin();
+    }
+  auto held = ir::heldRowsOf(variable);
+  if (!held || held->ranges != planRanges)
+    return fail(where + ": variable " + quoted(v.name()) +
+                " holds other rows than the plan's shards on " + task);
+  std::vector<int64_t> shape(v.shape().begin(), v.shape().end());
+  std::vector<int64_t> tableShape(held->tableShape.begin(), held->tableShape.end());
+  if (tableShape != shape)
+    return fail(where + ": variable " + quoted(v.name()) + " is rows of a " +
+                dimsString(tableShape) + " table, but the plan's is " + dimsString(shape));
+  int64_t programRows = variable.type().isScalar() ? 1 : variable.type().dims[0];
+  if (programRows != planRows)
+    return fail(where + ": variable " + quoted(v.name()) + " is " + variable.type().str() +
+                ", but the plan gives " + task + " " + std::to_string(planRows) + " rows");
   return llvm::Error::success();
 }
 
@@ -249,33 +285,11 @@ llvm::Error verifyPsProgram(const Plan &plan, const Program &program, const ir::
     if (!v)
       return fail(where + ": variable " + quoted(variable->name()) +
                   " is not among the plan's variables");
-    if (v->placement() == "allreduce")
+    if (placementOf(*v) == ir::Placement::AllReduce)
       return fail(where + ": holds " + quoted(v->name()) + ", which the plan all-reduces");
-    if (v->placement() != "ps")
-      continue;
-    // The rows it holds must be exactly the plan's shards on this task.
-    std::vector<int64_t> planRows;
-    int64_t held = 0;
-    for (const Shard &s : v->shards())
-      if (s.task() == task) {
-        planRows.push_back(s.row_begin());
-        planRows.push_back(s.row_end());
-        held += s.row_end() - s.row_begin();
-      }
-    std::vector<int64_t> programRows;
-    if (auto heldRows = ir::heldRowsOf(*variable))
-      for (const ir::RowRange &range : heldRows->ranges) {
-        programRows.push_back(range.begin);
-        programRows.push_back(range.end);
-      }
-    if (programRows != planRows)
-      return fail(where + ": variable " + quoted(v->name()) +
-                  " holds other rows than the plan's shards on " + task);
-    int64_t programRowsHeld = variable->type().isScalar() ? 1 : variable->type().dims[0];
-    if (programRowsHeld != held)
-      return fail(where + ": variable " + quoted(v->name()) + " is " +
-                  shapeString(variable->type()) + ", but the plan gives " + task + " " +
-                  std::to_string(held) + " rows");
+    if (onParameterServers(*v))
+      if (auto e = verifyHeldRows(*v, *variable, task, where))
+        return e;
   }
   for (const auto &op : m.ops()) {
     if (op->def().has(ir::kCommunication) && !op->def().has(ir::kOnParameterServer))
@@ -291,6 +305,112 @@ llvm::Error verifyPsProgram(const Plan &plan, const Program &program, const ir::
       if (!fedByPs)
         return fail(where + ": the update of " + quoted(name) +
                     " does not read the gradient the workers pushed");
+    }
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error verifyHeader(const Plan &plan) {
+  if (plan.version() != kPlanVersion)
+    return fail("version " + std::to_string(plan.version()) + ": this prism reads plan version " +
+                std::to_string(kPlanVersion));
+  if (auto strategy = passes::parseStrategy(plan.strategy()); !strategy) {
+    llvm::consumeError(strategy.takeError());
+    return fail("strategy: expected hybrid, allreduce or ps, got " + quoted(plan.strategy()));
+  }
+  if (plan.replication() != "between-graph" && plan.replication() != "in-graph")
+    return fail("replication: expected between-graph or in-graph, got " +
+                quoted(plan.replication()));
+  return llvm::Error::success();
+}
+
+llvm::Error verifyGroups(const Plan &plan) {
+  std::set<std::string> groupNames;
+  for (const CollectiveGroup &g : plan.groups()) {
+    if (!groupNames.insert(g.name()).second)
+      return fail("groups: " + quoted(g.name()) + " declared twice");
+    for (const std::string &t : g.tasks()) {
+      const Task *task = findTask(plan, t);
+      if (!task || task->role() != "worker")
+        return fail("groups " + quoted(g.name()) + ".tasks: " + quoted(t) +
+                    " is not a worker task");
+    }
+  }
+  return llvm::Error::success();
+}
+
+// Every task but the coordinator runs exactly one program, of its own role.
+llvm::Error verifyProgramOwners(const Plan &plan) {
+  std::map<std::string, std::string> programOf;
+  for (const Program &p : plan.programs())
+    for (const std::string &t : p.tasks()) {
+      const Task *task = findTask(plan, t);
+      if (!task || task->role() == "coordinator")
+        return fail("program " + quoted(p.name()) + ".tasks: " + quoted(t) +
+                    " is not a worker or PS task");
+      if (!programOf.emplace(t, p.name()).second)
+        return fail("program " + quoted(p.name()) + ".tasks: " + t + " already runs program " +
+                    quoted(programOf[t]));
+    }
+  for (const Task &t : plan.cluster().tasks())
+    if (t.role() != "coordinator" && !programOf.count(t.name()))
+      return fail("programs: no program for " + t.name());
+  return llvm::Error::success();
+}
+
+// Each program parses and agrees with the plan; what the worker program routes and how often
+// each PS task updates each variable are gathered for verifyRouting.
+llvm::Error verifyPrograms(const Plan &plan, llvm::StringMap<Routing> &routing,
+                           llvm::StringMap<int> &updates) {
+  for (const Program &p : plan.programs()) {
+    const Task *first = findTask(plan, p.tasks_size() ? p.tasks(0) : "");
+    if (!first)
+      return fail("program " + quoted(p.name()) + " has no tasks");
+    for (const std::string &t : p.tasks())
+      if (findTask(plan, t)->role() != first->role())
+        return fail("program " + quoted(p.name()) + " mixes worker and PS tasks");
+    auto module = parseProgram(p);
+    if (!module) // its place (<plan program NAME>:line:column) names the program
+      return ir::withContext(module.takeError(), "invalid plan: program " + quoted(p.name()));
+    if (first->role() == "worker") {
+      llvm::StringMap<Routing> programRouting;
+      if (auto e = verifyWorkerProgram(plan, p, **module, programRouting))
+        return e;
+      if (routing.empty())
+        routing = std::move(programRouting);
+    } else if (auto e = verifyPsProgram(plan, p, **module, updates)) {
+      return e;
+    }
+  }
+  return llvm::Error::success();
+}
+
+// Every gradient routed exactly once: all-reduced, or pushed once and updated once by each
+// task holding rows of it.
+llvm::Error verifyRouting(const Plan &plan, const llvm::StringMap<Routing> &routing,
+                          const llvm::StringMap<int> &updates) {
+  for (const Variable &v : plan.variables()) {
+    if (!v.trainable())
+      continue;
+    const Routing r = routing.lookup(v.name());
+    std::string field = "variable " + quoted(v.name());
+    if (placementOf(v) == ir::Placement::AllReduce) {
+      if (r.pushes)
+        return fail(field + " is all-reduced but the worker program pushes it to a PS");
+      if (r.hasGradient && !r.reduced)
+        return fail(field + ": its gradient is not all-reduced in the worker program");
+    } else if (onParameterServers(v)) {
+      if (r.hasGradient && r.pushes != 1)
+        return fail(field + ": the worker program pushes its gradient " + std::to_string(r.pushes) +
+                    " times (expected once)");
+      std::set<std::string> holders;
+      for (const Shard &s : v.shards())
+        holders.insert(s.task());
+      for (const std::string &task : holders)
+        if (r.hasGradient && updates.lookup(v.name() + "@" + task) != 1)
+          return fail(field + ": " + task + " updates its rows " +
+                      std::to_string(updates.lookup(v.name() + "@" + task)) +
+                      " times (expected once)");
     }
   }
   return llvm::Error::success();
@@ -316,95 +436,21 @@ llvm::Expected<std::unique_ptr<ir::Module>> parseProgram(const Program &program)
 }
 
 llvm::Error verifyPlan(const Plan &plan) {
-  if (plan.version() != kPlanVersion)
-    return fail("version " + std::to_string(plan.version()) + ": this prism reads plan version " +
-                std::to_string(kPlanVersion));
-  if (plan.strategy() != "hybrid" && plan.strategy() != "allreduce" && plan.strategy() != "ps")
-    return fail("strategy: expected hybrid, allreduce or ps, got " + quoted(plan.strategy()));
-  if (plan.replication() != "between-graph" && plan.replication() != "in-graph")
-    return fail("replication: expected between-graph or in-graph, got " +
-                quoted(plan.replication()));
+  if (auto e = verifyHeader(plan))
+    return e;
   if (auto e = verifyCluster(plan))
     return e;
   if (auto e = verifyVariables(plan))
     return e;
-  std::set<std::string> groupNames;
-  for (const CollectiveGroup &g : plan.groups()) {
-    if (!groupNames.insert(g.name()).second)
-      return fail("groups: " + quoted(g.name()) + " declared twice");
-    for (const std::string &t : g.tasks()) {
-      const Task *task = findTask(plan, t);
-      if (!task || task->role() != "worker")
-        return fail("groups " + quoted(g.name()) + ".tasks: " + quoted(t) +
-                    " is not a worker task");
-    }
-  }
-
-  // Every task but the coordinator runs exactly one program, of its own role.
-  std::map<std::string, std::string> programOf;
-  for (const Program &p : plan.programs())
-    for (const std::string &t : p.tasks()) {
-      const Task *task = findTask(plan, t);
-      if (!task || task->role() == "coordinator")
-        return fail("program " + quoted(p.name()) + ".tasks: " + quoted(t) +
-                    " is not a worker or PS task");
-      if (!programOf.emplace(t, p.name()).second)
-        return fail("program " + quoted(p.name()) + ".tasks: " + t + " already runs program " +
-                    quoted(programOf[t]));
-    }
-  for (const Task &t : plan.cluster().tasks())
-    if (t.role() != "coordinator" && !programOf.count(t.name()))
-      return fail("programs: no program for " + t.name());
-
+  if (auto e = verifyGroups(plan))
+    return e;
+  if (auto e = verifyProgramOwners(plan))
+    return e;
   llvm::StringMap<Routing> routing;
   llvm::StringMap<int> updates;
-  for (const Program &p : plan.programs()) {
-    const Task *first = findTask(plan, p.tasks_size() ? p.tasks(0) : "");
-    if (!first)
-      return fail("program " + quoted(p.name()) + " has no tasks");
-    for (const std::string &t : p.tasks())
-      if (findTask(plan, t)->role() != first->role())
-        return fail("program " + quoted(p.name()) + " mixes worker and PS tasks");
-    auto module = parseProgram(p);
-    if (!module)
-      return ir::withContext(module.takeError(), "invalid plan: program " + quoted(p.name()));
-    if (first->role() == "worker") {
-      llvm::StringMap<Routing> programRouting;
-      if (auto e = verifyWorkerProgram(plan, p, **module, programRouting))
-        return e;
-      if (routing.empty())
-        routing = std::move(programRouting);
-    } else if (auto e = verifyPsProgram(plan, p, **module, updates)) {
-      return e;
-    }
-  }
-
-  // Every gradient routed exactly once.
-  for (const Variable &v : plan.variables()) {
-    if (!v.trainable())
-      continue;
-    const Routing &r = routing.lookup(v.name());
-    std::string field = "variable " + quoted(v.name());
-    if (v.placement() == "allreduce") {
-      if (r.pushes)
-        return fail(field + " is all-reduced but the worker program pushes it to a PS");
-      if (r.hasGradient && !r.reduced)
-        return fail(field + ": its gradient is not all-reduced in the worker program");
-    } else if (v.placement() == "ps") {
-      if (r.hasGradient && r.pushes != 1)
-        return fail(field + ": the worker program pushes its gradient " + std::to_string(r.pushes) +
-                    " times (expected once)");
-      std::set<std::string> holders;
-      for (const Shard &s : v.shards())
-        holders.insert(s.task());
-      for (const std::string &task : holders)
-        if (r.hasGradient && updates.lookup(v.name() + "@" + task) != 1)
-          return fail(field + ": " + task + " updates its rows " +
-                      std::to_string(updates.lookup(v.name() + "@" + task)) +
-                      " times (expected once)");
-    }
-  }
-  return llvm::Error::success();
+  if (auto e = verifyPrograms(plan, routing, updates))
+    return e;
+  return verifyRouting(plan, routing, updates);
 }
 
 } // namespace prism::plan

@@ -1,10 +1,10 @@
 // Options and output shared by the commands that compile plans.
 #include "tools/Partition.h"
 
-#include <cstdio>
-#include <map>
-
 #include "ir/Diagnostic.h"
+#include "plan/PlanDump.h"
+#include "plan/PlanTasks.h"
+#include "plan/PlanVariables.h"
 #include "llvm/Support/Format.h"
 
 namespace prism::tools {
@@ -14,54 +14,60 @@ void CompileArgs::addOptions(CLI::App &cmd, bool runOptions, bool clusterRequire
                  "Cluster file (YAML, JSON, resource_info) or local:N[,ps=M][,devices=D]")
       ->required(clusterRequired);
   cmd.add_option("--strategy", strategy,
-                 "hybrid (sparse to PS, dense all-reduced), allreduce, or ps");
-  cmd.add_option("--replication", replication, "between-graph (a task per device) or in-graph");
-  cmd.add_option("--partitions", partitions, "Row ranges per PS table (0: by size)");
-  cmd.add_option("--bucket-mb", bucketMb, "All-reduce fusion bucket size in MiB");
-  cmd.add_option("--partition-threshold-mb", partitionThresholdMb,
-                 "Split PS tables larger than this over the PS tasks");
+                 "hybrid (sparse to PS, dense all-reduced), allreduce, or ps")
+      ->capture_default_str();
+  cmd.add_option("--replication", replication, "between-graph (a task per device) or in-graph")
+      ->capture_default_str();
+  cmd.add_option("--partitions", options.placement.partitions,
+                 "Row ranges per PS table (0: by size)")
+      ->capture_default_str();
+  cmd.add_option("--bucket-mb", options.routing.bucketMb, "All-reduce fusion bucket size in MiB")
+      ->capture_default_str();
+  cmd.add_option("--partition-threshold-mb", options.placement.partitionThresholdMb,
+                 "Split PS tables larger than this over the PS tasks")
+      ->capture_default_str();
   cmd.add_flag("--no-fuse", noFuse, "Leave out the fusion passes");
   if (!runOptions)
     return;
-  cmd.add_option("--batch", batch, "Global batch size (all workers together)");
-  cmd.add_option("--steps", steps, "Training steps the plan runs (0: decided at run time)");
-  cmd.add_option("--seed", seed, "Seed of initial values and data order");
+  cmd.add_option("--batch", options.globalBatch, "Global batch size (all workers together)")
+      ->capture_default_str();
+  cmd.add_option("--steps", options.steps, "Training steps the plan runs (0: decided at run time)");
+  cmd.add_option("--seed", options.seed, "Seed of initial values and data order");
 }
 
 cluster::Replication CompileArgs::replicationKind() const {
-  return replication == "in-graph" ? cluster::Replication::InGraph
-                                   : cluster::Replication::BetweenGraph;
+  return replication == cluster::replicationName(cluster::Replication::InGraph)
+             ? cluster::Replication::InGraph
+             : cluster::Replication::BetweenGraph;
 }
 
-llvm::Error CompileArgs::toOptions(plan::PartitionOptions &options) const {
-  if (strategy != "hybrid" && strategy != "allreduce" && strategy != "ps")
-    return ir::makeError("option --strategy: expected hybrid, allreduce or ps, got '" + strategy +
-                         "'");
-  if (replication != "between-graph" && replication != "in-graph")
+llvm::Expected<plan::PartitionOptions> CompileArgs::toOptions() const {
+  plan::PartitionOptions checked = options;
+  auto parsedStrategy = passes::parseStrategy(strategy);
+  if (!parsedStrategy)
+    return parsedStrategy.takeError();
+  checked.placement.strategy = *parsedStrategy;
+  if (replication != cluster::replicationName(cluster::Replication::BetweenGraph) &&
+      replication != cluster::replicationName(cluster::Replication::InGraph))
     return ir::makeError("option --replication: expected between-graph or in-graph, got '" +
                          replication + "'");
-  if (partitions < 0)
+  if (options.placement.partitions < 0)
     return ir::makeError("option --partitions: expected 0 or more, got " +
-                         std::to_string(partitions));
-  if (!(bucketMb > 0))
+                         std::to_string(options.placement.partitions));
+  if (!(options.routing.bucketMb > 0))
     return ir::makeError("option --bucket-mb: expected a positive size, got " +
-                         std::to_string(bucketMb));
-  if (!(partitionThresholdMb > 0))
+                         std::to_string(options.routing.bucketMb));
+  if (!(options.placement.partitionThresholdMb > 0))
     return ir::makeError("option --partition-threshold-mb: expected a positive size, got " +
-                         std::to_string(partitionThresholdMb));
-  if (batch < 1)
-    return ir::makeError("option --batch: expected at least 1, got " + std::to_string(batch));
-  if (steps < 0)
-    return ir::makeError("option --steps: expected 0 or more, got " + std::to_string(steps));
-  options.strategy = strategy;
-  options.partitions = partitions;
-  options.bucketMb = bucketMb;
-  options.partitionThresholdMb = partitionThresholdMb;
-  options.globalBatch = batch;
-  options.steps = steps;
-  options.seed = seed;
-  options.fuse = !noFuse;
-  return llvm::Error::success();
+                         std::to_string(options.placement.partitionThresholdMb));
+  if (options.globalBatch < 1)
+    return ir::makeError("option --batch: expected at least 1, got " +
+                         std::to_string(options.globalBatch));
+  if (options.steps < 0)
+    return ir::makeError("option --steps: expected 0 or more, got " +
+                         std::to_string(options.steps));
+  checked.fuse = !noFuse;
+  return checked;
 }
 
 void printPartitionStatistics(const plan::PartitionResult &result, llvm::raw_ostream &os) {
@@ -77,24 +83,8 @@ void printPartitionStatistics(const plan::PartitionResult &result, llvm::raw_ost
        << llvm::left_justify(statistic.first, statWidth) << "  " << statistic.second << "\n";
 }
 
-std::string formatBytes(double bytes) {
-  const char *units[] = {"B", "kB", "MB", "GB", "TB"};
-  int unit = 0;
-  while (bytes >= 1000 && unit < 4) {
-    bytes /= 1000;
-    ++unit;
-  }
-  char text[32];
-  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
-  return text;
-}
-
 void printPlanSummary(const plan::Plan &plan, llvm::StringRef path, llvm::raw_ostream &os) {
-  int workers = 0, ps = 0;
-  for (const plan::Task &t : plan.cluster().tasks()) {
-    workers += t.role() == "worker";
-    ps += t.role() == "ps";
-  }
+  const int workers = plan::countTasks(plan, "worker"), ps = plan::countTasks(plan, "ps");
   os << "wrote " << path << ": " << plan.model() << ", " << plan.strategy() << ", "
      << plan.replication() << ", " << workers << (workers == 1 ? " worker" : " workers") << ", "
      << ps << " PS, " << plan.cluster().hosts_size()
@@ -104,10 +94,10 @@ void printPlanSummary(const plan::Plan &plan, llvm::StringRef path, llvm::raw_os
   for (const plan::Variable &v : plan.variables()) {
     if (!v.trainable())
       continue;
-    if (v.placement() == "allreduce") {
+    if (plan::placementOf(v) == ir::Placement::AllReduce) {
       ++reduced;
       reducedBytes += static_cast<double>(v.bytes());
-    } else if (v.placement() == "ps") {
+    } else if (plan::onParameterServers(v)) {
       ++onPs;
       psBytes += static_cast<double>(v.bytes());
     }
@@ -119,14 +109,14 @@ void printPlanSummary(const plan::Plan &plan, llvm::StringRef path, llvm::raw_os
   auto variables = [](int64_t n) {
     return std::to_string(n) + (n == 1 ? " variable" : " variables");
   };
-  os << "  all-reduce: " << variables(reduced) << ", " << formatBytes(reducedBytes) << " in "
+  os << "  all-reduce: " << variables(reduced) << ", " << plan::formatBytes(reducedBytes) << " in "
      << buckets << (buckets == 1 ? " bucket" : " buckets") << "\n";
-  os << "  parameter servers: " << variables(onPs) << ", " << formatBytes(psBytes) << "\n";
+  os << "  parameter servers: " << variables(onPs) << ", " << plan::formatBytes(psBytes) << "\n";
   double workerBytes = 0;
   for (const plan::TaskEstimate &t : plan.estimate().tasks())
     if (t.task() == "worker:0")
       workerBytes = t.bytes_sent_per_step() + t.bytes_received_per_step();
-  os << "  worker:0 sends and receives " << formatBytes(workerBytes)
+  os << "  worker:0 sends and receives " << plan::formatBytes(workerBytes)
      << " per step (estimate); `prism dump " << path << "` shows the placement\n";
 }
 

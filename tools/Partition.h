@@ -1,5 +1,5 @@
-// What the commands that compile a plan share (`partition`, and later `train --cluster` and
-// `verify`): the options, and the summary printed after compiling.
+// What the commands that compile a plan share (`partition`, `train --cluster` and `verify`): the
+// options, and the summary printed after compiling.
 #pragma once
 
 #include <string>
@@ -13,30 +13,23 @@ namespace prism::tools {
 
 struct CompileArgs {
   std::string cluster;
-  std::string strategy = "hybrid";
-  std::string replication = "between-graph";
-  int64_t partitions = 0;
-  double bucketMb = 25;
-  double partitionThresholdMb = 8;
-  int64_t batch = 64;
-  int64_t steps = 0;
-  uint64_t seed = 0;
+  std::string strategy = passes::strategyName(passes::PlaceVariablesOptions().strategy).str();
+  std::string replication = cluster::replicationName(cluster::Replication::BetweenGraph).str();
   bool noFuse = false;
+  // The flags' values land here; the defaults are the typed options' own.
+  plan::PartitionOptions options;
 
   // --cluster, --strategy, --replication, --partitions, --bucket-mb, --partition-threshold-mb,
   // --no-fuse; with `runOptions` also --batch, --steps, --seed.
   void addOptions(CLI::App &cmd, bool runOptions = true, bool clusterRequired = true);
   cluster::Replication replicationKind() const;
-  // Checks the values (naming the option at fault) and fills `options`.
-  llvm::Error toOptions(plan::PartitionOptions &options) const;
+  // Checks the values (naming the option at fault) and returns the partitioner's options.
+  llvm::Expected<plan::PartitionOptions> toOptions() const;
 };
 
 // Every pass's statistics: pass, statistic, count, in aligned columns.
 void printPartitionStatistics(const plan::PartitionResult &result, llvm::raw_ostream &os);
 // A few lines: what was written, the tasks, where the variables went, bytes per step.
 void printPlanSummary(const plan::Plan &plan, llvm::StringRef path, llvm::raw_ostream &os);
-
-// "25.6 MB", "1.2 kB", "512 B": decimal units.
-std::string formatBytes(double bytes);
 
 } // namespace prism::tools

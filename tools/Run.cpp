@@ -1,6 +1,8 @@
 // Run options shared by the commands that run plans.
 #include "tools/Run.h"
 
+#include <cmath>
+
 #include "ir/Diagnostic.h"
 
 namespace prism::tools {
@@ -50,8 +52,7 @@ llvm::Expected<runtime::job::JobOptions> RunOptionArgs::toJobOptions() const {
   options.quiet = quiet;
   options.evaluate = !noEval;
   options.launcher = launcher;
-  options.heartbeatTimeout =
-      std::chrono::milliseconds(static_cast<int64_t>(heartbeatTimeout * 1000));
+  options.heartbeatTimeout = std::chrono::milliseconds(std::llround(heartbeatTimeout * 1000));
   options.variablesDir = variablesOut;
   options.saveDir = save;
   options.restoreDir = restore;

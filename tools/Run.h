@@ -1,7 +1,8 @@
-// The options of running a plan, shared by `prism run`, `prism task`, `prism train --cluster`
-// and `prism verify`.
+// The options of running a plan, shared by `prism run`, `prism train --cluster` and `prism
+// verify` (`prism task` reads runtime::job::TaskCommand).
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "CLI/CLI.hpp"
@@ -10,14 +11,18 @@
 
 namespace prism::tools {
 
+// The data set the commands train on when --data is not given.
+constexpr const char *kDefaultData = "fashion-mnist";
+
 struct RunOptionArgs {
-  std::string data = "fashion-mnist";
+  std::string data = kDefaultData;
   int64_t steps = 0;
   int64_t epochs = 0;
-  int threads = 1;
+  int threads = runtime::job::JobOptions().threads;
   std::string metricsOut;
   std::string launcher;
-  double heartbeatTimeout = 5;
+  double heartbeatTimeout = // seconds
+      std::chrono::duration<double>(runtime::job::JobOptions().heartbeatTimeout).count();
   std::string variablesOut;
   std::string save;
   std::string restore;

@@ -4,7 +4,7 @@
 
 #include "cluster/ClusterParser.h"
 #include "ir/Printer.h"
-#include "passes/PassManager.h"
+#include "plan/Pipeline.h"
 #include "plan/PlanFile.h"
 #include "runtime/job/Launcher.h"
 #include "runtime/train/Trainer.h"
@@ -20,11 +20,11 @@ namespace {
 
 struct TrainArgs {
   std::string model;
-  std::string data = "fashion-mnist";
+  std::string data = kDefaultData;
   int64_t epochs = 0;
   int64_t steps = 0;
-  int64_t batch = 128;
-  int threads = 1;
+  int64_t batch = runtime::train::TrainOptions().batchSize;
+  int threads = runtime::train::TrainOptions().threads;
   uint64_t seed = 0;
   std::string metricsOut;
   std::string save;
@@ -37,16 +37,16 @@ struct TrainArgs {
 
 // `prism train --cluster C`: compile the plan, then run it like `prism run`.
 int runDistributedTrain(const TrainArgs &args, const ir::Module &model) {
-  plan::PartitionOptions partitionOptions;
   CompileArgs compile = args.compile;
-  compile.batch = args.batch;
-  compile.seed = args.seed;
-  if (auto e = compile.toOptions(partitionOptions))
-    return reportError(std::move(e));
+  compile.options.globalBatch = args.batch;
+  compile.options.seed = args.seed;
+  auto partitionOptions = compile.toOptions();
+  if (!partitionOptions)
+    return reportError(partitionOptions.takeError());
   auto cluster = cluster::loadCluster(compile.cluster, compile.replicationKind());
   if (!cluster)
     return reportError(cluster.takeError());
-  auto partitioned = plan::partition(model, *cluster, partitionOptions);
+  auto partitioned = plan::partition(model, *cluster, *partitionOptions);
   if (!partitioned)
     return reportError(partitioned.takeError());
   llvm::SmallString<128> planPath;
@@ -78,10 +78,6 @@ int runDistributedTrain(const TrainArgs &args, const ir::Module &model) {
   return 0;
 }
 
-// The passes that turn a model into its training step.
-constexpr const char *kTrainingPipeline =
-    "infer-shapes,autodiff,lower-optimizer,cse,dce,fuse-bias-activation,fuse-elementwise";
-
 int runTrain(const TrainArgs &args) {
   auto module = loadModule(args.model, /*inferShapes=*/false);
   if (!module)
@@ -93,11 +89,8 @@ int runTrain(const TrainArgs &args) {
     return runDistributedTrain(args, **module);
   }
   std::string optimizer = (*module)->optimizer ? ir::printOptimizer(*(*module)->optimizer) : "";
-  auto pm = passes::PassManager::fromPipeline(kTrainingPipeline);
-  if (!pm)
-    return reportError(pm.takeError());
-  if (auto changed = pm->run(**module, passes::PassOptions()); !changed)
-    return reportError(changed.takeError());
+  if (auto e = plan::compileTrainingStep(**module))
+    return reportError(std::move(e));
 
   runtime::train::TrainOptions options;
   auto spec = runtime::data::parseDataSpec(args.data);

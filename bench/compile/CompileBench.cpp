@@ -28,7 +28,8 @@ int main(int argc, char **argv) {
       std::fprintf(stderr, "%s\n", llvm::toString(model.takeError()).c_str());
       return 1;
     }
-    for (const char *strategy : {"hybrid", "ps"}) {
+    for (passes::Strategy strategy :
+         {passes::Strategy::Hybrid, passes::Strategy::ParameterServer}) {
       std::string row;
       size_t ops = 0;
       for (int workers : workerCounts) {
@@ -40,7 +41,7 @@ int main(int argc, char **argv) {
           return 1;
         }
         plan::PartitionOptions options;
-        options.strategy = strategy;
+        options.placement.strategy = strategy;
         options.globalBatch = 1024;
         std::vector<double> times;
         for (int r = 0; r < repeats; ++r) {
@@ -67,7 +68,8 @@ int main(int argc, char **argv) {
         std::snprintf(cell, sizeof cell, " %.1f ms |", times[times.size() / 2]);
         row += cell;
       }
-      std::printf("| %s | %zu | %s |%s\n", name, ops, strategy, row.c_str());
+      std::printf("| %s | %zu | %s |%s\n", name, ops, passes::strategyName(strategy).str().c_str(),
+                  row.c_str());
     }
   }
   return 0;

@@ -17,6 +17,7 @@
 #include "ir/Diagnostic.h"
 #include "plan/PlanTasks.h"
 #include "runtime/dist/Coordinator.h"
+#include "runtime/job/TaskCommand.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
@@ -119,183 +120,200 @@ llvm::Error spawn(Child &child, const std::vector<std::string> &argv) {
   return llvm::Error::success();
 }
 
-} // namespace
+// Reaps `child` when it has exited (`options`: WNOHANG to only look); whether it has.
+bool reap(Child &child, int options) {
+  if (child.exited)
+    return true;
+  int status = 0;
+  if (waitpid(child.pid, &status, options) != child.pid)
+    return false;
+  child.exited = true;
+  child.status = status;
+  return true;
+}
 
-llvm::Error runPlan(const plan::Plan &plan, const std::string &planPath,
-                    const JobOptions &options) {
-  llvm::SmallString<256> absolutePlan(planPath);
-  llvm::sys::fs::make_absolute(absolutePlan);
-  std::string token = plan::jobToken(plan);
+// Waits up to `grace` for every child to end, then kills those left; joins their readers.
+void stopChildren(std::vector<std::unique_ptr<Child>> &children, std::chrono::seconds grace) {
+  auto deadline = Clock::now() + grace;
+  for (;;) {
+    bool running = false;
+    for (auto &c : children)
+      running |= !reap(*c, WNOHANG);
+    if (!running)
+      break;
+    if (Clock::now() > deadline) {
+      for (auto &c : children)
+        if (!c->exited)
+          kill(c->pid, SIGKILL);
+      for (auto &c : children)
+        reap(*c, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  for (auto &c : children)
+    if (c->reader.joinable())
+      c->reader.join();
+}
 
-  // On loopback every task takes a free port (several jobs may share the machine); across hosts
-  // the plan's ports are used.
-  const plan::Task *coordinatorTask = nullptr;
+// A job in flight: the coordinator in this process, and a child process per other task.
+struct RunningJob {
+  std::unique_ptr<dist::Coordinator> coordinator;
+  std::vector<std::unique_ptr<Child>> children;
+};
+
+std::vector<const plan::Task *> tasksToStart(const plan::Plan &plan) {
   std::vector<const plan::Task *> tasks;
-  for (const plan::Task &t : plan.cluster().tasks()) {
+  for (const plan::Task &t : plan.cluster().tasks())
+    if (t.role() != "coordinator")
+      tasks.push_back(&t);
+  return tasks;
+}
+
+// On loopback every task takes a free port (several jobs may share the machine); across hosts
+// the plan's ports are used.
+llvm::Expected<std::unique_ptr<dist::Coordinator>> startCoordinator(const plan::Plan &plan,
+                                                                    const JobOptions &options) {
+  const plan::Task *coordinatorTask = nullptr;
+  for (const plan::Task &t : plan.cluster().tasks())
     if (t.role() == "coordinator")
       coordinatorTask = &t;
-    else
-      tasks.push_back(&t);
-  }
   dist::CoordinatorOptions coordinatorOptions;
   coordinatorOptions.listenAddress =
       coordinatorTask->address() + ":" +
       (plan::onLoopback(plan) ? "0" : std::to_string(coordinatorTask->port()));
-  coordinatorOptions.jobToken = token;
-  for (const plan::Task *t : tasks)
+  coordinatorOptions.jobToken = plan::jobToken(plan);
+  for (const plan::Task *t : tasksToStart(plan))
     coordinatorOptions.expectedTasks.push_back(t->name());
   coordinatorOptions.heartbeatTimeout = options.heartbeatTimeout;
-  auto coordinator = dist::Coordinator::start(coordinatorOptions);
-  if (!coordinator)
-    return coordinator.takeError();
+  return dist::Coordinator::start(coordinatorOptions);
+}
 
-  std::vector<std::unique_ptr<Child>> children;
-  auto stopAll = [&](std::chrono::seconds grace) {
-    auto deadline = Clock::now() + grace;
-    for (;;) {
-      bool running = false;
-      for (auto &c : children)
-        if (!c->exited) {
-          int status = 0;
-          if (waitpid(c->pid, &status, WNOHANG) == c->pid) {
-            c->exited = true;
-            c->status = status;
-          } else {
-            running = true;
-          }
-        }
-      if (!running)
-        break;
-      if (Clock::now() > deadline) {
-        for (auto &c : children)
-          if (!c->exited)
-            kill(c->pid, SIGKILL);
-        for (auto &c : children)
-          if (!c->exited) {
-            waitpid(c->pid, &c->status, 0);
-            c->exited = true;
-          }
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    for (auto &c : children)
-      if (c->reader.joinable())
-        c->reader.join();
-  };
+// The process of `task`: `prism task ...`, local or through the launcher prefix.
+std::vector<std::string> taskArgv(const plan::Plan &plan, const plan::Task &task,
+                                  const TaskCommand &command, const std::string &launcher) {
+  std::vector<std::string> argv = {selfExecutable(), kTaskSubcommand};
+  for (std::string &arg : command.toArgs())
+    argv.push_back(std::move(arg));
+  if (launcher.empty())
+    return argv;
+  const plan::Host &host = plan.cluster().hosts(task.host());
+  std::string shell =
+      replaceAll(replaceAll(launcher, "{host}", host.name()), "{address}", host.address());
+  for (const std::string &a : argv)
+    shell += " " + shellQuote(a);
+  return {"/bin/sh", "-c", shell};
+}
 
-  // A checkpoint is written beside its place and moved there once every task wrote its part,
-  // so a failed job never leaves half a checkpoint where a good one stood.
-  std::string partialSave =
-      options.saveDir.empty() ? "" : options.saveDir + ".partial-" + std::to_string(getpid());
-  if (!partialSave.empty())
-    if (auto ec = llvm::sys::fs::create_directories(partialSave))
-      return ir::makeError("cannot create " + partialSave + ": " + ec.message());
-  std::string self = selfExecutable();
-  for (const plan::Task *t : tasks) {
-    std::vector<std::string> argv = {self,
-                                     "task",
-                                     std::string(absolutePlan),
-                                     "--task",
-                                     t->name(),
-                                     "--coordinator",
-                                     (*coordinator)->address(),
-                                     "--threads",
-                                     std::to_string(options.threads),
-                                     "--heartbeat-timeout",
-                                     std::to_string(options.heartbeatTimeout.count() / 1000.0)};
-    if (!options.data.empty())
-      argv.insert(argv.end(), {"--data", options.data});
-    if (options.steps)
-      argv.insert(argv.end(), {"--steps", std::to_string(*options.steps)});
-    if (options.epochs)
-      argv.insert(argv.end(), {"--epochs", std::to_string(*options.epochs)});
-    if (!options.metricsOut.empty())
-      argv.insert(argv.end(), {"--metrics-out", options.metricsOut});
-    if (!options.variablesDir.empty())
-      argv.insert(argv.end(), {"--variables-out", options.variablesDir});
-    if (!options.saveDir.empty())
-      argv.insert(argv.end(), {"--save", partialSave});
-    if (!options.restoreDir.empty())
-      argv.insert(argv.end(), {"--restore", options.restoreDir});
-    if (options.quiet)
-      argv.push_back("--quiet");
-    if (!options.evaluate)
-      argv.push_back("--no-eval");
-    if (!options.launcher.empty()) {
-      const plan::Host &host = plan.cluster().hosts(t->host());
-      std::string command = replaceAll(replaceAll(options.launcher, "{host}", host.name()),
-                                       "{address}", host.address());
-      for (const std::string &a : argv)
-        command += " " + shellQuote(a);
-      argv = {"/bin/sh", "-c", command};
-    }
+// Starts every task but the coordinator; when one cannot start, the job is stopped.
+llvm::Error startTasks(RunningJob &job, const plan::Plan &plan, const TaskCommand &common,
+                       const std::string &launcher) {
+  for (const plan::Task *t : tasksToStart(plan)) {
+    TaskCommand command = common;
+    command.task = t->name();
     auto child = std::make_unique<Child>();
     child->task = t->name();
-    if (auto e = spawn(*child, argv)) {
-      children.push_back(std::move(child));
-      (*coordinator)->abort("the launcher could not start every task");
-      stopAll(std::chrono::seconds(10));
+    llvm::Error e = spawn(*child, taskArgv(plan, *t, command, launcher));
+    job.children.push_back(std::move(child));
+    if (e) {
+      job.coordinator->abort("the launcher could not start every task");
+      stopChildren(job.children, std::chrono::seconds(10));
       return e;
     }
-    children.push_back(std::move(child));
   }
+  return llvm::Error::success();
+}
 
-  // Watch: the first task to fail, or the coordinator's verdict (a silent task), ends the job.
-  std::string failure;
+// "worker:1 exited with status 1; its last words: ..."
+std::string failureOf(Child &child) {
+  if (child.reader.joinable())
+    child.reader.join();
+  std::string failure = child.task + " " + describeStatus(child.status);
+  std::string words = child.lastWords();
+  if (!words.empty())
+    failure += "; its last words:" + words;
+  return failure;
+}
+
+// Watches until every task ended (""), or the first failure: a task that failed, or the
+// coordinator's verdict (a silent task).
+std::string watch(RunningJob &job) {
   for (;;) {
     bool running = false;
-    for (auto &c : children) {
+    for (auto &c : job.children) {
       if (c->exited)
         continue;
-      int status = 0;
-      pid_t done = waitpid(c->pid, &status, WNOHANG);
-      if (done != c->pid) {
+      if (!reap(*c, WNOHANG)) {
         running = true;
         continue;
       }
-      c->exited = true;
-      c->status = status;
-      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && failure.empty()) {
-        if (c->reader.joinable())
-          c->reader.join();
-        failure = c->task + " " + describeStatus(status);
-        std::string words = c->lastWords();
-        if (!words.empty())
-          failure += "; its last words:" + words;
-      }
+      if (!(WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0))
+        return failureOf(*c);
     }
-    if (failure.empty())
-      if (auto reason = (*coordinator)->abortReason())
-        failure = *reason;
-    if (!failure.empty() || !running)
-      break;
+    if (auto reason = job.coordinator->abortReason())
+      return *reason;
+    if (!running)
+      return "";
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+}
+
+// A checkpoint is written beside its place and moved there once every task wrote its part, so
+// a failed job never leaves half a checkpoint where a good one stood.
+llvm::Error moveCheckpointIntoPlace(const std::string &partial, const std::string &saveDir) {
+  std::string old = saveDir + ".old-" + std::to_string(getpid());
+  bool hadOld = llvm::sys::fs::exists(saveDir);
+  if (hadOld)
+    if (auto ec = llvm::sys::fs::rename(saveDir, old))
+      return ir::makeError("cannot move the old checkpoint " + saveDir + " aside: " + ec.message() +
+                           " (the new one is in " + partial + ")");
+  if (auto ec = llvm::sys::fs::rename(partial, saveDir))
+    return ir::makeError("cannot move the checkpoint into " + saveDir + ": " + ec.message() +
+                         " (it is in " + partial + ")");
+  if (hadOld)
+    llvm::sys::fs::remove_directories(old);
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Error runPlan(const plan::Plan &plan, const std::string &planPath,
+                    const JobOptions &options) {
+  RunningJob job;
+  auto coordinator = startCoordinator(plan, options);
+  if (!coordinator)
+    return coordinator.takeError();
+  job.coordinator = std::move(*coordinator);
+
+  TaskCommand common;
+  llvm::SmallString<256> absolutePlan(planPath);
+  llvm::sys::fs::make_absolute(absolutePlan);
+  common.plan = std::string(absolutePlan);
+  common.coordinator = job.coordinator->address();
+  common.options = options;
+  std::string partialSave =
+      options.saveDir.empty() ? "" : options.saveDir + ".partial-" + std::to_string(getpid());
+  common.options.saveDir = partialSave;
+  if (!partialSave.empty())
+    if (auto ec = llvm::sys::fs::create_directories(partialSave))
+      return ir::makeError("cannot create " + partialSave + ": " + ec.message());
+  if (auto e = startTasks(job, plan, common, options.launcher))
+    return e;
+
+  std::string failure = watch(job);
   if (!failure.empty()) {
     // Every task hears of the abort within a heartbeat; one that cannot (stopped, hung) is killed.
-    (*coordinator)->abort(failure);
-    stopAll(std::chrono::seconds(3));
-    (*coordinator)->shutdown();
+    job.coordinator->abort(failure);
+    stopChildren(job.children, std::chrono::seconds(3));
+    job.coordinator->shutdown();
     if (!partialSave.empty())
       llvm::sys::fs::remove_directories(partialSave);
-    return ir::makeError("the job failed: " + failure);
+    return ir::makeError(ir::ErrorCode::Aborted, "the job failed: " + failure);
   }
-  stopAll(std::chrono::seconds(15));
-  (*coordinator)->shutdown();
-  if (!partialSave.empty()) {
-    std::string old = options.saveDir + ".old-" + std::to_string(getpid());
-    bool hadOld = llvm::sys::fs::exists(options.saveDir);
-    if (hadOld)
-      if (auto ec = llvm::sys::fs::rename(options.saveDir, old))
-        return ir::makeError("cannot move the old checkpoint " + options.saveDir + " aside: " +
-                             ec.message() + " (the new one is in " + partialSave + ")");
-    if (auto ec = llvm::sys::fs::rename(partialSave, options.saveDir))
-      return ir::makeError("cannot move the checkpoint into " + options.saveDir + ": " +
-                           ec.message() + " (it is in " + partialSave + ")");
-    if (hadOld)
-      llvm::sys::fs::remove_directories(old);
-  }
+  stopChildren(job.children, std::chrono::seconds(15));
+  job.coordinator->shutdown();
+  if (!partialSave.empty())
+    return moveCheckpointIntoPlace(partialSave, options.saveDir);
   return llvm::Error::success();
 }
 

@@ -63,7 +63,7 @@ TEST(Partition, EveryModelClusterSizeStrategyAndReplicationVerifies) {
           std::string cluster = "local:" + std::to_string(workers) +
                                 ",ps=" + std::to_string(std::min(workers, 3)) + ",devices=2";
           PartitionOptions options;
-          options.strategy = strategy;
+          options.placement.strategy = llvm::cantFail(passes::parseStrategy(strategy));
           options.globalBatch = 256;
           auto result = partitionFor(*model, cluster, options, replication);
           std::string what = std::string(modelName) + " on " + cluster + " " + strategy + " " +

@@ -40,7 +40,8 @@ constexpr const char *kWorkerIr = R"(model tiny {
 // The program of PS task `index`: its half of `emb`'s rows.
 std::string psIr(int index) {
   std::string rows = std::to_string(index * 50) + ", " + std::to_string(index * 50 + 50);
-  return "model tiny {\n  var emb : f32[50, 8] = zeros {table_shape = [100, 8], held_rows = [" +
+  return "model tiny {\n  var emb : f32[50, 8] = zeros {placement = ps, table_shape = [100, 8], "
+         "held_rows = [" +
          rows + "]}\n  %g = ps_gradient_rows(emb) : sparse f32[50, 8]\n}\n";
 }
 

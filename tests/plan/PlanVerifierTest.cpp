@@ -125,8 +125,8 @@ TEST(PlanVerifier, EveryCorruptionIsNamed) {
        "program 'worker': variable 'out.b' is f32[10] but the plan says f32[11]"},
       {"rows on a PS",
        [](Plan &p) {
-         replaceIn(*programNamed(p, "ps:1").mutable_ir(), "rows = [50000, 100000]",
-                   "rows = [40000, 100000]");
+         replaceIn(*programNamed(p, "ps:1").mutable_ir(), "held_rows = [50000, 100000]",
+                   "held_rows = [40000, 100000]");
        },
        "'emb' holds other rows than the plan's shards on ps:1"},
       {"all-reduce variable on a PS",

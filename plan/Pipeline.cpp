@@ -1,0 +1,96 @@
+// The compile pipelines (see Pipeline.h): the pass lists live here and nowhere else.
+#include "plan/Pipeline.h"
+
+#include "ir/Diagnostic.h"
+#include "ir/VariablePlacement.h"
+#include "passes/PassManager.h"
+
+namespace prism::plan {
+namespace {
+
+// From the user's model (forward, loss, optimizer) to a training step on one device.
+constexpr const char *kTrainingStepPasses = "infer-shapes,autodiff,lower-optimizer,cse,dce";
+constexpr const char *kFusionPasses = "fuse-bias-activation,fuse-elementwise";
+constexpr const char *kPlaceAndRoutePasses = "place-variables,route-gradients";
+
+std::string replicationPipeline(const passes::ReplicateOptions &replicate) {
+  std::string pipeline = std::string(kTrainingStepPasses) + ",classify-variables";
+  if (replicate.devices > 1)
+    pipeline += ",replicate-in-graph";
+  return pipeline + ",replicate-between-graph";
+}
+
+// Whether the strategy puts `variable` (classified) on a parameter server.
+bool goesToParameterServer(const ir::Variable &variable, passes::Strategy strategy) {
+  if (!variable.trainable() || strategy == passes::Strategy::AllReduce)
+    return false;
+  return strategy == passes::Strategy::ParameterServer ||
+         ir::variableKind(variable) == ir::VariableUsage::Sparse;
+}
+
+// A strategy that needs parameter servers on a cluster without any: say so plainly, before
+// place-variables fails on its option.
+llvm::Error checkParameterServers(const ir::Module &module,
+                                  const passes::PlaceVariablesOptions &placement) {
+  if (placement.psTasks > 0)
+    return llvm::Error::success();
+  for (const auto &variable : module.variables())
+    if (goesToParameterServer(*variable, placement.strategy))
+      return ir::makeError("strategy " + passes::strategyName(placement.strategy) + " puts '" +
+                           variable->name() +
+                           "' on a parameter server, but the cluster has none: add ps=M "
+                           "(local:N,ps=M, or `ps:` on a host) or use --strategy allreduce");
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Error runPipeline(ir::Module &module, llvm::StringRef pipeline,
+                        const passes::PassOptions &options, PassStatistics *statistics) {
+  auto manager = passes::PassManager::fromPipeline(pipeline);
+  if (!manager)
+    return manager.takeError();
+  // The caller may set options for several stages; each stage takes the ones its passes read.
+  passes::PassOptions read;
+  for (const auto &pass : manager->passes())
+    for (const std::string &key : pass->optionKeys())
+      if (options.has(key))
+        read.set(key, options.get(key));
+  if (auto changed = manager->run(module, read); !changed)
+    return changed.takeError();
+  if (statistics)
+    for (const auto &pass : manager->passes())
+      for (const auto &statistic : pass->statistics())
+        statistics->push_back({pass->name().str(), statistic});
+  return llvm::Error::success();
+}
+
+std::string trainingPipeline(bool fuse) {
+  std::string pipeline = kTrainingStepPasses;
+  if (fuse)
+    pipeline += std::string(",") + kFusionPasses;
+  return pipeline;
+}
+
+llvm::Error compileTrainingStep(ir::Module &module, bool fuse, PassStatistics *statistics) {
+  return runPipeline(module, trainingPipeline(fuse), {}, statistics);
+}
+
+llvm::Error parallelize(ir::Module &module, const ParallelPipelineOptions &options,
+                        PassStatistics *statistics) {
+  passes::PassOptions passOptions;
+  options.replicate.addTo(passOptions);
+  options.placement.addTo(passOptions);
+  options.routing.addTo(passOptions);
+  if (auto e = runPipeline(module, replicationPipeline(options.replicate), passOptions, statistics))
+    return e;
+  if (auto e = checkParameterServers(module, options.placement))
+    return e;
+  if (auto e = runPipeline(module, kPlaceAndRoutePasses, passOptions, statistics))
+    return e;
+  if (options.fuse)
+    return runPipeline(module, kFusionPasses, passOptions, statistics);
+  return llvm::Error::success();
+}
+
+} // namespace prism::plan

@@ -1,0 +1,120 @@
+// Rows per step measured on a data set (see RowsPerStep.h).
+#include "plan/RowsPerStep.h"
+
+#include <algorithm>
+
+#include "plan/Estimate.h"
+#include "plan/PlanTasks.h"
+#include "plan/PlanVerifier.h"
+#include "runtime/data/BatchIterator.h"
+#include "runtime/data/DataSpec.h"
+
+namespace prism::plan {
+namespace {
+
+// The batches worker:0 trains on first, with the inputs of its program as fields.
+llvm::Expected<runtime::data::BatchIterator>
+workerBatches(const Plan &plan, const ir::Module &worker, const runtime::data::Dataset &dataset) {
+  std::vector<runtime::data::InputSlot> slots;
+  for (const auto &in : worker.inputs())
+    slots.push_back({in->name(), in->type()});
+  auto fields = runtime::data::requestsForInputs(dataset, slots);
+  if (!fields)
+    return fields.takeError();
+  runtime::data::BatchOptions options;
+  options.batchSize = plan.run().global_batch();
+  options.seed = plan.run().seed();
+  options.numShards = countTasks(plan, "worker");
+  options.fields = *fields;
+  return runtime::data::BatchIterator::create(dataset, options);
+}
+
+// Distinct ids in `inputs` of one batch.
+size_t distinctIds(const runtime::data::Batch &batch, const std::set<std::string> &inputs) {
+  std::set<int64_t> ids;
+  for (const std::string &input : inputs) {
+    const runtime::Tensor &t = batch.at(input);
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      ids.insert(t.dtype() == ir::DType::I64 ? t.data<int64_t>()[i] : t.data<int32_t>()[i]);
+  }
+  return ids.size();
+}
+
+// The PS programs, in PS task order.
+llvm::Expected<std::vector<std::unique_ptr<ir::Module>>> psPrograms(const Plan &plan) {
+  std::vector<std::unique_ptr<ir::Module>> programs;
+  for (const Task &t : plan.cluster().tasks()) {
+    if (t.role() != "ps")
+      continue;
+    auto program = parseProgram(*findProgram(plan, t.name()));
+    if (!program)
+      return program.takeError();
+    programs.push_back(std::move(*program));
+  }
+  return std::move(programs);
+}
+
+} // namespace
+
+std::set<std::string> rowPullIdInputs(const ir::Module &worker) {
+  std::set<std::string> inputs;
+  for (const auto &op : worker.ops()) {
+    if (op->name() != "ps_pull_rows")
+      continue;
+    const ir::Value *indices = op->operand(1);
+    while (indices->kind() == ir::ValueKind::OpResult && indices->definingOp()->numOperands() == 1)
+      indices = indices->definingOp()->operand(0);
+    if (indices->kind() == ir::ValueKind::Input)
+      inputs.insert(indices->name());
+  }
+  return inputs;
+}
+
+llvm::Expected<std::optional<double>> sampleRowsPerStep(const Plan &plan, const ir::Module &worker,
+                                                        llvm::StringRef dataSpec, int64_t batches) {
+  std::set<std::string> idInputs = rowPullIdInputs(worker);
+  if (idInputs.empty())
+    return std::nullopt;
+  auto spec = runtime::data::parseDataSpec(dataSpec);
+  if (!spec)
+    return spec.takeError();
+  auto dataset = runtime::data::openDataset(*spec, runtime::data::Split::Train, plan.run().seed());
+  if (!dataset)
+    return dataset.takeError();
+  auto iterator = workerBatches(plan, worker, **dataset);
+  if (!iterator)
+    return iterator.takeError();
+  const int64_t samples = std::min(batches, iterator->numBatches());
+  if (samples <= 0)
+    return std::nullopt;
+  double distinct = 0;
+  for (int64_t step = 0; step < samples; ++step)
+    distinct += static_cast<double>(distinctIds(iterator->batch(step), idInputs));
+  return distinct / static_cast<double>(samples) / static_cast<double>(idInputs.size());
+}
+
+llvm::Expected<bool> estimateRowsFromData(Plan &plan, llvm::StringRef dataSpec) {
+  const Program *workerProgram = findProgram(plan, "worker:0");
+  if (!workerProgram)
+    return false;
+  auto worker = parseProgram(*workerProgram);
+  if (!worker)
+    return worker.takeError();
+  auto rows = sampleRowsPerStep(plan, **worker, dataSpec);
+  if (!rows)
+    return rows.takeError();
+  if (!*rows)
+    return false;
+  auto ps = psPrograms(plan);
+  if (!ps)
+    return ps.takeError();
+  std::vector<const ir::Module *> psModules;
+  for (const auto &program : *ps)
+    psModules.push_back(program.get());
+  estimatePlan(plan, **worker, psModules, *rows);
+  for (TableEstimate &t : *plan.mutable_estimate()->mutable_tables())
+    t.set_source("sampled from " + dataSpec.str());
+  return true;
+}
+
+} // namespace prism::plan

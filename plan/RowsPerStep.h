@@ -1,0 +1,33 @@
+// Rows per step measured on a data set: how many distinct rows of each PS table a worker reads in
+// a step, sampled from the batches it would train on, for the plan's estimate (`prism partition
+// --data`). Separate from prism_plan because it reads data sets (runtime/data).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "ir/Module.h"
+#include "plan/plan.pb.h"
+#include "llvm/Support/Error.h"
+
+namespace prism::plan {
+
+// Global batches sampled, at most.
+constexpr int64_t kRowsPerStepSamples = 20;
+
+// The inputs whose ids the worker's row pulls read (through tower slices to the input).
+std::set<std::string> rowPullIdInputs(const ir::Module &worker);
+
+// The mean distinct ids per input that worker:0's share of the first `batches` global batches
+// holds in those inputs; none when the worker pulls no rows or the data has no batch.
+llvm::Expected<std::optional<double>> sampleRowsPerStep(const Plan &plan, const ir::Module &worker,
+                                                        llvm::StringRef dataSpec,
+                                                        int64_t batches = kRowsPerStepSamples);
+
+// Estimates the plan again with the rows per step sampled from `dataSpec`; its tables' source
+// reads "sampled from SPEC". Whether it did: a plan whose workers pull no rows stays as it was.
+llvm::Expected<bool> estimateRowsFromData(Plan &plan, llvm::StringRef dataSpec);
+
+} // namespace prism::plan

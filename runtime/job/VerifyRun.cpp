@@ -1,0 +1,242 @@
+// `prism verify`'s runs and comparison (see VerifyRun.h).
+#include "runtime/job/VerifyRun.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "ir/Diagnostic.h"
+#include "plan/Pipeline.h"
+#include "plan/PlanFile.h"
+#include "plan/PlanTasks.h"
+#include "plan/PlanVariables.h"
+#include "runtime/job/Launcher.h"
+#include "runtime/train/Checkpoint.h"
+#include "runtime/train/Trainer.h"
+#include "llvm/Support/FileSystem.h"
+
+namespace prism::runtime::job {
+namespace {
+
+double elementAt(const Tensor &t, int64_t i) {
+  return t.dtype() == ir::DType::F64 ? t.data<double>()[i] : t.data<float>()[i];
+}
+
+std::string taskDir(llvm::StringRef root, llvm::StringRef task) {
+  return root.str() + "/" + plan::taskFileName(task);
+}
+
+// The distributed run: the plan's tasks, writing worker:0's metrics and every task's variables
+// into the work directory.
+llvm::Error runDistributed(const plan::Plan &plan, const std::string &planPath,
+                           const VerifyRunOptions &options) {
+  JobOptions job = options.job;
+  job.steps = plan.run().steps();
+  job.epochs.reset();
+  job.quiet = true;
+  job.evaluate = false;
+  job.metricsOut = options.workDir + "/distributed.jsonl";
+  job.variablesDir = options.workDir + "/variables";
+  if (auto ec = llvm::sys::fs::create_directories(job.variablesDir))
+    return ir::makeError("cannot make " + job.variablesDir + ": " + ec.message());
+  return runPlan(plan, planPath, job);
+}
+
+// The same steps on one device, with the same passes, on the global batch.
+llvm::Expected<train::TrainResult> runSingleDevice(const ir::Module &model, const plan::Plan &plan,
+                                                   const VerifyRunOptions &options) {
+  auto single = model.clone();
+  single->setSourceFile(model.sourceFile());
+  if (auto e = plan::compileTrainingStep(*single, options.fuse))
+    return std::move(e);
+  train::TrainOptions trainOptions;
+  auto spec = data::parseDataSpec(options.job.data);
+  if (!spec)
+    return spec.takeError();
+  trainOptions.data = *spec;
+  trainOptions.steps = plan.run().steps();
+  trainOptions.batchSize = plan.run().global_batch();
+  trainOptions.seed = plan.run().seed();
+  trainOptions.threads = options.job.threads;
+  trainOptions.quiet = true;
+  trainOptions.evaluate = false;
+  trainOptions.metricsOut = options.workDir + "/single.jsonl";
+  return train::train(*single, trainOptions);
+}
+
+// Each holder's checkpoint in `dir`, read once.
+class ShardCheckpoints {
+public:
+  explicit ShardCheckpoints(llvm::StringRef dir) : dir_(dir.str()) {}
+  // What `task` wrote of `variable`: its rows of it.
+  llvm::Expected<const Tensor *> part(const std::string &task, const std::string &variable) {
+    auto loaded = checkpoints_.find(task);
+    if (loaded == checkpoints_.end()) {
+      auto checkpoint = train::loadCheckpoint(taskDir(dir_, task));
+      if (!checkpoint)
+        return checkpoint.takeError();
+      loaded = checkpoints_.emplace(task, std::move(*checkpoint)).first;
+    }
+    auto found = loaded->second.variables.find(variable);
+    if (found == loaded->second.variables.end())
+      return ir::makeError(ir::ErrorCode::NotFound, task + " wrote no value of '" + variable + "'");
+    return &found->second;
+  }
+
+private:
+  std::string dir_;
+  std::map<std::string, train::Checkpoint> checkpoints_;
+};
+
+} // namespace
+
+llvm::Expected<std::vector<double>> readLosses(llvm::StringRef metricsPath) {
+  std::ifstream in(metricsPath.str());
+  if (!in)
+    return ir::makeError(ir::ErrorCode::NotFound, "cannot read the metrics " + metricsPath);
+  std::vector<double> losses;
+  std::string line;
+  while (std::getline(in, line)) {
+    auto json = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (json.is_object() && json.contains("loss") && json["loss"].is_number())
+      losses.push_back(json["loss"].get<double>());
+  }
+  return losses;
+}
+
+double relativeDifference(const Tensor &a, const Tensor &b) {
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; i < b.numElements(); ++i) {
+    diff = std::max(diff, std::fabs(elementAt(a, i) - elementAt(b, i)));
+    scale = std::max(scale, std::fabs(elementAt(b, i)));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+llvm::Expected<LossComparison> compareLosses(llvm::ArrayRef<double> distributed,
+                                             llvm::ArrayRef<double> single) {
+  if (distributed.size() != single.size())
+    return ir::makeError("the distributed run logged " + std::to_string(distributed.size()) +
+                         " steps, the single-device run " + std::to_string(single.size()));
+  LossComparison result;
+  result.steps = single.size();
+  for (size_t i = 0; i < single.size(); ++i) {
+    double d = std::fabs(distributed[i] - single[i]) / std::max(std::fabs(single[i]), 1e-30);
+    if (d > result.largest) {
+      result.largest = d;
+      result.step = i + 1;
+    }
+  }
+  return result;
+}
+
+llvm::Expected<VariableComparison>
+compareVariables(const std::map<std::string, Tensor> &distributed,
+                 const llvm::StringMap<Tensor> &single) {
+  VariableComparison result;
+  result.variables = distributed.size();
+  for (const auto &entry : single) {
+    std::string name = entry.getKey().str();
+    auto it = distributed.find(name);
+    if (it == distributed.end())
+      return ir::makeError("the distributed run has no value of '" + name + "'");
+    if (it->second.numElements() != entry.getValue().numElements())
+      return ir::makeError("'" + name + "' has " + std::to_string(it->second.numElements()) +
+                           " elements in the distributed run, " +
+                           std::to_string(entry.getValue().numElements()) + " on one device");
+    double d = relativeDifference(it->second, entry.getValue());
+    if (d >= result.largest) {
+      result.largest = d;
+      result.variable = name;
+    }
+  }
+  return result;
+}
+
+llvm::Expected<Tensor> assembleShards(const plan::Variable &variable,
+                                      const std::map<std::string, Tensor> &parts) {
+  auto dtype = ir::parseDType(variable.dtype());
+  if (!dtype)
+    return ir::makeError("'" + variable.name() + "' has an unknown dtype " + variable.dtype());
+  std::vector<int64_t> shape(variable.shape().begin(), variable.shape().end());
+  Tensor whole(*dtype, shape);
+  const int64_t rowBytes = shape.empty() ? whole.numBytes() : whole.numBytes() / shape[0];
+  std::map<std::string, int64_t> used; // rows of each task's part taken so far
+  for (const plan::Shard &s : variable.shards()) {
+    auto part = parts.find(s.task());
+    if (part == parts.end())
+      return ir::makeError(ir::ErrorCode::NotFound,
+                           s.task() + " wrote no value of '" + variable.name() + "'");
+    const int64_t rows = s.row_end() - s.row_begin();
+    int64_t &at = used[s.task()];
+    if (part->second.dtype() != *dtype || (at + rows) * rowBytes > part->second.numBytes())
+      return ir::makeError(s.task() + "'s part of '" + variable.name() +
+                           "' does not hold the rows the plan gives it");
+    std::memcpy(static_cast<char *>(whole.raw()) + s.row_begin() * rowBytes,
+                static_cast<const char *>(part->second.raw()) + at * rowBytes,
+                static_cast<size_t>(rows * rowBytes));
+    at += rows;
+  }
+  return std::move(whole);
+}
+
+llvm::Expected<std::map<std::string, Tensor>> collectVariables(const plan::Plan &plan,
+                                                               llvm::StringRef dir) {
+  auto worker = train::loadCheckpoint(taskDir(dir, "worker:0"));
+  if (!worker)
+    return worker.takeError();
+  std::map<std::string, Tensor> values = worker->variables;
+  ShardCheckpoints checkpoints(dir);
+  for (const plan::Variable &v : plan.variables()) {
+    if (!plan::onParameterServers(v))
+      continue;
+    std::map<std::string, Tensor> parts;
+    for (const plan::Shard &s : v.shards()) {
+      auto part = checkpoints.part(s.task(), v.name());
+      if (!part)
+        return part.takeError();
+      parts[s.task()] = **part;
+    }
+    auto whole = assembleShards(v, parts);
+    if (!whole)
+      return whole.takeError();
+    values[v.name()] = std::move(*whole);
+  }
+  return values;
+}
+
+llvm::Expected<VerifyResult> verifyRun(const ir::Module &model, const plan::Plan &plan,
+                                       const VerifyRunOptions &options) {
+  if (plan.run().steps() < 1)
+    return ir::makeError("prism verify needs a plan with a number of steps (--steps)");
+  std::string planPath = options.workDir + "/plan.pb";
+  if (auto e = plan::writePlan(plan, planPath))
+    return std::move(e);
+  if (auto e = runDistributed(plan, planPath, options))
+    return std::move(e);
+  auto trained = runSingleDevice(model, plan, options);
+  if (!trained)
+    return trained.takeError();
+
+  auto distributedLosses = readLosses(options.workDir + "/distributed.jsonl");
+  if (!distributedLosses)
+    return distributedLosses.takeError();
+  auto singleLosses = readLosses(options.workDir + "/single.jsonl");
+  if (!singleLosses)
+    return singleLosses.takeError();
+  auto losses = compareLosses(*distributedLosses, *singleLosses);
+  if (!losses)
+    return losses.takeError();
+  auto distributed = collectVariables(plan, options.workDir + "/variables");
+  if (!distributed)
+    return distributed.takeError();
+  auto variables = compareVariables(*distributed, trained->store->all());
+  if (!variables)
+    return variables.takeError();
+  return VerifyResult{*losses, *variables};
+}
+
+} // namespace prism::runtime::job
