@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "ir/Builder.h"
+#include "ir/OpTable.h"
+#include "ir/ops/ElementwiseExpr.h"
 #include "tests/cpu/ReferenceCheck.h"
 
 using namespace prism;
@@ -79,6 +81,32 @@ TEST(FusedElementwise, LargeTensorOnTwoThreads) {
       prism::testing::ReferenceCheckOptions options;
       options.threads = threads;
       options.batch = 2;
+      options.tolerance = dtype == DType::F32 ? 1e-5 : 1e-12;
+      prism::testing::expectMatchesReference(*module, {"y"}, options);
+    }
+  }
+}
+
+// The kernel evaluates every op an expression may call, each alone and with a scalar operand,
+// through the same loops as the op's own kernel.
+TEST(FusedElementwise, EveryFusableOpMatchesReference) {
+  for (llvm::StringRef op : ir::fusableElementwiseOps()) {
+    const ir::OpDef *def = ir::lookupOp(op);
+    ASSERT_TRUE(def) << op.str();
+    bool binary = def->operands.size() == 2;
+    // log and sqrt need positive operands; the others take any.
+    bool positive = op == "log" || op == "sqrt";
+    for (DType dtype : {DType::F32, DType::F64}) {
+      std::string expr = op.str() + (binary ? "($0, $1)" : "($0)");
+      SCOPED_TRACE(expr + ", " + ir::dtypeName(dtype).str());
+      std::vector<ir::Dims> dims{{kBatchDim, 5, 3}};
+      if (binary)
+        dims.push_back({});
+      auto module = fusedModule(expr.c_str(), dims, dtype);
+      ASSERT_TRUE(module);
+      prism::testing::ReferenceCheckOptions options;
+      if (positive)
+        options.low = 0.1;
       options.tolerance = dtype == DType::F32 ? 1e-5 : 1e-12;
       prism::testing::expectMatchesReference(*module, {"y"}, options);
     }

@@ -5,6 +5,7 @@
 #include "ir/Diagnostic.h"
 #include "runtime/BatchSplit.h"
 #include "runtime/cpu/Kernel.h"
+#include "runtime/cpu/kernels/ElementwiseMath.h"
 #include "runtime/exec/Communication.h"
 
 namespace prism::runtime::cpu {
@@ -191,8 +192,8 @@ private:
                   static_cast<size_t>(in.numRows()) * sizeof(int64_t));
       const T *src = in.dense.data<T>();
       T *dst = out.dense.data<T>() + at * rowElements;
-      for (int64_t i = 0; i < in.numRows() * rowElements; ++i)
-        dst[i] = w * src[i];
+      elementwise::binaryLoop<elementwise::Mul>(dst, src, true, &w, false,
+                                                in.numRows() * rowElements);
       at += in.numRows();
     }
     return llvm::Error::success();

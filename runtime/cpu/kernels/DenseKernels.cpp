@@ -6,53 +6,105 @@
 #include "runtime/cpu/kernels/OneDnnKernel.h"
 
 namespace prism::runtime::cpu {
+
+namespace onednn {
+
+using dnnl::memory;
+
+namespace {
+// The primitive attributes of an epilogue: relu as an eltwise post-op (the bias is an argument
+// of the primitive itself).
+dnnl::primitive_attr epilogueAttr(Epilogue epilogue) {
+  dnnl::primitive_attr attr = primitiveAttr();
+  if (epilogue.relu) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(/*scale=*/1.0f, dnnl::algorithm::eltwise_relu, /*alpha=*/0.0f,
+                       /*beta=*/0.0f);
+    attr.set_post_ops(ops);
+  }
+  return attr;
+}
+} // namespace
+
+// (a, b[, bias]) -> c
+llvm::Expected<std::unique_ptr<Kernel>> makeMatmulKernel(const KernelSpec &spec,
+                                                         Epilogue epilogue) {
+  bool ta = spec.attrs.getBool("transpose_a"), tb = spec.attrs.getBool("transpose_b");
+  const ir::TensorType &a = spec.inputTypes[0];
+  const ir::TensorType &c = spec.outputTypes[0];
+  int64_t m = c.dims[0], n = c.dims[1], k = a.dims[ta ? 0 : 1];
+  bool allF64 = c.dtype == ir::DType::F64;
+  for (const ir::TensorType &t : spec.inputTypes)
+    allF64 = allF64 && t.dtype == ir::DType::F64 && !t.sparse;
+  if (allF64)
+    return std::make_unique<MatmulF64Kernel>(m, k, n, ta, tb, epilogue);
+  return buildOneDnnKernel(spec, [&](OneDnnKernel &kernel) {
+    memory::desc aDesc = matrixDesc(m, k, ta), bDesc = matrixDesc(k, n, tb);
+    memory::desc cDesc = matrixDesc(m, n, false);
+    // oneDNN's matmul bias has the rank of the output and broadcasts over its unit rows.
+    memory::desc biasDesc = epilogue.bias ? matrixDesc(1, n, false) : memory::desc();
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(aDesc, bDesc, biasDesc, cDesc),
+                                    epilogueAttr(epilogue), engine());
+    memory aMem = unboundMemory(aDesc), bMem = unboundMemory(bDesc);
+    memory cMem = unboundMemory(cDesc);
+    kernel.bindInput(0, aMem);
+    kernel.bindInput(1, bMem);
+    kernel.bindOutput(0, cMem);
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC, aMem}, {DNNL_ARG_WEIGHTS, bMem}, {DNNL_ARG_DST, cMem}};
+    if (epilogue.bias) {
+      memory biasMem = unboundMemory(biasDesc);
+      kernel.bindInput(2, biasMem);
+      args[DNNL_ARG_BIAS] = biasMem;
+    }
+    kernel.addCall(pd, std::move(args));
+  });
+}
+
+// (x, filter[, bias]) -> y
+llvm::Expected<std::unique_ptr<Kernel>> makeConvForwardKernel(const KernelSpec &spec,
+                                                              Epilogue epilogue) {
+  return buildOneDnnKernel(spec, [&](OneDnnKernel &kernel) {
+    ConvShapes s =
+        convShapes(spec.inputTypes[0], spec.inputTypes[1], spec.outputTypes[0], spec.attrs);
+    memory::desc biasDesc = epilogue.bias
+                                ? memory::desc({spec.inputTypes[2].dims[0]}, memory::data_type::f32,
+                                               memory::format_tag::a)
+                                : memory::desc();
+    auto pd = convForwardDesc(s, biasDesc, epilogueAttr(epilogue));
+    memory x = unboundMemory(s.src), userW = unboundMemory(s.userWeights);
+    memory y = unboundMemory(s.dst);
+    kernel.bindInput(0, x);
+    kernel.bindInput(1, userW);
+    kernel.bindOutput(0, y);
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC, x},
+        {DNNL_ARG_WEIGHTS, weightsReadBy(kernel, pd.weights_desc(), userW)},
+        {DNNL_ARG_DST, y}};
+    if (epilogue.bias) {
+      memory bias = unboundMemory(biasDesc);
+      kernel.bindInput(2, bias);
+      args[DNNL_ARG_BIAS] = bias;
+    }
+    kernel.addCall(pd, std::move(args));
+  });
+}
+
+} // namespace onednn
+
 namespace {
 
 using dnnl::memory;
 using namespace onednn;
 
-// ---- matmul ---------------------------------------------------------------------------------
+// ---- matmul and convolution -----------------------------------------------------------------
 
 llvm::Expected<std::unique_ptr<Kernel>> makeMatmul(const KernelSpec &spec) {
-  bool ta = spec.attrs.getBool("transpose_a"), tb = spec.attrs.getBool("transpose_b");
-  const ir::TensorType &a = spec.inputTypes[0];
-  const ir::TensorType &c = spec.outputTypes[0];
-  int64_t m = c.dims[0], n = c.dims[1], k = a.dims[ta ? 0 : 1];
-  if (a.dtype == ir::DType::F64 && spec.inputTypes[1].dtype == ir::DType::F64 &&
-      c.dtype == ir::DType::F64)
-    return std::make_unique<MatmulF64Kernel>(m, k, n, ta, tb);
-  return buildOneDnnKernel(spec, [&](OneDnnKernel &kernel) {
-    memory::desc aDesc = matrixDesc(m, k, ta), bDesc = matrixDesc(k, n, tb);
-    memory::desc cDesc = matrixDesc(m, n, false);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(aDesc, bDesc, cDesc),
-                                    onednn::primitiveAttr(), onednn::engine());
-    memory aMem = onednn::unboundMemory(aDesc), bMem = onednn::unboundMemory(bDesc);
-    memory cMem = onednn::unboundMemory(cDesc);
-    kernel.bindInput(0, aMem);
-    kernel.bindInput(1, bMem);
-    kernel.bindOutput(0, cMem);
-    kernel.addCall(pd, {{DNNL_ARG_SRC, aMem}, {DNNL_ARG_WEIGHTS, bMem}, {DNNL_ARG_DST, cMem}});
-  });
+  return makeMatmulKernel(spec, Epilogue());
 }
 
-// ---- convolution ----------------------------------------------------------------------------
-
-// conv2d(x, filter) -> y
 llvm::Expected<std::unique_ptr<Kernel>> makeConv2d(const KernelSpec &spec) {
-  return buildOneDnnKernel(spec, [&](OneDnnKernel &kernel) {
-    ConvShapes s =
-        convShapes(spec.inputTypes[0], spec.inputTypes[1], spec.outputTypes[0], spec.attrs);
-    auto pd = convForwardDesc(s);
-    memory x = onednn::unboundMemory(s.src), userW = onednn::unboundMemory(s.userWeights);
-    memory y = onednn::unboundMemory(s.dst);
-    kernel.bindInput(0, x);
-    kernel.bindInput(1, userW);
-    kernel.bindOutput(0, y);
-    memory w = primitiveWeights(pd.weights_desc(), userW);
-    if (w != userW)
-      kernel.addReorder(userW, w);
-    kernel.addCall(pd, {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y}});
-  });
+  return makeConvForwardKernel(spec, Epilogue());
 }
 
 // conv2d_backprop_input(dy, filter, x) -> dx; x gives only its shape.
@@ -71,9 +123,7 @@ llvm::Expected<std::unique_ptr<Kernel>> makeConv2dBackpropInput(const KernelSpec
     kernel.bindInput(0, dy);
     kernel.bindInput(1, userW);
     kernel.bindOutput(0, dx);
-    memory w = primitiveWeights(pd.weights_desc(), userW);
-    if (w != userW)
-      kernel.addReorder(userW, w);
+    memory w = weightsReadBy(kernel, pd.weights_desc(), userW);
     kernel.addCall(pd, {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_SRC, dx}});
   });
 }

@@ -1,16 +1,15 @@
 // exp, log, tanh and sigmoid written so that loops over them vectorize: libm's versions are
 // opaque calls, so the float versions here are branch-free polynomial approximations (Cephes'
 // coefficients, a few ulp of float accuracy) that the compiler turns into SIMD code. The double
-// versions call libm: f64 is the precise path, not the fast one.
+// versions call libm: f64 is the precise path, not the fast one. sqrt needs nothing here:
+// prism_cpu is built with -fno-math-errno, so std::sqrt is the SIMD square root.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
+#include "runtime/cpu/kernels/TargetClones.h"
 
 namespace prism::runtime::cpu::fastmath {
 
@@ -31,7 +30,7 @@ inline float exp2Int(int32_t n) {
   return bitsToFloat(static_cast<uint32_t>(n + 127) << 23);
 }
 
-inline float exp(float x) {
+PRISM_ALWAYS_INLINE float exp(float x) {
   // Beyond these bounds the result is 0 or inf anyway; clamping keeps the exponent in range.
   float t = x < -104.0f ? -104.0f : x;
   t = t > 89.0f ? 89.0f : t;
@@ -57,7 +56,7 @@ inline float exp(float x) {
   return x == x ? y : x;
 }
 
-inline float log(float x) {
+PRISM_ALWAYS_INLINE float log(float x) {
   // Denormals are scaled into the normal range first so the exponent field is meaningful.
   // (Selects pick constants, not results of arithmetic: a select between two computed values
   // that may trap is not if-converted, and the loop would not vectorize.)
@@ -90,7 +89,7 @@ inline float log(float x) {
   return x == x ? y : x;
 }
 
-inline float tanh(float x) {
+PRISM_ALWAYS_INLINE float tanh(float x) {
   float a = std::fabs(x);
   // Small |x|: an odd polynomial; elsewhere 1 - 2 / (e^2|x| + 1), which cancels badly near 0.
   float z = x * x;
@@ -105,7 +104,7 @@ inline float tanh(float x) {
   return a < 0.625f ? small : large;
 }
 
-inline float sigmoid(float x) {
+PRISM_ALWAYS_INLINE float sigmoid(float x) {
   return 1.0f / (1.0f + exp(-x));
 }
 
@@ -124,38 +123,6 @@ inline double sigmoid(double x) {
     return 1.0 / (1.0 + std::exp(-x));
   double e = std::exp(x);
   return e / (1.0 + e);
-}
-
-// out[i] = sqrt(in[i]) for n elements.
-inline void sqrtArray(const float *in, float *out, int64_t n) {
-  int64_t i = 0;
-#if defined(__AVX512F__)
-  for (; i + 16 <= n; i += 16) {
-    // The masked form: the plain one trips -Wmaybe-uninitialized inside GCC's header.
-    __m512 x = _mm512_loadu_ps(in + i);
-    _mm512_storeu_ps(out + i, _mm512_mask_sqrt_ps(x, 0xffff, x));
-  }
-#elif defined(__AVX__)
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(out + i, _mm256_sqrt_ps(_mm256_loadu_ps(in + i)));
-#endif
-  for (; i < n; ++i)
-    out[i] = std::sqrt(in[i]);
-}
-
-inline void sqrtArray(const double *in, double *out, int64_t n) {
-  int64_t i = 0;
-#if defined(__AVX512F__)
-  for (; i + 8 <= n; i += 8) {
-    __m512d x = _mm512_loadu_pd(in + i);
-    _mm512_storeu_pd(out + i, _mm512_mask_sqrt_pd(x, 0xff, x));
-  }
-#elif defined(__AVX__)
-  for (; i + 4 <= n; i += 4)
-    _mm256_storeu_pd(out + i, _mm256_sqrt_pd(_mm256_loadu_pd(in + i)));
-#endif
-  for (; i < n; ++i)
-    out[i] = std::sqrt(in[i]);
 }
 
 } // namespace prism::runtime::cpu::fastmath

@@ -6,9 +6,8 @@
 
 #include "ir/ops/ElementwiseExpr.h"
 #include "runtime/cpu/kernels/DTypeDispatch.h"
-#include "runtime/cpu/kernels/FastMath.h"
+#include "runtime/cpu/kernels/ElementwiseMath.h"
 #include "runtime/cpu/kernels/Parallel.h"
-#include "llvm/ADT/StringSwitch.h"
 
 namespace prism::runtime::cpu {
 
@@ -19,110 +18,36 @@ namespace {
 // Elements per block: the temporaries of a typical expression fit in L1 together.
 constexpr int64_t kBlock = 512;
 
-enum class Opcode {
-  Copy,
-  Add,
-  Sub,
-  Mul,
-  Div,
-  Neg,
-  Exp,
-  Log,
-  Sqrt,
-  Relu,
-  Sigmoid,
-  Tanh,
-  ReluGrad,
-  SigmoidGrad,
-  TanhGrad
-};
+// Runs one instruction over n contiguous elements (b is null for unary ops).
+template <typename T> using InstructionLoop = void (*)(T *out, const T *a, const T *b, int64_t n);
 
-Opcode opcodeOf(llvm::StringRef op) {
-  return llvm::StringSwitch<Opcode>(op)
-      .Case("add", Opcode::Add)
-      .Case("sub", Opcode::Sub)
-      .Case("mul", Opcode::Mul)
-      .Case("div", Opcode::Div)
-      .Case("neg", Opcode::Neg)
-      .Case("exp", Opcode::Exp)
-      .Case("log", Opcode::Log)
-      .Case("sqrt", Opcode::Sqrt)
-      .Case("relu", Opcode::Relu)
-      .Case("sigmoid", Opcode::Sigmoid)
-      .Case("tanh", Opcode::Tanh)
-      .Case("relu_grad", Opcode::ReluGrad)
-      .Case("sigmoid_grad", Opcode::SigmoidGrad)
-      .Case("tanh_grad", Opcode::TanhGrad)
-      .Default(Opcode::Copy);
+template <typename T, typename Op> void runOp(T *out, const T *a, const T *b, int64_t n) {
+  if constexpr (Op::arity == 1)
+    elementwise::unaryLoop<Op>(out, a, n);
+  else
+    elementwise::binaryLoop<Op>(out, a, true, b, true, n);
 }
 
-bool costly(Opcode code) {
-  return code == Opcode::Exp || code == Opcode::Log || code == Opcode::Sigmoid ||
-         code == Opcode::Tanh;
+template <typename T> void copyOperand(T *out, const T *a, const T *, int64_t n) {
+  std::copy(a, a + n, out);
 }
 
 // Slots 0..operands-1 are the operands; slot operands + t is temporary t. `out` < 0 is the
 // output tensor itself.
-struct Instruction {
-  Opcode code;
+template <typename T> struct Instruction {
+  InstructionLoop<T> loop;
   int out;
   int a;
   int b; // -1 for unary instructions
 };
 
-template <typename T, typename F>
-void mapUnary(T *__restrict out, const T *__restrict a, int64_t n, const F &f) {
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = f(a[i]);
-}
-
-template <typename T, typename F>
-void mapBinary(T *__restrict out, const T *__restrict a, const T *__restrict b, int64_t n,
-               const F &f) {
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = f(a[i], b[i]);
-}
-
-template <typename T> void execute(Opcode code, T *out, const T *a, const T *b, int64_t n) {
-  switch (code) {
-  case Opcode::Copy:
-    std::copy(a, a + n, out);
-    return;
-  case Opcode::Add:
-    return mapBinary(out, a, b, n, [](T x, T y) { return x + y; });
-  case Opcode::Sub:
-    return mapBinary(out, a, b, n, [](T x, T y) { return x - y; });
-  case Opcode::Mul:
-    return mapBinary(out, a, b, n, [](T x, T y) { return x * y; });
-  case Opcode::Div:
-    return mapBinary(out, a, b, n, [](T x, T y) { return x / y; });
-  case Opcode::Neg:
-    return mapUnary(out, a, n, [](T x) { return -x; });
-  case Opcode::Exp:
-    return mapUnary(out, a, n, [](T x) { return fastmath::exp(x); });
-  case Opcode::Log:
-    return mapUnary(out, a, n, [](T x) { return fastmath::log(x); });
-  case Opcode::Sqrt:
-    return fastmath::sqrtArray(a, out, n);
-  case Opcode::Relu:
-    return mapUnary(out, a, n, [](T x) { return x > T(0) ? x : T(0); });
-  case Opcode::Sigmoid:
-    return mapUnary(out, a, n, [](T x) { return fastmath::sigmoid(x); });
-  case Opcode::Tanh:
-    return mapUnary(out, a, n, [](T x) { return fastmath::tanh(x); });
-  case Opcode::ReluGrad:
-    return mapBinary(out, a, b, n, [](T dy, T x) { return x > T(0) ? dy : T(0); });
-  case Opcode::SigmoidGrad:
-    return mapBinary(out, a, b, n, [](T dy, T y) { return dy * y * (T(1) - y); });
-  case Opcode::TanhGrad:
-    return mapBinary(out, a, b, n, [](T dy, T y) { return dy * (T(1) - y * y); });
-  }
-}
-
 template <typename T> class FusedElementwiseKernel final : public Kernel {
 public:
-  FusedElementwiseKernel(const KernelSpec &spec, const ir::ElementwiseExpr &expr)
-      : elements_(spec.outputTypes[0].numElements()), threads_(spec.threads) {
+  explicit FusedElementwiseKernel(const KernelSpec &spec)
+      : elements_(spec.outputTypes[0].numElements()), threads_(spec.threads) {}
+
+  // Compiles the expression; an op without a CPU loop is an error.
+  llvm::Error compile(const KernelSpec &spec, const ir::ElementwiseExpr &expr) {
     int operands = static_cast<int>(spec.inputTypes.size());
     for (const ir::TensorType &t : spec.inputTypes)
       scalar_.push_back(t.dims.empty() && elements_ != 1);
@@ -135,21 +60,28 @@ public:
         slot[i] = node.operand;
         continue;
       }
-      Instruction in{opcodeOf(node.op), operands + temps++, slot[node.args[0]],
-                     node.args.size() > 1 ? slot[node.args[1]] : -1};
-      grain_ = costly(in.code) ? kCostlyGrain : grain_;
+      Instruction<T> in{nullptr, operands + temps++, slot[node.args[0]],
+                        node.args.size() > 1 ? slot[node.args[1]] : -1};
+      in.loop = elementwise::visitOp(node.op, InstructionLoop<T>(nullptr), [&](auto op) {
+        using Op = decltype(op);
+        grain_ = std::min(grain_, Op::grain);
+        return &runOp<T, Op>;
+      });
+      if (!in.loop)
+        return ir::makeError("fused_elementwise has no CPU loop for '" + node.op + "'");
       program_.push_back(in);
       slot[i] = in.out;
     }
     // The last instruction writes the output directly; an expression that is just an
     // operand copies it.
     if (program_.empty())
-      program_.push_back({Opcode::Copy, -1, slot.back(), -1});
+      program_.push_back({&copyOperand<T>, -1, slot.back(), -1});
     else
       program_.back().out = -1;
     scalarSlots_ = static_cast<int>(std::count(scalar_.begin(), scalar_.end(), true));
     slotsPerThread_ = temps + scalarSlots_;
     scratch_.resize(static_cast<size_t>(std::max(threads_, 1)) * slotsPerThread_ * kBlock);
+    return llvm::Error::success();
   }
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
@@ -182,9 +114,9 @@ public:
       };
       for (int64_t at = begin; at < end; at += kBlock) {
         int64_t n = std::min(kBlock, end - at);
-        for (const Instruction &in : program_)
-          execute<T>(in.code, slotPointer(in.out, at), slotPointer(in.a, at),
-                     in.b >= 0 ? slotPointer(in.b, at) : nullptr, n);
+        for (const Instruction<T> &in : program_)
+          in.loop(slotPointer(in.out, at), slotPointer(in.a, at),
+                  in.b >= 0 ? slotPointer(in.b, at) : nullptr, n);
       }
     });
     return llvm::Error::success();
@@ -195,7 +127,7 @@ private:
   int threads_;
   int64_t grain_ = kCheapGrain;
   std::vector<bool> scalar_; // operands repeated over the result (scalars of a larger result)
-  std::vector<Instruction> program_;
+  std::vector<Instruction<T>> program_;
   int scalarSlots_ = 0;
   int slotsPerThread_ = 0;
   std::vector<T> scratch_;
@@ -210,8 +142,11 @@ KernelOrError makeFusedElementwiseKernel(const KernelSpec &spec) {
   for (const ir::TensorType &t : spec.inputTypes)
     if (t.sparse || t.dtype != spec.outputTypes[0].dtype)
       return ir::makeError("fused_elementwise takes dense operands of the result's dtype");
-  return withFloatType(spec, spec.outputTypes[0].dtype, [&](auto t) {
-    return std::unique_ptr<Kernel>(new FusedElementwiseKernel<decltype(t)>(spec, *expr));
+  return withFloatType(spec, spec.outputTypes[0].dtype, [&](auto t) -> KernelOrError {
+    auto kernel = std::make_unique<FusedElementwiseKernel<decltype(t)>>(spec);
+    if (auto err = kernel->compile(spec, *expr))
+      return std::move(err);
+    return std::unique_ptr<Kernel>(std::move(kernel));
   });
 }
 

@@ -6,11 +6,13 @@
 #include "runtime/cpu/kernels/DTypeDispatch.h"
 #include "runtime/cpu/kernels/FastMath.h"
 #include "runtime/cpu/kernels/Parallel.h"
+#include "runtime/cpu/kernels/RowSum.h"
+#include "runtime/cpu/kernels/TargetClones.h"
 
 namespace prism::runtime::cpu {
 namespace {
 
-template <typename T> T rowMax(const T *__restrict x, int64_t n) {
+template <typename T> PRISM_ALWAYS_INLINE T rowMax(const T *__restrict x, int64_t n) {
   T most = -std::numeric_limits<T>::infinity();
 #pragma omp simd reduction(max : most)
   for (int64_t i = 0; i < n; ++i)
@@ -19,7 +21,7 @@ template <typename T> T rowMax(const T *__restrict x, int64_t n) {
 }
 
 // sum(exp(x - shift)) over a row.
-template <typename T> double sumExp(const T *__restrict x, int64_t n, T shift) {
+template <typename T> PRISM_ALWAYS_INLINE double sumExp(const T *__restrict x, int64_t n, T shift) {
   double sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t i = 0; i < n; ++i)
@@ -28,9 +30,27 @@ template <typename T> double sumExp(const T *__restrict x, int64_t n, T shift) {
 }
 
 // log(sum(exp(x))) over a row, shifted by the maximum so that exp cannot overflow.
-template <typename T> T logSumExp(const T *x, int64_t n) {
+template <typename T> PRISM_ALWAYS_INLINE T logSumExp(const T *x, int64_t n) {
   T most = rowMax(x, n);
   return most + static_cast<T>(std::log(sumExp(x, n, most)));
+}
+
+// y = scale * softmax(x) over a row: exponentials shifted by the row's maximum, summed in
+// double.
+template <typename T>
+PRISM_ALWAYS_INLINE void scaledSoftmax(const T *__restrict x, T *__restrict y, int64_t n,
+                                       double scale) {
+  T most = rowMax(x, n);
+  double sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) {
+    T e = fastmath::exp(x[i] - most);
+    y[i] = e;
+    sum += static_cast<double>(e);
+  }
+  const T factor = static_cast<T>(scale / sum);
+  for (int64_t i = 0; i < n; ++i)
+    y[i] *= factor;
 }
 
 // The rows of a [..., C] tensor: `rows` of `columns` elements.
@@ -46,8 +66,16 @@ struct RowShape {
   }
 };
 
+// RowOp::apply on rows [begin, end) of `columns` elements (b may be null).
+template <typename RowOp, typename T>
+PRISM_TARGET_CLONES void applyRows(const T *a, const T *b, T *out, int64_t columns, int64_t begin,
+                                   int64_t end) {
+  for (int64_t r = begin; r < end; ++r)
+    RowOp::apply(a + r * columns, b ? b + r * columns : nullptr, out + r * columns, columns);
+}
+
 // A kernel that maps each row of its inputs to the same row of its output with `RowOp`:
-// rowOp(inputs' row pointers, output row, columns).
+// RowOp::apply(inputs' row pointers, output row, columns).
 template <typename T, typename RowOp> class RowwiseKernel final : public Kernel {
 public:
   explicit RowwiseKernel(const KernelSpec &spec)
@@ -60,8 +88,7 @@ public:
     T *out = outputs[0]->dense.data<T>();
     int64_t columns = shape_.columns;
     parallelFor(shape_.rows, threads_, shape_.grain(), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r)
-        RowOp::apply(a + r * columns, b ? b + r * columns : nullptr, out + r * columns, columns);
+      applyRows<RowOp>(a, b, out, columns, begin, end);
     });
     return llvm::Error::success();
   }
@@ -74,17 +101,7 @@ private:
 struct Softmax {
   template <typename T>
   static void apply(const T *__restrict x, const T *, T *__restrict y, int64_t n) {
-    T most = rowMax(x, n);
-    double sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t i = 0; i < n; ++i) {
-      T e = fastmath::exp(x[i] - most);
-      y[i] = e;
-      sum += static_cast<double>(e);
-    }
-    const T scale = static_cast<T>(1.0 / sum);
-    for (int64_t i = 0; i < n; ++i)
-      y[i] *= scale;
+    scaledSoftmax(x, y, n, 1.0);
   }
 };
 
@@ -115,11 +132,7 @@ struct SoftmaxGrad {
 struct LogSoftmaxGrad {
   template <typename T>
   static void apply(const T *__restrict dy, const T *__restrict y, T *__restrict dx, int64_t n) {
-    double sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t i = 0; i < n; ++i)
-      sum += static_cast<double>(dy[i]);
-    const T s = static_cast<T>(sum);
+    const T s = static_cast<T>(sumAsDouble(dy, n));
     for (int64_t i = 0; i < n; ++i)
       dx[i] = dy[i] - fastmath::exp(y[i]) * s;
   }
@@ -142,6 +155,30 @@ llvm::Error checkLabels(const Label *labels, int64_t rows, int64_t classes) {
   return llvm::Error::success();
 }
 
+// Σ lse(row) - row[label] over rows [begin, end).
+template <typename T, typename Label>
+PRISM_TARGET_CLONES double crossEntropySum(const T *logits, const Label *labels, int64_t classes,
+                                           int64_t begin, int64_t end) {
+  double sum = 0;
+  for (int64_t r = begin; r < end; ++r) {
+    const T *row = logits + r * classes;
+    sum += static_cast<double>(logSumExp(row, classes) - row[labels[r]]);
+  }
+  return sum;
+}
+
+// perRow * (softmax(row) - onehot(label)) for rows [begin, end).
+template <typename T, typename Label>
+PRISM_TARGET_CLONES void crossEntropyGradRows(const T *logits, const Label *labels, T *out,
+                                              int64_t classes, double perRow, int64_t begin,
+                                              int64_t end) {
+  for (int64_t r = begin; r < end; ++r) {
+    T *dx = out + r * classes;
+    scaledSoftmax(logits + r * classes, dx, classes, perRow);
+    dx[labels[r]] -= static_cast<T>(perRow);
+  }
+}
+
 // Mean over rows of -log_softmax(logits)[row, label]: each block of rows sums its losses, the
 // block sums are added in block order.
 template <typename T, typename Label> class CrossEntropyKernel final : public Kernel {
@@ -159,12 +196,7 @@ public:
       return err;
     int blocks = parallelBlocks(rows, threads_, shape_.grain());
     forEachBlock(rows, blocks, [&](int block, int64_t begin, int64_t end) {
-      double sum = 0;
-      for (int64_t r = begin; r < end; ++r) {
-        const T *row = logits + r * classes;
-        sum += static_cast<double>(logSumExp(row, classes) - row[labels[r]]);
-      }
-      blockSums_[block] = sum;
+      blockSums_[block] = crossEntropySum(logits, labels, classes, begin, end);
     });
     double total = 0;
     for (int block = 0; block < blocks && rows > 0; ++block)
@@ -198,22 +230,7 @@ public:
       return err;
     const double perRow = rows ? dloss / static_cast<double>(rows) : 0.0;
     parallelFor(rows, threads_, shape_.grain(), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const T *__restrict x = logits + r * classes;
-        T *__restrict dx = out + r * classes;
-        T most = rowMax(x, classes);
-        double sum = 0;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t i = 0; i < classes; ++i) {
-          T e = fastmath::exp(x[i] - most);
-          dx[i] = e;
-          sum += static_cast<double>(e);
-        }
-        const T scale = static_cast<T>(perRow / sum);
-        for (int64_t i = 0; i < classes; ++i)
-          dx[i] *= scale;
-        dx[labels[r]] -= static_cast<T>(perRow);
-      }
+      crossEntropyGradRows(logits, labels, out, classes, perRow, begin, end);
     });
     return llvm::Error::success();
   }

@@ -173,4 +173,12 @@ memory primitiveWeights(const memory::desc &primitiveDesc, const memory &userWei
   return ownedMemory(primitiveDesc);
 }
 
+memory weightsReadBy(OneDnnKernel &kernel, const memory::desc &primitiveDesc,
+                     const memory &userWeights) {
+  memory weights = primitiveWeights(primitiveDesc, userWeights);
+  if (weights != userWeights)
+    kernel.addReorder(userWeights, weights);
+  return weights;
+}
+
 } // namespace prism::runtime::cpu::onednn

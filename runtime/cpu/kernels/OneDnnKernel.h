@@ -52,17 +52,26 @@ buildOneDnnKernel(const KernelSpec &spec, const std::function<void(OneDnnKernel 
 // `transposed`: the transpose is a pair of swapped strides, never a copy.
 dnnl::memory::desc matrixDesc(int64_t rows, int64_t cols, bool transposed);
 
-// What the f64 matmul applies to its product: a bias (input 2) added to each row, then relu.
-struct MatmulEpilogue {
+// What a matmul or a forward convolution applies to its result while it is in cache: a bias
+// (input 2: [n] added to each row of a matmul, [O] to each pixel of a convolution), then relu.
+// Plain matmul and conv2d have none; fused_matmul and fused_conv2d always have the bias.
+struct Epilogue {
   bool bias = false, relu = false;
 };
+
+// matmul and fused_matmul: op(a) · op(b) and the epilogue, one oneDNN matmul for f32, the f64
+// loops when every operand is f64.
+llvm::Expected<std::unique_ptr<Kernel>> makeMatmulKernel(const KernelSpec &spec, Epilogue epilogue);
+// conv2d and fused_conv2d: conv2d(x, filter) and the epilogue, one oneDNN convolution (after a
+// reorder of the filter into oneDNN's layout).
+llvm::Expected<std::unique_ptr<Kernel>> makeConvForwardKernel(const KernelSpec &spec,
+                                                              Epilogue epilogue);
 
 // The f64 matmul (oneDNN has no f64 matmul on CPU): plain loops, fast enough for the small
 // double-precision models of checks.
 class MatmulF64Kernel : public Kernel {
 public:
-  MatmulF64Kernel(int64_t m, int64_t k, int64_t n, bool ta, bool tb,
-                  MatmulEpilogue epilogue = MatmulEpilogue())
+  MatmulF64Kernel(int64_t m, int64_t k, int64_t n, bool ta, bool tb, Epilogue epilogue = Epilogue())
       : m_(m), k_(k), n_(n), ta_(ta), tb_(tb), epilogue_(epilogue) {}
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
@@ -71,7 +80,7 @@ public:
 private:
   int64_t m_, k_, n_;
   bool ta_, tb_;
-  MatmulEpilogue epilogue_;
+  Epilogue epilogue_;
 };
 
 // Strides, window and padding of a 2-D window op over NHWC. `same` pads as TensorFlow does:
@@ -106,5 +115,9 @@ convForwardDesc(const ConvShapes &s, const dnnl::memory::desc &bias = {},
 // a buffer of the kernel's (which the caller fills or empties with a reorder).
 dnnl::memory primitiveWeights(const dnnl::memory::desc &primitiveDesc,
                               const dnnl::memory &userWeights);
+// The weights a primitive reads, in its layout: primitiveWeights, filled from the user's by a
+// reorder that `kernel` runs before the primitive's call when the layouts differ.
+dnnl::memory weightsReadBy(OneDnnKernel &kernel, const dnnl::memory::desc &primitiveDesc,
+                           const dnnl::memory &userWeights);
 
 } // namespace prism::runtime::cpu::onednn

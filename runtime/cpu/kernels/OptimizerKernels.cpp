@@ -2,10 +2,6 @@
 // clipping (scale, global_norm, clip_scale). Updates write the variables in place; a sparse
 // gradient has its repeated indices summed first and then touches only its rows of the
 // variable and of the optimizer state (lazy updates).
-#if defined(__SSE2__)
-#include <immintrin.h>
-#endif
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -15,14 +11,19 @@
 #include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
 #include "runtime/cpu/Kernel.h"
+#include "runtime/cpu/kernels/ElementwiseMath.h"
+#include "runtime/cpu/kernels/Parallel.h"
 #include "runtime/cpu/kernels/SparseRowCoalescer.h"
+#include "runtime/cpu/kernels/TargetClones.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/Twine.h"
 
 namespace prism::runtime::cpu {
 namespace {
 
-// Below this many elements a loop runs on one thread: starting threads would cost more.
-constexpr int64_t kParallelElements = int64_t(1) << 16;
+// Elements per thread below which an update or a norm runs on fewer threads: two threads
+// start at 65536 elements.
+constexpr int64_t kParallelGrain = int64_t(1) << 15;
 
 llvm::Error kernelError(const llvm::Twine &message) {
   return ir::makeError(message);
@@ -45,36 +46,8 @@ void storeScalar(Tensor &t, double value) {
     *t.data<float>() = static_cast<float>(value);
 }
 
-// Calls body(begin, end) over [0, n) in chunks, on several threads when n is large.
-template <typename Body> void forChunks(int64_t n, int threads, Body body) {
-  if (threads <= 1 || n < kParallelElements) {
-    body(int64_t(0), n);
-    return;
-  }
-  const int64_t chunk = std::max<int64_t>(kParallelElements / 4, (n + threads - 1) / threads);
-  const int64_t chunks = (n + chunk - 1) / chunk;
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int64_t c = 0; c < chunks; ++c)
-    body(c * chunk, std::min(n, (c + 1) * chunk));
-}
-
-// Square roots in place. std::sqrt stays scalar while errno is kept (GCC's default), so the
-// vector instructions are named here (256-bit: GCC 12 warns inside the 512-bit intrinsics).
-inline void sqrtInPlace(float *x, int64_t n) {
-  int64_t i = 0;
-#if defined(__AVX__)
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(x + i, _mm256_sqrt_ps(_mm256_loadu_ps(x + i)));
-#elif defined(__SSE2__)
-  for (; i + 4 <= n; i += 4)
-    _mm_storeu_ps(x + i, _mm_sqrt_ps(_mm_loadu_ps(x + i)));
-#endif
-  for (; i < n; ++i)
-    x[i] = std::sqrt(x[i]);
-}
-
 // Σ x² in double, with float partial sums over short blocks so that the loop vectorizes.
-double sumOfSquares(const float *x, int64_t n) {
+PRISM_TARGET_CLONES double sumOfSquares(const float *x, int64_t n) {
   constexpr int64_t kLanes = 16, kBlock = 1024;
   double total = 0;
   for (int64_t start = 0; start < n; start += kBlock) {
@@ -92,15 +65,16 @@ double sumOfSquares(const float *x, int64_t n) {
   return total;
 }
 
+// The blocks' sums are added in block order, so the result does not depend on timing.
 double parallelSumOfSquares(const float *x, int64_t n, int threads) {
-  if (threads <= 1 || n < kParallelElements)
-    return sumOfSquares(x, n);
+  const int blocks = parallelBlocks(n, threads, kParallelGrain);
+  llvm::SmallVector<double, 16> sums(static_cast<size_t>(blocks));
+  forEachBlock(n, blocks, [&](int block, int64_t begin, int64_t end) {
+    sums[static_cast<size_t>(block)] = sumOfSquares(x + begin, end - begin);
+  });
   double total = 0;
-  const int64_t chunk = kParallelElements / 4;
-  const int64_t chunks = (n + chunk - 1) / chunk;
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : total)
-  for (int64_t c = 0; c < chunks; ++c)
-    total += sumOfSquares(x + c * chunk, std::min(chunk, n - c * chunk));
+  for (double sum : sums)
+    total += sum;
   return total;
 }
 
@@ -135,8 +109,8 @@ public:
                           std::initializer_list<const float *> state, Body body) {
     if (!sparse_) {
       const float *data = g.dense.data<float>();
-      forChunks(denseElements, threads,
-                [&](int64_t begin, int64_t end) { body(begin, data + begin, end - begin); });
+      parallelFor(denseElements, threads, kParallelGrain,
+                  [&](int64_t begin, int64_t end) { body(begin, data + begin, end - begin); });
       return llvm::Error::success();
     }
     if (auto err = coalescer_->coalesce(g))
@@ -153,14 +127,8 @@ public:
       }
     };
     // Distinct rows never share elements, so they can be updated on different threads.
-    if (threads <= 1 || rows * d < kParallelElements) {
-      rowsBody(0, rows);
-      return llvm::Error::success();
-    }
-    const int64_t chunk = (rows + threads - 1) / threads;
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int c = 0; c < threads; ++c)
-      rowsBody(std::min(rows, c * chunk), std::min(rows, (c + 1) * chunk));
+    parallelFor(rows, threads, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(d, 1)),
+                rowsBody);
     return llvm::Error::success();
   }
 
@@ -171,23 +139,27 @@ private:
 };
 
 // The update rules over one contiguous span. Separate functions with restrict parameters, so
-// that the compiler knows the arrays do not overlap and vectorizes the loops.
+// that the compiler knows the arrays do not overlap and vectorizes the loops, compiled for each
+// x86-64 level (TargetClones.h).
 
-void sgdSpan(float *__restrict w, const float *__restrict g, int64_t n, float lr) {
+PRISM_TARGET_CLONES void sgdSpan(float *__restrict w, const float *__restrict g, int64_t n,
+                                 float lr) {
   for (int64_t i = 0; i < n; ++i)
     w[i] -= lr * g[i];
 }
 
-void momentumSpan(float *__restrict w, float *__restrict a, const float *__restrict g, int64_t n,
-                  float lr, float momentum) {
+PRISM_TARGET_CLONES void momentumSpan(float *__restrict w, float *__restrict a,
+                                      const float *__restrict g, int64_t n, float lr,
+                                      float momentum) {
   for (int64_t i = 0; i < n; ++i) {
     a[i] = momentum * a[i] + g[i];
     w[i] -= lr * a[i];
   }
 }
 
-void nesterovSpan(float *__restrict w, float *__restrict a, const float *__restrict g, int64_t n,
-                  float lr, float momentum) {
+PRISM_TARGET_CLONES void nesterovSpan(float *__restrict w, float *__restrict a,
+                                      const float *__restrict g, int64_t n, float lr,
+                                      float momentum) {
   for (int64_t i = 0; i < n; ++i) {
     a[i] = momentum * a[i] + g[i];
     w[i] -= lr * (g[i] + momentum * a[i]);
@@ -200,25 +172,13 @@ struct AdamStep {
   float beta1, beta2, oneMinusBeta1, oneMinusBeta2, stepSize, invSqrtC2, epsilon;
 };
 
-void adamSpan(float *__restrict w, float *__restrict m, float *__restrict v,
-              const float *__restrict g, int64_t n, AdamStep k) {
-  // Blocks small enough that the square roots between the two passes stay in L1.
-  constexpr int64_t kBlock = 256;
-  alignas(64) float root[kBlock];
-  for (int64_t start = 0; start < n; start += kBlock) {
-    const int64_t len = std::min(kBlock, n - start);
-    float *__restrict wb = w + start;
-    float *__restrict mb = m + start;
-    float *__restrict vb = v + start;
-    const float *__restrict gb = g + start;
-    for (int64_t i = 0; i < len; ++i) {
-      mb[i] = k.beta1 * mb[i] + k.oneMinusBeta1 * gb[i];
-      vb[i] = k.beta2 * vb[i] + k.oneMinusBeta2 * gb[i] * gb[i];
-      root[i] = vb[i];
-    }
-    sqrtInPlace(root, len);
-    for (int64_t i = 0; i < len; ++i)
-      wb[i] -= k.stepSize * mb[i] / (root[i] * k.invSqrtC2 + k.epsilon);
+// std::sqrt vectorizes: prism_cpu is built with -fno-math-errno.
+PRISM_TARGET_CLONES void adamSpan(float *__restrict w, float *__restrict m, float *__restrict v,
+                                  const float *__restrict g, int64_t n, AdamStep k) {
+  for (int64_t i = 0; i < n; ++i) {
+    m[i] = k.beta1 * m[i] + k.oneMinusBeta1 * g[i];
+    v[i] = k.beta2 * v[i] + k.oneMinusBeta2 * g[i] * g[i];
+    w[i] -= k.stepSize * m[i] / (std::sqrt(v[i]) * k.invSqrtC2 + k.epsilon);
   }
 }
 
@@ -353,9 +313,9 @@ public:
     const float s = static_cast<float>(scalarValue(inputs[1]->dense));
     const float *from = x.dense.data<float>();
     float *to = out.dense.data<float>();
-    forChunks(x.dense.numElements(), threads_, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i)
-        to[i] = from[i] * s;
+    parallelFor(x.dense.numElements(), threads_, kParallelGrain, [&](int64_t begin, int64_t end) {
+      elementwise::binaryLoop<elementwise::Mul>(to + begin, from + begin, true, &s, false,
+                                                end - begin);
     });
     return llvm::Error::success();
   }

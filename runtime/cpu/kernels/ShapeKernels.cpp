@@ -8,7 +8,10 @@
 
 #include "runtime/cpu/kernels/Broadcast.h"
 #include "runtime/cpu/kernels/DTypeDispatch.h"
+#include "runtime/cpu/kernels/ElementwiseMath.h"
 #include "runtime/cpu/kernels/Parallel.h"
+#include "runtime/cpu/kernels/RowSum.h"
+#include "runtime/cpu/kernels/TargetClones.h"
 
 namespace prism::runtime::cpu {
 namespace {
@@ -431,17 +434,35 @@ struct ReductionPlan {
   }
 };
 
-template <typename T> double segmentSum(const T *__restrict x, int64_t n) {
+// Σ of the elements [begin, end) of one output's reduced range, in which segment t holds the
+// elements [t * inner, (t + 1) * inner) and starts at x + starts[t].
+template <typename T>
+PRISM_TARGET_CLONES double sumReduced(const T *x, const int64_t *starts, int64_t inner,
+                                      int64_t begin, int64_t end) {
   double sum = 0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < n; ++i)
-    sum += static_cast<double>(x[i]);
+  for (int64_t at = begin; at < end;) {
+    int64_t t = at / inner, within = at % inner;
+    int64_t count = std::min(inner - within, end - at);
+    sum += sumAsDouble(x + starts[t] + within, count);
+    at += count;
+  }
   return sum;
 }
 
-template <typename T> void accumulateRow(double *__restrict acc, const T *__restrict x, int64_t n) {
+// Restrict parameters: GCC vectorizes this loop without a run-time overlap check (restrict
+// pointers declared inside a loop do not give it that).
+template <typename T>
+PRISM_ALWAYS_INLINE void accumulateRow(double *__restrict acc, const T *__restrict x, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     acc[i] += static_cast<double>(x[i]);
+}
+
+// acc[i] += Σ over t in [begin, end) of x[starts[t] + i], for i < n.
+template <typename T>
+PRISM_TARGET_CLONES void accumulateRows(double *acc, const T *x, const int64_t *starts,
+                                        int64_t begin, int64_t end, int64_t n) {
+  for (int64_t t = begin; t < end; ++t)
+    accumulateRow(acc, x + starts[t], n);
 }
 
 template <typename T> class ReductionKernel final : public Kernel {
@@ -487,30 +508,18 @@ private:
     if (outputs >= threads_ || perOutput * outputs < kCheapGrain * 2) {
       int64_t grain = std::max<int64_t>(1, kCheapGrain / std::max<int64_t>(perOutput, 1));
       parallelFor(outputs, threads_, grain, [&](int64_t begin, int64_t end) {
-        for (int64_t j = begin; j < end; ++j) {
-          double sum = 0;
-          const T *base = x + plan_.outputStarts[j];
-          for (int64_t t = 0; t < segments; ++t)
-            sum += segmentSum(base + plan_.reducedStarts[t], inner);
-          out[j] = finish(sum);
-        }
+        for (int64_t j = begin; j < end; ++j)
+          out[j] = finish(sumReduced(x + plan_.outputStarts[j], plan_.reducedStarts.data(), inner,
+                                     0, perOutput));
       });
       return;
     }
     // Few outputs, each a long sum: the blocks split every output's (segment, element) range.
     int blocks = parallelBlocks(perOutput, threads_, kCheapGrain / outputs + 1);
     forEachBlock(perOutput, blocks, [&](int block, int64_t begin, int64_t end) {
-      for (int64_t j = 0; j < outputs; ++j) {
-        const T *base = x + plan_.outputStarts[j];
-        double sum = 0;
-        for (int64_t at = begin; at < end;) {
-          int64_t t = at / inner, within = at % inner;
-          int64_t count = std::min(inner - within, end - at);
-          sum += segmentSum(base + plan_.reducedStarts[t] + within, count);
-          at += count;
-        }
-        partials_[block * outputs + j] = sum;
-      }
+      for (int64_t j = 0; j < outputs; ++j)
+        partials_[block * outputs + j] =
+            sumReduced(x + plan_.outputStarts[j], plan_.reducedStarts.data(), inner, begin, end);
     });
     for (int64_t j = 0; j < outputs; ++j) {
       double sum = 0;
@@ -537,9 +546,8 @@ private:
           int64_t j = u / chunks, column = u % chunks * kColumnChunk;
           int64_t count = std::min(kColumnChunk, inner - column);
           std::fill(acc, acc + count, 0.0);
-          const T *base = x + plan_.outputStarts[j] + column;
-          for (int64_t t = 0; t < folded; ++t)
-            accumulateRow(acc, base + plan_.reducedStarts[t], count);
+          accumulateRows(acc, x + plan_.outputStarts[j] + column, plan_.reducedStarts.data(), 0,
+                         folded, count);
           T *to = out + j * inner + column;
           for (int64_t i = 0; i < count; ++i)
             to[i] = finish(acc[i]);
@@ -555,8 +563,8 @@ private:
       double *acc = partials_.data() + block * outputs;
       std::fill(acc, acc + outputs, 0.0);
       for (int64_t j = 0; j < rows; ++j)
-        for (int64_t t = begin; t < end; ++t)
-          accumulateRow(acc + j * inner, x + plan_.outputStarts[j] + plan_.reducedStarts[t], inner);
+        accumulateRows(acc + j * inner, x + plan_.outputStarts[j], plan_.reducedStarts.data(),
+                       begin, end, inner);
     });
     for (int64_t i = 0; i < outputs; ++i) {
       double sum = 0;
@@ -620,16 +628,8 @@ public:
     parallelFor(plan_.total(), threads_, kCheapGrain, [&](int64_t begin, int64_t end) {
       plan_.forRange(begin, end,
                      [&](int64_t at, const std::array<int64_t, 1> &from, int64_t count) {
-                       T *__restrict to = out + at;
-                       const T *__restrict source = g + from[0];
-                       if (step) {
-                         for (int64_t i = 0; i < count; ++i)
-                           to[i] = source[i] * scale;
-                       } else {
-                         const T value = *source * scale;
-                         for (int64_t i = 0; i < count; ++i)
-                           to[i] = value;
-                       }
+                       elementwise::binaryLoop<elementwise::Mul>(out + at, g + from[0], step,
+                                                                 &scale, false, count);
                      });
     });
     return llvm::Error::success();

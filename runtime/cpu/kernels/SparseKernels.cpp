@@ -5,7 +5,9 @@
 
 #include "ir/Diagnostic.h"
 #include "runtime/cpu/Kernel.h"
+#include "runtime/cpu/kernels/Parallel.h"
 #include "runtime/cpu/kernels/SparseRowCoalescer.h"
+#include "runtime/cpu/kernels/TargetClones.h"
 #include "llvm/ADT/Twine.h"
 
 namespace prism::runtime::cpu {
@@ -73,9 +75,16 @@ llvm::Error checkIndexType(const ir::TensorType &type) {
   return llvm::Error::success();
 }
 
+// to[j] += from[j]: a row summed into another (sparse values add their repeated rows).
+template <typename T>
+PRISM_TARGET_CLONES void addRow(T *__restrict to, const T *__restrict from, int64_t n) {
+  for (int64_t j = 0; j < n; ++j)
+    to[j] += from[j];
+}
+
 // Rows of whole cache lines are copied line by line with inlined moves: a call to memcpy per
 // row costs as much as the copy for the short rows of embedding tables.
-inline void copyRow(char *to, const char *from, int64_t bytes) {
+PRISM_ALWAYS_INLINE void copyRow(char *to, const char *from, int64_t bytes) {
   constexpr int64_t kLineBytes = 64;
   if (bytes % kLineBytes != 0) {
     std::memcpy(to, from, static_cast<size_t>(bytes));
@@ -83,6 +92,24 @@ inline void copyRow(char *to, const char *from, int64_t bytes) {
   }
   for (int64_t offset = 0; offset < bytes; offset += kLineBytes)
     __builtin_memcpy(to + offset, from + offset, kLineBytes);
+}
+
+// Rows [begin, end) of a gather: out row i is table row indices[i]. The rows are scattered
+// over a table usually much larger than the caches, so each row is asked for a few iterations
+// before it is copied.
+template <typename IndexT>
+PRISM_TARGET_CLONES void gatherRows(char *out, const char *table, const IndexT *indices,
+                                    int64_t rowBytes, int64_t begin, int64_t end) {
+  constexpr int64_t kRowsAhead = 8, kLineBytes = 64, kMostLines = 16;
+  const int64_t lines = std::min(kMostLines, (rowBytes + kLineBytes - 1) / kLineBytes);
+  for (int64_t i = begin; i < end; ++i) {
+    if (i + kRowsAhead < end) {
+      const char *ahead = table + static_cast<int64_t>(indices[i + kRowsAhead]) * rowBytes;
+      for (int64_t line = 0; line < lines; ++line)
+        __builtin_prefetch(ahead + line * kLineBytes, /*write=*/0, /*keep=*/3);
+    }
+    copyRow(out + i * rowBytes, table + static_cast<int64_t>(indices[i]) * rowBytes, rowBytes);
+  }
 }
 
 // out[i..., :] = table[indices[i...], :]. Rows are copied as bytes, so any dtype works.
@@ -100,21 +127,12 @@ public:
                                 "a table of " + llvm::Twine(tableRows_) + " rows"))
       return err;
     char *out = static_cast<char *>(outputs[0]->dense.raw());
-    const int64_t rowBytes = rowBytes_;
-    // The rows are scattered over a table usually much larger than the caches: ask for a row
-    // a few iterations before it is copied.
-    constexpr int64_t kRowsAhead = 8, kLineBytes = 64, kMostLines = 16;
-    const int64_t lines = std::min(kMostLines, (rowBytes + kLineBytes - 1) / kLineBytes);
-    const bool parallel = threads_ > 1 && count * rowBytes > kParallelBytes;
-#pragma omp parallel for num_threads(threads_) if (parallel)
-    for (int64_t i = 0; i < count; ++i) {
-      if (i + kRowsAhead < count) {
-        const char *ahead = table + static_cast<int64_t>(indices[i + kRowsAhead]) * rowBytes;
-        for (int64_t line = 0; line < lines; ++line)
-          __builtin_prefetch(ahead + line * kLineBytes, /*write=*/0, /*keep=*/3);
-      }
-      copyRow(out + i * rowBytes, table + static_cast<int64_t>(indices[i]) * rowBytes, rowBytes);
-    }
+    // Two threads from kParallelBytes moved.
+    const int64_t grain =
+        std::max<int64_t>(1, kParallelBytes / 2 / std::max<int64_t>(rowBytes_, 1));
+    parallelFor(count, threads_, grain, [&](int64_t begin, int64_t end) {
+      gatherRows(out, table, indices, rowBytes_, begin, end);
+    });
     return llvm::Error::success();
   }
 
@@ -209,12 +227,8 @@ public:
     T *dense = out.data<T>();
     const T *rows = s.rows().data<T>();
     const int64_t d = rowSize_;
-    for (int64_t r = 0; r < count; ++r) {
-      T *to = dense + indices[r] * d;
-      const T *from = rows + r * d;
-      for (int64_t j = 0; j < d; ++j)
-        to[j] += from[j];
-    }
+    for (int64_t r = 0; r < count; ++r)
+      addRow(dense + indices[r] * d, rows + r * d, d);
     return llvm::Error::success();
   }
 
@@ -409,8 +423,7 @@ llvm::Error SparseRowCoalescer::coalesce(const RuntimeValue &value) {
     if (firstPosition_[static_cast<size_t>(slot)] == p)
       std::memcpy(to, from, static_cast<size_t>(d) * sizeof(float));
     else
-      for (int64_t j = 0; j < d; ++j)
-        to[j] += from[j];
+      addRow(to, from, d);
   }
   for (size_t s = 0; s < distinct; ++s)
     if (summedSlot_[s] >= 0)

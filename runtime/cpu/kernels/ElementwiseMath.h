@@ -1,0 +1,158 @@
+// The math of each elementwise op, written once: the elementwise kernels and the
+// fused_elementwise evaluator both run these functors, through the same loops.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "runtime/cpu/kernels/FastMath.h"
+#include "runtime/cpu/kernels/Parallel.h"
+#include "runtime/cpu/kernels/TargetClones.h"
+#include "llvm/ADT/StringRef.h"
+
+namespace prism::runtime::cpu::elementwise {
+
+// What a kernel needs to know of an op besides its math: how many operands it takes, how many
+// of its elements make a parallel block worthwhile, and whether it takes i32 and i64 as well as
+// f32 and f64.
+template <int Arity, int64_t Grain, bool Integers> struct OpTraits {
+  static constexpr int arity = Arity;
+  static constexpr int64_t grain = Grain;
+  static constexpr bool integers = Integers;
+};
+
+struct Add : OpTraits<2, kCheapGrain, true> {
+  template <typename T> T operator()(T a, T b) const { return a + b; }
+};
+
+struct Sub : OpTraits<2, kCheapGrain, true> {
+  template <typename T> T operator()(T a, T b) const { return a - b; }
+};
+
+struct Mul : OpTraits<2, kCheapGrain, true> {
+  template <typename T> T operator()(T a, T b) const { return a * b; }
+};
+
+// Integer division truncates toward zero; a zero divisor is the kernel's error, checked
+// before the loop.
+struct Div : OpTraits<2, kCheapGrain, true> {
+  template <typename T> T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      // The lowest value divided by -1 traps in hardware, so -1 negates with wrap-around.
+      using U = std::make_unsigned_t<T>;
+      return b == T(-1) ? static_cast<T>(U(0) - static_cast<U>(a)) : a / b;
+    } else {
+      return a / b;
+    }
+  }
+};
+
+struct Neg : OpTraits<1, kCheapGrain, true> {
+  template <typename T> T operator()(T x) const { return -x; }
+};
+
+struct Exp : OpTraits<1, kCostlyGrain, false> {
+  template <typename T> T operator()(T x) const { return fastmath::exp(x); }
+};
+
+struct Log : OpTraits<1, kCostlyGrain, false> {
+  template <typename T> T operator()(T x) const { return fastmath::log(x); }
+};
+
+// Vectorizes because prism_cpu is built with -fno-math-errno (a sqrt that may set errno stays
+// a scalar call).
+struct Sqrt : OpTraits<1, kCheapGrain, false> {
+  template <typename T> T operator()(T x) const { return std::sqrt(x); }
+};
+
+struct Relu : OpTraits<1, kCheapGrain, false> {
+  template <typename T> T operator()(T x) const { return x > T(0) ? x : T(0); }
+};
+
+struct Sigmoid : OpTraits<1, kCostlyGrain, false> {
+  template <typename T> T operator()(T x) const { return fastmath::sigmoid(x); }
+};
+
+struct Tanh : OpTraits<1, kCostlyGrain, false> {
+  template <typename T> T operator()(T x) const { return fastmath::tanh(x); }
+};
+
+// (dy, x): dy where x > 0.
+struct ReluGrad : OpTraits<2, kCheapGrain, false> {
+  template <typename T> T operator()(T dy, T x) const { return x > T(0) ? dy : T(0); }
+};
+
+// (dy, y) with y = sigmoid(x).
+struct SigmoidGrad : OpTraits<2, kCheapGrain, false> {
+  template <typename T> T operator()(T dy, T y) const { return dy * y * (T(1) - y); }
+};
+
+// (dy, y) with y = tanh(x).
+struct TanhGrad : OpTraits<2, kCheapGrain, false> {
+  template <typename T> T operator()(T dy, T y) const { return dy * (T(1) - y * y); }
+};
+
+// X(name, Functor) for every op above: the plain kernels register one kernel each, and
+// fused_elementwise evaluates any of them.
+#define PRISM_ELEMENTWISE_OPS(X)                                                                   \
+  X("add", Add)                                                                                    \
+  X("sub", Sub)                                                                                    \
+  X("mul", Mul)                                                                                    \
+  X("div", Div)                                                                                    \
+  X("neg", Neg)                                                                                    \
+  X("exp", Exp)                                                                                    \
+  X("log", Log)                                                                                    \
+  X("sqrt", Sqrt)                                                                                  \
+  X("relu", Relu)                                                                                  \
+  X("sigmoid", Sigmoid)                                                                            \
+  X("tanh", Tanh)                                                                                  \
+  X("relu_grad", ReluGrad)                                                                         \
+  X("sigmoid_grad", SigmoidGrad)                                                                   \
+  X("tanh_grad", TanhGrad)
+
+// Calls visit(Functor{}) for the op called `name` and returns its result, or returns
+// `otherwise` when no op has that name.
+template <typename Result, typename Visit>
+Result visitOp(llvm::StringRef name, Result otherwise, const Visit &visit) {
+#define PRISM_VISIT_OP(opName, Functor)                                                            \
+  if (name == opName)                                                                              \
+    return visit(Functor{});
+  PRISM_ELEMENTWISE_OPS(PRISM_VISIT_OP)
+#undef PRISM_VISIT_OP
+  return otherwise;
+}
+
+// out[i] = op(a[i]) for n contiguous elements.
+template <typename Op, typename T>
+PRISM_TARGET_CLONES void unaryLoop(T *__restrict out, const T *__restrict a, int64_t n) {
+  const Op op;
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = op(a[i]);
+}
+
+// out[i] = op(a[i * aStep], b[i * bStep]) for steps of 0 (the operand repeats one element) or
+// 1: one loop per case, so that each is a plain contiguous loop that vectorizes.
+template <typename Op, typename T>
+PRISM_TARGET_CLONES void binaryLoop(T *__restrict out, const T *__restrict a, bool aStep,
+                                    const T *__restrict b, bool bStep, int64_t n) {
+  const Op op;
+  if (aStep && bStep) {
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = op(a[i], b[i]);
+  } else if (aStep) {
+    const T bValue = *b;
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = op(a[i], bValue);
+  } else if (bStep) {
+    const T aValue = *a;
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = op(aValue, b[i]);
+  } else {
+    const T value = op(*a, *b);
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = value;
+  }
+}
+
+} // namespace prism::runtime::cpu::elementwise
