@@ -48,10 +48,6 @@ const InitializerParam *InitializerDef::param(llvm::StringRef name) const {
   return nullptr;
 }
 
-llvm::ArrayRef<InitializerDef> knownInitializers() {
-  return table();
-}
-
 const InitializerDef *lookupInitializer(llvm::StringRef kind) {
   for (const InitializerDef &def : table())
     if (def.kind == kind)

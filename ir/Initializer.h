@@ -26,7 +26,6 @@ struct InitializerDef {
   const InitializerParam *param(llvm::StringRef name) const;
 };
 
-llvm::ArrayRef<InitializerDef> knownInitializers();
 const InitializerDef *lookupInitializer(llvm::StringRef kind);
 // "zeros, ones, constant, glorot_uniform, normal, uniform", for messages.
 std::string initializerNames();

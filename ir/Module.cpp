@@ -5,11 +5,85 @@
 #include <cassert>
 
 #include "ir/OpTable.h"
+#include "llvm/ADT/STLExtras.h"
 
 namespace prism::ir {
 
+namespace {
+// Room between the order numbers of neighbouring ops after a renumbering: about 32 insertions
+// at one place before the numbers go stale.
+constexpr uint64_t kOrderGap = uint64_t(1) << 32;
+} // namespace
+
+void ValueUse::reset(Value *value) {
+  if (value == value_)
+    return;
+  if (value_) {
+    auto &uses = value_->outsideUses_;
+    auto it = std::find(uses.begin(), uses.end(), this);
+    assert(it != uses.end() && "a ValueUse missing from its value's list");
+    *it = uses.back();
+    uses.pop_back();
+  }
+  value_ = value;
+  if (value_)
+    value_->outsideUses_.push_back(this);
+}
+
+Value::~Value() {
+  // The loss or a gradient outliving its value (a module torn down) is left null, not dangling.
+  for (ValueUse *use : outsideUses_)
+    use->value_ = nullptr;
+}
+
+llvm::SmallVector<Op *, 2> Value::users() const {
+  llvm::SmallVector<Op *, 2> ops;
+  for (const OpUse &use : uses_)
+    ops.push_back(use.op);
+  llvm::sort(ops, [](const Op *a, const Op *b) { return a->isBefore(*b); });
+  ops.erase(std::unique(ops.begin(), ops.end()), ops.end());
+  return ops;
+}
+
 llvm::StringRef Op::name() const {
   return def_->name;
+}
+
+void Op::addUse(unsigned i) {
+  Value *v = operands_[i];
+  if (!v)
+    return;
+  useSlots_[i] = static_cast<unsigned>(v->uses_.size());
+  v->uses_.push_back({this, i});
+}
+
+void Op::removeUse(unsigned i) {
+  Value *v = operands_[i];
+  if (!v)
+    return;
+  // Swap with the last entry, whose op learns its new place.
+  unsigned slot = useSlots_[i];
+  OpUse last = v->uses_.back();
+  v->uses_[slot] = last;
+  last.op->useSlots_[last.operand] = slot;
+  v->uses_.pop_back();
+}
+
+void Op::setOperand(unsigned i, Value *v) {
+  if (operands_[i] == v)
+    return;
+  removeUse(i);
+  operands_[i] = v;
+  addUse(i);
+}
+
+void Op::setOperands(llvm::ArrayRef<Value *> vs) {
+  for (unsigned i = 0; i < numOperands(); ++i)
+    removeUse(i);
+  operands_.assign(vs.begin(), vs.end());
+  useSlots_.assign(vs.size(), 0);
+  for (unsigned i = 0; i < numOperands(); ++i)
+    addUse(i);
 }
 
 Value *Op::addResult(std::string name, std::optional<TensorType> type) {
@@ -23,6 +97,27 @@ Value *Op::addResult(std::string name, std::optional<TensorType> type) {
   raw->name_ = parent_->uniqueName(name.empty() ? llvm::StringRef("t") : llvm::StringRef(name));
   parent_->registerName(raw);
   return raw;
+}
+
+Op *Op::prev() const {
+  return position_ == parent_->ops_.begin() ? nullptr : std::prev(position_)->get();
+}
+
+Op *Op::next() const {
+  auto after = std::next(position_);
+  return after == parent_->ops_.end() ? nullptr : after->get();
+}
+
+bool Op::isBefore(const Op &other) const {
+  assert(parent_ == other.parent_ && "ops of different modules");
+  parent_->ensureOrder();
+  return order_ < other.order_;
+}
+
+Module::~Module() {
+  // The loss and gradients unregister from values that still exist.
+  gradients.clear();
+  loss.reset();
 }
 
 Input *Module::addInput(llvm::StringRef name, TensorType type) {
@@ -52,32 +147,63 @@ Variable *Module::addVariable(llvm::StringRef name, TensorType type, Initializer
 
 Op *Module::createOp(const OpDef &def, llvm::ArrayRef<Value *> operands, AttrMap attrs,
                      llvm::ArrayRef<std::string> resultNames, Op *before) {
-  auto op = std::make_unique<Op>(&def, this);
-  op->setOperands(operands);
+  std::unique_ptr<Op> op(new Op(&def, this));
   op->attrs = std::move(attrs);
+  op->operands_.assign(operands.begin(), operands.end());
   unsigned n = def.resultCount(static_cast<unsigned>(operands.size()));
   for (unsigned i = 0; i < n; ++i)
     op->addResult(i < resultNames.size() ? resultNames[i] : std::string());
+  return insertOp(std::move(op), before);
+}
+
+Op *Module::insertOp(std::unique_ptr<Op> op, Op *before) {
   Op *raw = op.get();
-  if (before) {
-    auto it = std::find_if(ops_.begin(), ops_.end(),
-                           [&](const std::unique_ptr<Op> &o) { return o.get() == before; });
-    ops_.insert(it, std::move(op));
-  } else {
-    ops_.push_back(std::move(op));
-  }
+  raw->useSlots_.assign(raw->operands_.size(), 0);
+  for (unsigned i = 0; i < raw->numOperands(); ++i)
+    raw->addUse(i);
+  raw->position_ = ops_.insert(before ? before->position_ : ops_.end(), std::move(op));
+  placeOrder(raw);
   return raw;
 }
 
+void Module::placeOrder(Op *op) {
+  if (orderStale_)
+    return;
+  Op *prev = op->prev();
+  Op *next = op->next();
+  uint64_t low = prev ? prev->order_ : 0;
+  if (!next) {
+    op->order_ = low + kOrderGap;
+    return;
+  }
+  if (next->order_ - low < 2) {
+    orderStale_ = true;
+    return;
+  }
+  op->order_ = low + (next->order_ - low) / 2;
+}
+
+void Module::ensureOrder() const {
+  if (!orderStale_)
+    return;
+  uint64_t order = 0;
+  for (const auto &op : ops_)
+    op->order_ = order += kOrderGap;
+  orderStale_ = false;
+}
+
 void Module::eraseOp(Op *op) {
-  for (unsigned i = 0; i < op->numResults(); ++i)
+  for (unsigned i = 0; i < op->numResults(); ++i) {
+    assert(!op->result(i)->hasUses() && "erasing an op whose result is still read");
     unregisterName(op->result(i));
-  ops_.erase(std::remove_if(ops_.begin(), ops_.end(),
-                            [&](const std::unique_ptr<Op> &o) { return o.get() == op; }),
-             ops_.end());
+  }
+  for (unsigned i = 0; i < op->numOperands(); ++i)
+    op->removeUse(i);
+  ops_.erase(op->position_);
 }
 
 void Module::eraseVariable(Variable *variable) {
+  assert(!variable->value->hasUses() && "erasing a variable that is still read");
   unregisterName(variable->value.get());
   variables_.erase(
       std::remove_if(variables_.begin(), variables_.end(),
@@ -86,6 +212,7 @@ void Module::eraseVariable(Variable *variable) {
 }
 
 void Module::eraseInput(Input *input) {
+  assert(!input->value->hasUses() && "erasing an input that is still read");
   unregisterName(input->value.get());
   inputs_.erase(std::remove_if(inputs_.begin(), inputs_.end(),
                                [&](const std::unique_ptr<Input> &i) { return i.get() == input; }),
@@ -93,25 +220,8 @@ void Module::eraseInput(Input *input) {
 }
 
 void Module::moveOp(Op *op, Op *before) {
-  auto it = std::find_if(ops_.begin(), ops_.end(),
-                         [&](const std::unique_ptr<Op> &o) { return o.get() == op; });
-  assert(it != ops_.end());
-  std::unique_ptr<Op> owned = std::move(*it);
-  ops_.erase(it);
-  if (!before) {
-    ops_.push_back(std::move(owned));
-    return;
-  }
-  auto pos = std::find_if(ops_.begin(), ops_.end(),
-                          [&](const std::unique_ptr<Op> &o) { return o.get() == before; });
-  ops_.insert(pos, std::move(owned));
-}
-
-size_t Module::indexOf(const Op *op) const {
-  for (size_t i = 0; i < ops_.size(); ++i)
-    if (ops_[i].get() == op)
-      return i;
-  return ops_.size();
+  ops_.splice(before ? before->position_ : ops_.end(), ops_, op->position_);
+  placeOrder(op);
 }
 
 const Gradient *Module::gradientOf(const Variable *var) const {
@@ -139,10 +249,14 @@ Variable *Module::findVariable(llvm::StringRef name) const {
 std::string Module::uniqueName(llvm::StringRef base) const {
   if (!names_.count(base))
     return base.str();
-  for (unsigned i = 1;; ++i) {
+  // The lowest free suffix, searched from where the last search for `base` ended.
+  unsigned &from = freeSuffixFrom_[base];
+  for (unsigned i = std::max(from, 1u);; ++i) {
     std::string candidate = (base + "." + llvm::Twine(i)).str();
-    if (!names_.count(candidate))
+    if (!names_.count(candidate)) {
+      from = i;
       return candidate;
+    }
   }
 }
 
@@ -158,28 +272,42 @@ void Module::registerName(Value *v) {
 
 void Module::unregisterName(const Value *v) {
   auto it = names_.find(v->name_);
-  if (it != names_.end() && it->second == v)
-    names_.erase(it);
-}
-
-llvm::DenseMap<const Value *, llvm::SmallVector<Op *, 2>> Module::users() const {
-  llvm::DenseMap<const Value *, llvm::SmallVector<Op *, 2>> result;
-  for (const auto &op : ops_)
-    for (Value *v : op->operands())
-      result[v].push_back(op.get());
-  return result;
+  if (it == names_.end() || it->second != v)
+    return;
+  names_.erase(it);
+  // `base.N` is free again: uniqueName(base) must look from N on.
+  llvm::StringRef name = v->name_;
+  auto [base, suffix] = name.rsplit('.');
+  unsigned n;
+  if (!suffix.empty() && base.size() < name.size() && !suffix.getAsInteger(10, n)) {
+    auto hint = freeSuffixFrom_.find(base);
+    if (hint != freeSuffixFrom_.end() && n < hint->second)
+      hint->second = n;
+  }
 }
 
 void Module::replaceAllUses(Value *from, Value *to) {
-  for (const auto &op : ops_)
-    for (unsigned i = 0; i < op->numOperands(); ++i)
-      if (op->operand(i) == from)
-        op->setOperand(i, to);
-  if (loss && loss->value == from)
-    loss->value = to;
-  for (Gradient &g : gradients)
-    if (g.value == from)
-      g.value = to;
+  if (from == to)
+    return;
+  // Each step takes the last entry off `from`'s lists.
+  while (!from->uses_.empty()) {
+    OpUse use = from->uses_.back();
+    use.op->setOperand(use.operand, to);
+  }
+  while (!from->outsideUses_.empty())
+    *from->outsideUses_.back() = to;
+}
+
+void Module::replaceUsesIf(Value *from, Value *to, llvm::function_ref<bool(const OpUse &)> which) {
+  if (from == to)
+    return;
+  // setOperand reorders `from`'s list: pick the uses first.
+  llvm::SmallVector<OpUse, 4> chosen;
+  for (const OpUse &use : from->uses_)
+    if (which(use))
+      chosen.push_back(use);
+  for (const OpUse &use : chosen)
+    use.op->setOperand(use.operand, to);
 }
 
 std::unique_ptr<Module> Module::clone(llvm::DenseMap<const Value *, Value *> *valueMap) const {
@@ -206,7 +334,7 @@ std::unique_ptr<Module> Module::clone(llvm::DenseMap<const Value *, Value *> *va
     varMap[var.get()] = copy;
   }
   for (const auto &op : ops_) {
-    auto copy = std::make_unique<Op>(op->def_, out.get());
+    std::unique_ptr<Op> copy(new Op(op->def_, out.get()));
     for (Value *v : op->operands()) {
       auto it = map.find(v);
       assert(it != map.end() && "operand defined after its use");
@@ -219,19 +347,15 @@ std::unique_ptr<Module> Module::clone(llvm::DenseMap<const Value *, Value *> *va
       Value *r = copy->addResult(op->result(i)->name(), op->result(i)->maybeType());
       map[op->result(i)] = r;
     }
-    out->ops_.push_back(std::move(copy));
+    out->insertOp(std::move(copy), nullptr);
   }
   out->optimizer = optimizer;
   if (loss) {
-    out->loss = *loss;
-    out->loss->value = loss->value ? map.lookup(loss->value) : nullptr;
+    out->loss = Loss{loss->value ? map.lookup(loss->value) : nullptr, loss->loc, loss->trivia};
   }
-  for (const Gradient &g : gradients) {
-    Gradient copy = g;
-    copy.variable = varMap.lookup(g.variable);
-    copy.value = map.lookup(g.value);
-    out->gradients.push_back(copy);
-  }
+  for (const Gradient &g : gradients)
+    out->gradients.push_back(
+        Gradient{varMap.lookup(g.variable), map.lookup(g.value), g.loc, g.trivia});
   if (valueMap)
     *valueMap = std::move(map);
   return out;

@@ -1,6 +1,8 @@
 // The module: inputs, variables, ops over SSA values, the loss and optimizer, the gradients.
 #pragma once
 
+#include <cstdint>
+#include <list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,6 +12,7 @@
 #include "ir/Diagnostic.h"
 #include "ir/Type.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -30,9 +33,51 @@ struct Trivia {
 
 enum class ValueKind : uint8_t { Input, Variable, OpResult };
 
-// An SSA value: a data feed, a variable's value at step start, or an op result.
+class Value;
+
+// A read of a value by an op: its operand number `operand`.
+struct OpUse {
+  Op *op;
+  unsigned operand;
+};
+
+// A read of a value from outside the ops: the loss, a gradient. While it points at a value it is
+// registered with it, so the value counts it among its uses and Module::replaceAllUses moves
+// it. Copies register too; one whose value is destroyed becomes null.
+class ValueUse {
+public:
+  ValueUse() = default;
+  ValueUse(Value *value) { reset(value); } // implicit: `gradient.value = v` reads as before
+  ValueUse(const ValueUse &other) { reset(other.value_); }
+  ValueUse &operator=(const ValueUse &other) {
+    reset(other.value_);
+    return *this;
+  }
+  ValueUse &operator=(Value *value) {
+    reset(value);
+    return *this;
+  }
+  ~ValueUse() { reset(nullptr); }
+
+  Value *get() const { return value_; }
+  operator Value *() const { return value_; }
+  Value *operator->() const { return value_; }
+
+private:
+  friend class Value;
+  void reset(Value *value);
+  Value *value_ = nullptr;
+};
+
+// An SSA value: a data feed, a variable's value at step start, or an op result. It knows every
+// read of it (its use-list), kept up to date by every change to the module.
 class Value {
 public:
+  Value() = default;
+  Value(const Value &) = delete;
+  Value &operator=(const Value &) = delete;
+  ~Value();
+
   ValueKind kind() const { return kind_; }
   const std::string &name() const { return name_; }
   void setName(std::string name) { name_ = std::move(name); }
@@ -50,9 +95,22 @@ public:
   // How the value prints as an operand: `x`, `w1`, `%h`.
   std::string ref() const { return kind_ == ValueKind::OpResult ? "%" + name_ : name_; }
 
+  // Every operand that reads this value (an op reading it twice appears twice), in no
+  // particular order.
+  llvm::ArrayRef<OpUse> uses() const { return uses_; }
+  // The ops that read this value, each once, in program order.
+  llvm::SmallVector<Op *, 2> users() const;
+  // The loss or a gradient is this value.
+  bool readOutsideOps() const { return !outsideUses_.empty(); }
+  // Anything reads it: an op, the loss, a gradient.
+  bool hasUses() const { return !uses_.empty() || !outsideUses_.empty(); }
+  // Reads by ops (operands) and from outside the ops (the loss, gradients).
+  size_t numUses() const { return uses_.size() + outsideUses_.size(); }
+
 private:
   friend class Module;
   friend class Op;
+  friend class ValueUse;
   ValueKind kind_ = ValueKind::OpResult;
   std::string name_;
   std::optional<TensorType> type_;
@@ -60,6 +118,9 @@ private:
   Variable *variable_ = nullptr;
   Op *op_ = nullptr;
   unsigned resultIndex_ = 0;
+  // Unordered; each op remembers where its operands' entries are, so a use is removed in O(1).
+  llvm::SmallVector<OpUse, 2> uses_;
+  llvm::SmallVector<ValueUse *, 1> outsideUses_;
 };
 
 // `input x : f32[B, 784]`
@@ -90,10 +151,12 @@ struct Variable {
   bool trainable() const { return attrs.getBool("trainable", true); }
 };
 
-// One operation. Operands point at values; results are owned here.
+// One operation. Operands point at values; results are owned here. Ops are made by the
+// module (Module::createOp) and live in its op list.
 class Op {
 public:
-  Op(const OpDef *def, Module *parent) : def_(def), parent_(parent) {}
+  Op(const Op &) = delete;
+  Op &operator=(const Op &) = delete;
 
   const OpDef &def() const { return *def_; }
   llvm::StringRef name() const;
@@ -102,12 +165,20 @@ public:
   llvm::ArrayRef<Value *> operands() const { return operands_; }
   Value *operand(unsigned i) const { return operands_[i]; }
   unsigned numOperands() const { return static_cast<unsigned>(operands_.size()); }
-  void setOperand(unsigned i, Value *v) { operands_[i] = v; }
-  void setOperands(llvm::ArrayRef<Value *> vs) { operands_.assign(vs.begin(), vs.end()); }
+  // Both keep the use-lists of the old and new operands up to date.
+  void setOperand(unsigned i, Value *v);
+  void setOperands(llvm::ArrayRef<Value *> vs);
 
   unsigned numResults() const { return static_cast<unsigned>(results_.size()); }
   Value *result(unsigned i = 0) const { return results_[i].get(); }
   Value *addResult(std::string name, std::optional<TensorType> type = std::nullopt);
+
+  // The ops just before and after this one in program order; null at the ends.
+  Op *prev() const;
+  Op *next() const;
+  // Whether this op comes before `other` in program order (both in one module). O(1), after a
+  // renumbering of the module's ops when insertions have used up the room between numbers.
+  bool isBefore(const Op &other) const;
 
   AttrMap attrs;
   SourceLoc loc;
@@ -115,10 +186,18 @@ public:
 
 private:
   friend class Module;
+  Op(const OpDef *def, Module *parent) : def_(def), parent_(parent) {}
+  void addUse(unsigned i);
+  void removeUse(unsigned i);
+
   const OpDef *def_;
   Module *parent_;
   llvm::SmallVector<Value *, 4> operands_;
+  // useSlots_[i]: where operand i's entry is in operands_[i]->uses_.
+  llvm::SmallVector<unsigned, 4> useSlots_;
   llvm::SmallVector<std::unique_ptr<Value>, 1> results_;
+  std::list<std::unique_ptr<Op>>::iterator position_; // in the module's op list
+  uint64_t order_ = 0; // increases along the op list (see Module::ensureOrder)
 };
 
 // `minimize %loss with adam(lr = 0.001)`: declares the loss and the optimizer together. Once
@@ -131,7 +210,7 @@ struct Optimizer {
 };
 
 struct Loss {
-  Value *value = nullptr;
+  ValueUse value;
   SourceLoc loc;
   Trivia trivia;
 };
@@ -139,16 +218,21 @@ struct Loss {
 // `gradient w1 = %d.w1`: the gradient of the loss with respect to a variable (set by autodiff).
 struct Gradient {
   Variable *variable = nullptr;
-  Value *value = nullptr;
+  ValueUse value;
   SourceLoc loc;
   Trivia trivia;
 };
+
+// The ops of a module in program order. Iterators stay valid while other ops are inserted or
+// erased.
+using OpList = std::list<std::unique_ptr<Op>>;
 
 class Module {
 public:
   explicit Module(std::string name = "model") : name_(std::move(name)) {}
   Module(const Module &) = delete;
   Module &operator=(const Module &) = delete;
+  ~Module();
 
   const std::string &name() const { return name_; }
   void setName(std::string name) { name_ = std::move(name); }
@@ -164,7 +248,7 @@ public:
   // Creates an op at the end, or before `before`; results are named from the hints (made unique).
   Op *createOp(const OpDef &def, llvm::ArrayRef<Value *> operands, AttrMap attrs,
                llvm::ArrayRef<std::string> resultNames, Op *before = nullptr);
-  // Removes an op; its results must have no users left.
+  // Removes an op; its results must have no uses left. O(operands).
   void eraseOp(Op *op);
   // Removes a variable (or an input) no op, gradient or loss reads.
   void eraseVariable(Variable *variable);
@@ -174,8 +258,7 @@ public:
 
   const std::vector<std::unique_ptr<Input>> &inputs() const { return inputs_; }
   const std::vector<std::unique_ptr<Variable>> &variables() const { return variables_; }
-  const std::vector<std::unique_ptr<Op>> &ops() const { return ops_; }
-  size_t indexOf(const Op *op) const;
+  const OpList &ops() const { return ops_; }
 
   std::optional<Loss> loss;
   std::optional<Optimizer> optimizer; // set only together with `loss`
@@ -190,10 +273,12 @@ public:
   // Records a rename (values keep their names unique through this).
   void renameValue(Value *v, llvm::StringRef newName);
 
-  // Every op that reads each value, in program order.
-  llvm::DenseMap<const Value *, llvm::SmallVector<Op *, 2>> users() const;
-  // Replaces every operand use of `from` (ops, loss, gradients) with `to`.
+  // Replaces every use of `from` (operands, the loss, gradients) with `to`; O(uses of `from`).
+  // The readers of a value are Value::uses() and Value::users().
   void replaceAllUses(Value *from, Value *to);
+  // Replaces the operand uses of `from` that `which` selects (not the loss or gradients) with
+  // `to`; O(uses of `from`).
+  void replaceUsesIf(Value *from, Value *to, llvm::function_ref<bool(const OpUse &)> which);
 
   // A deep copy; `valueMap`, when given, receives old → new for every value.
   std::unique_ptr<Module> clone(llvm::DenseMap<const Value *, Value *> *valueMap = nullptr) const;
@@ -202,13 +287,23 @@ private:
   friend class Op;
   void registerName(Value *v);
   void unregisterName(const Value *v);
+  // Puts a new op into the list before `before` (at the end when null) with its uses.
+  Op *insertOp(std::unique_ptr<Op> op, Op *before);
+  // Gives `op`, just placed, an order number between its neighbours', or marks the numbers
+  // stale when there is no room.
+  void placeOrder(Op *op);
+  // Renumbers every op when the numbers are stale.
+  void ensureOrder() const;
 
   std::string name_;
   std::string sourceFile_;
   std::vector<std::unique_ptr<Input>> inputs_;
   std::vector<std::unique_ptr<Variable>> variables_;
-  std::vector<std::unique_ptr<Op>> ops_;
+  OpList ops_;
   llvm::StringMap<Value *> names_;
+  // For each base of uniqueName: every `base.N` below this number is taken.
+  mutable llvm::StringMap<unsigned> freeSuffixFrom_;
+  mutable bool orderStale_ = false;
 };
 
 } // namespace prism::ir

@@ -103,7 +103,6 @@ public:
   GradientContext(Module &module, const Op &op, llvm::ArrayRef<Value *> resultGrads)
       : module_(module), op_(op), resultGrads_(resultGrads.begin(), resultGrads.end()),
         operandGrads_(op.numOperands(), nullptr) {}
-  virtual ~GradientContext() = default;
 
   const Op &op() const { return op_; }
   Value *operand(unsigned i) const { return op_.operand(i); }
@@ -115,7 +114,7 @@ public:
   Value *resultGrad(unsigned i = 0) const { return resultGrads_[i]; }
 
   // Emits a one-result backward op (types inferred) and returns its result.
-  virtual Value *emit(llvm::StringRef opName, llvm::ArrayRef<Value *> operands, AttrMap attrs = {});
+  Value *emit(llvm::StringRef opName, llvm::ArrayRef<Value *> operands, AttrMap attrs = {});
   void setGrad(unsigned operand, Value *grad) { operandGrads_[operand] = grad; }
   llvm::ArrayRef<Value *> operandGrads() const { return operandGrads_; }
   Module &module() { return module_; }
@@ -123,13 +122,12 @@ public:
   // Set when an emitted op failed type inference (a bug in a gradient rule).
   llvm::Error takeError() { return std::move(error_); }
 
-protected:
+private:
   Module &module_;
   const Op &op_;
   llvm::SmallVector<Value *, 2> resultGrads_;
   llvm::SmallVector<Value *, 4> operandGrads_;
   llvm::Error error_ = llvm::Error::success();
-  std::string nameHint_;
 };
 
 } // namespace prism::ir

@@ -61,13 +61,6 @@ int64_t TensorType::numElements(int64_t batch, int64_t rows) const {
   return n;
 }
 
-TensorType TensorType::sparseRows() const {
-  TensorType rows(dtype, dims, false);
-  if (!rows.dims.empty())
-    rows.dims[0] = kDynamicDim;
-  return rows;
-}
-
 std::string dimString(int64_t dim) {
   if (dim == kBatchDim)
     return "B";

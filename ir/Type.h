@@ -50,8 +50,6 @@ struct TensorType {
   int64_t numElements(int64_t batch = 1, int64_t rows = 1) const;
   // The dense counterpart of a sparse type (same dims, sparse = false).
   TensorType dense() const { return TensorType(dtype, dims, false); }
-  // The rows of a sparse type: [?, D...].
-  TensorType sparseRows() const;
 
   bool operator==(const TensorType &o) const {
     return dtype == o.dtype && dims == o.dims && sparse == o.sparse;

@@ -7,18 +7,14 @@ namespace prism::ir {
 
 VariableUsage classifyVariableUsage(const Module &module, const Variable &variable) {
   bool sparse = false, dense = false;
-  const Value *v = variable.value.get();
-  for (const auto &op : module.ops()) {
-    if (op->def().has(kSideEffect))
+  for (const OpUse &use : variable.value->uses()) {
+    const OpDef &def = use.op->def();
+    if (def.has(kSideEffect))
       continue; // updates write the variable; they do not read it for the loss
-    for (unsigned i = 0; i < op->numOperands(); ++i) {
-      if (op->operand(i) != v)
-        continue;
-      if (op->def().sparseGradient(i))
-        sparse = true;
-      else
-        dense = true;
-    }
+    if (def.sparseGradient(use.operand))
+      sparse = true;
+    else
+      dense = true;
   }
   if (sparse && dense)
     return VariableUsage::Mixed;

@@ -27,10 +27,9 @@ public:
         return error(var->loc, "variable '" + var->name() +
                                    "' cannot have the batch dimension B: " + var->type().str());
       if (auto e = checkInitializer(var->init))
-        return error(var->loc, "variable '" + var->name() +
-                                   "': " + messageOf(std::move(e)));
+        return located(withContext(std::move(e), "variable '" + var->name() + "'"), var->loc);
       if (auto e = checkPlacementAttrs(*var))
-        return error(var->loc, messageOf(std::move(e)));
+        return located(std::move(e), var->loc);
     }
     for (const auto &in : m_.inputs())
       if (auto e = checkShape(in->value.get(), in->loc))
@@ -49,6 +48,9 @@ public:
 private:
   llvm::Error error(SourceLoc loc, const llvm::Twine &msg) {
     return makeError(m_.sourceFile(), loc, msg);
+  }
+  llvm::Error located(llvm::Error err, SourceLoc loc) {
+    return withLocation(std::move(err), m_.sourceFile(), loc);
   }
 
   llvm::Error declare(const Value *v, SourceLoc loc, llvm::StringRef what) {
@@ -93,7 +95,7 @@ private:
         return error(op.loc, "variable " + v->ref() + " is written twice in one step");
     }
     if (auto e = checkSignature(op.def(), op.numOperands(), op.attrs))
-      return error(op.loc, where + ": " + messageOf(std::move(e)));
+      return located(withContext(std::move(e), where), op.loc);
     if (unsigned expected = op.def().resultCount(op.numOperands()); op.numResults() != expected)
       return error(op.loc, where + ": has " + llvm::Twine(op.numResults()) + " results, expected " +
                                llvm::Twine(expected));
@@ -103,7 +105,7 @@ private:
     if (operandsTyped) {
       auto types = inferResultTypes(op);
       if (!types)
-        return error(op.loc, where + ": " + messageOf(types.takeError()));
+        return located(withContext(types.takeError(), where), op.loc);
       for (unsigned i = 0; i < op.numResults(); ++i) {
         const Value *r = op.result(i);
         if (r->hasType() && r->type() != (*types)[i])

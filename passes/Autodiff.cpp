@@ -3,6 +3,7 @@
 // gathers and densely gets a dense gradient and is marked `grad = mixed`.
 #include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
+#include "ir/Slice.h"
 #include "passes/Pass.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -13,12 +14,6 @@ namespace {
 using ir::Module;
 using ir::Op;
 using ir::Value;
-
-// Emits ops for gradient accumulation outside any op's gradient rule.
-class AccumulationContext : public ir::GradientContext {
-public:
-  AccumulationContext(Module &m, const Op &anchor) : GradientContext(m, anchor, {}) {}
-};
 
 class Autodiff : public Pass {
 public:
@@ -52,54 +47,11 @@ public:
     seed->result()->setType(ir::TensorType(loss->type().dtype, {}));
     grads_[loss] = seed->result();
 
-    for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
-      Op *op = *it;
-      llvm::SmallVector<Value *, 2> resultGrads;
-      bool any = false;
-      for (unsigned i = 0; i < op->numResults(); ++i) {
-        Value *g = grads_.lookup(op->result(i));
-        resultGrads.push_back(g);
-        any |= g != nullptr;
-      }
-      if (!any)
-        continue;
-      if (!op->def().differentiable())
-        return ir::makeError(m.sourceFile(), op->loc,
-                             "'" + op->name() + "' (" + op->result(0)->ref() +
-                                 ") is not differentiable, but a trainable variable reaches "
-                                 "the loss through it");
-      ir::GradientContext ctx(m, *op, resultGrads);
-      op->def().gradient(ctx);
-      if (auto err = ctx.takeError())
+    for (auto it = forward.rbegin(); it != forward.rend(); ++it)
+      if (auto err = differentiate(m, **it))
         return std::move(err);
-      for (unsigned i = 0; i < op->numOperands(); ++i) {
-        Value *operand = op->operand(i);
-        Value *g = ctx.operandGrads()[i];
-        if (!g || !needed_.count(operand))
-          continue;
-        if (auto err = accumulate(m, *op, operand, g))
-          return std::move(err);
-      }
-    }
-
-    int64_t sparseCount = 0;
-    for (const auto &var : m.variables()) {
-      Value *g = grads_.lookup(var->value.get());
-      if (!g || !var->trainable())
-        continue;
-      ir::Gradient entry;
-      entry.variable = var.get();
-      entry.value = g;
-      m.gradients.push_back(entry);
-      llvm::StringRef kind = g->type().sparse ? "sparse" : sawSparse_.count(g) ? "mixed" : "dense";
-      var->attrs.set("grad", ir::Attr::string(kind.str()));
-      sparseCount += g->type().sparse;
-      if (g->kind() == ir::ValueKind::OpResult && !named_.count(g)) {
-        m.renameValue(g, "d." + var->name());
-        named_.insert(g);
-      }
-    }
-    size_t removed = removeUnusedBackwardOps(m, firstNew);
+    int64_t sparseCount = recordGradients(m);
+    size_t removed = removeUnusedBackwardOps(m, forward.empty() ? nullptr : forward.back());
     count("gradients", static_cast<int64_t>(m.gradients.size()));
     count("sparse gradients", sparseCount);
     count("backward ops", static_cast<int64_t>(m.ops().size() - firstNew));
@@ -108,6 +60,58 @@ public:
   }
 
 private:
+  // Emits the gradients of `op`'s operands from those of its results (if any reach it) and
+  // adds them to what each operand has gathered.
+  llvm::Error differentiate(Module &m, Op &op) {
+    llvm::SmallVector<Value *, 2> resultGrads;
+    bool any = false;
+    for (unsigned i = 0; i < op.numResults(); ++i) {
+      Value *g = grads_.lookup(op.result(i));
+      resultGrads.push_back(g);
+      any |= g != nullptr;
+    }
+    if (!any)
+      return llvm::Error::success();
+    if (!op.def().differentiable())
+      return ir::makeError(m.sourceFile(), op.loc,
+                           "'" + op.name() + "' (" + op.result(0)->ref() +
+                               ") is not differentiable, but a trainable variable reaches "
+                               "the loss through it");
+    ir::GradientContext ctx(m, op, resultGrads);
+    op.def().gradient(ctx);
+    if (auto err = ctx.takeError())
+      return err;
+    for (unsigned i = 0; i < op.numOperands(); ++i) {
+      Value *operand = op.operand(i);
+      Value *g = ctx.operandGrads()[i];
+      if (!g || !needed_.count(operand))
+        continue;
+      if (auto err = accumulate(m, op, operand, g))
+        return err;
+    }
+    return llvm::Error::success();
+  }
+
+  // Declares the gradient of every trainable variable the loss reaches, marks how it is read
+  // (`grad = dense | sparse | mixed`) and names it `d.<variable>`; returns how many are sparse.
+  int64_t recordGradients(Module &m) {
+    int64_t sparseCount = 0;
+    for (const auto &var : m.variables()) {
+      Value *g = grads_.lookup(var->value.get());
+      if (!g || !var->trainable())
+        continue;
+      m.gradients.push_back(ir::Gradient{var.get(), g, {}, {}});
+      llvm::StringRef kind = g->type().sparse ? "sparse" : sawSparse_.count(g) ? "mixed" : "dense";
+      var->attrs.set("grad", ir::Attr::string(kind.str()));
+      sparseCount += g->type().sparse;
+      if (g->kind() == ir::ValueKind::OpResult && !named_.count(g)) {
+        m.renameValue(g, "d." + var->name());
+        named_.insert(g);
+      }
+    }
+    return sparseCount;
+  }
+
   // Values on some path from a trainable variable to the loss.
   void markNeeded(Module &m, const std::vector<Op *> &forward) {
     llvm::DenseSet<const Value *> fromVars;
@@ -123,18 +127,18 @@ private:
           if (ir::isFloat(op->result(i)->type().dtype))
             fromVars.insert(op->result(i));
     }
-    llvm::DenseSet<const Value *> toLoss{m.loss->value};
-    for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
-      Op *op = *it;
-      bool feeds = false;
-      for (unsigned i = 0; i < op->numResults(); ++i)
-        feeds |= toLoss.count(op->result(i)) != 0;
-      if (feeds)
-        for (Value *v : op->operands())
-          toLoss.insert(v);
-    }
+    // What the loss depends on: itself and the operands of the ops in its slice.
+    ir::OpSet toLoss = ir::backwardSlice({m.loss->value.get()});
+    auto feedsLoss = [&](const Value *v) {
+      if (v == m.loss->value)
+        return true;
+      for (const ir::OpUse &use : v->uses())
+        if (toLoss.count(use.op))
+          return true;
+      return false;
+    };
     for (const Value *v : fromVars)
-      if (toLoss.count(v))
+      if (feedsLoss(v))
         needed_.insert(v);
   }
 
@@ -147,7 +151,8 @@ private:
       slot = g;
       return llvm::Error::success();
     }
-    AccumulationContext ctx(m, anchor);
+    // Accumulation is no op's gradient rule: a context of `anchor` with no result gradients.
+    ir::GradientContext ctx(m, anchor, {});
     Value *sum;
     bool anySparse = slot->type().sparse || g->type().sparse || sawSparse_.count(slot);
     if (slot->type().sparse && g->type().sparse) {
@@ -165,26 +170,21 @@ private:
     return llvm::Error::success();
   }
 
-  // Gradient rules emit gradients for every operand; drop the ones nothing uses.
-  size_t removeUnusedBackwardOps(Module &m, size_t firstNew) {
-    llvm::DenseSet<const Value *> keep;
-    for (const ir::Gradient &g : m.gradients)
-      keep.insert(g.value);
+  // Gradient rules emit gradients for every operand; drop the ones nothing uses (the gradient
+  // declarations are uses). Readers come after what they read, so one sweep from the end
+  // removes every op that only dropped ops read.
+  size_t removeUnusedBackwardOps(Module &m, Op *lastForward) {
+    std::vector<Op *> backward;
+    for (Op *op = lastForward ? lastForward->next() : m.ops().front().get(); op; op = op->next())
+      backward.push_back(op);
     size_t removed = 0;
-    bool changed = true;
-    while (changed) {
-      changed = false;
-      auto users = m.users();
-      for (size_t i = m.ops().size(); i-- > firstNew;) {
-        Op *op = m.ops()[i].get();
-        bool used = false;
-        for (unsigned r = 0; r < op->numResults(); ++r)
-          used |= users.count(op->result(r)) || keep.count(op->result(r));
-        if (!used) {
-          m.eraseOp(op);
-          ++removed;
-          changed = true;
-        }
+    for (auto it = backward.rbegin(); it != backward.rend(); ++it) {
+      bool used = false;
+      for (unsigned r = 0; r < (*it)->numResults(); ++r)
+        used |= (*it)->result(r)->hasUses();
+      if (!used) {
+        m.eraseOp(*it);
+        ++removed;
       }
     }
     return removed;

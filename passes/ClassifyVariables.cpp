@@ -1,5 +1,6 @@
 // classify-variables: records on each trainable variable how the model reads it (`kind =
 // dense | sparse | mixed | unused`), which decides where place-variables puts it.
+#include "ir/VariablePlacement.h"
 #include "ir/VariableUsage.h"
 #include "passes/Pass.h"
 
@@ -24,11 +25,9 @@ public:
       dense += usage == ir::VariableUsage::Dense;
       sparse += usage == ir::VariableUsage::Sparse;
       mixed += usage == ir::VariableUsage::Mixed;
-      ir::Attr kind = ir::Attr::string(ir::variableUsageName(usage).str());
-      const ir::Attr *old = variable->attrs.find("kind");
-      if (old && *old == kind)
+      if (ir::variableKind(*variable) == usage)
         continue;
-      variable->attrs.set("kind", std::move(kind));
+      ir::setVariableKind(*variable, usage);
       changed = true;
     }
     count("dense variables", dense);

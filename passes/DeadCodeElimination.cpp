@@ -2,7 +2,6 @@
 // have no side effect.
 #include "ir/OpTable.h"
 #include "passes/Pass.h"
-#include "llvm/ADT/DenseMap.h"
 
 namespace prism::passes {
 namespace {
@@ -15,18 +14,9 @@ public:
   }
 
   llvm::Expected<bool> run(ir::Module &module, const PassOptions &) override {
-    // Readers of each value; the loss and the gradients count as readers that never die.
-    llvm::DenseMap<const ir::Value *, int64_t> uses;
-    for (const auto &op : module.ops())
-      for (ir::Value *v : op->operands())
-        ++uses[v];
-    if (module.loss && module.loss->value)
-      ++uses[module.loss->value];
-    for (const ir::Gradient &g : module.gradients)
-      ++uses[g.value];
-
-    // Every reader comes after what it reads, so one sweep from the end sees each op only
-    // after all its readers have been decided: that sweep reaches the fixed point.
+    // Every reader comes after what it reads, so one sweep from the end sees each op only after
+    // all its readers have been decided: that sweep reaches the fixed point. The loss and the
+    // gradients are uses that never die.
     std::vector<ir::Op *> order;
     for (const auto &op : module.ops())
       order.push_back(op.get());
@@ -37,11 +27,9 @@ public:
         continue;
       bool used = false;
       for (unsigned i = 0; i < op->numResults(); ++i)
-        used |= uses.lookup(op->result(i)) > 0;
+        used |= op->result(i)->hasUses();
       if (used)
         continue;
-      for (ir::Value *v : op->operands())
-        --uses[v];
       module.eraseOp(op);
       ++removed;
     }

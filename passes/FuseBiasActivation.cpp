@@ -5,7 +5,6 @@
 
 #include "ir/OpTable.h"
 #include "passes/Pass.h"
-#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -22,8 +21,6 @@ constexpr FusionRule kFusionRules[] = {
     {"matmul", "fused_matmul", "chains fused (matmul)"},
     {"conv2d", "fused_conv2d", "chains fused (conv2d)"},
 };
-
-using Users = llvm::DenseMap<const ir::Value *, llvm::SmallVector<ir::Op *, 2>>;
 
 // A chain found in the module: product -> bias_add -> (relu), and the relu_grad ops that read
 // the pre-activation value as their `x`.
@@ -50,11 +47,10 @@ public:
       for (const FusionRule &rule : kFusionRules)
         if (&op->def() == &ir::getOp(rule.product))
           candidates.push_back({op.get(), &rule});
-    Users users = module.users();
     llvm::StringMap<int64_t> fused;
     int64_t reluGradsRewritten = 0;
     for (auto [product, rule] : candidates) {
-      std::optional<Chain> chain = findChain(module, users, product);
+      std::optional<Chain> chain = findChain(product);
       if (!chain)
         continue;
       if (!fuse(module, *chain, ir::getOp(rule->fused)))
@@ -72,39 +68,30 @@ public:
   }
 
 private:
-  // The loss and the recorded gradients read values too; such a value must stay.
-  static bool readOutsideOps(const ir::Module &module, const ir::Value *v) {
-    if (module.loss && module.loss->value == v)
-      return true;
-    return llvm::any_of(module.gradients, [&](const ir::Gradient &g) { return g.value == v; });
-  }
-
-  // The only op that reads `v`, once, as operand `operand`; null when there are other reads.
-  static ir::Op *soleUser(const ir::Module &module, const Users &users, const ir::Value *v,
-                          const ir::OpDef &def, unsigned operand) {
-    auto it = users.find(v);
-    if (it == users.end() || it->second.size() != 1 || readOutsideOps(module, v))
+  // The only op that reads `v`, once, as operand `operand`; null when there are other reads
+  // (the loss and the recorded gradients read values too: such a value must stay).
+  static ir::Op *soleUser(const ir::Value *v, const ir::OpDef &def, unsigned operand) {
+    if (v->numUses() != 1 || v->readOutsideOps())
       return nullptr;
-    ir::Op *user = it->second.front();
-    return &user->def() == &def && user->operand(operand) == v ? user : nullptr;
+    const ir::OpUse &use = v->uses().front();
+    return &use.op->def() == &def && use.operand == operand ? use.op : nullptr;
   }
 
-  static std::optional<Chain> findChain(const ir::Module &module, const Users &users,
-                                        ir::Op *product) {
+  static std::optional<Chain> findChain(ir::Op *product) {
     Chain chain;
     chain.product = product;
-    chain.biasAdd = soleUser(module, users, product->result(0), ir::getOp("bias_add"), 0);
+    chain.biasAdd = soleUser(product->result(0), ir::getOp("bias_add"), 0);
     if (!chain.biasAdd)
       return std::nullopt;
     // The pre-activation value folds into a relu when the relu and relu_grad ops that come
     // after it are its only readers; otherwise the chain ends at bias_add.
     const ir::Value *pre = chain.biasAdd->result(0);
-    auto it = users.find(pre);
-    if (it == users.end() || readOutsideOps(module, pre))
+    if (!pre->hasUses() || pre->readOutsideOps())
       return chain;
     ir::Op *relu = nullptr;
     llvm::SmallVector<ir::Op *, 2> reluGrads;
-    for (ir::Op *user : it->second) {
+    for (const ir::OpUse &use : pre->uses()) {
+      ir::Op *user = use.op;
       if (&user->def() == &ir::getOp("relu") && !relu) {
         relu = user;
       } else if (&user->def() == &ir::getOp("relu_grad") && user->operand(0) != pre) {
@@ -116,9 +103,8 @@ private:
     if (!relu)
       return chain;
     // relu_grad will read the relu's output, so it must come after the relu.
-    size_t reluIndex = module.indexOf(relu);
     for (ir::Op *grad : reluGrads)
-      if (module.indexOf(grad) < reluIndex)
+      if (grad->isBefore(*relu))
         return chain;
     chain.relu = relu;
     chain.reluGrads = std::move(reluGrads);

@@ -14,7 +14,6 @@
 namespace prism::passes {
 namespace {
 
-using Users = llvm::DenseMap<const ir::Value *, llvm::SmallVector<ir::Op *, 2>>;
 // Each op's index in program order before the pass.
 using Positions = llvm::DenseMap<const ir::Op *, size_t>;
 
@@ -35,7 +34,6 @@ public:
   }
 
   llvm::Expected<bool> run(ir::Module &module, const PassOptions &) override {
-    Users users = module.users();
     Positions positions;
     for (const auto &op : module.ops())
       positions[op.get()] = positions.size();
@@ -51,7 +49,7 @@ public:
       if (taken.count(root) || !fusable(*root))
         continue;
       llvm::SmallVector<ir::Op *, 8> group{root};
-      grow(module, users, positions, *root, root->result(0)->type(), taken, group);
+      grow(positions, *root, root->result(0)->type(), taken, group);
       if (group.size() < 2)
         continue;
       for (ir::Op *op : group)
@@ -85,32 +83,24 @@ private:
     });
   }
 
-  // The loss and the recorded gradients read values too; such a value must stay.
-  static bool readOutsideOps(const ir::Module &module, const ir::Value *v) {
-    if (module.loss && module.loss->value == v)
-      return true;
-    return llvm::any_of(module.gradients, [&](const ir::Gradient &g) { return g.value == v; });
-  }
-
-  // Takes into `group` every producer of `op`'s operands whose result only `op` reads, once,
-  // which has the group's result type and is near `op`; then the same for each producer taken.
-  static void grow(const ir::Module &module, const Users &users, const Positions &positions,
-                   const ir::Op &op, const ir::TensorType &type,
+  // Takes into `group` every producer of `op`'s operands whose result only `op` reads, once
+  // (not the loss or a gradient either), which has the group's result type and is near `op`;
+  // then the same for each producer taken.
+  static void grow(const Positions &positions, const ir::Op &op, const ir::TensorType &type,
                    const llvm::DenseSet<const ir::Op *> &taken,
                    llvm::SmallVector<ir::Op *, 8> &group) {
     for (ir::Value *v : op.operands()) {
       ir::Op *producer = v->definingOp();
       // A group stays on one device: towers' ops run on theirs (replicate-in-graph).
       if (!producer || taken.count(producer) || llvm::is_contained(group, producer) ||
-          !fusable(*producer) || v->type() != type || readOutsideOps(module, v) ||
+          !fusable(*producer) || v->type() != type || v->numUses() != 1 ||
           producer->attrs.getString(ir::kDeviceAttr) != op.attrs.getString(ir::kDeviceAttr))
         continue;
-      auto it = users.find(v);
-      if (it == users.end() || it->second.size() != 1 || group.size() >= kMaxGroupOps ||
+      if (group.size() >= kMaxGroupOps ||
           positions.lookup(&op) > positions.lookup(producer) + kMaxProducerDistance + 1)
         continue;
       group.push_back(producer);
-      grow(module, users, positions, *producer, type, taken, group);
+      grow(positions, *producer, type, taken, group);
     }
   }
 
@@ -161,9 +151,7 @@ private:
     fused->result(0)->setType((*types)[0]);
     // Comments of the fused ops stay, in program order.
     std::vector<ir::Op *> byPosition(group.begin(), group.end());
-    llvm::sort(byPosition, [&](const ir::Op *a, const ir::Op *b) {
-      return module.indexOf(a) < module.indexOf(b);
-    });
+    llvm::sort(byPosition, [](const ir::Op *a, const ir::Op *b) { return a->isBefore(*b); });
     fused->loc = root->loc;
     for (const ir::Op *op : byPosition)
       llvm::append_range(fused->trivia.leadingComments, op->trivia.leadingComments);

@@ -38,6 +38,12 @@ const OptimizerLowering *findLowering(llvm::StringRef kind) {
 
 constexpr llvm::StringLiteral kClipNorm = "clip_norm";
 
+// A trained variable and its gradient.
+struct Update {
+  ir::Variable *variable;
+  Value *gradient;
+};
+
 class LowerOptimizer : public Pass {
 public:
   llvm::StringRef name() const override { return "lower-optimizer"; }
@@ -59,91 +65,39 @@ public:
     const OptimizerLowering *lowering = findLowering(opt.kind);
     if (!lowering)
       return error(module, "unknown optimizer '" + opt.kind + "'");
-    const ir::OpDef &applyDef = ir::getOp(lowering->applyOp);
-
-    AttrMap applyAttrs;
     std::optional<double> clipNorm;
-    for (const auto &[key, value] : opt.params) {
-      if (key == kClipNorm) {
-        if (value.kind() != ir::AttrKind::Int && value.kind() != ir::AttrKind::Float)
-          return error(module, "clip_norm must be a number, got " + value.str());
-        clipNorm = value.getFloat();
-        continue;
-      }
-      if (!applyDef.attrSpec(key))
-        return error(module, "optimizer '" + opt.kind + "' has no parameter '" + key +
-                                 "'; accepted: " + parameterNames(applyDef));
-      applyAttrs.set(key, value);
-    }
-    // Every parameter spelled out, so an update op says exactly what it does.
-    applyAttrs = ir::withDefaults(applyDef, applyAttrs);
-    if (auto err = ir::checkSignature(applyDef, applyDef.minOperands(), applyAttrs))
-      return error(module, "optimizer '" + opt.kind + "': " + ir::messageOf(std::move(err)));
-
-    std::vector<ir::Gradient> updates;
-    for (const ir::Gradient &g : module.gradients) {
-      if (!g.variable->trainable())
-        continue;
-      if (!g.value->hasType())
-        return error(module, "the gradient of '" + g.variable->name() +
-                                 "' has no type: run infer-shapes first");
-      updates.push_back(g);
+    auto applyAttrs = applyAttributes(module, opt, ir::getOp(lowering->applyOp), clipNorm);
+    if (!applyAttrs)
+      return applyAttrs.takeError();
+    auto updates = trainedGradients(module);
+    if (!updates)
+      return updates.takeError();
+    if (updates->empty()) {
+      module.optimizer.reset();
+      return true;
     }
 
     Value *clipScale = nullptr;
-    if (clipNorm && !updates.empty()) {
-      std::vector<Value *> grads;
-      for (const ir::Gradient &g : updates)
-        grads.push_back(g.value);
-      auto norm = emit(module, "global_norm", grads, {}, "grad.norm");
-      if (!norm)
-        return norm.takeError();
-      AttrMap clipAttrs;
-      clipAttrs.set(kClipNorm, Attr::real(*clipNorm));
-      auto scale = emit(module, "clip_scale", {*norm}, clipAttrs, "grad.clip");
+    if (clipNorm) {
+      auto scale = emitClipScale(module, *updates, *clipNorm);
       if (!scale)
         return scale.takeError();
       clipScale = *scale;
     }
-
-    Value *stepCount = nullptr;
-    Value *step = nullptr;
-    if (lowering->stepCounter && !updates.empty()) {
+    Value *stepCount = nullptr, *step = nullptr;
+    if (lowering->stepCounter) {
       stepCount = createState(module, "adam.step", ir::TensorType(ir::DType::F32, {}));
-      AttrMap oneAttrs;
-      oneAttrs.set("value", Attr::real(1.0));
-      auto one = emit(module, "constant", {}, oneAttrs, "adam.one");
-      if (!one)
-        return one.takeError();
-      auto t = emit(module, "add", {stepCount, *one}, {}, "adam.t");
+      auto t = emitStep(module, stepCount);
       if (!t)
         return t.takeError();
       step = *t;
     }
-
-    for (const ir::Gradient &g : updates) {
-      ir::Variable *var = g.variable;
-      std::vector<Value *> operands = {var->value.get()};
-      for (llvm::StringRef suffix : lowering->stateSuffixes)
-        operands.push_back(createState(module, var->name() + "." + suffix, var->type()));
-      Value *grad = g.value;
-      if (clipScale) {
-        auto scaled = emit(module, "scale", {grad, clipScale}, {}, grad->name() + ".clipped");
-        if (!scaled)
-          return scaled.takeError();
-        grad = *scaled;
-      }
-      operands.push_back(grad);
-      if (step)
-        operands.push_back(step);
-      if (auto applied = emit(module, lowering->applyOp, operands, applyAttrs, ""); !applied)
-        return applied.takeError();
-      count("variables updated");
-    }
-    if (stepCount) {
+    for (const Update &update : *updates)
+      if (auto err = emitUpdate(module, *lowering, *applyAttrs, update, clipScale, step))
+        return std::move(err);
+    if (stepCount)
       if (auto assigned = emit(module, "assign", {stepCount, step}, {}, ""); !assigned)
         return assigned.takeError();
-    }
     module.optimizer.reset();
     return true;
   }
@@ -158,6 +112,94 @@ private:
     for (const ir::AttrSpec &spec : def.attrs)
       names += spec.name + ", ";
     return names + kClipNorm.str();
+  }
+
+  // The apply op's attributes from the optimizer's parameters, every one spelled out so an
+  // update op says exactly what it does; `clip_norm` goes to `clipNorm` instead.
+  llvm::Expected<AttrMap> applyAttributes(const Module &module, const ir::Optimizer &opt,
+                                          const ir::OpDef &applyDef,
+                                          std::optional<double> &clipNorm) const {
+    AttrMap applyAttrs;
+    for (const auto &[key, value] : opt.params) {
+      if (key == kClipNorm) {
+        if (value.kind() != ir::AttrKind::Int && value.kind() != ir::AttrKind::Float)
+          return error(module, "clip_norm must be a number, got " + value.str());
+        clipNorm = value.getFloat();
+        continue;
+      }
+      if (!applyDef.attrSpec(key))
+        return error(module, "optimizer '" + opt.kind + "' has no parameter '" + key +
+                                 "'; accepted: " + parameterNames(applyDef));
+      applyAttrs.set(key, value);
+    }
+    applyAttrs = ir::withDefaults(applyDef, applyAttrs);
+    if (auto err = ir::checkSignature(applyDef, applyDef.minOperands(), applyAttrs))
+      return ir::withLocation(ir::withContext(std::move(err), "optimizer '" + opt.kind + "'"),
+                              module.sourceFile(), loc_);
+    return applyAttrs;
+  }
+
+  // The gradients of trainable variables, each typed.
+  llvm::Expected<std::vector<Update>> trainedGradients(const Module &module) const {
+    std::vector<Update> updates;
+    for (const ir::Gradient &g : module.gradients) {
+      if (!g.variable->trainable())
+        continue;
+      if (!g.value->hasType())
+        return error(module, "the gradient of '" + g.variable->name() +
+                                 "' has no type: run infer-shapes first");
+      updates.push_back({g.variable, g.value});
+    }
+    return updates;
+  }
+
+  // Global-norm clipping: the factor every gradient is scaled by.
+  llvm::Expected<Value *> emitClipScale(Module &module, llvm::ArrayRef<Update> updates,
+                                        double clipNorm) {
+    std::vector<Value *> grads;
+    for (const Update &update : updates)
+      grads.push_back(update.gradient);
+    auto norm = emit(module, "global_norm", grads, {}, "grad.norm");
+    if (!norm)
+      return norm.takeError();
+    AttrMap clipAttrs;
+    clipAttrs.set(kClipNorm, Attr::real(clipNorm));
+    return emit(module, "clip_scale", {*norm}, clipAttrs, "grad.clip");
+  }
+
+  // This step's number: the shared counter plus one.
+  llvm::Expected<Value *> emitStep(Module &module, Value *stepCount) {
+    AttrMap oneAttrs;
+    oneAttrs.set("value", Attr::real(1.0));
+    auto one = emit(module, "constant", {}, oneAttrs, "adam.one");
+    if (!one)
+      return one.takeError();
+    return emit(module, "add", {stepCount, *one}, {}, "adam.t");
+  }
+
+  // The apply op of one variable, with its state variables, its (clipped) gradient and the
+  // step.
+  llvm::Error emitUpdate(Module &module, const OptimizerLowering &lowering,
+                         const AttrMap &applyAttrs, const Update &update, Value *clipScale,
+                         Value *step) {
+    ir::Variable *var = update.variable;
+    std::vector<Value *> operands = {var->value.get()};
+    for (llvm::StringRef suffix : lowering.stateSuffixes)
+      operands.push_back(createState(module, var->name() + "." + suffix, var->type()));
+    Value *grad = update.gradient;
+    if (clipScale) {
+      auto scaled = emit(module, "scale", {grad, clipScale}, {}, grad->name() + ".clipped");
+      if (!scaled)
+        return scaled.takeError();
+      grad = *scaled;
+    }
+    operands.push_back(grad);
+    if (step)
+      operands.push_back(step);
+    if (auto applied = emit(module, lowering.applyOp, operands, applyAttrs, ""); !applied)
+      return applied.takeError();
+    count("variables updated");
+    return llvm::Error::success();
   }
 
   // A zero-initialized, untrained variable holding optimizer state across steps.
@@ -177,7 +219,8 @@ private:
     op->loc = loc_;
     auto types = ir::inferResultTypes(*op);
     if (!types)
-      return error(module, "'" + opName + "': " + ir::messageOf(types.takeError()));
+      return ir::withLocation(ir::withContext(types.takeError(), "'" + opName + "'"),
+                              module.sourceFile(), loc_);
     for (unsigned i = 0; i < op->numResults(); ++i)
       op->result(i)->setType((*types)[i]);
     return op->numResults() ? op->result(0) : nullptr;

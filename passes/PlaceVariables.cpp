@@ -7,16 +7,16 @@
 #include <vector>
 
 #include "ir/Diagnostic.h"
+#include "ir/OpTable.h"
+#include "ir/VariablePlacement.h"
+#include "passes/ParallelizeOptions.h"
 #include "passes/Pass.h"
-#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/DenseMap.h"
 
 namespace prism::passes {
 namespace {
 
-enum class Strategy { Hybrid, AllReduce, ParameterServer };
-
-// Suffixes lower-optimizer gives the state variables of a trained variable.
-constexpr const char *kStateSuffixes[] = {".adam_m", ".adam_v", ".momentum"};
+using Placements = llvm::DenseMap<const ir::Variable *, ir::VariablePlacement>;
 
 int64_t variableBytes(const ir::Variable &variable) {
   return variable.type().numElements() * ir::dtypeBytes(variable.type().dtype);
@@ -25,6 +25,30 @@ int64_t variableBytes(const ir::Variable &variable) {
 // The rows a placement splits: the first dimension, or one row for a scalar.
 int64_t variableRows(const ir::Variable &variable) {
   return variable.type().isScalar() ? 1 : variable.type().dims[0];
+}
+
+// The trainable variables, by where the strategy sends them.
+struct StrategySplit {
+  std::vector<ir::Variable *> onPs, onAllReduce;
+};
+
+struct PsLoads {
+  std::vector<int64_t> bytes; // held by each PS task
+  int64_t tablesPartitioned = 0;
+};
+
+// The state variables of `variable`: what its update ops write besides it.
+std::vector<const ir::Variable *> optimizerState(const ir::Variable &variable) {
+  std::vector<const ir::Variable *> state;
+  for (const ir::OpUse &use : variable.value->uses()) {
+    const ir::Op &op = *use.op;
+    if (use.operand != 0 || !op.def().has(ir::kOptimizerUpdate))
+      continue;
+    for (unsigned i = 1; i < op.numOperands(); ++i)
+      if (op.def().writes(i) && op.operand(i)->variable())
+        state.push_back(op.operand(i)->variable());
+  }
+  return state;
 }
 
 class PlaceVariables : public Pass {
@@ -37,134 +61,127 @@ public:
     return {"strategy", "ps", "partitions", "partition-threshold-mb"};
   }
 
-  llvm::Expected<bool> run(ir::Module &module, const PassOptions &options) override {
-    std::string strategyName = options.get("strategy", "hybrid");
-    Strategy strategy;
-    if (strategyName == "hybrid")
-      strategy = Strategy::Hybrid;
-    else if (strategyName == "allreduce")
-      strategy = Strategy::AllReduce;
-    else if (strategyName == "ps")
-      strategy = Strategy::ParameterServer;
-    else
-      return ir::makeError("option --strategy: expected hybrid, allreduce or ps, got '" +
-                           strategyName + "'");
-    auto psTasks = options.getInt("ps", 1);
-    if (!psTasks)
-      return psTasks.takeError();
-    auto partitions = options.getInt("partitions", 0);
-    if (!partitions)
-      return partitions.takeError();
-    if (*partitions < 0)
-      return ir::makeError("option --partitions: expected 0 (automatic) or more, got '" +
-                           options.get("partitions") + "'");
-    auto thresholdMb = options.getFloat("partition-threshold-mb", 64);
-    if (!thresholdMb)
-      return thresholdMb.takeError();
-    if (!(*thresholdMb > 0))
-      return ir::makeError("option --partition-threshold-mb: expected a positive number, got '" +
-                           options.get("partition-threshold-mb") + "'");
-
+  llvm::Expected<bool> run(ir::Module &module, const PassOptions &passOptions) override {
+    auto options = PlaceVariablesOptions::fromPassOptions(passOptions);
+    if (!options)
+      return options.takeError();
     // Decide all-reduce or PS for every trainable variable before changing anything, so an
     // error leaves the module as it was.
-    std::vector<ir::Variable *> onPs, onAllReduce;
+    auto split = splitByStrategy(module, options->strategy);
+    if (!split)
+      return split.takeError();
+    if (!split->onPs.empty() && options->psTasks < 1)
+      return ir::makeError("option --ps: expected at least 1 parameter-server task, got '" +
+                           std::to_string(options->psTasks) + "'");
+
+    Placements placements;
+    for (ir::Variable *variable : split->onAllReduce)
+      placements[variable].where = ir::Placement::AllReduce;
+    PsLoads loads = placeOnParameterServers(split->onPs, *options, placements);
+    placeUntrained(module, placements);
+    bool changed = apply(module, placements);
+
+    count("variables on all-reduce", static_cast<int64_t>(split->onAllReduce.size()));
+    count("variables on PS", static_cast<int64_t>(split->onPs.size()));
+    count("tables partitioned", loads.tablesPartitioned);
+    for (size_t task = 0; task < loads.bytes.size(); ++task)
+      count("bytes on ps:" + std::to_string(task), loads.bytes[task]);
+    return changed;
+  }
+
+private:
+  static llvm::Expected<StrategySplit> splitByStrategy(const ir::Module &module,
+                                                       Strategy strategy) {
+    StrategySplit split;
     for (const auto &variable : module.variables()) {
       if (!variable->trainable())
         continue;
-      const ir::Attr *kind = variable->attrs.find("kind");
-      if (!kind || kind->kind() != ir::AttrKind::String)
+      std::optional<ir::VariableUsage> kind = ir::variableKind(*variable);
+      if (!kind)
         return ir::makeError(module.sourceFile(), variable->loc,
                              "variable '" + variable->name() +
                                  "' has no kind; run classify-variables first");
       bool toPs = strategy == Strategy::ParameterServer ||
-                  (strategy == Strategy::Hybrid && kind->getString() == "sparse");
-      (toPs ? onPs : onAllReduce).push_back(variable.get());
+                  (strategy == Strategy::Hybrid && *kind == ir::VariableUsage::Sparse);
+      (toPs ? split.onPs : split.onAllReduce).push_back(variable.get());
     }
-    if (!onPs.empty() && *psTasks < 1)
-      return ir::makeError("option --ps: expected at least 1 parameter-server task, got '" +
-                           options.get("ps") + "'");
+    return split;
+  }
 
-    llvm::StringMap<ir::AttrMap> placements;
-    for (ir::Variable *variable : onAllReduce)
-      placements[variable->name()].set("placement", ir::Attr::string("allreduce"));
+  // How many row ranges a PS variable is split into. Only tables (read through gathers) are
+  // split: a gather then asks only the shards that own its rows, while a dense read would need
+  // every shard anyway.
+  static int64_t rangeCount(const ir::Variable &variable, const PlaceVariablesOptions &options) {
+    std::optional<ir::VariableUsage> kind = ir::variableKind(variable);
+    if (kind != ir::VariableUsage::Sparse && kind != ir::VariableUsage::Mixed)
+      return 1;
+    const double thresholdBytes = options.partitionThresholdMb * 1024 * 1024;
+    int64_t parts =
+        options.partitions > 0
+            ? options.partitions
+            : std::min<int64_t>(options.psTasks, static_cast<int64_t>(std::ceil(
+                                                     variableBytes(variable) / thresholdBytes)));
+    return std::clamp<int64_t>(parts, 1, std::max<int64_t>(variableRows(variable), 1));
+  }
 
-    // Largest first onto the least-loaded task keeps loads within the largest item of each
-    // other; the name breaks ties so the placement does not depend on declaration order.
+  // Largest first onto the least-loaded task keeps loads within the largest item of each
+  // other; the name breaks ties so the placement does not depend on declaration order.
+  static PsLoads placeOnParameterServers(std::vector<ir::Variable *> onPs,
+                                         const PlaceVariablesOptions &options,
+                                         Placements &placements) {
     std::stable_sort(onPs.begin(), onPs.end(), [](ir::Variable *a, ir::Variable *b) {
       int64_t bytesA = variableBytes(*a), bytesB = variableBytes(*b);
       return bytesA != bytesB ? bytesA > bytesB : a->name() < b->name();
     });
-    std::vector<int64_t> loads(onPs.empty() ? 0 : static_cast<size_t>(*psTasks), 0);
-    auto leastLoaded = [&] {
-      return static_cast<int64_t>(std::min_element(loads.begin(), loads.end()) - loads.begin());
-    };
-    const double thresholdBytes = *thresholdMb * 1024 * 1024;
-    int64_t tablesPartitioned = 0;
+    PsLoads loads;
+    loads.bytes.assign(onPs.empty() ? 0 : static_cast<size_t>(options.psTasks), 0);
     for (ir::Variable *variable : onPs) {
       int64_t bytes = variableBytes(*variable);
       int64_t rows = variableRows(*variable);
-      std::string kind = variable->attrs.getString("kind");
-      // Only tables (read through gathers) are split: a gather then asks only the shards that
-      // own its rows, while a dense read would need every shard anyway.
-      int64_t parts = 1;
-      if (kind == "sparse" || kind == "mixed") {
-        parts = *partitions > 0
-                    ? *partitions
-                    : std::min<int64_t>(*psTasks,
-                                        static_cast<int64_t>(std::ceil(bytes / thresholdBytes)));
-        parts = std::clamp<int64_t>(parts, 1, std::max<int64_t>(rows, 1));
-      }
-      tablesPartitioned += parts > 1;
-      llvm::SmallVector<int64_t, 4> shards, boundaries{0};
-      int64_t baseRows = rows / parts, longer = rows % parts;
+      int64_t parts = rangeCount(*variable, options);
+      loads.tablesPartitioned += parts > 1;
+      ir::VariablePlacement &placement = placements[variable];
+      placement.where = ir::Placement::ParameterServer;
+      int64_t baseRows = rows / parts, longer = rows % parts, begin = 0;
       for (int64_t part = 0; part < parts; ++part) {
         int64_t partRows = baseRows + (part < longer ? 1 : 0);
-        boundaries.push_back(boundaries.back() + partRows);
-        int64_t task = leastLoaded();
-        loads[task] += rows > 0 ? bytes / rows * partRows : bytes;
-        shards.push_back(task);
+        int64_t task =
+            std::min_element(loads.bytes.begin(), loads.bytes.end()) - loads.bytes.begin();
+        loads.bytes[task] += rows > 0 ? bytes / rows * partRows : bytes;
+        placement.shards.push_back({task, {begin, begin + partRows}});
+        begin += partRows;
       }
-      ir::AttrMap &placement = placements[variable->name()];
-      placement.set("placement", ir::Attr::string("ps"));
-      placement.set("shards", ir::Attr::ints(shards));
-      placement.set("rows", ir::Attr::ints(boundaries));
     }
+    return loads;
+  }
 
-    // Optimizer state lives wherever its variable is updated; other untrained variables (the
-    // shared adam.step) are the same on every task.
+  // Optimizer state lives wherever its variable is updated; other untrained variables (the
+  // shared adam.step) are the same on every task.
+  static void placeUntrained(const ir::Module &module, Placements &placements) {
+    for (const auto &variable : module.variables())
+      if (!variable->trainable())
+        placements[variable.get()].where = ir::Placement::Replicated;
     for (const auto &variable : module.variables()) {
-      if (variable->trainable())
+      auto owner = placements.find(variable.get());
+      if (!variable->trainable() || owner == placements.end())
         continue;
-      ir::AttrMap placement;
-      placement.set("placement", ir::Attr::string("replicated"));
-      llvm::StringRef name = variable->name();
-      for (const char *suffix : kStateSuffixes)
-        if (name.endswith(suffix)) {
-          auto owner = placements.find(name.drop_back(llvm::StringRef(suffix).size()));
-          if (owner != placements.end())
-            placement = owner->second;
-        }
-      placements[name] = placement;
+      ir::VariablePlacement placement = owner->second;
+      for (const ir::Variable *state : optimizerState(*variable))
+        if (!state->trainable())
+          placements[state] = placement;
     }
+  }
 
+  // Writes the placements (every variable has one); returns whether any changed.
+  static bool apply(ir::Module &module, const Placements &placements) {
     bool changed = false;
     for (const auto &variable : module.variables()) {
-      ir::AttrMap attrs = variable->attrs;
-      for (const char *key : {"placement", "shards", "rows"})
-        attrs.erase(key);
-      for (const auto &[key, value] : placements[variable->name()])
-        attrs.set(key, value);
-      if (attrs != variable->attrs) {
-        variable->attrs = std::move(attrs);
-        changed = true;
-      }
+      ir::VariablePlacement placement = placements.lookup(variable.get());
+      if (ir::placementOf(*variable) == placement)
+        continue;
+      ir::setPlacement(*variable, placement);
+      changed = true;
     }
-
-    count("variables on all-reduce", static_cast<int64_t>(onAllReduce.size()));
-    count("variables on PS", static_cast<int64_t>(onPs.size()));
-    count("tables partitioned", tablesPartitioned);
-    for (size_t task = 0; task < loads.size(); ++task)
-      count("bytes on ps:" + std::to_string(task), loads[task]);
     return changed;
   }
 };

@@ -5,9 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "ir/Collectives.h"
 #include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
+#include "ir/Collectives.h"
+#include "passes/ParallelizeOptions.h"
 #include "passes/Pass.h"
 
 namespace prism::passes {
@@ -21,32 +22,24 @@ public:
   }
   std::vector<std::string> optionKeys() const override { return {"workers"}; }
 
-  llvm::Expected<bool> run(ir::Module &module, const PassOptions &options) override {
-    auto workers = options.getInt("workers", 1);
-    if (!workers)
-      return workers.takeError();
-    if (*workers < 1)
-      return ir::makeError("option --workers: expected at least 1 worker, got '" +
-                           options.get("workers") + "'");
+  llvm::Expected<bool> run(ir::Module &module, const PassOptions &passOptions) override {
+    auto options = ReplicateOptions::fromPassOptions(passOptions);
+    if (!options)
+      return options.takeError();
     if (!module.loss)
       return ir::makeError(module.sourceFile(), {}, "replicate-between-graph needs a loss");
-    count("workers", *workers);
+    count("workers", options->workers);
     ir::Value *loss = module.loss->value;
-    if (*workers == 1 || (loss->kind() == ir::ValueKind::OpResult &&
-                          loss->definingOp()->def().has(ir::kCommunication) &&
-                          loss->definingOp()->attrs.getString("group") == ir::kWorkerGroup))
+    if (options->workers == 1 || (loss->kind() == ir::ValueKind::OpResult &&
+                                  loss->definingOp()->def().has(ir::kCommunication) &&
+                                  loss->definingOp()->attrs.getString("group") == ir::kWorkerGroup))
       return false;
     ir::AttrMap attrs;
     attrs.set("group", ir::Attr::string(ir::kWorkerGroup));
     attrs.set("bucket", ir::Attr::integer(ir::kLossBucket));
     // Right after the loss: nothing in the step reads the global loss, so the runtime can
     // finish it while backward runs.
-    ir::Op *after = nullptr;
-    if (loss->kind() == ir::ValueKind::OpResult) {
-      size_t index = module.indexOf(loss->definingOp());
-      if (index + 1 < module.ops().size())
-        after = module.ops()[index + 1].get();
-    }
+    ir::Op *after = loss->definingOp() ? loss->definingOp()->next() : nullptr;
     ir::Op *reduce = module.createOp(ir::getOp("all_reduce"), {loss}, std::move(attrs),
                                      {module.uniqueName(loss->name() + ".global")}, after);
     reduce->result()->setType(loss->maybeType());

@@ -1,15 +1,17 @@
 // replicate-in-graph: copies the per-example part of a training step into one tower per local
-// device (`device = "cpu:i"`), each reading its slice of the task's batch, and joins the towers'
-// losses and gradients with combine_towers, so the task pushes or all-reduces once (local
-// aggregation) and its update ops run once.
+// device (tower i's ops are pinned to CPU device i, ir/Device.h), each reading its slice of the
+// task's batch, and joins the towers' losses and gradients with combine_towers, so the task
+// pushes or all-reduces once (local aggregation) and its update ops run once.
 #include <string>
 #include <vector>
 
+#include "ir/Device.h"
 #include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
+#include "ir/Slice.h"
+#include "passes/ParallelizeOptions.h"
 #include "passes/Pass.h"
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/DenseSet.h"
 
 namespace prism::passes {
 namespace {
@@ -17,7 +19,18 @@ namespace {
 using ir::Attr;
 using ir::AttrMap;
 using ir::Op;
+using ir::OpSet;
 using ir::Value;
+
+// Each tower's copy of every value the towers compute (and of every input: its slice).
+using TowerValues = std::vector<llvm::DenseMap<const Value *, Value *>>;
+
+bool readsTowerValue(const Op &op, const OpSet &inTower) {
+  for (const Value *v : op.operands())
+    if (v->definingOp() && inTower.count(v->definingOp()))
+      return true;
+  return false;
+}
 
 class ReplicateInGraph : public Pass {
 public:
@@ -27,173 +40,145 @@ public:
   }
   std::vector<std::string> optionKeys() const override { return {"devices"}; }
 
-  llvm::Expected<bool> run(ir::Module &module, const PassOptions &options) override {
-    auto devices = options.getInt("devices", 1);
-    if (!devices)
-      return devices.takeError();
-    if (*devices < 1 || *devices > 1024)
-      return ir::makeError("option --devices: expected 1 to 1024 towers, got '" +
-                           options.get("devices") + "'");
+  llvm::Expected<bool> run(ir::Module &module, const PassOptions &passOptions) override {
+    auto options = ReplicateOptions::fromPassOptions(passOptions);
+    if (!options)
+      return options.takeError();
     if (!module.loss || module.gradients.empty())
       return ir::makeError(module.sourceFile(), {},
                            "replicate-in-graph needs a training step: run autodiff first");
-    count("towers", *devices);
-    if (*devices == 1)
+    count("towers", options->devices);
+    if (options->devices == 1)
       return false;
-    const int64_t towers = *devices;
+    const int64_t towers = options->devices;
 
-    // A tower computes what depends on the batch and leads to the loss or a gradient. What
-    // reads no input (constants, the step counter) is computed once and shared; what consumes
-    // gradients (clipping, updates) runs once on the combined gradients.
-    llvm::DenseSet<const Value *> batchDependent;
-    for (const auto &input : module.inputs())
-      batchDependent.insert(input->value.get());
+    auto inTower = findTowerOps(module);
+    if (!inTower)
+      return inTower.takeError();
+    // The first op that reads a tower value without being in a tower: towers and combines go
+    // just before it; everything before it that no tower needs stays where it is.
+    Op *firstAfter = nullptr;
     for (const auto &op : module.ops())
-      for (Value *v : op->operands())
-        if (batchDependent.count(v)) {
-          for (unsigned i = 0; i < op->numResults(); ++i)
-            batchDependent.insert(op->result(i));
-          break;
-        }
-    llvm::DenseSet<const Value *> needed;
-    needed.insert(module.loss->value);
-    for (const ir::Gradient &g : module.gradients)
-      needed.insert(g.value);
-    llvm::DenseSet<const Op *> inTower;
-    for (auto it = module.ops().rbegin(); it != module.ops().rend(); ++it) {
-      Op *op = it->get();
-      bool leadsToStep = false;
-      for (unsigned i = 0; i < op->numResults(); ++i)
-        leadsToStep |= needed.count(op->result(i)) != 0;
-      if (!leadsToStep || !batchDependent.count(op->result(0)))
-        continue;
+      if (!inTower->count(op.get()) && readsTowerValue(*op, *inTower)) {
+        firstAfter = op.get();
+        break;
+      }
+    if (auto err = checkSharedOpsAfter(module, *inTower, firstAfter))
+      return std::move(err);
+
+    std::vector<Op *> original = ir::inProgramOrder(module, *inTower);
+    TowerValues towerValues(towers);
+    for (int64_t t = 0; t < towers; ++t)
+      copyTower(module, original, t, towers, towerValues[t], firstAfter);
+    int64_t combined = combineLeavingValues(module, original, *inTower, towerValues, firstAfter);
+    // Last first, so every reader is gone before what it reads.
+    for (auto it = original.rbegin(); it != original.rend(); ++it)
+      module.eraseOp(*it);
+    count("ops per tower", static_cast<int64_t>(original.size()));
+    count("values combined", combined);
+    return true;
+  }
+
+private:
+  // A tower computes what depends on the batch and leads to the loss or a gradient. What reads
+  // no input (constants, the step counter) is computed once and shared; what consumes
+  // gradients (clipping, updates) runs once on the combined gradients.
+  static llvm::Expected<OpSet> findTowerOps(const ir::Module &module) {
+    std::vector<const Value *> inputs;
+    for (const auto &input : module.inputs())
+      inputs.push_back(input->value.get());
+    OpSet batchDependent = ir::forwardSlice(inputs);
+    OpSet inTower = ir::backwardSlice(ir::stepOutputs(module),
+                                      [&](const Op &op) { return batchDependent.count(&op) != 0; });
+    for (const Op *op : ir::inProgramOrder(module, inTower))
       if (op->def().has(ir::kSideEffect) || op->def().has(ir::kCommunication))
         return ir::makeError(module.sourceFile(), op->loc,
                              "op '" + std::string(op->name()) +
                                  "' cannot be copied into towers: it writes state or communicates");
-      inTower.insert(op);
-      for (Value *v : op->operands())
-        needed.insert(v);
-    }
+    return inTower;
+  }
 
-    // Values a tower computes that something outside the towers reads.
-    llvm::DenseSet<const Value *> leaving{module.loss->value};
-    for (const ir::Gradient &g : module.gradients)
-      leaving.insert(g.value);
-    for (const auto &op : module.ops())
-      if (!inTower.count(op.get()))
-        for (Value *v : op->operands())
-          leaving.insert(v);
-
-    std::vector<Op *> original;
-    for (const auto &op : module.ops())
-      original.push_back(op.get());
-    // The first op that reads a tower value without being in a tower: towers and combines go
-    // just before it; everything before it that no tower needs stays where it is.
-    Op *firstAfter = nullptr;
-    for (Op *op : original) {
+  // Shared ops after `firstAfter` that towers read (none in a lowered step, but a hand-written
+  // module may order them so) would have to move up before the towers; one that also reads the
+  // towers' values cannot.
+  static llvm::Error checkSharedOpsAfter(const ir::Module &module, const OpSet &inTower,
+                                         const Op *firstAfter) {
+    for (const Op *op = firstAfter; op; op = op->next()) {
       if (inTower.count(op))
         continue;
-      bool readsTower = false;
-      for (Value *v : op->operands())
-        readsTower |= v->kind() == ir::ValueKind::OpResult && inTower.count(v->definingOp());
-      if (readsTower) {
-        firstAfter = op;
-        break;
-      }
+      for (unsigned i = 0; i < op->numResults(); ++i)
+        for (const ir::OpUse &use : op->result(i)->uses())
+          if (inTower.count(use.op))
+            return ir::makeError(module.sourceFile(), op->loc,
+                                 "op '" + std::string(op->name()) +
+                                     "' both reads the towers' values and is read by them");
     }
-    // Shared ops after that point that towers read (none in a lowered step, but a hand-written
-    // module may order them so) move up before the towers.
-    if (firstAfter) {
-      bool afterTowers = false;
-      llvm::DenseSet<const Value *> towerReads;
-      for (Op *op : original)
-        if (inTower.count(op))
-          for (Value *v : op->operands())
-            towerReads.insert(v);
-      for (Op *op : original) {
-        afterTowers |= op == firstAfter;
-        if (!afterTowers || inTower.count(op))
-          continue;
-        bool readByTower = false;
-        for (unsigned i = 0; i < op->numResults(); ++i)
-          readByTower |= towerReads.count(op->result(i)) != 0;
-        if (readByTower)
-          return ir::makeError(module.sourceFile(), op->loc,
-                               "op '" + std::string(op->name()) +
-                                   "' both reads the towers' values and is read by them");
-      }
-    }
+    return llvm::Error::success();
+  }
 
-    // Copy the towers, tower by tower, each reading its slice of every input.
-    std::vector<llvm::DenseMap<const Value *, Value *>> towerValue(towers);
-    int64_t copied = 0;
-    for (int64_t t = 0; t < towers; ++t) {
-      std::string device = "cpu:" + std::to_string(t);
-      std::string suffix = ".t" + std::to_string(t);
-      for (const auto &input : module.inputs()) {
-        AttrMap attrs;
-        attrs.set("tower", Attr::integer(t));
-        attrs.set("towers", Attr::integer(towers));
-        attrs.set("device", Attr::string(device));
-        Op *slice =
-            module.createOp(ir::getOp("tower_slice"), {input->value.get()}, std::move(attrs),
-                            {module.uniqueName(input->name() + suffix)}, firstAfter);
-        slice->result()->setType(input->value->maybeType());
-        towerValue[t][input->value.get()] = slice->result();
-      }
-      for (Op *op : original) {
-        if (!inTower.count(op))
-          continue;
-        llvm::SmallVector<Value *, 4> operands;
-        for (Value *v : op->operands()) {
-          Value *mapped = towerValue[t].lookup(v);
-          operands.push_back(mapped ? mapped : v);
-        }
-        std::vector<std::string> names;
-        for (unsigned i = 0; i < op->numResults(); ++i)
-          names.push_back(module.uniqueName(op->result(i)->name() + suffix));
-        AttrMap attrs = op->attrs;
-        attrs.set("device", Attr::string(device));
-        Op *copy = module.createOp(op->def(), operands, std::move(attrs), names, firstAfter);
-        copy->loc = op->loc;
-        if (t == 0)
-          copy->trivia = op->trivia;
-        for (unsigned i = 0; i < op->numResults(); ++i) {
-          copy->result(i)->setType(op->result(i)->maybeType());
-          towerValue[t][op->result(i)] = copy->result(i);
-        }
-        ++copied;
-      }
+  // Copies the tower ops for tower `t` of `towers` on device cpu:t, reading its slice of every
+  // input.
+  static void copyTower(ir::Module &module, llvm::ArrayRef<Op *> original, int64_t t,
+                        int64_t towers, llvm::DenseMap<const Value *, Value *> &towerValue,
+                        Op *before) {
+    const ir::DeviceId device{ir::DeviceKind::Cpu, static_cast<int>(t)};
+    const std::string suffix = ".t" + std::to_string(t);
+    for (const auto &input : module.inputs()) {
+      AttrMap attrs;
+      attrs.set("tower", Attr::integer(t));
+      attrs.set("towers", Attr::integer(towers));
+      Op *slice = module.createOp(ir::getOp("tower_slice"), {input->value.get()}, std::move(attrs),
+                                  {module.uniqueName(input->name() + suffix)}, before);
+      ir::setOpDevice(*slice, device);
+      slice->result()->setType(input->value->maybeType());
+      towerValue[input->value.get()] = slice->result();
     }
-
-    // Join every value that leaves the towers, then drop the originals (last first, so every
-    // reader is gone before what it reads).
-    int64_t combined = 0;
     for (Op *op : original) {
-      if (!inTower.count(op))
-        continue;
+      llvm::SmallVector<Value *, 4> operands;
+      for (Value *v : op->operands()) {
+        Value *mapped = towerValue.lookup(v);
+        operands.push_back(mapped ? mapped : v);
+      }
+      std::vector<std::string> names;
+      for (unsigned i = 0; i < op->numResults(); ++i)
+        names.push_back(module.uniqueName(op->result(i)->name() + suffix));
+      Op *copy = module.createOp(op->def(), operands, op->attrs, names, before);
+      ir::setOpDevice(*copy, device);
+      copy->loc = op->loc;
+      if (t == 0)
+        copy->trivia = op->trivia;
+      for (unsigned i = 0; i < op->numResults(); ++i) {
+        copy->result(i)->setType(op->result(i)->maybeType());
+        towerValue[op->result(i)] = copy->result(i);
+      }
+    }
+  }
+
+  // Joins every value that leaves the towers (read by the loss, a gradient or a shared op)
+  // with combine_towers under the value's name; returns how many.
+  static int64_t combineLeavingValues(ir::Module &module, llvm::ArrayRef<Op *> original,
+                                      const OpSet &inTower, const TowerValues &towerValues,
+                                      Op *before) {
+    int64_t combined = 0;
+    for (Op *op : original)
       for (unsigned i = 0; i < op->numResults(); ++i) {
         Value *v = op->result(i);
-        if (!leaving.count(v))
+        bool leaves = v->readOutsideOps();
+        for (const ir::OpUse &use : v->uses())
+          leaves |= !inTower.count(use.op);
+        if (!leaves)
           continue;
         llvm::SmallVector<Value *, 8> parts;
-        for (int64_t t = 0; t < towers; ++t)
-          parts.push_back(towerValue[t][v]);
+        for (const auto &towerValue : towerValues)
+          parts.push_back(towerValue.lookup(v));
         std::string name = v->name();
         module.renameValue(v, module.uniqueName(name + ".original"));
-        Op *combine = module.createOp(ir::getOp("combine_towers"), parts, {}, {name}, firstAfter);
+        Op *combine = module.createOp(ir::getOp("combine_towers"), parts, {}, {name}, before);
         combine->result()->setType(v->maybeType());
         module.replaceAllUses(v, combine->result());
         ++combined;
       }
-    }
-    for (auto it = original.rbegin(); it != original.rend(); ++it)
-      if (inTower.count(*it))
-        module.eraseOp(*it);
-    count("ops per tower", copied / towers);
-    count("values combined", combined);
-    return true;
+    return combined;
   }
 };
 

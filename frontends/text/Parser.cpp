@@ -369,7 +369,7 @@ llvm::Error Parser::parseVariable(ir::Trivia trivia) {
 }
 
 llvm::Error Parser::parseOpStatement(ir::Trivia trivia) {
-  size_t firstOp = module_->ops().size();
+  ir::Op *lastBefore = module_->ops().empty() ? nullptr : module_->ops().back().get();
   ResultNames results;
   ir::SourceLoc opLoc = tok().loc;
   if (kind() == TokenKind::ValueName) {
@@ -415,7 +415,7 @@ llvm::Error Parser::parseOpStatement(ir::Trivia trivia) {
       (*op)->result(i)->setType(types[i]);
   }
   // Nested ops print first, so the statement's comments go above the first of them.
-  ir::Op *first = module_->ops()[firstOp].get();
+  ir::Op *first = lastBefore ? lastBefore->next() : module_->ops().front().get();
   first->trivia = std::move(trivia);
   leadingTrivia_ = &first->trivia;
   lastTrivia_ = &(*op)->trivia;

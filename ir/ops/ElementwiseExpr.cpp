@@ -113,19 +113,8 @@ private:
 
 } // namespace
 
-llvm::ArrayRef<llvm::StringRef> fusableElementwiseOps() {
-  return kFusableOps;
-}
-
 bool isFusableElementwiseOp(llvm::StringRef name) {
   return llvm::is_contained(kFusableOps, name);
-}
-
-int ElementwiseExpr::numOperandsUsed() const {
-  int used = 0;
-  for (const ExprNode &n : nodes)
-    used = std::max(used, n.operand + 1);
-  return used;
 }
 
 llvm::Expected<ElementwiseExpr> parseElementwiseExpr(llvm::StringRef text) {

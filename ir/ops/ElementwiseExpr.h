@@ -15,7 +15,6 @@ namespace prism::ir {
 
 // The ops an expression may call: the unary and binary float elementwise ops whose meaning
 // does not depend on broadcasting or attributes.
-llvm::ArrayRef<llvm::StringRef> fusableElementwiseOps();
 bool isFusableElementwiseOp(llvm::StringRef name);
 
 struct ExprNode {
@@ -28,7 +27,6 @@ struct ExprNode {
 // Nodes in evaluation order: every node's arguments come before it; the last node is the root.
 struct ElementwiseExpr {
   std::vector<ExprNode> nodes;
-  int numOperandsUsed() const; // one more than the largest operand reference
   const ExprNode &root() const { return nodes.back(); }
 };
 

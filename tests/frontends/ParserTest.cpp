@@ -65,27 +65,27 @@ TEST(Parser, BuildsTheModule) {
 
   // The nested expression became three ops; inner ones got fresh numeric names.
   ASSERT_EQ(m->ops().size(), 5u);
-  const ir::Op &mm = *m->ops()[0];
+  const ir::Op &mm = *opAt(*m, 0);
   EXPECT_EQ(mm.name(), "matmul");
   EXPECT_EQ(mm.result()->name(), "1");
   EXPECT_EQ(mm.operand(0), m->inputs()[0]->value.get());
   EXPECT_EQ(mm.operand(1), m->variables()[0]->value.get());
   EXPECT_EQ(mm.loc.line, 8);
   EXPECT_EQ(mm.loc.column, 17);
-  const ir::Op &add = *m->ops()[1];
+  const ir::Op &add = *opAt(*m, 1);
   EXPECT_EQ(add.name(), "add");
   EXPECT_EQ(add.operand(0), mm.result());
-  const ir::Op &relu = *m->ops()[2];
+  const ir::Op &relu = *opAt(*m, 2);
   EXPECT_EQ(relu.result()->name(), "h");
   EXPECT_EQ(relu.operand(0), add.result());
   EXPECT_EQ(relu.loc.line, 8);
   EXPECT_EQ(relu.loc.column, 3);
   // Types are kept only where written; the parser infers nothing.
   EXPECT_FALSE(relu.result()->hasType());
-  EXPECT_EQ(m->ops()[3]->result()->type(), TensorType(DType::F32, {ir::kBatchDim, 10}));
+  EXPECT_EQ(opAt(*m, 3)->result()->type(), TensorType(DType::F32, {ir::kBatchDim, 10}));
 
   ASSERT_TRUE(m->loss);
-  EXPECT_EQ(m->loss->value, m->ops()[4]->result());
+  EXPECT_EQ(m->loss->value, opAt(*m, 4)->result());
   EXPECT_EQ(m->loss->loc.line, 11);
   ASSERT_TRUE(m->optimizer);
   EXPECT_EQ(m->optimizer->kind, "adam");
@@ -113,7 +113,7 @@ TEST(Parser, LossAndGradientsWithoutOptimizer) {
   EXPECT_EQ(m->gradients[0].variable, m->variables()[0].get());
   EXPECT_EQ(m->gradients[0].value->name(), "dw");
   EXPECT_EQ(m->gradients[0].loc.line, 9);
-  const ir::Op &assign = *m->ops()[3];
+  const ir::Op &assign = *opAt(*m, 3);
   EXPECT_EQ(assign.numResults(), 0u);
   EXPECT_EQ(assign.loc.line, 7);
   EXPECT_EQ(assign.loc.column, 3);
@@ -126,22 +126,22 @@ TEST(Parser, AttributesOfEveryKind) {
   %p = max_pool2d(%r, window = [1, 1], padding = "valid")
 )"));
   ASSERT_TRUE(m);
-  const ir::AttrMap &c = m->ops()[0]->attrs;
+  const ir::AttrMap &c = opAt(*m, 0)->attrs;
   EXPECT_TRUE(std::isinf(c.getFloat("value")));
   EXPECT_LT(c.getFloat("value"), 0);
   EXPECT_EQ(c.getInts("shape"), (llvm::SmallVector<int64_t, 4>{2, 4}));
   EXPECT_EQ(c.getString("dtype"), "f32");
-  EXPECT_TRUE(m->ops()[2]->attrs.getBool("keepdims"));
-  EXPECT_TRUE(m->ops()[2]->attrs.find("axes")->getInts().empty());
-  EXPECT_EQ(m->ops()[1]->attrs.getInts("shape"),
+  EXPECT_TRUE(opAt(*m, 2)->attrs.getBool("keepdims"));
+  EXPECT_TRUE(opAt(*m, 2)->attrs.find("axes")->getInts().empty());
+  EXPECT_EQ(opAt(*m, 1)->attrs.getInts("shape"),
             (llvm::SmallVector<int64_t, 4>{ir::kBatchDim, 2, 2}));
-  EXPECT_EQ(m->ops()[3]->attrs.getString("padding"), "valid");
+  EXPECT_EQ(opAt(*m, 3)->attrs.getString("padding"), "valid");
 }
 
 TEST(Parser, FreshNamesAvoidNamesWrittenLater) {
   auto m = parseOk(body("  %a = relu(neg(x))\n  %1 = neg(x)\n  %2 = relu(%1)\n"));
   ASSERT_TRUE(m);
-  EXPECT_EQ(m->ops()[0]->result()->name(), "3");
+  EXPECT_EQ(opAt(*m, 0)->result()->name(), "3");
 }
 
 TEST(Parser, SparseTypesAndDynamicRows) {

@@ -51,7 +51,7 @@ TEST(Printer, TypesOnlyWhenEveryResultHasOne) {
   auto m = parseOk("model m {\n  input x : f32[2]\n  %a = relu(x)\n}\n");
   ASSERT_TRUE(m);
   EXPECT_EQ(ir::printModule(*m), "model m {\n  input x : f32[2]\n  %a = relu(x)\n}\n");
-  m->ops()[0]->result()->setType(TensorType(DType::F32, {2}));
+  opAt(*m, 0)->result()->setType(TensorType(DType::F32, {2}));
   EXPECT_EQ(ir::printModule(*m), "model m {\n  input x : f32[2]\n  %a = relu(x) : f32[2]\n}\n");
 }
 

@@ -1,6 +1,7 @@
 // Helpers shared by the text-format tests: parse and expect success or a given error.
 #pragma once
 
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -29,6 +30,11 @@ inline std::string parseError(llvm::StringRef text) {
     return "";
   }
   return llvm::toString(module.takeError());
+}
+
+// The op at position `i` of the module's op list.
+inline const std::unique_ptr<ir::Op> &opAt(const ir::Module &module, size_t i) {
+  return *std::next(module.ops().begin(), static_cast<std::ptrdiff_t>(i));
 }
 
 // print(parse(text)).

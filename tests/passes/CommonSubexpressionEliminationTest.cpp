@@ -1,5 +1,7 @@
 // cse: duplicates merged into the first, commutative operands matched both ways, attributes
 // compared with defaults, side effects never merged.
+#include <iterator>
+
 #include <gtest/gtest.h>
 
 #include "ir/Builder.h"
@@ -10,6 +12,11 @@ using namespace prism;
 using namespace prism::ir;
 
 namespace {
+
+// The op at position `i` of the module's op list.
+const std::unique_ptr<Op> &opAt(const Module &module, size_t i) {
+  return *std::next(module.ops().begin(), static_cast<std::ptrdiff_t>(i));
+}
 
 int64_t runCse(Module &m) {
   auto pass = passes::createPass("cse");
@@ -92,8 +99,8 @@ TEST(CommonSubexpressionElimination, NeverMergesSideEffects) {
   Module &m = b.module();
   EXPECT_EQ(runCse(m), 1);
   ASSERT_EQ(m.ops().size(), 3u);
-  EXPECT_EQ(m.ops()[1]->operand(1), g1);
-  EXPECT_EQ(m.ops()[2]->operand(1), g1);
+  EXPECT_EQ(opAt(m, 1)->operand(1), g1);
+  EXPECT_EQ(opAt(m, 2)->operand(1), g1);
 }
 
 TEST(CommonSubexpressionElimination, RewritesTheLossAndGradients) {

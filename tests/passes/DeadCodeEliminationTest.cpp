@@ -1,4 +1,6 @@
 // dce: unused ops go, whatever feeds an op, the loss or a gradient stays, updates stay.
+#include <iterator>
+
 #include <gtest/gtest.h>
 
 #include "ir/Builder.h"
@@ -8,6 +10,11 @@ using namespace prism;
 using namespace prism::ir;
 
 namespace {
+
+// The op at position `i` of the module's op list.
+const std::unique_ptr<Op> &opAt(const Module &module, size_t i) {
+  return *std::next(module.ops().begin(), static_cast<std::ptrdiff_t>(i));
+}
 
 int64_t runDce(Module &m) {
   auto pass = passes::createPass("dce");
@@ -68,6 +75,6 @@ TEST(DeadCodeElimination, WithoutLossOrGradientsOnlySideEffectsSurvive) {
   Module &m = b.module();
   EXPECT_EQ(runDce(m), 1);
   ASSERT_EQ(m.ops().size(), 2u);
-  EXPECT_EQ(m.ops()[0]->name(), "mul");
-  EXPECT_EQ(m.ops()[1]->name(), "apply_sgd");
+  EXPECT_EQ(opAt(m, 0)->name(), "mul");
+  EXPECT_EQ(opAt(m, 1)->name(), "apply_sgd");
 }
