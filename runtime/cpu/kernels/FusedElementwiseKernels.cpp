@@ -1,6 +1,7 @@
 // CPU kernel of fused_elementwise: the expression is compiled once into a flat list of
 // instructions over block-sized temporaries, then each block of the tensor runs every
 // instruction as one tight loop, so intermediate values stay in cache and the loops vectorize.
+// An instruction's loop is its op's loop from ElementwiseMath.h, as in the op's own kernel.
 #include <algorithm>
 #include <vector>
 
