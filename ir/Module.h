@@ -177,7 +177,8 @@ public:
   Op *prev() const;
   Op *next() const;
   // Whether this op comes before `other` in program order (both in one module). O(1), after a
-  // renumbering of the module's ops when insertions have used up the room between numbers.
+  // renumbering of the module's ops when insertions have used up the room between numbers (so
+  // even on a const module it may write: not for concurrent use).
   bool isBefore(const Op &other) const;
 
   AttrMap attrs;

@@ -65,8 +65,13 @@ struct OpDef {
 
   bool has(OpTrait t) const { return (traits & t) != 0; }
   bool differentiable() const { return gradient != nullptr; }
-  bool sparseGradient(unsigned operand) const { return (sparseGradOperands >> operand) & 1u; }
-  bool writes(unsigned operand) const { return (writtenOperands >> operand) & 1u; }
+  // Operands past the 32 the masks describe (a variadic op's tail) have neither property.
+  bool sparseGradient(unsigned operand) const {
+    return operand < 32 && ((sparseGradOperands >> operand) & 1u);
+  }
+  bool writes(unsigned operand) const {
+    return operand < 32 && ((writtenOperands >> operand) & 1u);
+  }
   const AttrSpec *attrSpec(llvm::StringRef name) const;
   unsigned minOperands() const { return static_cast<unsigned>(operands.size()); }
   unsigned resultCount(unsigned numOperands) const {
