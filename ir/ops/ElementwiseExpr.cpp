@@ -113,6 +113,8 @@ private:
 
 } // namespace
 
+llvm::ArrayRef<llvm::StringRef> fusableElementwiseOps() { return kFusableOps; }
+
 bool isFusableElementwiseOp(llvm::StringRef name) {
   return llvm::is_contained(kFusableOps, name);
 }

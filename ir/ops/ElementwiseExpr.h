@@ -16,6 +16,8 @@ namespace prism::ir {
 // The ops an expression may call: the unary and binary float elementwise ops whose meaning
 // does not depend on broadcasting or attributes.
 bool isFusableElementwiseOp(llvm::StringRef name);
+// All of them (tests run each through fused_elementwise).
+llvm::ArrayRef<llvm::StringRef> fusableElementwiseOps();
 
 struct ExprNode {
   int operand = -1;               // >= 0: a reference to operand `operand`
