@@ -11,7 +11,9 @@ llvm::StringRef deviceKindName(DeviceKind kind) {
   return kind == DeviceKind::Cuda ? "cuda" : "cpu";
 }
 
-std::string DeviceId::str() const { return deviceKindName(kind).str() + ":" + std::to_string(index); }
+std::string DeviceId::str() const {
+  return deviceKindName(kind).str() + ":" + std::to_string(index);
+}
 
 llvm::Expected<DeviceId> DeviceId::parse(llvm::StringRef text) {
   DeviceId id;
@@ -41,6 +43,8 @@ std::optional<DeviceId> opDevice(const Op &op) {
   return *id;
 }
 
-void setOpDevice(Op &op, DeviceId device) { op.attrs.set(kDeviceAttr, Attr::string(device.str())); }
+void setOpDevice(Op &op, DeviceId device) {
+  op.attrs.set(kDeviceAttr, Attr::string(device.str()));
+}
 
 } // namespace prism::ir

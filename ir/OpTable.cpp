@@ -158,9 +158,9 @@ Value *GradientContext::emit(llvm::StringRef opName, llvm::ArrayRef<Value *> ope
   if (!types) {
     llvm::Error err = types.takeError();
     if (!error_)
-      error_ = withContext(std::move(err), "gradient of '" + op_.name() + "' (" +
-                                               op_.result(0)->ref() + "): emitted '" + opName +
-                                               "'");
+      error_ =
+          withContext(std::move(err), "gradient of '" + op_.name() + "' (" + op_.result(0)->ref() +
+                                          "): emitted '" + opName + "'");
     else
       llvm::consumeError(std::move(err));
     return created->numResults() ? created->result(0) : nullptr;

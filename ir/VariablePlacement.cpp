@@ -90,8 +90,7 @@ std::optional<VariablePlacement> placementOf(const Variable &variable) {
   const Attr *rows = attrOf(variable, kRows, AttrKind::Ints);
   if (shards && rows && rows->getInts().size() == shards->getInts().size() + 1)
     for (size_t i = 0; i < shards->getInts().size(); ++i)
-      result.shards.push_back(
-          {shards->getInts()[i], {rows->getInts()[i], rows->getInts()[i + 1]}});
+      result.shards.push_back({shards->getInts()[i], {rows->getInts()[i], rows->getInts()[i + 1]}});
   return result;
 }
 
@@ -154,8 +153,8 @@ llvm::Error checkPlacementAttrs(const Variable &variable) {
   };
   if (const Attr *kind = variable.attrs.find(kKind))
     if (kind->kind() != AttrKind::String || !parseKind(kind->getString()))
-      return bad(kKind, "must be \"dense\", \"sparse\", \"mixed\" or \"unused\", got " +
-                            kind->str());
+      return bad(kKind,
+                 "must be \"dense\", \"sparse\", \"mixed\" or \"unused\", got " + kind->str());
   const Attr *where = variable.attrs.find(kPlacement);
   if (where && (where->kind() != AttrKind::String || !parsePlacement(where->getString())))
     return bad(kPlacement, "must be \"allreduce\", \"ps\" or \"replicated\", got " + where->str());

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "ir/Collectives.h"
 #include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
-#include "ir/Collectives.h"
 #include "passes/ParallelizeOptions.h"
 #include "passes/Pass.h"
 

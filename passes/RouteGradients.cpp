@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "ir/Collectives.h"
 #include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
 #include "ir/TypeInference.h"
 #include "ir/VariablePlacement.h"
-#include "ir/Collectives.h"
 #include "passes/ParallelizeOptions.h"
 #include "passes/Pass.h"
 #include "llvm/ADT/DenseMap.h"

@@ -4,11 +4,11 @@
 #include <map>
 #include <random>
 
+#include "ir/Collectives.h"
 #include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
 #include "ir/Printer.h"
 #include "ir/VariablePlacement.h"
-#include "ir/Collectives.h"
 #include "plan/Estimate.h"
 #include "plan/PlanFile.h"
 #include "plan/PlanVerifier.h"

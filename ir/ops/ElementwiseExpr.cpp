@@ -113,7 +113,9 @@ private:
 
 } // namespace
 
-llvm::ArrayRef<llvm::StringRef> fusableElementwiseOps() { return kFusableOps; }
+llvm::ArrayRef<llvm::StringRef> fusableElementwiseOps() {
+  return kFusableOps;
+}
 
 bool isFusableElementwiseOp(llvm::StringRef name) {
   return llvm::is_contained(kFusableOps, name);

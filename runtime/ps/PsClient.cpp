@@ -132,9 +132,9 @@ llvm::Error PsClient::runAll(llvm::StringRef method, std::vector<std::unique_ptr
       bytesReceived_ += call->response.ByteSizeLong();
       continue;
     }
-    errors = llvm::joinErrors(std::move(errors),
-                              dist::rpcError(call->status,
-                                             "parameter server " + call->endpoint + ": " + method));
+    errors = llvm::joinErrors(
+        std::move(errors),
+        dist::rpcError(call->status, "parameter server " + call->endpoint + ": " + method));
   }
   return errors;
 }
