@@ -5,7 +5,7 @@
 #include "cluster/ClusterParser.h"
 #include "plan/Partitioner.h"
 #include "plan/PlanFile.h"
-#include "plan/RowsPerStep.h"
+#include "runtime/job/RowsPerStep.h"
 #include "tools/Commands.h"
 #include "tools/Partition.h"
 #include "llvm/Support/raw_ostream.h"
@@ -38,7 +38,7 @@ int runPartition(const PartitionArgs &args) {
     return reportError(result.takeError());
   plan::Plan &plan = result->plan;
   if (!args.data.empty() && !args.rowsPerStep)
-    if (auto sampled = plan::estimateRowsFromData(plan, args.data); !sampled)
+    if (auto sampled = runtime::job::estimateRowsFromData(plan, args.data); !sampled)
       return reportError(sampled.takeError());
   if (args.stats)
     printPartitionStatistics(*result, llvm::errs());

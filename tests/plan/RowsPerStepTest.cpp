@@ -8,10 +8,14 @@
 #include "frontends/text/Parser.h"
 #include "plan/Partitioner.h"
 #include "plan/PlanVerifier.h"
-#include "plan/RowsPerStep.h"
+#include "runtime/job/RowsPerStep.h"
 
 namespace prism::plan {
 namespace {
+
+using runtime::job::estimateRowsFromData;
+using runtime::job::rowPullIdInputs;
+using runtime::job::sampleRowsPerStep;
 
 constexpr const char *kZipf = "zipf:100000,tokens=20,classes=10";
 

@@ -1,5 +1,5 @@
 // Rows per step measured on a data set (see RowsPerStep.h).
-#include "plan/RowsPerStep.h"
+#include "runtime/job/RowsPerStep.h"
 
 #include <algorithm>
 
@@ -9,28 +9,28 @@
 #include "runtime/data/BatchIterator.h"
 #include "runtime/data/DataSpec.h"
 
-namespace prism::plan {
+namespace prism::runtime::job {
 namespace {
 
 // The batches worker:0 trains on first, with the inputs of its program as fields.
-llvm::Expected<runtime::data::BatchIterator>
-workerBatches(const Plan &plan, const ir::Module &worker, const runtime::data::Dataset &dataset) {
-  std::vector<runtime::data::InputSlot> slots;
+llvm::Expected<data::BatchIterator> workerBatches(const plan::Plan &plan, const ir::Module &worker,
+                                                  const data::Dataset &dataset) {
+  std::vector<data::InputSlot> slots;
   for (const auto &in : worker.inputs())
     slots.push_back({in->name(), in->type()});
-  auto fields = runtime::data::requestsForInputs(dataset, slots);
+  auto fields = data::requestsForInputs(dataset, slots);
   if (!fields)
     return fields.takeError();
-  runtime::data::BatchOptions options;
+  data::BatchOptions options;
   options.batchSize = plan.run().global_batch();
   options.seed = plan.run().seed();
-  options.numShards = countTasks(plan, "worker");
+  options.numShards = plan::countTasks(plan, "worker");
   options.fields = *fields;
-  return runtime::data::BatchIterator::create(dataset, options);
+  return data::BatchIterator::create(dataset, options);
 }
 
 // Distinct ids in `inputs` of one batch.
-size_t distinctIds(const runtime::data::Batch &batch, const std::set<std::string> &inputs) {
+size_t distinctIds(const data::Batch &batch, const std::set<std::string> &inputs) {
   std::set<int64_t> ids;
   for (const std::string &input : inputs) {
     const runtime::Tensor &t = batch.at(input);
@@ -41,12 +41,12 @@ size_t distinctIds(const runtime::data::Batch &batch, const std::set<std::string
 }
 
 // The PS programs, in PS task order.
-llvm::Expected<std::vector<std::unique_ptr<ir::Module>>> psPrograms(const Plan &plan) {
+llvm::Expected<std::vector<std::unique_ptr<ir::Module>>> psPrograms(const plan::Plan &plan) {
   std::vector<std::unique_ptr<ir::Module>> programs;
-  for (const Task &t : plan.cluster().tasks()) {
+  for (const plan::Task &t : plan.cluster().tasks()) {
     if (t.role() != "ps")
       continue;
-    auto program = parseProgram(*findProgram(plan, t.name()));
+    auto program = plan::parseProgram(*plan::findProgram(plan, t.name()));
     if (!program)
       return program.takeError();
     programs.push_back(std::move(*program));
@@ -70,15 +70,16 @@ std::set<std::string> rowPullIdInputs(const ir::Module &worker) {
   return inputs;
 }
 
-llvm::Expected<std::optional<double>> sampleRowsPerStep(const Plan &plan, const ir::Module &worker,
+llvm::Expected<std::optional<double>> sampleRowsPerStep(const plan::Plan &plan,
+                                                        const ir::Module &worker,
                                                         llvm::StringRef dataSpec, int64_t batches) {
   std::set<std::string> idInputs = rowPullIdInputs(worker);
   if (idInputs.empty())
     return std::nullopt;
-  auto spec = runtime::data::parseDataSpec(dataSpec);
+  auto spec = data::parseDataSpec(dataSpec);
   if (!spec)
     return spec.takeError();
-  auto dataset = runtime::data::openDataset(*spec, runtime::data::Split::Train, plan.run().seed());
+  auto dataset = data::openDataset(*spec, data::Split::Train, plan.run().seed());
   if (!dataset)
     return dataset.takeError();
   auto iterator = workerBatches(plan, worker, **dataset);
@@ -93,11 +94,11 @@ llvm::Expected<std::optional<double>> sampleRowsPerStep(const Plan &plan, const 
   return distinct / static_cast<double>(samples) / static_cast<double>(idInputs.size());
 }
 
-llvm::Expected<bool> estimateRowsFromData(Plan &plan, llvm::StringRef dataSpec) {
-  const Program *workerProgram = findProgram(plan, "worker:0");
+llvm::Expected<bool> estimateRowsFromData(plan::Plan &plan, llvm::StringRef dataSpec) {
+  const plan::Program *workerProgram = plan::findProgram(plan, "worker:0");
   if (!workerProgram)
     return false;
-  auto worker = parseProgram(*workerProgram);
+  auto worker = plan::parseProgram(*workerProgram);
   if (!worker)
     return worker.takeError();
   auto rows = sampleRowsPerStep(plan, **worker, dataSpec);
@@ -111,10 +112,10 @@ llvm::Expected<bool> estimateRowsFromData(Plan &plan, llvm::StringRef dataSpec) 
   std::vector<const ir::Module *> psModules;
   for (const auto &program : *ps)
     psModules.push_back(program.get());
-  estimatePlan(plan, **worker, psModules, *rows);
-  for (TableEstimate &t : *plan.mutable_estimate()->mutable_tables())
+  plan::estimatePlan(plan, **worker, psModules, *rows);
+  for (plan::TableEstimate &t : *plan.mutable_estimate()->mutable_tables())
     t.set_source("sampled from " + dataSpec.str());
   return true;
 }
 
-} // namespace prism::plan
+} // namespace prism::runtime::job

@@ -12,7 +12,7 @@
 #include "plan/plan.pb.h"
 #include "llvm/Support/Error.h"
 
-namespace prism::plan {
+namespace prism::runtime::job {
 
 // Global batches sampled, at most.
 constexpr int64_t kRowsPerStepSamples = 20;
@@ -22,12 +22,13 @@ std::set<std::string> rowPullIdInputs(const ir::Module &worker);
 
 // The mean distinct ids per input that worker:0's share of the first `batches` global batches
 // holds in those inputs; none when the worker pulls no rows or the data has no batch.
-llvm::Expected<std::optional<double>> sampleRowsPerStep(const Plan &plan, const ir::Module &worker,
+llvm::Expected<std::optional<double>> sampleRowsPerStep(const plan::Plan &plan,
+                                                        const ir::Module &worker,
                                                         llvm::StringRef dataSpec,
                                                         int64_t batches = kRowsPerStepSamples);
 
 // Estimates the plan again with the rows per step sampled from `dataSpec`; its tables' source
 // reads "sampled from SPEC". Whether it did: a plan whose workers pull no rows stays as it was.
-llvm::Expected<bool> estimateRowsFromData(Plan &plan, llvm::StringRef dataSpec);
+llvm::Expected<bool> estimateRowsFromData(plan::Plan &plan, llvm::StringRef dataSpec);
 
-} // namespace prism::plan
+} // namespace prism::runtime::job
