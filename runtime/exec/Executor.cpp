@@ -5,6 +5,7 @@
 #include "ir/OpTable.h"
 #include "runtime/BatchSplit.h"
 #include "runtime/exec/MemoryPlanner.h"
+#include "runtime/reference/Tensor.h"
 #include "llvm/ADT/DenseSet.h"
 
 namespace prism::runtime {
@@ -13,13 +14,6 @@ namespace {
 
 std::vector<int64_t> concreteShape(const ir::TensorType &t) {
   return std::vector<int64_t>(t.dims.begin(), t.dims.end());
-}
-
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 // The tower an op belongs to (the index of the device it is pinned to), or -1 for the task's
@@ -272,7 +266,7 @@ llvm::Expected<int64_t> Executor::bindBatch(const Feeds &feeds) const {
     }
     if (!ok)
       return ir::makeError("input '" + in->name() + "' expects " + type.str() + ", got " +
-                           ir::dtypeName(t.dtype()).str() + shapeText(t.shape()) +
+                           ir::dtypeName(t.dtype()).str() + reference::shapeString(t.shape()) +
                            (batch >= 0 ? " (B = " + std::to_string(batch) + ")" : ""));
   }
   return batch < 0 ? 1 : batch;

@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "ModelFiles.h"
 #include "cluster/ClusterParser.h"
 #include "frontends/text/Parser.h"
 #include "plan/Estimate.h"
@@ -18,12 +19,7 @@
 namespace prism::plan {
 namespace {
 
-std::unique_ptr<ir::Module> loadModel(const std::string &name) {
-  auto module =
-      frontends::parseModuleFile(std::string(PRISM_SOURCE_DIR) + "/models/" + name + ".prism");
-  EXPECT_TRUE(static_cast<bool>(module)) << llvm::toString(module.takeError());
-  return std::move(*module);
-}
+using testing::loadModel;
 
 llvm::Expected<PartitionResult>
 partitionFor(const ir::Module &model, const std::string &cluster, PartitionOptions options = {},

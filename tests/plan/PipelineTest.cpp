@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "ModelFiles.h"
 #include "frontends/text/Parser.h"
 #include "ir/OpTable.h"
 #include "ir/VariablePlacement.h"
@@ -12,12 +13,7 @@
 namespace prism::plan {
 namespace {
 
-std::unique_ptr<ir::Module> loadModel(const std::string &name) {
-  auto module =
-      frontends::parseModuleFile(std::string(PRISM_SOURCE_DIR) + "/models/" + name + ".prism");
-  EXPECT_TRUE(static_cast<bool>(module)) << llvm::toString(module.takeError());
-  return std::move(*module);
-}
+using testing::loadModel;
 
 bool ranPass(const PassStatistics &statistics, llvm::StringRef pass) {
   for (const auto &[name, statistic] : statistics)
