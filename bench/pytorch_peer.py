@@ -2,7 +2,7 @@
 """PyTorch peer for bench/single_device: the same models, optimizer, batch and data as Prism.
 
 Prints one JSON line: {"model", "threads", "samples_per_sec", "steps", "peak_rss_mb", and
-"test_accuracy" when --epochs is given}. Run with Debian's /usr/bin/python3 (python3-torch).
+"test_accuracy" when --epochs is given}. --bf16 trains under bf16 autocast. Run with Debian's /usr/bin/python3 (python3-torch).
 """
 import argparse
 import gzip
@@ -87,6 +87,8 @@ def main():
     p.add_argument("--steps", type=int, default=0)
     p.add_argument("--epochs", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bf16", action="store_true",
+                   help="bf16 autocast (linear and convolution in bf16, weights f32)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -125,7 +127,8 @@ def main():
         idx = order[s * a.batch:(s + 1) * a.batch]
         for o in opts:
             o.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(train_x[idx]), train_y[idx])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+            loss = F.cross_entropy(model(train_x[idx]), train_y[idx])
         loss.backward()
         for o in opts:
             o.step()
@@ -134,7 +137,7 @@ def main():
               "samples_per_sec": total * a.batch / elapsed,
               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if a.epochs and test is not None:
-        with torch.no_grad():
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
             logits = model(test[0])
         result["test_accuracy"] = (logits.argmax(1) == test[1]).float().mean().item()
     print(json.dumps(result))

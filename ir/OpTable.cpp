@@ -1,6 +1,8 @@
 // The op table: registration, lookup, signature checks, type inference, costs.
 #include "ir/OpTable.h"
+
 #include "ir/Device.h"
+#include "ir/Precision.h"
 
 #include <cassert>
 #include <memory>
@@ -88,6 +90,25 @@ AttrMap withDefaults(const OpDef &def, const AttrMap &attrs) {
   return out;
 }
 
+namespace {
+// `compute = "bf16"`: a known precision, on an op the table lets compute in it.
+llvm::Error checkComputeAttr(const OpDef &def, const Attr &value) {
+  if (value.kind() != AttrKind::String)
+    return makeError("attribute 'compute' must be a string like \"bf16\", got " + value.str());
+  auto precision = parsePrecision(value.getString());
+  if (!precision)
+    return withContext(precision.takeError(), "attribute 'compute'");
+  if (*precision == ComputePrecision::F32 || allowsReducedPrecision(def))
+    return llvm::Error::success();
+  std::string allowed;
+  for (const OpDef *op : allOps())
+    if (allowsReducedPrecision(*op))
+      allowed += (allowed.empty() ? "" : ", ") + op->name;
+  return makeError("'" + def.name + "' computes in f32 only; `compute = \"" + value.getString() +
+                   "\"` is for " + allowed);
+}
+} // namespace
+
 llvm::Error checkSignature(const OpDef &def, unsigned numOperands, const AttrMap &attrs) {
   unsigned min = def.minOperands();
   bool arityOk = def.variadic ? numOperands >= min : numOperands == min;
@@ -102,6 +123,11 @@ llvm::Error checkSignature(const OpDef &def, unsigned numOperands, const AttrMap
         return makeError("attribute 'device' must be a string like \"cpu:1\", got " + value.str());
       if (auto parsed = DeviceId::parse(value.getString()); !parsed)
         return withContext(parsed.takeError(), "attribute 'device'");
+      continue;
+    }
+    if (name == kComputeAttr) {
+      if (auto err = checkComputeAttr(def, value))
+        return err;
       continue;
     }
     const AttrSpec *spec = def.attrSpec(name);

@@ -62,6 +62,10 @@ struct OpDef {
   uint32_t writtenOperands = 0;    // bit i: operand i must be a variable; written at step end
   CostRule cost = nullptr;         // null: elementwise-like default
   uint32_t traits = 0;
+  // Bit i: operand i is read in the op's compute precision (ir/Precision.h). Non-zero for the
+  // ops that may compute in bf16/fp16 (matrix products, convolutions); every other op keeps
+  // float32 (softmax, losses, norms, reductions, updates, communication).
+  uint32_t reducedPrecisionOperands = 0;
 
   bool has(OpTrait t) const { return (traits & t) != 0; }
   bool differentiable() const { return gradient != nullptr; }
@@ -71,6 +75,9 @@ struct OpDef {
   }
   bool writes(unsigned operand) const {
     return operand < 32 && ((writtenOperands >> operand) & 1u);
+  }
+  bool readsInComputePrecision(unsigned operand) const {
+    return operand < 32 && ((reducedPrecisionOperands >> operand) & 1u);
   }
   const AttrSpec *attrSpec(llvm::StringRef name) const;
   unsigned minOperands() const { return static_cast<unsigned>(operands.size()); }

@@ -67,6 +67,7 @@ ParallelPipelineOptions pipelineOptions(const cluster::Cluster &cluster, int64_t
   pipeline.placement.psTasks = cluster.numParameterServers();
   pipeline.routing = options.routing;
   pipeline.fuse = options.fuse;
+  pipeline.precision = options.precision;
   return pipeline;
 }
 
@@ -391,6 +392,8 @@ void fillRunConfig(const Module &model, const PartitionOptions &options, int64_t
     run.set_optimizer(ir::printOptimizer(*model.optimizer));
   run.set_data_sharding("contiguous");
   run.set_towers_per_worker(static_cast<int32_t>(towers));
+  if (options.precision != ir::ComputePrecision::F32)
+    run.set_precision(ir::precisionName(options.precision).str());
   run.set_job_token(options.jobToken.empty() ? makeJobToken() : options.jobToken);
 }
 

@@ -26,7 +26,9 @@ struct PartitionOptions {
   uint64_t seed = 0;
   // Distinct rows a worker reads per step from each PS table; unset: estimated as uniform draws.
   std::optional<double> rowsPerStep;
-  bool fuse = true;     // run the fusion passes on the programs
+  bool fuse = true; // run the fusion passes on the programs
+  // Matrix products and convolutions compute in this (mixed-precision); variables stay f32.
+  ir::ComputePrecision precision = ir::ComputePrecision::F32;
   std::string jobToken; // empty: a fresh random token
 };
 

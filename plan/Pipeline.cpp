@@ -45,6 +45,16 @@ llvm::Error checkParameterServers(const ir::Module &module,
 
 } // namespace
 
+// Last, so that every matrix product and convolution (backward and fused ones too) is marked.
+static llvm::Error applyPrecision(ir::Module &module, ir::ComputePrecision precision,
+                                  PassStatistics *statistics) {
+  if (precision == ir::ComputePrecision::F32)
+    return llvm::Error::success();
+  passes::PassOptions options;
+  options.set("precision", ir::precisionName(precision));
+  return runPipeline(module, "mixed-precision", options, statistics);
+}
+
 llvm::Error runPipeline(ir::Module &module, llvm::StringRef pipeline,
                         const passes::PassOptions &options, PassStatistics *statistics) {
   auto manager = passes::PassManager::fromPipeline(pipeline);
@@ -73,7 +83,15 @@ std::string trainingPipeline(bool fuse) {
 }
 
 llvm::Error compileTrainingStep(ir::Module &module, bool fuse, PassStatistics *statistics) {
-  return runPipeline(module, trainingPipeline(fuse), {}, statistics);
+  return compileTrainingStep(module, TrainingStepOptions{fuse, ir::ComputePrecision::F32},
+                             statistics);
+}
+
+llvm::Error compileTrainingStep(ir::Module &module, const TrainingStepOptions &options,
+                                PassStatistics *statistics) {
+  if (auto e = runPipeline(module, trainingPipeline(options.fuse), {}, statistics))
+    return e;
+  return applyPrecision(module, options.precision, statistics);
 }
 
 llvm::Error parallelize(ir::Module &module, const ParallelPipelineOptions &options,
@@ -89,8 +107,9 @@ llvm::Error parallelize(ir::Module &module, const ParallelPipelineOptions &optio
   if (auto e = runPipeline(module, kPlaceAndRoutePasses, passOptions, statistics))
     return e;
   if (options.fuse)
-    return runPipeline(module, kFusionPasses, passOptions, statistics);
-  return llvm::Error::success();
+    if (auto e = runPipeline(module, kFusionPasses, passOptions, statistics))
+      return e;
+  return applyPrecision(module, options.precision, statistics);
 }
 
 } // namespace prism::plan

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ir/Module.h"
+#include "ir/Precision.h"
 #include "passes/ParallelizeOptions.h"
 #include "passes/Pass.h"
 #include "llvm/ADT/StringRef.h"
@@ -31,18 +32,29 @@ std::string trainingPipeline(bool fuse = true);
 llvm::Error compileTrainingStep(ir::Module &module, bool fuse = true,
                                 PassStatistics *statistics = nullptr);
 
+// What the single-device training step takes besides the model.
+struct TrainingStepOptions {
+  bool fuse = true; // the fusion passes at the end
+  // Below f32, mixed-precision runs last: matrix products and convolutions compute in it.
+  ir::ComputePrecision precision = ir::ComputePrecision::F32;
+};
+llvm::Error compileTrainingStep(ir::Module &module, const TrainingStepOptions &options,
+                                PassStatistics *statistics = nullptr);
+
 // What the parallelizing pipeline takes besides the model.
 struct ParallelPipelineOptions {
   passes::ReplicateOptions replicate;      // worker tasks, and towers in each (in-graph)
   passes::PlaceVariablesOptions placement; // strategy, PS tasks, row partitions
   passes::RouteGradientsOptions routing;   // all-reduce bucket size
   bool fuse = true;                        // the fusion passes at the end
+  ir::ComputePrecision precision = ir::ComputePrecision::F32; // mixed-precision when below f32
 };
 
 // The parallelizing pipeline: the training step (unfused), classify-variables,
 // replicate-in-graph (more than one tower), replicate-between-graph, place-variables,
-// route-gradients, and with `fuse` the fusion passes. A strategy that puts variables on
-// parameter servers when there are none is an error naming the variable and the way out.
+// route-gradients, with `fuse` the fusion passes, and below f32 mixed-precision. A strategy that
+// puts variables on parameter servers when there are none is an error naming the variable and the
+// way out.
 llvm::Error parallelize(ir::Module &module, const ParallelPipelineOptions &options,
                         PassStatistics *statistics = nullptr);
 

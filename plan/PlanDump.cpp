@@ -399,6 +399,8 @@ void printHeader(const Plan &plan, llvm::raw_ostream &os) {
       ", " + count(std::max(1, plan.run().towers_per_worker()), "tower", "towers") + " per worker";
   if (!plan.run().data_sharding().empty())
     run += ", " + plan.run().data_sharding() + " data sharding";
+  if (!plan.run().precision().empty())
+    run += ", " + plan.run().precision() + " compute (matmul, conv) with f32 variables";
   header.add({"run", run});
   header.print(os, "");
 }
@@ -652,7 +654,8 @@ std::string printJson(PlanView &view, const TaskView *only) {
               {"seed", run.seed()},
               {"optimizer", run.optimizer()},
               {"data_sharding", run.data_sharding()},
-              {"towers_per_worker", run.towers_per_worker()}}}};
+              {"towers_per_worker", run.towers_per_worker()},
+              {"precision", run.precision().empty() ? "f32" : run.precision()}}}};
   return j.dump(2) + "\n";
 }
 

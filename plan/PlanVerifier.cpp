@@ -10,6 +10,7 @@
 #include "frontends/text/Parser.h"
 #include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
+#include "ir/Precision.h"
 #include "ir/VariablePlacement.h"
 #include "ir/Verifier.h"
 #include "passes/ParallelizeOptions.h"
@@ -80,6 +81,9 @@ llvm::Error verifyCluster(const Plan &plan) {
   if (plan.run().global_batch() < towers)
     return fail("run.global_batch: " + std::to_string(plan.run().global_batch()) +
                 " is smaller than the " + std::to_string(towers) + " towers in all");
+  if (!plan.run().precision().empty())
+    if (auto precision = ir::parsePrecision(plan.run().precision()); !precision)
+      return fail("run.precision: " + ir::messageOf(precision.takeError()));
   return llvm::Error::success();
 }
 

@@ -1,5 +1,6 @@
 // `prism ops [--markdown]`: the op table, as a person reads it (docs/ops.md is its markdown).
 #include "ir/OpTable.h"
+#include "ir/Precision.h"
 #include "tools/Commands.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -21,6 +22,7 @@ std::string traitsOf(const ir::OpDef &def) {
   add(def.has(ir::kGradientOnly), "backward");
   add(def.has(ir::kOnParameterServer), "runs on the PS");
   add(def.resultPerOperand, "one result per operand");
+  add(ir::allowsReducedPrecision(def), "may compute in bf16 (`compute`)");
   return s;
 }
 

@@ -27,6 +27,9 @@ void CompileArgs::addOptions(CLI::App &cmd, bool runOptions, bool clusterRequire
                  "Split PS tables larger than this over the PS tasks")
       ->capture_default_str();
   cmd.add_flag("--no-fuse", noFuse, "Leave out the fusion passes");
+  cmd.add_option("--precision", precision,
+                 "f32, or bf16: matmuls and convolutions compute in bf16, variables stay f32")
+      ->capture_default_str();
   if (!runOptions)
     return;
   cmd.add_option("--batch", options.globalBatch, "Global batch size (all workers together)")
@@ -67,6 +70,10 @@ llvm::Expected<plan::PartitionOptions> CompileArgs::toOptions() const {
     return ir::makeError("option --steps: expected 0 or more, got " +
                          std::to_string(options.steps));
   checked.fuse = !noFuse;
+  auto parsedPrecision = ir::parsePrecision(precision);
+  if (!parsedPrecision)
+    return ir::withContext(parsedPrecision.takeError(), "option --precision");
+  checked.precision = *parsedPrecision;
   return checked;
 }
 

@@ -16,11 +16,12 @@ struct CompileArgs {
   std::string strategy = passes::strategyName(passes::PlaceVariablesOptions().strategy).str();
   std::string replication = cluster::replicationName(cluster::Replication::BetweenGraph).str();
   bool noFuse = false;
+  std::string precision = ir::precisionName(ir::ComputePrecision::F32).str();
   // The flags' values land here; the defaults are the typed options' own.
   plan::PartitionOptions options;
 
   // --cluster, --strategy, --replication, --partitions, --bucket-mb, --partition-threshold-mb,
-  // --no-fuse; with `runOptions` also --batch, --steps, --seed.
+  // --no-fuse, --precision; with `runOptions` also --batch, --steps, --seed.
   void addOptions(CLI::App &cmd, bool runOptions = true, bool clusterRequired = true);
   cluster::Replication replicationKind() const;
   // Checks the values (naming the option at fault) and returns the partitioner's options.

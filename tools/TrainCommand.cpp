@@ -89,7 +89,11 @@ int runTrain(const TrainArgs &args) {
     return runDistributedTrain(args, **module);
   }
   std::string optimizer = (*module)->optimizer ? ir::printOptimizer(*(*module)->optimizer) : "";
-  if (auto e = plan::compileTrainingStep(**module))
+  auto compileOptions = args.compile.toOptions();
+  if (!compileOptions)
+    return reportError(compileOptions.takeError());
+  ir::ComputePrecision precision = compileOptions->precision;
+  if (auto e = plan::compileTrainingStep(**module, {compileOptions->fuse, precision}))
     return reportError(std::move(e));
 
   runtime::train::TrainOptions options;
@@ -113,7 +117,11 @@ int runTrain(const TrainArgs &args) {
     llvm::outs() << "training " << (*module)->name() << " (" << args.model << ") on " << spec->str()
                  << ": batch " << args.batch << ", " << args.threads
                  << (args.threads == 1 ? " thread" : " threads") << ", seed " << args.seed
-                 << (optimizer.empty() ? "" : ", " + optimizer) << "\n";
+                 << (optimizer.empty() ? "" : ", " + optimizer)
+                 << (precision == ir::ComputePrecision::F32
+                         ? ""
+                         : ", " + ir::precisionName(precision).str() + " compute")
+                 << "\n";
   llvm::outs().flush();
   auto result = runtime::train::train(**module, options);
   if (!result)

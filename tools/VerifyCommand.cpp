@@ -71,6 +71,7 @@ int runVerify(const VerifyArgs &args) {
   options.job.data = args.data;
   options.job.threads = args.threads;
   options.fuse = partitionOptions->fuse;
+  options.precision = partitionOptions->precision;
   llvm::SmallString<128> dir;
   if (auto ec = llvm::sys::fs::createUniqueDirectory("prism-verify", dir))
     return reportError(ir::makeError("cannot make a scratch directory: " + ec.message()));

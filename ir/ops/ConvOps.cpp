@@ -189,15 +189,18 @@ void registerConvOps(std::vector<OpDef> &t) {
   OpDef conv = makeOp("conv2d", "2-D convolution of x[N,H,W,C] with filter[KH,KW,C,O]",
                       {"x", "filter"}, conv2dShape, conv2dGrad, convAttrSpecs());
   conv.cost = conv2dCost;
+  conv.reducedPrecisionOperands = 0b11;
   t.push_back(conv);
   OpDef bi = makeOp("conv2d_backprop_input", "gradient of conv2d with respect to its input",
                     {"dy", "filter", "x"}, backInputShape, nullptr, convAttrSpecs(), kGradientOnly);
   bi.cost = conv2dBackInputCost;
+  bi.reducedPrecisionOperands = 0b11; // dy, filter (x gives the shape)
   t.push_back(bi);
   OpDef bf =
       makeOp("conv2d_backprop_filter", "gradient of conv2d with respect to its filter",
              {"x", "dy", "filter"}, backFilterShape, nullptr, convAttrSpecs(), kGradientOnly);
   bf.cost = conv2dBackFilterCost;
+  bf.reducedPrecisionOperands = 0b11; // x, dy (filter gives the shape)
   t.push_back(bf);
   t.push_back(makeOp("max_pool2d", "maximum over windows of x[N,H,W,C]", {"x"}, poolShape,
                      maxPoolGrad, poolAttrSpecs()));

@@ -84,6 +84,7 @@ OpDef fusedDef(const std::vector<OpDef> &table, llvm::StringRef base, const char
                          "none or relu, applied after the bias"));
   d.shape = shape;
   d.cost = cost;
+  d.reducedPrecisionOperands = unfused->reducedPrecisionOperands; // the bias stays f32
   return d;
 }
 

@@ -157,6 +157,7 @@ void registerNeuralNetOps(std::vector<OpDef> &t) {
   mm.attrs = {attr("transpose_a", AttrKind::Bool, Attr::boolean(false), "use aᵀ"),
               attr("transpose_b", AttrKind::Bool, Attr::boolean(false), "use bᵀ")};
   mm.cost = matmulCost;
+  mm.reducedPrecisionOperands = 0b11;
   t.push_back(mm);
   t.push_back(def("bias_add", "x + bias along the last dimension", {"x", "bias"}, biasAddShape,
                   biasAddGrad, kElementwise));

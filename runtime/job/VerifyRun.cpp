@@ -50,7 +50,7 @@ llvm::Expected<train::TrainResult> runSingleDevice(const ir::Module &model, cons
                                                    const VerifyRunOptions &options) {
   auto single = model.clone();
   single->setSourceFile(model.sourceFile());
-  if (auto e = plan::compileTrainingStep(*single, options.fuse))
+  if (auto e = plan::compileTrainingStep(*single, {options.fuse, options.precision}))
     return std::move(e);
   train::TrainOptions trainOptions;
   auto spec = data::parseDataSpec(options.job.data);

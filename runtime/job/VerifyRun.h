@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ir/Module.h"
+#include "ir/Precision.h"
 #include "plan/plan.pb.h"
 #include "runtime/Tensor.h"
 #include "runtime/job/JobOptions.h"
@@ -28,6 +29,8 @@ struct VerifyRunOptions {
   JobOptions job;
   // The single-device step runs the passes the plan's programs ran: the fusion passes or not.
   bool fuse = true;
+  // ... and computes in the plan's precision.
+  ir::ComputePrecision precision = ir::ComputePrecision::F32;
   // An existing directory for the plan file, both runs' metrics and the tasks' variables.
   std::string workDir;
 };

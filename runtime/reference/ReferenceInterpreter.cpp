@@ -1,6 +1,8 @@
 // The reference interpreter: feeds, step semantics, and running the reference kernels.
 #include "runtime/reference/ReferenceInterpreter.h"
 
+#include "ir/Precision.h"
+
 #include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
 #include "runtime/reference/Initializers.h"
@@ -208,13 +210,25 @@ ReferenceInterpreter::runOp(const ir::Op &op, int64_t batch,
     return fail("an op that both writes variables and has results is not supported");
 
   KernelArgs args{op, ir::withDefaults(def, op.attrs), {}, {}, batch};
+  // Operands read in reduced precision are rounded to it first: the reference of what a bf16
+  // kernel computes (rounded inputs, exact products, sums in float64 here).
+  ir::ComputePrecision precision = ir::computePrecision(op);
+  std::vector<Tensor> rounded;
+  rounded.reserve(op.numOperands());
   for (unsigned i = 0; i < op.numOperands(); ++i) {
     auto it = values_.find(op.operand(i));
     if (it == values_.end())
       return fail("operand " + op.operand(i)->ref() + " has no value");
     if (it->second.isSparse() && !kernel->acceptsSparse(i))
       return fail("operand " + op.operand(i)->ref() + " is sparse, which the kernel does not take");
-    args.operands.push_back(&it->second);
+    if (precision == ir::ComputePrecision::F32 || !def.readsInComputePrecision(i)) {
+      args.operands.push_back(&it->second);
+      continue;
+    }
+    rounded.push_back(it->second);
+    for (double &x : rounded.back().data())
+      x = ir::roundToPrecision(static_cast<float>(x), precision);
+    args.operands.push_back(&rounded.back());
   }
   // Results are checked against their types; written operands against the variables'.
   llvm::SmallVector<const ir::Value *, 3> targets;

@@ -19,3 +19,11 @@ llvm_bin_dir = "/usr/lib/llvm-14/bin"
 config.environment["PATH"] = os.pathsep.join(
     [prism_bin_dir, llvm_bin_dir, config.environment.get("PATH", "/usr/bin:/bin")])
 config.substitutions.append(("%models", os.path.join(config.test_source_root, "..", "..", "models")))
+# bf16 kernels need AVX512_BF16 (or AMX); tests that run them say `REQUIRES: bf16`.
+try:
+    with open("/proc/cpuinfo") as cpuinfo:
+        flags = cpuinfo.read()
+    if "avx512_bf16" in flags or "amx_bf16" in flags:
+        config.available_features.add("bf16")
+except OSError:
+    pass

@@ -26,32 +26,40 @@ dnnl::primitive_attr epilogueAttr(Epilogue epilogue) {
 }
 } // namespace
 
-// (a, b[, bias]) -> c
+// (a, b[, bias]) -> c. In bf16 the two factors are converted into plain bf16 copies (a
+// transpose is done by that copy), the product accumulates in f32 and c stays f32.
 llvm::Expected<std::unique_ptr<Kernel>> makeMatmulKernel(const KernelSpec &spec,
                                                          Epilogue epilogue) {
   bool ta = spec.attrs.getBool("transpose_a"), tb = spec.attrs.getBool("transpose_b");
   const ir::TensorType &a = spec.inputTypes[0];
   const ir::TensorType &c = spec.outputTypes[0];
   int64_t m = c.dims[0], n = c.dims[1], k = a.dims[ta ? 0 : 1];
+  auto type = computeDataType(spec);
+  if (!type)
+    return type.takeError();
   bool allF64 = c.dtype == ir::DType::F64;
   for (const ir::TensorType &t : spec.inputTypes)
     allF64 = allF64 && t.dtype == ir::DType::F64 && !t.sparse;
-  if (allF64)
+  if (allF64 && *type == memory::data_type::f32)
     return std::make_unique<MatmulF64Kernel>(m, k, n, ta, tb, epilogue);
   return buildOneDnnKernel(spec, [&](OneDnnKernel &kernel) {
-    memory::desc aDesc = matrixDesc(m, k, ta), bDesc = matrixDesc(k, n, tb);
+    memory::desc aUser = matrixDesc(m, k, ta), bUser = matrixDesc(k, n, tb);
+    bool reduced = *type != memory::data_type::f32;
+    memory::desc aDesc = reduced ? memory::desc({m, k}, *type, memory::format_tag::ab) : aUser;
+    memory::desc bDesc = reduced ? memory::desc({k, n}, *type, memory::format_tag::ab) : bUser;
     memory::desc cDesc = matrixDesc(m, n, false);
     // oneDNN's matmul bias has the rank of the output and broadcasts over its unit rows.
     memory::desc biasDesc = epilogue.bias ? matrixDesc(1, n, false) : memory::desc();
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(aDesc, bDesc, biasDesc, cDesc),
                                     epilogueAttr(epilogue), engine());
-    memory aMem = unboundMemory(aDesc), bMem = unboundMemory(bDesc);
+    memory aMem = unboundMemory(aUser), bMem = unboundMemory(bUser);
     memory cMem = unboundMemory(cDesc);
     kernel.bindInput(0, aMem);
     kernel.bindInput(1, bMem);
     kernel.bindOutput(0, cMem);
-    std::unordered_map<int, memory> args = {
-        {DNNL_ARG_SRC, aMem}, {DNNL_ARG_WEIGHTS, bMem}, {DNNL_ARG_DST, cMem}};
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, convertedInput(kernel, aMem, aDesc)},
+                                            {DNNL_ARG_WEIGHTS, convertedInput(kernel, bMem, bDesc)},
+                                            {DNNL_ARG_DST, cMem}};
     if (epilogue.bias) {
       memory biasMem = unboundMemory(biasDesc);
       kernel.bindInput(2, biasMem);
@@ -61,24 +69,30 @@ llvm::Expected<std::unique_ptr<Kernel>> makeMatmulKernel(const KernelSpec &spec,
   });
 }
 
-// (x, filter[, bias]) -> y
+// (x, filter[, bias]) -> y; in bf16, x and the filter are read as bf16 copies, y stays f32.
 llvm::Expected<std::unique_ptr<Kernel>> makeConvForwardKernel(const KernelSpec &spec,
                                                               Epilogue epilogue) {
+  auto type = computeDataType(spec);
+  if (!type)
+    return type.takeError();
   return buildOneDnnKernel(spec, [&](OneDnnKernel &kernel) {
     ConvShapes s =
         convShapes(spec.inputTypes[0], spec.inputTypes[1], spec.outputTypes[0], spec.attrs);
+    memory::desc userX = s.src;
+    s.src = withDataType(s.src, *type);
+    s.weights = withDataType(s.weights, *type);
     memory::desc biasDesc = epilogue.bias
                                 ? memory::desc({spec.inputTypes[2].dims[0]}, memory::data_type::f32,
                                                memory::format_tag::a)
                                 : memory::desc();
     auto pd = convForwardDesc(s, biasDesc, epilogueAttr(epilogue));
-    memory x = unboundMemory(s.src), userW = unboundMemory(s.userWeights);
+    memory x = unboundMemory(userX), userW = unboundMemory(s.userWeights);
     memory y = unboundMemory(s.dst);
     kernel.bindInput(0, x);
     kernel.bindInput(1, userW);
     kernel.bindOutput(0, y);
     std::unordered_map<int, memory> args = {
-        {DNNL_ARG_SRC, x},
+        {DNNL_ARG_SRC, convertedInput(kernel, x, pd.src_desc())},
         {DNNL_ARG_WEIGHTS, weightsReadBy(kernel, pd.weights_desc(), userW)},
         {DNNL_ARG_DST, y}};
     if (epilogue.bias) {
@@ -89,6 +103,16 @@ llvm::Expected<std::unique_ptr<Kernel>> makeConvForwardKernel(const KernelSpec &
     kernel.addCall(pd, std::move(args));
   });
 }
+
+namespace {
+// The forward convolution a backward primitive is made against: its operands in `type`.
+dnnl::convolution_forward::primitive_desc convHint(ConvShapes s, memory::data_type type) {
+  s.src = withDataType(s.src, type);
+  s.weights = withDataType(s.weights, type);
+  s.dst = withDataType(s.dst, type);
+  return convForwardDesc(s);
+}
+} // namespace
 
 } // namespace onednn
 
@@ -107,45 +131,59 @@ llvm::Expected<std::unique_ptr<Kernel>> makeConv2d(const KernelSpec &spec) {
   return makeConvForwardKernel(spec, Epilogue());
 }
 
-// conv2d_backprop_input(dy, filter, x) -> dx; x gives only its shape.
+// conv2d_backprop_input(dy, filter, x) -> dx; x gives only its shape. In bf16, dy and the
+// filter are read as bf16 copies and dx stays f32.
 llvm::Expected<std::unique_ptr<Kernel>> makeConv2dBackpropInput(const KernelSpec &spec) {
+  auto type = computeDataType(spec);
+  if (!type)
+    return type.takeError();
   return buildOneDnnKernel(spec, [&](OneDnnKernel &kernel) {
     ConvShapes s =
         convShapes(spec.inputTypes[2], spec.inputTypes[1], spec.inputTypes[0], spec.attrs);
+    memory::desc userDy = s.dst;
     const WindowGeometry &g = s.geometry;
-    dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, s.src,
-                                               s.weights, s.dst, g.strides, g.padBefore,
-                                               g.padAfter);
+    dnnl::convolution_backward_data::desc desc(
+        dnnl::algorithm::convolution_direct, s.src, withDataType(s.weights, *type),
+        withDataType(s.dst, *type), g.strides, g.padBefore, g.padAfter);
     dnnl::convolution_backward_data::primitive_desc pd(desc, onednn::primitiveAttr(),
-                                                       onednn::engine(), convForwardDesc(s));
-    memory dy = onednn::unboundMemory(s.dst), userW = onednn::unboundMemory(s.userWeights);
+                                                       onednn::engine(), convHint(s, *type));
+    memory dy = onednn::unboundMemory(userDy), userW = onednn::unboundMemory(s.userWeights);
     memory dx = onednn::unboundMemory(s.src);
     kernel.bindInput(0, dy);
     kernel.bindInput(1, userW);
     kernel.bindOutput(0, dx);
     memory w = weightsReadBy(kernel, pd.weights_desc(), userW);
-    kernel.addCall(pd, {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_SRC, dx}});
+    kernel.addCall(pd, {{DNNL_ARG_DIFF_DST, convertedInput(kernel, dy, pd.diff_dst_desc())},
+                        {DNNL_ARG_WEIGHTS, w},
+                        {DNNL_ARG_DIFF_SRC, dx}});
   });
 }
 
-// conv2d_backprop_filter(x, dy, filter) -> dfilter; filter gives only its shape.
+// conv2d_backprop_filter(x, dy, filter) -> dfilter; filter gives only its shape. In bf16, x
+// and dy are read as bf16 copies and dfilter stays f32.
 llvm::Expected<std::unique_ptr<Kernel>> makeConv2dBackpropFilter(const KernelSpec &spec) {
+  auto type = computeDataType(spec);
+  if (!type)
+    return type.takeError();
   return buildOneDnnKernel(spec, [&](OneDnnKernel &kernel) {
     ConvShapes s =
         convShapes(spec.inputTypes[0], spec.inputTypes[2], spec.inputTypes[1], spec.attrs);
+    memory::desc userX = s.src, userDy = s.dst;
     const WindowGeometry &g = s.geometry;
-    dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, s.src,
-                                                  s.weights, s.dst, g.strides, g.padBefore,
-                                                  g.padAfter);
+    dnnl::convolution_backward_weights::desc desc(
+        dnnl::algorithm::convolution_direct, withDataType(s.src, *type), s.weights,
+        withDataType(s.dst, *type), g.strides, g.padBefore, g.padAfter);
     dnnl::convolution_backward_weights::primitive_desc pd(desc, onednn::primitiveAttr(),
-                                                          onednn::engine(), convForwardDesc(s));
-    memory x = onednn::unboundMemory(s.src), dy = onednn::unboundMemory(s.dst);
+                                                          onednn::engine(), convHint(s, *type));
+    memory x = onednn::unboundMemory(userX), dy = onednn::unboundMemory(userDy);
     memory userDw = onednn::unboundMemory(s.userWeights);
     kernel.bindInput(0, x);
     kernel.bindInput(1, dy);
     kernel.bindOutput(0, userDw);
     memory dw = primitiveWeights(pd.diff_weights_desc(), userDw);
-    kernel.addCall(pd, {{DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_WEIGHTS, dw}});
+    kernel.addCall(pd, {{DNNL_ARG_SRC, convertedInput(kernel, x, pd.src_desc())},
+                        {DNNL_ARG_DIFF_DST, convertedInput(kernel, dy, pd.diff_dst_desc())},
+                        {DNNL_ARG_DIFF_WEIGHTS, dw}});
     if (dw != userDw)
       kernel.addReorder(dw, userDw);
   });

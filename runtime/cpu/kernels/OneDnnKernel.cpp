@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "ir/Diagnostic.h"
+#include "ir/Precision.h"
 
 namespace prism::runtime::cpu::onednn {
 
@@ -72,6 +73,46 @@ buildOneDnnKernel(const KernelSpec &spec, const std::function<void(OneDnnKernel 
     return toError(e, spec.op->name(), "create the primitives");
   }
   return std::unique_ptr<Kernel>(std::move(kernel));
+}
+
+bool cpuHasBf16() {
+  auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  return (isa & bf16) == bf16;
+}
+
+llvm::Expected<memory::data_type> computeDataType(const KernelSpec &spec) {
+  switch (ir::computePrecision(*spec.op)) {
+  case ir::ComputePrecision::F32:
+    return memory::data_type::f32;
+  case ir::ComputePrecision::BF16:
+    if (!cpuHasBf16())
+      return ir::makeError(ir::ErrorCode::Unsupported,
+                           "'" + spec.op->name() +
+                               "' computes in bf16, which needs a CPU with AVX512_BF16 (or AMX); "
+                               "this one has neither: train in f32 (no --precision)");
+    return memory::data_type::bf16;
+  case ir::ComputePrecision::FP16:
+    break;
+  }
+  return ir::makeError(ir::ErrorCode::Unsupported,
+                       "'" + spec.op->name() +
+                           "' computes in fp16, which the CPU kernels do not "
+                           "support: use bf16");
+}
+
+memory::desc withDataType(const memory::desc &desc, memory::data_type type) {
+  dnnl_memory_desc_t data = desc.data;
+  data.data_type = static_cast<dnnl_data_type_t>(type);
+  return memory::desc(data);
+}
+
+memory convertedInput(OneDnnKernel &kernel, const memory &user, const memory::desc &read) {
+  if (read == user.get_desc())
+    return user;
+  memory converted = ownedMemory(read);
+  kernel.addReorder(user, converted);
+  return converted;
 }
 
 memory::desc matrixDesc(int64_t rows, int64_t cols, bool transposed) {

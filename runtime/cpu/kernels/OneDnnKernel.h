@@ -48,6 +48,21 @@ private:
 llvm::Expected<std::unique_ptr<Kernel>>
 buildOneDnnKernel(const KernelSpec &spec, const std::function<void(OneDnnKernel &kernel)> &build);
 
+// The data type a kernel's primitive reads the operands that the op table marks for reduced
+// precision in: f32, or bf16 for `compute = "bf16"` where the CPU has AVX512_BF16. A precision
+// the CPU cannot run is an error naming the op and what is missing, never a silent f32 run.
+llvm::Expected<dnnl::memory::data_type> computeDataType(const KernelSpec &spec);
+// Whether this CPU computes bf16 in hardware (AVX512_BF16 or AMX).
+bool cpuHasBf16();
+
+// `desc` with another data type (same dims and layout, or `any`).
+dnnl::memory::desc withDataType(const dnnl::memory::desc &desc, dnnl::memory::data_type type);
+// The operand `user` as a primitive reads it (`read`): `user` itself when the two agree, else a
+// buffer of the kernel's that a reorder before the primitive fills (converting f32 to bf16 with
+// rounding to nearest even, and changing the layout).
+dnnl::memory convertedInput(OneDnnKernel &kernel, const dnnl::memory &user,
+                            const dnnl::memory::desc &read);
+
 // A logical [rows, cols] matrix stored row-major as [rows, cols], or as [cols, rows] when
 // `transposed`: the transpose is a pair of swapped strides, never a copy.
 dnnl::memory::desc matrixDesc(int64_t rows, int64_t cols, bool transposed);
