@@ -12,6 +12,7 @@
 #include "llvm/Support/FileSystem.h"
 
 using namespace prism::api;
+namespace api = prism::api;
 
 namespace {
 
@@ -280,6 +281,32 @@ TEST(ApiCompile, BadOptionsAreErrors) {
   // A training step is not a model to parallelize.
   EXPECT_FALSE(compile(*tinyModel().trainingStep()).ok());
   EXPECT_FALSE(Plan::load("/nonexistent/plan.pb").ok());
+}
+
+// A program other than `prism` runs a job: the launcher starts the tasks as the prism it names.
+TEST(ApiRun, RunsAPlanThroughThePrismCommand) {
+  if (!llvm::sys::fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "no Fashion-MNIST";
+  auto model = Model::load(PRISM_SOURCE_DIR "/models/mlp.prism");
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  CompileOptions options;
+  options.cluster = "local:2";
+  options.batch = 32;
+  auto plan = compile(*model, options);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  std::string dir = scratchDir("prism-api-run");
+  RunOptions run;
+  run.steps = 3;
+  run.quiet = true;
+  run.evaluate = false;
+  run.taskProgram = PRISM_BINARY_DIR "/tools/prism";
+  run.variablesDir = dir + "/variables";
+  Status ran = api::run(*plan, run);
+  ASSERT_TRUE(ran.ok()) << ran.message();
+  EXPECT_FALSE(plan->path().empty()); // written to a temporary file for the tasks
+  EXPECT_TRUE(llvm::sys::fs::exists(dir + "/variables"));
+  llvm::sys::fs::remove(plan->path());
+  llvm::sys::fs::remove_directories(dir);
 }
 
 } // namespace
