@@ -140,7 +140,9 @@ public:
   // exists, the dtype and rank match, static dimensions agree.
   Status feed(const std::string &name, Tensor value);
   // One training step on the fed batch: every input must have been fed; `B` is bound from the
-  // feeds. The feeds are consumed: the next step needs new ones. A failed step changes nothing.
+  // feeds. The feeds are consumed: the next step needs new ones. A step that fails in its
+  // computation (a label out of range) updates no variable, since updates run last, and keeps
+  // its feeds.
   Status step();
   // The loss of the last step; NaN before the first.
   double loss() const;

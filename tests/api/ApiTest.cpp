@@ -181,10 +181,12 @@ TEST(ApiSession, BadInputGivesClearErrors) {
   // A label out of range fails in the step, naming the op, and the session goes on.
   ASSERT_TRUE(session->feed("x", Tensor(DType::F32, {1, 4})).ok());
   ASSERT_TRUE(session->feed("y", *Tensor::fromVector<int32_t>({1}, {7})).ok());
+  Tensor before = *session->fetch("w");
   Status badLabel = session->step();
   EXPECT_FALSE(badLabel.ok());
   EXPECT_NE(badLabel.message().find("softmax_cross_entropy"), std::string::npos)
       << badLabel.message();
+  EXPECT_TRUE(sameElements(before, *session->fetch("w")));
   feedBatch(*session);
   EXPECT_TRUE(session->step().ok());
 
