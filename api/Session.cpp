@@ -5,14 +5,49 @@
 
 #include "api/Internal.h"
 #include "ir/Diagnostic.h"
+#include "plan/PlanVerifier.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/train/Checkpoint.h"
 
 namespace prism::api {
 
+namespace {
+
+// The communication of a plan's only worker: an all-reduce over a group of one task is the
+// identity (Σ bᵢ xᵢ / Σ bᵢ with one term); there are no parameter servers.
+class SoleWorkerCommunication : public runtime::Communication {
+public:
+  llvm::Error allReduce(llvm::StringRef, int64_t, llvm::ArrayRef<runtime::Tensor *>) override {
+    return llvm::Error::success();
+  }
+  llvm::Expected<runtime::Tensor> pull(llvm::StringRef variable) override {
+    return noServers(variable);
+  }
+  llvm::Expected<runtime::Tensor> pullRows(llvm::StringRef variable,
+                                           const runtime::Tensor &) override {
+    return noServers(variable);
+  }
+  llvm::Error push(llvm::StringRef variable, const runtime::RuntimeValue &) override {
+    return noServers(variable);
+  }
+  llvm::Expected<const runtime::RuntimeValue *> gradient(llvm::StringRef variable) override {
+    return noServers(variable);
+  }
+
+private:
+  static llvm::Error noServers(llvm::StringRef variable) {
+    return ir::makeError(ir::ErrorCode::Internal,
+                         "'" + variable + "' is on a parameter server, and a session has none");
+  }
+};
+
+} // namespace
+
 struct Session::Impl {
   Model model; // the training step; its module outlives the executors
   SessionOptions options;
+  // The links a plan's worker program uses (null for a model's step); outlives the executors.
+  std::unique_ptr<runtime::Communication> communication;
   std::shared_ptr<runtime::VariableStore> store;
   std::unique_ptr<runtime::Executor> trainer;
   // Evaluation executors by the values they compute (built on first use).
@@ -24,6 +59,7 @@ struct Session::Impl {
   explicit Impl(Model m) : model(std::move(m)) {}
   const ir::Module &module() const { return ModelAccess::module(model); }
   runtime::ExecutorOptions executorOptions() const;
+  llvm::Error start(uint64_t seed);
   llvm::Error checkFeed(const std::string &name, const runtime::Tensor &value) const;
   llvm::Error checkAllFed() const;
   llvm::Expected<runtime::Tensor *> variable(const std::string &name) const;
@@ -35,6 +71,7 @@ struct Session::Impl {
 runtime::ExecutorOptions Session::Impl::executorOptions() const {
   runtime::ExecutorOptions execOptions;
   execOptions.threads = options.threads;
+  execOptions.communication = communication.get();
   return execOptions;
 }
 
@@ -110,27 +147,57 @@ Session::Session(Session &&) noexcept = default;
 Session &Session::operator=(Session &&) noexcept = default;
 Session::~Session() = default;
 
+// The variables and the training executor of a session whose model and options are set.
+llvm::Error Session::Impl::start(uint64_t seed) {
+  const ir::Module &m = module();
+  if (!m.loss)
+    return ir::makeError("model '" + m.name() + "' has no loss to train");
+  auto device = ir::DeviceId::parse(options.device);
+  if (!device)
+    return device.takeError();
+  store = std::make_shared<runtime::VariableStore>();
+  if (auto err = store->initialize(m, seed))
+    return err;
+  runtime::ExecutorOptions execOptions = executorOptions();
+  execOptions.device = *device;
+  auto created = runtime::Executor::create(m, store, execOptions);
+  if (!created)
+    return created.takeError();
+  trainer = std::move(*created);
+  return llvm::Error::success();
+}
+
 Result<Session> Session::open(const Model &model, const SessionOptions &options) {
   auto step = model.trainingStep(options.fuse);
   if (!step.ok())
     return step.status();
   auto impl = std::make_unique<Impl>(std::move(*step));
   impl->options = options;
-  const ir::Module &module = impl->module();
-  if (!module.loss)
-    return toStatus(ir::makeError("model '" + module.name() + "' has no loss to train"));
-  auto device = ir::DeviceId::parse(options.device);
-  if (!device)
-    return toStatus(device.takeError());
-  impl->store = std::make_shared<runtime::VariableStore>();
-  if (auto err = impl->store->initialize(module, options.seed))
+  if (auto err = impl->start(options.seed))
     return toStatus(std::move(err));
-  runtime::ExecutorOptions execOptions = impl->executorOptions();
-  execOptions.device = *device;
-  auto trainer = runtime::Executor::create(module, impl->store, execOptions);
-  if (!trainer)
-    return toStatus(trainer.takeError());
-  impl->trainer = std::move(*trainer);
+  return Session(std::move(impl));
+}
+
+Result<Session> Session::open(const Plan &plan, const SessionOptions &options) {
+  if (plan.workers() != 1 || plan.parameterServers() != 0)
+    return toStatus(ir::makeError(
+        ir::ErrorCode::Unsupported,
+        "a session runs a plan of one worker and no parameter servers; this plan of " +
+            plan.model() + " has " + std::to_string(plan.workers()) + " workers and " +
+            std::to_string(plan.parameterServers()) +
+            " parameter servers: run it with run() or prism run"));
+  const plan::Plan &compiled = PlanAccess::plan(plan);
+  const plan::Program *program = plan::findProgram(compiled, "worker:0");
+  if (!program)
+    return toStatus(ir::makeError(ir::ErrorCode::NotFound, "the plan has no program of worker:0"));
+  auto module = plan::parseProgram(*program);
+  if (!module)
+    return toStatus(module.takeError());
+  auto impl = std::make_unique<Impl>(ModelAccess::make(std::move(*module), true));
+  impl->options = options;
+  impl->communication = std::make_unique<SoleWorkerCommunication>();
+  if (auto err = impl->start(compiled.run().seed()))
+    return toStatus(std::move(err));
   return Session(std::move(impl));
 }
 

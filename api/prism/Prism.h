@@ -131,11 +131,16 @@ struct SessionOptions {
 class Session {
 public:
   static Result<Session> open(const Model &model, const SessionOptions &options = {});
+  // A session of a plan's only worker: a plan of one worker and no parameter servers
+  // (`local:1`, or in-graph towers on one worker: `local:1,devices=D` with in-graph
+  // replication). It runs the worker's program, initialized from the plan's seed
+  // (options.seed is not used). Plans of more tasks run through run() and runTask().
+  static Result<Session> open(const Plan &plan, const SessionOptions &options = {});
   Session(Session &&) noexcept;
   Session &operator=(Session &&) noexcept;
   ~Session();
 
-  const Model &model() const; // the compiled training step
+  const Model &model() const; // the compiled training step (or the worker's program)
   // Gives input `name` its value for the next step (or evaluate()). Checked here: the input
   // exists, the dtype and rank match, static dimensions agree.
   Status feed(const std::string &name, Tensor value);

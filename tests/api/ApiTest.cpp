@@ -240,6 +240,43 @@ TEST(ApiSession, SaveRestoreRoundTrip) {
   llvm::sys::fs::remove_directories(dir);
 }
 
+// A plan of one worker runs in a session, and trains as the model's own step does: between-graph
+// on one task, and in-graph over two towers.
+TEST(ApiSession, OpensAPlanOfOneWorker) {
+  for (const char *replication : {"between-graph", "in-graph"}) {
+    SCOPED_TRACE(replication);
+    CompileOptions options;
+    options.cluster = std::string(replication) == "in-graph" ? "local:1,devices=2" : "local:1";
+    options.replication = replication;
+    options.batch = 8;
+    auto plan = compile(tinyModel(), options);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    auto fromPlan = Session::open(*plan);
+    ASSERT_TRUE(fromPlan.ok()) << fromPlan.status().message();
+    auto fromModel = Session::open(tinyModel());
+    ASSERT_TRUE(fromModel.ok());
+    for (int i = 0; i < 5; ++i) {
+      feedBatch(*fromPlan, i);
+      feedBatch(*fromModel, i);
+      Status s = fromPlan->step();
+      ASSERT_TRUE(s.ok()) << s.message();
+      ASSERT_TRUE(fromModel->step().ok());
+      EXPECT_NEAR(fromPlan->loss(), fromModel->loss(), 1e-5 * std::abs(fromModel->loss()));
+    }
+    Tensor a = *fromPlan->fetch("w"), b = *fromModel->fetch("w");
+    for (int64_t i = 0; i < a.numElements(); ++i)
+      EXPECT_NEAR(a.at(i), b.at(i), 1e-5);
+  }
+  CompileOptions two;
+  two.cluster = "local:2";
+  auto plan = compile(tinyModel(), two);
+  ASSERT_TRUE(plan.ok());
+  auto refused = Session::open(*plan);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), ErrorCode::Unsupported);
+  EXPECT_NE(refused.status().message().find("2 workers"), std::string::npos);
+}
+
 TEST(ApiCompile, PlansSaveAndLoad) {
   CompileOptions options;
   options.cluster = "local:2";
