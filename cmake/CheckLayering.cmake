@@ -1,12 +1,13 @@
-# Fails when a layer includes a layer above it: ir <- passes <- plan <- runtime <- tools (with
-# support, frontends and cluster between ir and plan). Run by ctest as the `layering` test:
+# Fails when a layer includes a layer above it: ir <- passes <- plan <- runtime <- api <- tools
+# (with support, frontends and cluster between ir and plan). The library's public headers
+# (api/prism/) include none of Prism's internals: only other <prism/...> headers. Run by ctest as the `layering` test:
 #   cmake -DROOT=<source dir> -P cmake/CheckLayering.cmake
 # A directory may include the layers listed for it and nothing else of Prism's.
 if(NOT ROOT)
   message(FATAL_ERROR "CheckLayering: pass -DROOT=<source dir>")
 endif()
 
-set(prism_dirs ir support frontends cluster passes plan runtime tools)
+set(prism_dirs ir support frontends cluster passes plan runtime api tools)
 set(allowed_ir ir)
 set(allowed_support ir support)
 set(allowed_frontends ir frontends)
@@ -14,6 +15,7 @@ set(allowed_cluster ir support cluster)
 set(allowed_passes ir passes)
 set(allowed_plan ir support frontends cluster passes plan)
 set(allowed_runtime ir support frontends cluster plan runtime)
+set(allowed_api ir support frontends cluster passes plan runtime api)
 set(allowed_tools ${prism_dirs})
 # Inside runtime/: the device-neutral core and the kernels never reach up to the services that
 # use them.
@@ -36,6 +38,10 @@ foreach(layer ${prism_dirs})
       if(known EQUAL -1)
         continue() # llvm/, nlohmann/, gloo/: not ours
       endif()
+      if(rel MATCHES "^api/prism/")
+        list(APPEND violations "${rel}: a public header includes ${header}")
+        continue()
+      endif()
       list(FIND allowed_${layer} ${target} ok)
       if(ok EQUAL -1)
         list(APPEND violations "${rel}: ${layer}/ includes ${header}")
@@ -57,4 +63,4 @@ if(violations)
   list(JOIN violations "\n  " text)
   message(FATAL_ERROR "a lower layer includes a higher one (see docs/architecture.md):\n  ${text}")
 endif()
-message(STATUS "layering: every include goes down (ir <- passes <- plan <- runtime <- tools)")
+message(STATUS "layering: every include goes down (ir <- passes <- plan <- runtime <- api <- tools)")

@@ -6,6 +6,7 @@
 
 #include "CLI/CLI.hpp"
 #include "ir/Module.h"
+#include "prism/Status.h"
 #include "llvm/Support/Error.h"
 
 namespace prism::tools {
@@ -25,5 +26,7 @@ llvm::Expected<std::unique_ptr<ir::Module>> loadModule(const std::string &path, 
 
 // Prints `toString(err)` on stderr; returns the exit code for a failed command.
 int reportError(llvm::Error err);
+// The same for a failed library call (prism/Prism.h): its message, as reportError prints it.
+int reportStatus(const api::Status &status);
 
 } // namespace prism::tools

@@ -31,4 +31,9 @@ int reportError(llvm::Error err) {
   return 1;
 }
 
+int reportStatus(const api::Status &status) {
+  llvm::errs() << status.message() << "\n";
+  return 1;
+}
+
 } // namespace prism::tools

@@ -77,6 +77,25 @@ llvm::Expected<plan::PartitionOptions> CompileArgs::toOptions() const {
   return checked;
 }
 
+llvm::Expected<api::CompileOptions> CompileArgs::toApiOptions() const {
+  auto checked = toOptions();
+  if (!checked)
+    return checked.takeError();
+  api::CompileOptions result;
+  result.cluster = cluster;
+  result.strategy = strategy;
+  result.replication = replication;
+  result.partitions = checked->placement.partitions;
+  result.bucketMb = checked->routing.bucketMb;
+  result.partitionThresholdMb = checked->placement.partitionThresholdMb;
+  result.batch = checked->globalBatch;
+  result.steps = checked->steps;
+  result.seed = checked->seed;
+  result.fuse = checked->fuse;
+  result.precision = ir::precisionName(checked->precision).str();
+  return result;
+}
+
 void printPartitionStatistics(const plan::PartitionResult &result, llvm::raw_ostream &os) {
   size_t passWidth = 4, statWidth = 9;
   for (const auto &[pass, statistic] : result.statistics) {

@@ -7,6 +7,7 @@
 #include "CLI/CLI.hpp"
 #include "cluster/Cluster.h"
 #include "plan/Partitioner.h"
+#include "prism/Prism.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace prism::tools {
@@ -26,6 +27,8 @@ struct CompileArgs {
   cluster::Replication replicationKind() const;
   // Checks the values (naming the option at fault) and returns the partitioner's options.
   llvm::Expected<plan::PartitionOptions> toOptions() const;
+  // The same, checked, as the library's compile options.
+  llvm::Expected<api::CompileOptions> toApiOptions() const;
 };
 
 // Every pass's statistics: pass, statistic, count, in aligned columns.

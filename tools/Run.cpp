@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "api/Internal.h"
 #include "ir/Diagnostic.h"
 
 namespace prism::tools {
@@ -41,7 +42,11 @@ void RunOptionArgs::addOptions(CLI::App &cmd, bool all) {
 }
 
 llvm::Expected<runtime::job::JobOptions> RunOptionArgs::toJobOptions() const {
-  runtime::job::JobOptions options;
+  return api::toJobOptions(toApiOptions());
+}
+
+api::RunOptions RunOptionArgs::toApiOptions() const {
+  api::RunOptions options;
   options.data = data;
   if (steps > 0)
     options.steps = steps;
@@ -52,7 +57,7 @@ llvm::Expected<runtime::job::JobOptions> RunOptionArgs::toJobOptions() const {
   options.quiet = quiet;
   options.evaluate = !noEval;
   options.launcher = launcher;
-  options.heartbeatTimeout = std::chrono::milliseconds(std::llround(heartbeatTimeout * 1000));
+  options.heartbeatTimeoutMs = std::llround(heartbeatTimeout * 1000);
   options.variablesDir = variablesOut;
   options.saveDir = save;
   options.restoreDir = restore;

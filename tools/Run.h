@@ -6,6 +6,7 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "prism/Prism.h"
 #include "runtime/job/JobOptions.h"
 #include "llvm/Support/Error.h"
 
@@ -33,6 +34,8 @@ struct RunOptionArgs {
   // --steps, --epochs, --threads, --metrics-out, --quiet, --no-eval).
   void addOptions(CLI::App &cmd, bool all = true);
   llvm::Expected<runtime::job::JobOptions> toJobOptions() const;
+  // The same as the library's run options.
+  api::RunOptions toApiOptions() const;
 };
 
 } // namespace prism::tools

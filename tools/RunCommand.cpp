@@ -1,10 +1,10 @@
 // `prism run plan.pb`: run a plan's tasks and watch them; `prism task plan.pb --task T`: one task
-// of a plan (what `prism run` starts, and what mpirun, srun or ssh can start by hand).
+// of a plan (what `prism run` starts, and what mpirun, srun or ssh can start by hand); both
+// through the library (prism/Prism.h).
 #include <string>
 #include <vector>
 
-#include "plan/PlanFile.h"
-#include "runtime/job/Launcher.h"
+#include "prism/Prism.h"
 #include "runtime/job/TaskCommand.h"
 #include "tools/Commands.h"
 #include "tools/Run.h"
@@ -19,24 +19,17 @@ struct RunArgs {
 };
 
 int runRun(const RunArgs &args) {
-  auto plan = plan::readPlan(args.plan);
-  if (!plan)
-    return reportError(plan.takeError());
-  auto options = args.run.toJobOptions();
-  if (!options)
-    return reportError(options.takeError());
-  if (auto e = runtime::job::runPlan(*plan, args.plan, *options))
-    return reportError(std::move(e));
-  return 0;
+  auto plan = api::Plan::load(args.plan);
+  if (!plan.ok())
+    return reportStatus(plan.status());
+  api::Status ran = api::run(*plan, args.run.toApiOptions());
+  return ran.ok() ? 0 : reportStatus(ran);
 }
 
 int runTask(const std::vector<std::string> &args) {
-  auto command = runtime::job::TaskCommand::parse(args);
-  if (!command)
-    return reportError(command.takeError());
-  auto status = runtime::job::runTaskCommand(*command);
-  if (!status)
-    return reportError(status.takeError());
+  auto status = api::runTaskCommand(args);
+  if (!status.ok())
+    return reportStatus(status.status());
   return *status;
 }
 

@@ -1,12 +1,11 @@
 // `prism train MODEL --data D`: compile the model's training step and train it on one device,
-// or, with --cluster, data-parallel over the cluster's tasks.
+// or, with --cluster, data-parallel over the cluster's tasks; through the library (prism/Prism.h).
 #include <string>
 
-#include "cluster/ClusterParser.h"
-#include "ir/Printer.h"
-#include "plan/Pipeline.h"
-#include "plan/PlanFile.h"
-#include "runtime/job/Launcher.h"
+#include "api/Internal.h"
+#include "ir/Diagnostic.h"
+#include "prism/Prism.h"
+#include "runtime/data/DataSpec.h"
 #include "runtime/train/Trainer.h"
 #include "tools/Commands.h"
 #include "tools/Partition.h"
@@ -36,28 +35,26 @@ struct TrainArgs {
 };
 
 // `prism train --cluster C`: compile the plan, then run it like `prism run`.
-int runDistributedTrain(const TrainArgs &args, const ir::Module &model) {
+int runDistributedTrain(const TrainArgs &args, const api::Model &model) {
   CompileArgs compile = args.compile;
   compile.options.globalBatch = args.batch;
   compile.options.seed = args.seed;
-  auto partitionOptions = compile.toOptions();
-  if (!partitionOptions)
-    return reportError(partitionOptions.takeError());
-  auto cluster = cluster::loadCluster(compile.cluster, compile.replicationKind());
-  if (!cluster)
-    return reportError(cluster.takeError());
-  auto partitioned = plan::partition(model, *cluster, *partitionOptions);
-  if (!partitioned)
-    return reportError(partitioned.takeError());
+  auto options = compile.toApiOptions();
+  if (!options)
+    return reportError(options.takeError());
+  auto plan = api::compile(model, *options);
+  if (!plan.ok())
+    return reportStatus(plan.status());
   llvm::SmallString<128> planPath;
   if (auto ec = llvm::sys::fs::createTemporaryFile("prism-train", "pb", planPath))
     return reportError(ir::makeError("cannot make a temporary plan file: " + ec.message()));
-  if (auto e = plan::writePlan(partitioned->plan, planPath))
-    return reportError(std::move(e));
+  api::Status saved = plan->save(std::string(planPath));
+  if (!saved.ok())
+    return reportStatus(saved);
   if (!args.quiet) {
     llvm::outs() << "training " << model.name() << " (" << args.model << ") on " << args.data
                  << ": global batch " << args.batch << ", seed " << args.seed << "\n";
-    printPlanSummary(partitioned->plan, planPath, llvm::outs());
+    printPlanSummary(api::PlanAccess::plan(*plan), planPath, llvm::outs());
     llvm::outs().flush();
   }
   RunOptionArgs run = args.run;
@@ -68,44 +65,40 @@ int runDistributedTrain(const TrainArgs &args, const ir::Module &model) {
   run.metricsOut = args.metricsOut;
   run.quiet = args.quiet;
   run.noEval = args.noEval;
-  auto options = run.toJobOptions();
-  if (!options)
-    return reportError(options.takeError());
   // The plan stays where the summary says, for `prism dump` and `prism run`.
-  llvm::Error e = runtime::job::runPlan(partitioned->plan, std::string(planPath), *options);
-  if (e)
-    return reportError(std::move(e));
-  return 0;
+  api::Status ran = api::run(*plan, run.toApiOptions());
+  return ran.ok() ? 0 : reportStatus(ran);
 }
 
 int runTrain(const TrainArgs &args) {
-  auto module = loadModule(args.model, /*inferShapes=*/false);
-  if (!module)
-    return reportError(module.takeError());
+  auto model = api::Model::load(args.model);
+  if (!model.ok())
+    return reportStatus(model.status());
   if (!args.compile.cluster.empty()) {
     if (!args.save.empty() || !args.restore.empty())
       return reportError(ir::makeError("--save and --restore are for one device; with --cluster "
                                        "use prism partition and prism run"));
-    return runDistributedTrain(args, **module);
+    return runDistributedTrain(args, *model);
   }
-  std::string optimizer = (*module)->optimizer ? ir::printOptimizer(*(*module)->optimizer) : "";
+  std::string optimizer = model->optimizer();
   auto compileOptions = args.compile.toOptions();
   if (!compileOptions)
     return reportError(compileOptions.takeError());
   ir::ComputePrecision precision = compileOptions->precision;
-  if (auto e = plan::compileTrainingStep(**module, {compileOptions->fuse, precision}))
-    return reportError(std::move(e));
+  auto step = model->trainingStep(compileOptions->fuse, ir::precisionName(precision).str());
+  if (!step.ok())
+    return reportStatus(step.status());
 
-  runtime::train::TrainOptions options;
+  api::TrainOptions options;
   auto spec = runtime::data::parseDataSpec(args.data);
   if (!spec)
     return reportError(spec.takeError());
-  options.data = *spec;
+  options.data = args.data;
   if (args.epochs > 0)
     options.epochs = args.epochs;
   if (args.steps > 0)
     options.steps = args.steps;
-  options.batchSize = args.batch;
+  options.batch = args.batch;
   options.threads = args.threads;
   options.seed = args.seed;
   options.metricsOut = args.metricsOut;
@@ -114,7 +107,7 @@ int runTrain(const TrainArgs &args) {
   options.evaluate = !args.noEval;
   options.quiet = args.quiet;
   if (!args.quiet)
-    llvm::outs() << "training " << (*module)->name() << " (" << args.model << ") on " << spec->str()
+    llvm::outs() << "training " << model->name() << " (" << args.model << ") on " << spec->str()
                  << ": batch " << args.batch << ", " << args.threads
                  << (args.threads == 1 ? " thread" : " threads") << ", seed " << args.seed
                  << (optimizer.empty() ? "" : ", " + optimizer)
@@ -123,9 +116,9 @@ int runTrain(const TrainArgs &args) {
                          : ", " + ir::precisionName(precision).str() + " compute")
                  << "\n";
   llvm::outs().flush();
-  auto result = runtime::train::train(**module, options);
-  if (!result)
-    return reportError(result.takeError());
+  auto result = api::train(*step, options);
+  if (!result.ok())
+    return reportStatus(result.status());
   if (!args.quiet) {
     llvm::outs() << "trained " << result->steps << " steps (" << result->globalStep
                  << " in all): final loss " << llvm::format("%.4f", result->lastLoss) << ", "

@@ -191,8 +191,10 @@ llvm::Expected<std::unique_ptr<dist::Coordinator>> startCoordinator(const plan::
 
 // The process of `task`: `prism task ...`, local or through the launcher prefix.
 std::vector<std::string> taskArgv(const plan::Plan &plan, const plan::Task &task,
-                                  const TaskCommand &command, const std::string &launcher) {
-  std::vector<std::string> argv = {selfExecutable(), kTaskSubcommand};
+                                  const TaskCommand &command, const JobOptions &options) {
+  const std::string &launcher = options.launcher;
+  std::vector<std::string> argv = {
+      options.taskProgram.empty() ? selfExecutable() : options.taskProgram, kTaskSubcommand};
   for (std::string &arg : command.toArgs())
     argv.push_back(std::move(arg));
   if (launcher.empty())
@@ -207,13 +209,13 @@ std::vector<std::string> taskArgv(const plan::Plan &plan, const plan::Task &task
 
 // Starts every task but the coordinator; when one cannot start, the job is stopped.
 llvm::Error startTasks(RunningJob &job, const plan::Plan &plan, const TaskCommand &common,
-                       const std::string &launcher) {
+                       const JobOptions &options) {
   for (const plan::Task *t : tasksToStart(plan)) {
     TaskCommand command = common;
     command.task = t->name();
     auto child = std::make_unique<Child>();
     child->task = t->name();
-    llvm::Error e = spawn(*child, taskArgv(plan, *t, command, launcher));
+    llvm::Error e = spawn(*child, taskArgv(plan, *t, command, options));
     job.children.push_back(std::move(child));
     if (e) {
       job.coordinator->abort("the launcher could not start every task");
@@ -297,7 +299,7 @@ llvm::Error runPlan(const plan::Plan &plan, const std::string &planPath,
   if (!partialSave.empty())
     if (auto ec = llvm::sys::fs::create_directories(partialSave))
       return ir::makeError("cannot create " + partialSave + ": " + ec.message());
-  if (auto e = startTasks(job, plan, common, options.launcher))
+  if (auto e = startTasks(job, plan, common, options))
     return e;
 
   std::string failure = watch(job);

@@ -1,0 +1,168 @@
+// Plans: compiling a model for a cluster, plan files, and what a plan says.
+#include "api/Internal.h"
+#include "cluster/ClusterParser.h"
+#include "ir/Diagnostic.h"
+#include "plan/Partitioner.h"
+#include "plan/PlanDump.h"
+#include "plan/PlanFile.h"
+#include "plan/PlanTasks.h"
+
+namespace prism::api {
+namespace {
+
+llvm::Error badOption(const std::string &field, const std::string &expected,
+                      const std::string &got) {
+  return ir::makeError("compile option '" + field + "': expected " + expected + ", got " + got);
+}
+
+// The partitioner's options: its defaults, with the fields the caller set.
+llvm::Expected<plan::PartitionOptions> partitionOptions(const CompileOptions &options) {
+  plan::PartitionOptions result;
+  if (!options.strategy.empty()) {
+    auto strategy = passes::parseStrategy(options.strategy);
+    if (!strategy)
+      return strategy.takeError();
+    result.placement.strategy = *strategy;
+  }
+  if (options.partitions) {
+    if (*options.partitions < 0)
+      return badOption("partitions", "0 or more", std::to_string(*options.partitions));
+    result.placement.partitions = *options.partitions;
+  }
+  if (options.bucketMb) {
+    if (!(*options.bucketMb > 0))
+      return badOption("bucketMb", "a positive size", std::to_string(*options.bucketMb));
+    result.routing.bucketMb = *options.bucketMb;
+  }
+  if (options.partitionThresholdMb) {
+    if (!(*options.partitionThresholdMb > 0))
+      return badOption("partitionThresholdMb", "a positive size",
+                       std::to_string(*options.partitionThresholdMb));
+    result.placement.partitionThresholdMb = *options.partitionThresholdMb;
+  }
+  if (options.batch) {
+    if (*options.batch < 1)
+      return badOption("batch", "at least 1", std::to_string(*options.batch));
+    result.globalBatch = *options.batch;
+  }
+  if (options.steps) {
+    if (*options.steps < 0)
+      return badOption("steps", "0 or more", std::to_string(*options.steps));
+    result.steps = *options.steps;
+  }
+  if (options.seed)
+    result.seed = *options.seed;
+  result.fuse = options.fuse;
+  if (!options.precision.empty()) {
+    auto precision = ir::parsePrecision(options.precision);
+    if (!precision) {
+      llvm::consumeError(precision.takeError());
+      return badOption("precision", "f32 or bf16", "'" + options.precision + "'");
+    }
+    result.precision = *precision;
+  }
+  return result;
+}
+
+llvm::Expected<cluster::Replication> replicationOf(const std::string &name) {
+  if (name.empty() || name == cluster::replicationName(cluster::Replication::BetweenGraph))
+    return cluster::Replication::BetweenGraph;
+  if (name == cluster::replicationName(cluster::Replication::InGraph))
+    return cluster::Replication::InGraph;
+  return badOption("replication", "between-graph or in-graph", "'" + name + "'");
+}
+
+llvm::Expected<plan::Plan> compilePlan(const Model &model, const CompileOptions &options) {
+  if (model.isTrainingStep())
+    return ir::makeError("compile takes the model as written (forward, loss, optimizer), not "
+                         "its training step");
+  auto partition = partitionOptions(options);
+  if (!partition)
+    return partition.takeError();
+  auto replication = replicationOf(options.replication);
+  if (!replication)
+    return replication.takeError();
+  auto cluster = cluster::loadCluster(options.cluster, *replication);
+  if (!cluster)
+    return cluster.takeError();
+  auto result = plan::partition(ModelAccess::module(model), *cluster, *partition);
+  if (!result)
+    return result.takeError();
+  return std::move(result->plan);
+}
+
+} // namespace
+
+Plan PlanAccess::make(plan::Plan plan, std::string path) {
+  auto impl = std::make_shared<Plan::Impl>();
+  impl->plan = std::move(plan);
+  impl->path = std::move(path);
+  return Plan(std::move(impl));
+}
+
+Plan::Plan(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<Plan> compile(const Model &model, const CompileOptions &options) {
+  auto plan = compilePlan(model, options);
+  if (!plan)
+    return toStatus(plan.takeError());
+  return PlanAccess::make(std::move(*plan), "");
+}
+
+Result<Plan> Plan::load(const std::string &path) {
+  auto plan = plan::readPlan(path);
+  if (!plan)
+    return toStatus(plan.takeError());
+  return PlanAccess::make(std::move(*plan), path);
+}
+
+Status Plan::save(const std::string &path) const {
+  if (auto err = plan::writePlan(impl_->plan, path))
+    return toStatus(std::move(err));
+  impl_->path = path;
+  return Status::success();
+}
+
+std::string Plan::path() const {
+  return impl_->path;
+}
+
+const std::string &Plan::model() const {
+  return impl_->plan.model();
+}
+
+std::string Plan::strategy() const {
+  return impl_->plan.strategy();
+}
+
+std::string Plan::replication() const {
+  return impl_->plan.replication();
+}
+
+int64_t Plan::globalBatch() const {
+  return impl_->plan.run().global_batch();
+}
+
+std::vector<std::string> Plan::tasks() const {
+  std::vector<std::string> names;
+  for (const plan::Task &t : impl_->plan.cluster().tasks())
+    names.push_back(t.name());
+  return names;
+}
+
+int Plan::workers() const {
+  return plan::countTasks(impl_->plan, "worker");
+}
+
+int Plan::parameterServers() const {
+  return plan::countTasks(impl_->plan, "ps");
+}
+
+Result<std::string> Plan::dump(const std::string &format) const {
+  auto parsed = plan::parseDumpFormat(format);
+  if (!parsed)
+    return toStatus(parsed.takeError());
+  return toResult(plan::dumpPlan(impl_->plan, *parsed));
+}
+
+} // namespace prism::api

@@ -1,0 +1,122 @@
+// Whole runs, as the `prism` command does them: training with Prism's loop, and plans' jobs.
+#include "api/Internal.h"
+#include "ir/Diagnostic.h"
+#include "plan/PlanFile.h"
+#include "runtime/data/DataSpec.h"
+#include "runtime/job/JobOptions.h"
+#include "runtime/job/Launcher.h"
+#include "runtime/job/Task.h"
+#include "runtime/job/TaskCommand.h"
+#include "runtime/train/Trainer.h"
+#include "llvm/Support/FileSystem.h"
+
+#ifndef PRISM_VERSION
+#define PRISM_VERSION "unknown"
+#endif
+
+namespace prism::api {
+namespace {
+
+llvm::Expected<runtime::train::TrainOptions> trainOptions(const TrainOptions &options) {
+  runtime::train::TrainOptions result;
+  auto spec = runtime::data::parseDataSpec(options.data);
+  if (!spec)
+    return spec.takeError();
+  result.data = *spec;
+  result.epochs = options.epochs;
+  result.steps = options.steps;
+  if (options.batch)
+    result.batchSize = *options.batch;
+  if (options.threads)
+    result.threads = *options.threads;
+  if (!options.device.empty()) {
+    auto device = ir::DeviceId::parse(options.device);
+    if (!device)
+      return device.takeError();
+    result.device = *device;
+  }
+  result.seed = options.seed;
+  result.metricsOut = options.metricsOut;
+  result.saveDir = options.saveDir;
+  result.restoreDir = options.restoreDir;
+  result.evaluate = options.evaluate;
+  result.quiet = options.quiet;
+  return result;
+}
+
+} // namespace
+
+runtime::job::JobOptions toJobOptions(const RunOptions &options) {
+  runtime::job::JobOptions result;
+  result.data = options.data;
+  result.steps = options.steps;
+  result.epochs = options.epochs;
+  if (options.threads)
+    result.threads = *options.threads;
+  result.metricsOut = options.metricsOut;
+  result.quiet = options.quiet;
+  result.evaluate = options.evaluate;
+  result.launcher = options.launcher;
+  result.taskProgram = options.taskProgram;
+  if (options.heartbeatTimeoutMs)
+    result.heartbeatTimeout = std::chrono::milliseconds(*options.heartbeatTimeoutMs);
+  result.variablesDir = options.variablesDir;
+  result.saveDir = options.saveDir;
+  result.restoreDir = options.restoreDir;
+  result.jobToken = options.jobToken;
+  return result;
+}
+
+const char *version() {
+  return PRISM_VERSION;
+}
+
+Result<TrainSummary> train(const Model &model, const TrainOptions &options) {
+  auto step = model.trainingStep(true, options.precision.empty() ? "f32" : options.precision);
+  if (!step.ok())
+    return step.status();
+  auto converted = trainOptions(options);
+  if (!converted)
+    return toStatus(converted.takeError());
+  auto result = runtime::train::train(ModelAccess::module(*step), *converted);
+  if (!result)
+    return toStatus(result.takeError());
+  TrainSummary summary;
+  summary.steps = result->steps;
+  summary.globalStep = result->globalStep;
+  summary.lastLoss = result->lastLoss;
+  summary.samplesPerSec = result->samplesPerSec;
+  summary.testAccuracy = result->testAccuracy;
+  summary.testLoss = result->testLoss;
+  return summary;
+}
+
+Status run(const Plan &plan, const RunOptions &options) {
+  std::string path = plan.path();
+  if (path.empty()) {
+    llvm::SmallString<128> temporary;
+    if (auto ec = llvm::sys::fs::createTemporaryFile("prism-plan", "pb", temporary))
+      return toStatus(ir::makeError("cannot make a temporary plan file: " + ec.message()));
+    Status saved = plan.save(std::string(temporary));
+    if (!saved.ok())
+      return saved;
+    path = std::string(temporary);
+  }
+  return toStatus(runtime::job::runPlan(PlanAccess::plan(plan), path, toJobOptions(options)));
+}
+
+Result<int> runTask(const Plan &plan, const std::string &task, const std::string &coordinator,
+                    const RunOptions &options) {
+  if (coordinator.empty())
+    return toStatus(ir::makeError("runTask: name the coordinator (host:port)"));
+  return runtime::job::runTask(PlanAccess::plan(plan), task, coordinator, toJobOptions(options));
+}
+
+Result<int> runTaskCommand(const std::vector<std::string> &args) {
+  auto command = runtime::job::TaskCommand::parse(args);
+  if (!command)
+    return toStatus(command.takeError());
+  return toResult(runtime::job::runTaskCommand(*command));
+}
+
+} // namespace prism::api
