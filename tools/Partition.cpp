@@ -27,6 +27,9 @@ void CompileArgs::addOptions(CLI::App &cmd, bool runOptions, bool clusterRequire
                  "Split PS tables larger than this over the PS tasks")
       ->capture_default_str();
   cmd.add_flag("--no-fuse", noFuse, "Leave out the fusion passes");
+  cmd.add_option("--accumulate", options.accumulate,
+                 "Micro-batches per optimizer step (gradient accumulation; 1: none)")
+      ->capture_default_str();
   if (!runOptions)
     return;
   cmd.add_option("--batch", options.globalBatch, "Global batch size (all workers together)")
@@ -63,6 +66,10 @@ llvm::Expected<plan::PartitionOptions> CompileArgs::toOptions() const {
   if (options.globalBatch < 1)
     return ir::makeError("option --batch: expected at least 1, got " +
                          std::to_string(options.globalBatch));
+  if (options.accumulate < 1)
+    return ir::makeError("option --accumulate: expected a number of micro-batches per step, at "
+                         "least 1, got " +
+                         std::to_string(options.accumulate));
   if (options.steps < 0)
     return ir::makeError("option --steps: expected 0 or more, got " +
                          std::to_string(options.steps));

@@ -56,7 +56,12 @@ int runDistributedTrain(const TrainArgs &args, const ir::Module &model) {
     return reportError(std::move(e));
   if (!args.quiet) {
     llvm::outs() << "training " << model.name() << " (" << args.model << ") on " << args.data
-                 << ": global batch " << args.batch << ", seed " << args.seed << "\n";
+                 << ": global batch " << args.batch
+                 << (compile.options.accumulate > 1
+                         ? ", " + std::to_string(compile.options.accumulate) +
+                               " micro-batches per step on each worker"
+                         : "")
+                 << ", seed " << args.seed << "\n";
     printPlanSummary(partitioned->plan, planPath, llvm::outs());
     llvm::outs().flush();
   }
@@ -102,6 +107,7 @@ int runTrain(const TrainArgs &args) {
   if (args.steps > 0)
     options.steps = args.steps;
   options.batchSize = args.batch;
+  options.accumulate = args.compile.options.accumulate;
   options.threads = args.threads;
   options.seed = args.seed;
   options.metricsOut = args.metricsOut;
@@ -111,9 +117,12 @@ int runTrain(const TrainArgs &args) {
   options.quiet = args.quiet;
   if (!args.quiet)
     llvm::outs() << "training " << (*module)->name() << " (" << args.model << ") on " << spec->str()
-                 << ": batch " << args.batch << ", " << args.threads
-                 << (args.threads == 1 ? " thread" : " threads") << ", seed " << args.seed
-                 << (optimizer.empty() ? "" : ", " + optimizer) << "\n";
+                 << ": batch " << args.batch
+                 << (options.accumulate > 1
+                         ? " in " + std::to_string(options.accumulate) + " micro-batches"
+                         : "")
+                 << ", " << args.threads << (args.threads == 1 ? " thread" : " threads")
+                 << ", seed " << args.seed << (optimizer.empty() ? "" : ", " + optimizer) << "\n";
   llvm::outs().flush();
   auto result = runtime::train::train(**module, options);
   if (!result)
