@@ -387,8 +387,16 @@ void printHeader(const Plan &plan, llvm::raw_ostream &os) {
                              count(roles["ps"], "parameter server", "parameter servers") + ", " +
                              count(roles["coordinator"], "coordinator", "coordinators") + " on " +
                              count(plan.cluster().hosts_size(), "host", "hosts")});
-  header.add({"batch", std::to_string(plan.run().global_batch()) + " global, " +
-                           std::to_string(perWorker) + " per worker"});
+  std::string batch = std::to_string(plan.run().global_batch()) + " global, " +
+                      std::to_string(perWorker) + " per worker";
+  if (plan.run().accumulate() > 1) {
+    int64_t micro = plan.estimate().micro_batch() > 0
+                        ? plan.estimate().micro_batch()
+                        : (perWorker + plan.run().accumulate() - 1) / plan.run().accumulate();
+    batch += " in " + std::to_string(plan.run().accumulate()) + " micro-batches of " +
+             std::to_string(micro) + " (gradients accumulated, one optimizer step)";
+  }
+  header.add({"batch", batch});
   std::string run = plan.run().steps()
                         ? count(static_cast<int>(plan.run().steps()), "step", "steps")
                         : "steps by epochs";
@@ -472,6 +480,9 @@ void printTask(const PlanView &view, const TaskView &t, llvm::raw_ostream &os) {
     os << "  estimate  sent " << humanBytes(e->bytes_sent_per_step()) << "/step, received "
        << humanBytes(e->bytes_received_per_step()) << "/step, parameters "
        << humanBytes(e->parameter_bytes()) << ", activations " << humanBytes(e->activation_bytes())
+       << (e->activation_bytes_saved() > 0
+               ? " (one micro-batch; " + humanBytes(e->activation_bytes_saved()) + " saved)"
+               : std::string())
        << ", " << humanFlops(e->flops_per_step()) << "/step\n";
 }
 
@@ -576,6 +587,7 @@ Json taskJson(const PlanView &view, const TaskView &t) {
                 {"bytes_received_per_step", e->bytes_received_per_step()},
                 {"parameter_bytes", e->parameter_bytes()},
                 {"activation_bytes", e->activation_bytes()},
+                {"activation_bytes_saved", e->activation_bytes_saved()},
                 {"flops_per_step", e->flops_per_step()}};
   const Task &task = *t.task;
   return {{"name", task.name()},
@@ -643,6 +655,7 @@ std::string printJson(PlanView &view, const TaskView *only) {
             {"buckets", buckets},
             {"estimate",
              {{"local_batch", plan.estimate().local_batch()},
+              {"micro_batch", plan.estimate().micro_batch()},
               {"bytes_per_step", perTask},
               {"links", links},
               {"tables", tables}}},
@@ -652,7 +665,8 @@ std::string printJson(PlanView &view, const TaskView *only) {
               {"seed", run.seed()},
               {"optimizer", run.optimizer()},
               {"data_sharding", run.data_sharding()},
-              {"towers_per_worker", run.towers_per_worker()}}}};
+              {"towers_per_worker", run.towers_per_worker()},
+              {"accumulate", std::max(1, run.accumulate())}}}};
   return j.dump(2) + "\n";
 }
 
