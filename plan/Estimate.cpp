@@ -95,11 +95,14 @@ public:
     auto total = indicesPerStep_.find(table);
     return distinct(table, total == indicesPerStep_.end() ? 0 : total->second);
   }
-  void addTables(Estimate &estimate) const {
+  void addTables(Estimate &estimate, const WorkerBatches &batches) const {
+    const double k = static_cast<double>(batches.accumulate);
     for (const auto &[table, indices] : indicesPerStep_) {
       TableEstimate *t = estimate.add_tables();
       t->set_variable(table);
       t->set_rows_per_step(distinct(table, indices));
+      if (batches.accumulate > 1)
+        t->set_rows_pulled_per_step(k * distinct(table, indices / k));
       t->set_source(given_ ? "--rows-per-step" : "uniform draws");
     }
   }
@@ -276,7 +279,7 @@ void estimatePlan(Plan &plan, const ir::Module &worker, const std::vector<const 
   estimate.set_local_batch(batches.localBatch);
   estimate.set_micro_batch(batches.microBatch);
   const RowsPerStep rows(plan, worker, batches, rowsPerStep);
-  rows.addTables(estimate);
+  rows.addTables(estimate, batches);
   const Flows flows = workerFlows(plan, worker, batches, rows);
   addTaskEstimates(plan, flows, worker, ps, batches, estimate);
   addLinkEstimates(plan, flows, estimate);

@@ -141,7 +141,9 @@ Communication psCommunication(const PlanView &view, llvm::StringRef op, PsTransf
   std::optional<double> rows;
   for (const TableEstimate &t : view.plan.estimate().tables())
     if (t.variable() == v.name())
-      rows = t.rows_per_step();
+      rows = transfer == PsTransfer::PullRows && t.rows_pulled_per_step() > 0
+                 ? t.rows_pulled_per_step()
+                 : t.rows_per_step();
   if (rows && transfer == PsTransfer::PullRows)
     *rows /= std::max(1.0, pullRowsOps);
   for (const Shard &s : v.shards()) {
@@ -640,9 +642,12 @@ std::string printJson(PlanView &view, const TaskView *only) {
                        {"seconds_per_step", l.seconds_per_step()}});
   for (const TableEstimate &t : plan.estimate().tables())
     if (!only || only->variables.count(t.variable()))
-      tables.push_back({{"variable", t.variable()},
-                        {"rows_per_step", t.rows_per_step()},
-                        {"source", t.source()}});
+      tables.push_back(
+          {{"variable", t.variable()},
+           {"rows_per_step", t.rows_per_step()},
+           {"rows_pulled_per_step",
+            t.rows_pulled_per_step() > 0 ? t.rows_pulled_per_step() : t.rows_per_step()},
+           {"source", t.source()}});
   const RunConfig &run = plan.run();
   Json j = {{"version", plan.version()},
             {"model", plan.model()},
