@@ -118,11 +118,11 @@ using Flows = std::map<std::string, std::map<std::string, double>>;
 
 // Adds what one worker's PS op on `v` moves to and from each shard's task.
 void addPsFlows(Flows &flows, const std::string &worker, PsTransfer transfer, const Variable &v,
-                double rows) {
+                double rows, double times) {
   for (const Shard &s : v.shards()) {
     ShardTraffic traffic = psShardTraffic(transfer, v, s, rows);
-    flows[worker][s.task()] += traffic.toPs;
-    flows[s.task()][worker] += traffic.fromPs;
+    flows[worker][s.task()] += times * traffic.toPs;
+    flows[s.task()][worker] += times * traffic.fromPs;
   }
 }
 
@@ -157,7 +157,7 @@ Flows workerFlows(const Plan &plan, const ir::Module &worker, const WorkerBatche
         moved = rows.pulledPerStep(*op, batches);
       else if (*transfer == PsTransfer::PushRows)
         moved = rows.perStep(v->name());
-      addPsFlows(flows, w, *transfer, *v, moved);
+      addPsFlows(flows, w, *transfer, *v, moved, timesPerStep(plan, *transfer));
     }
   }
   return flows;

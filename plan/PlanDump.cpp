@@ -150,8 +150,9 @@ Communication psCommunication(const PlanView &view, llvm::StringRef op, PsTransf
     Peer p{s.task(), std::make_pair(s.row_begin(), s.row_end()), std::nullopt, std::nullopt};
     if (!movesRows(transfer) || rows) {
       ShardTraffic traffic = psShardTraffic(transfer, v, s, rows.value_or(0));
-      p.sent = traffic.toPs;
-      p.received = traffic.fromPs;
+      double times = timesPerStep(view.plan, transfer);
+      p.sent = times * traffic.toPs;
+      p.received = times * traffic.fromPs;
     }
     c.peers.push_back(std::move(p));
   }

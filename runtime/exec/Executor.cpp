@@ -92,6 +92,7 @@ llvm::Error Executor::selectAccumulationOps() {
   auto split = splitForAccumulation(module_);
   if (!split)
     return split.takeError();
+  accumulating_ = true;
   order_ = split->microOps;
   microEnd_ = order_.size();
   for (bool writes : {false, true})
@@ -343,7 +344,7 @@ llvm::Error Executor::runKernels(Program &p, size_t begin, size_t end) {
 }
 
 llvm::Error Executor::step(const Feeds &feeds) {
-  if (options_.accumulate)
+  if (accumulating_)
     return accumulatedStep({feeds});
   auto batch = bindBatch(feeds);
   if (!batch)
@@ -448,9 +449,9 @@ llvm::Error Executor::writeMeans(Program &p, int64_t examples) {
 }
 
 llvm::Error Executor::accumulatedStep(llvm::ArrayRef<Feeds> microBatches) {
-  if (!options_.accumulate)
+  if (!accumulating_)
     return ir::makeError(ir::ErrorCode::Internal,
-                         "accumulatedStep needs an executor made with accumulate = true");
+                         "accumulatedStep needs a training executor made with accumulate = true");
   device_->enter();
   Program *last = nullptr;
   int64_t examples = 0;

@@ -35,8 +35,9 @@ struct ExecutorOptions {
   // The task's links to other tasks, for communication ops (runtime/job); must outlive the
   // executor.
   Communication *communication = nullptr;
-  // Gradient accumulation: the step is split into a micro-step and a step part
-  // (AccumulationSplit.h), and runs through accumulatedStep().
+  // Gradient accumulation: the training step is split into a micro-step and a step part
+  // (AccumulationSplit.h) and runs through accumulatedStep(); an evaluation step (`outputs`)
+  // ignores it.
   bool accumulate = false;
 };
 
@@ -106,6 +107,7 @@ private:
     std::vector<int64_t> indices;
     std::vector<double> rows;
   };
+  bool accumulating_ = false; // a training step with ExecutorOptions::accumulate
   size_t microEnd_ = 0;
   std::vector<const ir::Value *> accumulated_, keptAcrossMicroBatches_;
   std::vector<Accumulator> accumulators_;

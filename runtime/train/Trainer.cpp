@@ -248,6 +248,7 @@ llvm::Error TrainingRun::createExecutors() {
     return llvm::Error::success();
   runtime::ExecutorOptions evalOptions = trainOptions;
   evalOptions.outputs = {localLoss(module_)->name()};
+  evalOptions.accumulate = false;
   if (classifier_.logits)
     evalOptions.outputs.push_back(classifier_.logits->name());
   auto evaluator = runtime::Executor::create(module_, store_, evalOptions);
