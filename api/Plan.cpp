@@ -53,6 +53,11 @@ llvm::Expected<plan::PartitionOptions> partitionOptions(const CompileOptions &op
   if (options.seed)
     result.seed = *options.seed;
   result.fuse = options.fuse;
+  if (options.accumulate) {
+    if (*options.accumulate < 1)
+      return badOption("accumulate", "at least 1", std::to_string(*options.accumulate));
+    result.accumulate = *options.accumulate;
+  }
   if (!options.precision.empty()) {
     auto precision = ir::parsePrecision(options.precision);
     if (!precision) {

@@ -27,6 +27,8 @@ llvm::Expected<runtime::train::TrainOptions> trainOptions(const TrainOptions &op
   result.steps = options.steps;
   if (options.batch)
     result.batchSize = *options.batch;
+  if (options.accumulate)
+    result.accumulate = *options.accumulate;
   if (options.threads)
     result.threads = *options.threads;
   if (!options.device.empty()) {

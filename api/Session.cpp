@@ -1,4 +1,5 @@
 // A session: one model's training step on one device, driven step by step by the caller.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -8,6 +9,7 @@
 #include "plan/PlanVerifier.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/train/Checkpoint.h"
+#include "runtime/train/Trainer.h"
 
 namespace prism::api {
 
@@ -62,6 +64,8 @@ struct Session::Impl {
   llvm::Error start(uint64_t seed);
   llvm::Error checkFeed(const std::string &name, const runtime::Tensor &value) const;
   llvm::Error checkAllFed() const;
+  // The fed batch as one step, or as options.accumulate micro-batches.
+  llvm::Error runStep();
   llvm::Expected<runtime::Tensor *> variable(const std::string &name) const;
   llvm::Error overwrite(runtime::Tensor &target, const runtime::Tensor &value,
                         const std::string &name);
@@ -72,7 +76,18 @@ runtime::ExecutorOptions Session::Impl::executorOptions() const {
   runtime::ExecutorOptions execOptions;
   execOptions.threads = options.threads;
   execOptions.communication = communication.get();
+  execOptions.accumulate = options.accumulate > 1;
   return execOptions;
+}
+
+llvm::Error Session::Impl::runStep() {
+  if (options.accumulate <= 1)
+    return trainer->step(feeds);
+  // Inputs are batch-major: the batch is the leading dimension of any of them.
+  const int64_t batch = feeds.empty() ? 0 : feeds.begin()->second.dim(0);
+  if (auto err = runtime::train::checkAccumulation(options.accumulate, batch))
+    return err;
+  return trainer->accumulatedStep(runtime::train::microBatches(feeds, batch, options.accumulate));
 }
 
 llvm::Error Session::Impl::checkFeed(const std::string &name, const runtime::Tensor &value) const {
@@ -168,6 +183,9 @@ llvm::Error Session::Impl::start(uint64_t seed) {
 }
 
 Result<Session> Session::open(const Model &model, const SessionOptions &options) {
+  if (options.accumulate < 1)
+    return toStatus(ir::makeError("session option accumulate: expected at least 1, got " +
+                                  std::to_string(options.accumulate)));
   auto step = model.trainingStep(options.fuse, options.precision);
   if (!step.ok())
     return step.status();
@@ -195,6 +213,12 @@ Result<Session> Session::open(const Plan &plan, const SessionOptions &options) {
     return toStatus(module.takeError());
   auto impl = std::make_unique<Impl>(ModelAccess::make(std::move(*module), true));
   impl->options = options;
+  const int64_t planned = std::max(1, compiled.run().accumulate());
+  if (options.accumulate > 1 && options.accumulate != planned)
+    return toStatus(ir::makeError("session option accumulate " +
+                                  std::to_string(options.accumulate) + " contradicts the plan's " +
+                                  std::to_string(planned) + " micro-batches per step"));
+  impl->options.accumulate = planned;
   impl->communication = std::make_unique<SoleWorkerCommunication>();
   if (auto err = impl->start(compiled.run().seed()))
     return toStatus(std::move(err));
@@ -218,7 +242,7 @@ Status Session::feed(const std::string &name, Tensor value) {
 Status Session::step() {
   if (auto err = impl_->checkAllFed())
     return toStatus(std::move(err));
-  if (auto err = impl_->trainer->step(impl_->feeds))
+  if (auto err = impl_->runStep())
     return toStatus(std::move(err));
   impl_->feeds.clear();
   impl_->loss = impl_->trainer->loss().value_or(std::numeric_limits<double>::quiet_NaN());

@@ -65,4 +65,8 @@ ShardTraffic psShardTraffic(PsTransfer transfer, const Variable &v, const Shard 
   return traffic;
 }
 
+double timesPerStep(const Plan &plan, PsTransfer transfer) {
+  return transfer == PsTransfer::Pull ? std::max(1, plan.run().accumulate()) : 1;
+}
+
 } // namespace prism::plan

@@ -39,4 +39,8 @@ struct ShardTraffic {
 ShardTraffic psShardTraffic(PsTransfer transfer, const Variable &v, const Shard &shard,
                             double rows = 0);
 
+// How often a worker runs the op per optimizer step: a `ps_pull` runs once per micro-batch with
+// gradient accumulation (run.accumulate); row pulls count their micro-batches in their rows.
+double timesPerStep(const Plan &plan, PsTransfer transfer);
+
 } // namespace prism::plan

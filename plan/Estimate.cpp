@@ -27,11 +27,16 @@ double bytesOf(const ir::TensorType &type, int64_t batch) {
   return static_cast<double>(type.numElements(batch, batch)) * ir::dtypeBytes(type.dtype);
 }
 
-// The workers and the batch each of them (and each of its towers) runs.
+int64_t ceilDiv(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// The workers and the batch each of them (and each of its towers) runs per step, and per
+// micro-batch with gradient accumulation.
 struct WorkerBatches {
   std::vector<std::string> workers; // in rank order
-  int64_t localBatch = 0;
-  int64_t towerBatch = 0;
+  int64_t localBatch = 0, towerBatch = 0;
+  int64_t accumulate = 1, microBatch = 0, microTowerBatch = 0;
 
   explicit WorkerBatches(const Plan &plan) {
     for (const Task &task : plan.cluster().tasks())
@@ -39,12 +44,18 @@ struct WorkerBatches {
         workers.push_back(task.name());
     const int64_t n = std::max<int64_t>(1, static_cast<int64_t>(workers.size()));
     const int64_t towers = std::max(1, plan.run().towers_per_worker());
-    localBatch = (plan.run().global_batch() + n - 1) / n;
-    towerBatch = (localBatch + towers - 1) / towers;
+    accumulate = std::max(1, plan.run().accumulate());
+    localBatch = ceilDiv(plan.run().global_batch(), n);
+    towerBatch = ceilDiv(localBatch, towers);
+    microBatch = ceilDiv(localBatch, accumulate);
+    microTowerBatch = ceilDiv(microBatch, towers);
   }
   // An op placed on a tower's device runs the tower's batch.
   int64_t of(const ir::Op &op) const {
     return op.attrs.has(ir::kDeviceAttr) ? towerBatch : localBatch;
+  }
+  int64_t microOf(const ir::Op &op) const {
+    return op.attrs.has(ir::kDeviceAttr) ? microTowerBatch : microBatch;
   }
 };
 
@@ -64,6 +75,13 @@ public:
   static double indicesOf(const ir::Op &pullRows, const WorkerBatches &batches) {
     return static_cast<double>(pullRows.operand(1)->type().numElements(batches.of(pullRows)));
   }
+  // Distinct rows one row pull moves per step: with gradient accumulation each micro-batch
+  // pulls its own rows, so a row two micro-batches read travels twice.
+  double pulledPerStep(const ir::Op &pullRows, const WorkerBatches &batches) const {
+    double indices =
+        static_cast<double>(pullRows.operand(1)->type().numElements(batches.microOf(pullRows)));
+    return static_cast<double>(batches.accumulate) * distinct(pullRows.operand(0)->name(), indices);
+  }
   // Among `indices` of the table's indices.
   double distinct(const std::string &table, double indices) const {
     auto total = indicesPerStep_.find(table);
@@ -77,11 +95,14 @@ public:
     auto total = indicesPerStep_.find(table);
     return distinct(table, total == indicesPerStep_.end() ? 0 : total->second);
   }
-  void addTables(Estimate &estimate) const {
+  void addTables(Estimate &estimate, const WorkerBatches &batches) const {
+    const double k = static_cast<double>(batches.accumulate);
     for (const auto &[table, indices] : indicesPerStep_) {
       TableEstimate *t = estimate.add_tables();
       t->set_variable(table);
       t->set_rows_per_step(distinct(table, indices));
+      if (batches.accumulate > 1)
+        t->set_rows_pulled_per_step(k * distinct(table, indices / k));
       t->set_source(given_ ? "--rows-per-step" : "uniform draws");
     }
   }
@@ -97,11 +118,11 @@ using Flows = std::map<std::string, std::map<std::string, double>>;
 
 // Adds what one worker's PS op on `v` moves to and from each shard's task.
 void addPsFlows(Flows &flows, const std::string &worker, PsTransfer transfer, const Variable &v,
-                double rows) {
+                double rows, double times) {
   for (const Shard &s : v.shards()) {
     ShardTraffic traffic = psShardTraffic(transfer, v, s, rows);
-    flows[worker][s.task()] += traffic.toPs;
-    flows[s.task()][worker] += traffic.fromPs;
+    flows[worker][s.task()] += times * traffic.toPs;
+    flows[s.task()][worker] += times * traffic.fromPs;
   }
 }
 
@@ -133,40 +154,48 @@ Flows workerFlows(const Plan &plan, const ir::Module &worker, const WorkerBatche
         continue;
       double moved = 0;
       if (*transfer == PsTransfer::PullRows)
-        moved = rows.distinct(v->name(), RowsPerStep::indicesOf(*op, batches));
+        moved = rows.pulledPerStep(*op, batches);
       else if (*transfer == PsTransfer::PushRows)
         moved = rows.perStep(v->name());
-      addPsFlows(flows, w, *transfer, *v, moved);
+      addPsFlows(flows, w, *transfer, *v, moved, timesPerStep(plan, *transfer));
     }
   }
   return flows;
 }
 
-// One worker's step: FLOPs, and activations (an upper bound: every intermediate).
+// One worker's step: FLOPs, and activations (an upper bound: every intermediate) of one
+// micro-batch, and of the whole local batch at once.
 struct WorkerCompute {
   double flops = 0;
   double activations = 0;
+  double activationsOfLocalBatch = 0;
 };
+
+double activationBytes(const ir::Op &op, int64_t batch) {
+  double bytes = 0;
+  for (unsigned i = 0; i < op.numResults(); ++i) {
+    if (!op.result(i)->hasType())
+      continue;
+    const ir::TensorType &type = op.result(i)->type();
+    if (!type.sparse) {
+      bytes += bytesOf(type, batch);
+      continue;
+    }
+    // A sparse value holds only rows: about as many bytes as the dense values it is made of.
+    for (const ir::Value *v : op.operands())
+      if (v->hasType() && !v->type().sparse && ir::isFloat(v->type().dtype) &&
+          v->kind() == ir::ValueKind::OpResult)
+        bytes += bytesOf(v->type(), batch);
+  }
+  return bytes;
+}
 
 WorkerCompute workerCompute(const ir::Module &worker, const WorkerBatches &batches) {
   WorkerCompute compute;
   for (const auto &op : worker.ops()) {
-    int64_t batch = batches.of(*op);
-    compute.flops += ir::opCost(*op, batch).flops;
-    for (unsigned i = 0; i < op->numResults(); ++i) {
-      if (!op->result(i)->hasType())
-        continue;
-      const ir::TensorType &type = op->result(i)->type();
-      if (!type.sparse) {
-        compute.activations += bytesOf(type, batch);
-        continue;
-      }
-      // A sparse value holds only rows: about as many bytes as the dense values it is made of.
-      for (const ir::Value *v : op->operands())
-        if (v->hasType() && !v->type().sparse && ir::isFloat(v->type().dtype) &&
-            v->kind() == ir::ValueKind::OpResult)
-          compute.activations += bytesOf(v->type(), batch);
-    }
+    compute.flops += ir::opCost(*op, batches.of(*op)).flops;
+    compute.activations += activationBytes(*op, batches.microOf(*op));
+    compute.activationsOfLocalBatch += activationBytes(*op, batches.of(*op));
   }
   return compute;
 }
@@ -199,6 +228,7 @@ void addTaskEstimates(const Plan &plan, const Flows &flows, const ir::Module &wo
     if (task.role() == "worker") {
       t->set_parameter_bytes(workerParameters);
       t->set_activation_bytes(compute.activations);
+      t->set_activation_bytes_saved(compute.activationsOfLocalBatch - compute.activations);
       t->set_flops_per_step(compute.flops);
     } else if (task.role() == "ps" && static_cast<size_t>(task.index()) < ps.size()) {
       // A PS program's variables are its rows of the tables: all of them count.
@@ -247,8 +277,9 @@ void estimatePlan(Plan &plan, const ir::Module &worker, const std::vector<const 
   estimate.Clear();
   const WorkerBatches batches(plan);
   estimate.set_local_batch(batches.localBatch);
+  estimate.set_micro_batch(batches.microBatch);
   const RowsPerStep rows(plan, worker, batches, rowsPerStep);
-  rows.addTables(estimate);
+  rows.addTables(estimate, batches);
   const Flows flows = workerFlows(plan, worker, batches, rows);
   addTaskEstimates(plan, flows, worker, ps, batches, estimate);
   addLinkEstimates(plan, flows, estimate);

@@ -58,6 +58,20 @@ llvm::Expected<int64_t> towersPerWorker(const cluster::Cluster &cluster, int64_t
   return towers;
 }
 
+// Every micro-batch of every worker needs an example for each of its towers.
+llvm::Error checkAccumulation(int64_t accumulate, int64_t globalBatch, int64_t towersInAll) {
+  if (accumulate < 1)
+    return ir::makeError("--accumulate " + std::to_string(accumulate) +
+                         ": expected a number of micro-batches per step, at least 1");
+  if (globalBatch < towersInAll * accumulate)
+    return ir::makeError("--accumulate " + std::to_string(accumulate) + " with --batch " +
+                         std::to_string(globalBatch) + " over " + std::to_string(towersInAll) +
+                         " towers in all leaves micro-batches without examples: give a --batch "
+                         "of at least " +
+                         std::to_string(towersInAll * accumulate) + " or a smaller --accumulate");
+  return llvm::Error::success();
+}
+
 ParallelPipelineOptions pipelineOptions(const cluster::Cluster &cluster, int64_t towers,
                                         const PartitionOptions &options) {
   ParallelPipelineOptions pipeline;
@@ -394,6 +408,7 @@ void fillRunConfig(const Module &model, const PartitionOptions &options, int64_t
   run.set_towers_per_worker(static_cast<int32_t>(towers));
   if (options.precision != ir::ComputePrecision::F32)
     run.set_precision(ir::precisionName(options.precision).str());
+  run.set_accumulate(static_cast<int32_t>(options.accumulate));
   run.set_job_token(options.jobToken.empty() ? makeJobToken() : options.jobToken);
 }
 
@@ -404,6 +419,9 @@ llvm::Expected<PartitionResult> partition(const ir::Module &model, const cluster
   auto towers = towersPerWorker(cluster, options.globalBatch);
   if (!towers)
     return towers.takeError();
+  if (auto e = checkAccumulation(options.accumulate, options.globalBatch,
+                                 cluster.numWorkers() * *towers))
+    return std::move(e);
   PartitionResult result;
   auto routed = model.clone();
   routed->setSourceFile(model.sourceFile());

@@ -24,6 +24,7 @@ struct PartitionOptions {
   int64_t globalBatch = 64;
   int64_t steps = 0;
   uint64_t seed = 0;
+  int64_t accumulate = 1; // micro-batches per optimizer step (gradient accumulation)
   // Distinct rows a worker reads per step from each PS table; unset: estimated as uniform draws.
   std::optional<double> rowsPerStep;
   bool fuse = true; // run the fusion passes on the programs

@@ -141,15 +141,18 @@ Communication psCommunication(const PlanView &view, llvm::StringRef op, PsTransf
   std::optional<double> rows;
   for (const TableEstimate &t : view.plan.estimate().tables())
     if (t.variable() == v.name())
-      rows = t.rows_per_step();
+      rows = transfer == PsTransfer::PullRows && t.rows_pulled_per_step() > 0
+                 ? t.rows_pulled_per_step()
+                 : t.rows_per_step();
   if (rows && transfer == PsTransfer::PullRows)
     *rows /= std::max(1.0, pullRowsOps);
   for (const Shard &s : v.shards()) {
     Peer p{s.task(), std::make_pair(s.row_begin(), s.row_end()), std::nullopt, std::nullopt};
     if (!movesRows(transfer) || rows) {
       ShardTraffic traffic = psShardTraffic(transfer, v, s, rows.value_or(0));
-      p.sent = traffic.toPs;
-      p.received = traffic.fromPs;
+      double times = timesPerStep(view.plan, transfer);
+      p.sent = times * traffic.toPs;
+      p.received = times * traffic.fromPs;
     }
     c.peers.push_back(std::move(p));
   }
@@ -387,8 +390,16 @@ void printHeader(const Plan &plan, llvm::raw_ostream &os) {
                              count(roles["ps"], "parameter server", "parameter servers") + ", " +
                              count(roles["coordinator"], "coordinator", "coordinators") + " on " +
                              count(plan.cluster().hosts_size(), "host", "hosts")});
-  header.add({"batch", std::to_string(plan.run().global_batch()) + " global, " +
-                           std::to_string(perWorker) + " per worker"});
+  std::string batch = std::to_string(plan.run().global_batch()) + " global, " +
+                      std::to_string(perWorker) + " per worker";
+  if (plan.run().accumulate() > 1) {
+    int64_t micro = plan.estimate().micro_batch() > 0
+                        ? plan.estimate().micro_batch()
+                        : (perWorker + plan.run().accumulate() - 1) / plan.run().accumulate();
+    batch += " in " + std::to_string(plan.run().accumulate()) + " micro-batches of " +
+             std::to_string(micro) + " (gradients accumulated, one optimizer step)";
+  }
+  header.add({"batch", batch});
   std::string run = plan.run().steps()
                         ? count(static_cast<int>(plan.run().steps()), "step", "steps")
                         : "steps by epochs";
@@ -474,6 +485,9 @@ void printTask(const PlanView &view, const TaskView &t, llvm::raw_ostream &os) {
     os << "  estimate  sent " << humanBytes(e->bytes_sent_per_step()) << "/step, received "
        << humanBytes(e->bytes_received_per_step()) << "/step, parameters "
        << humanBytes(e->parameter_bytes()) << ", activations " << humanBytes(e->activation_bytes())
+       << (e->activation_bytes_saved() > 0
+               ? " (one micro-batch; " + humanBytes(e->activation_bytes_saved()) + " saved)"
+               : std::string())
        << ", " << humanFlops(e->flops_per_step()) << "/step\n";
 }
 
@@ -578,6 +592,7 @@ Json taskJson(const PlanView &view, const TaskView &t) {
                 {"bytes_received_per_step", e->bytes_received_per_step()},
                 {"parameter_bytes", e->parameter_bytes()},
                 {"activation_bytes", e->activation_bytes()},
+                {"activation_bytes_saved", e->activation_bytes_saved()},
                 {"flops_per_step", e->flops_per_step()}};
   const Task &task = *t.task;
   return {{"name", task.name()},
@@ -630,9 +645,12 @@ std::string printJson(PlanView &view, const TaskView *only) {
                        {"seconds_per_step", l.seconds_per_step()}});
   for (const TableEstimate &t : plan.estimate().tables())
     if (!only || only->variables.count(t.variable()))
-      tables.push_back({{"variable", t.variable()},
-                        {"rows_per_step", t.rows_per_step()},
-                        {"source", t.source()}});
+      tables.push_back(
+          {{"variable", t.variable()},
+           {"rows_per_step", t.rows_per_step()},
+           {"rows_pulled_per_step",
+            t.rows_pulled_per_step() > 0 ? t.rows_pulled_per_step() : t.rows_per_step()},
+           {"source", t.source()}});
   const RunConfig &run = plan.run();
   Json j = {{"version", plan.version()},
             {"model", plan.model()},
@@ -645,6 +663,7 @@ std::string printJson(PlanView &view, const TaskView *only) {
             {"buckets", buckets},
             {"estimate",
              {{"local_batch", plan.estimate().local_batch()},
+              {"micro_batch", plan.estimate().micro_batch()},
               {"bytes_per_step", perTask},
               {"links", links},
               {"tables", tables}}},
@@ -655,7 +674,8 @@ std::string printJson(PlanView &view, const TaskView *only) {
               {"optimizer", run.optimizer()},
               {"data_sharding", run.data_sharding()},
               {"towers_per_worker", run.towers_per_worker()},
-              {"precision", run.precision().empty() ? "f32" : run.precision()}}}};
+              {"precision", run.precision().empty() ? "f32" : run.precision()},
+              {"accumulate", std::max(1, run.accumulate())}}}};
   return j.dump(2) + "\n";
 }
 

@@ -9,8 +9,10 @@
 
 namespace prism::plan {
 
-// The plan format this build writes and reads.
-constexpr uint32_t kPlanVersion = 1;
+// The plan format this build writes, and the oldest it reads. Version 2 added
+// run.accumulate (gradient accumulation); a version-1 plan runs one micro-batch per step.
+constexpr uint32_t kPlanVersion = 2;
+constexpr uint32_t kOldestPlanVersion = 1;
 
 // Verifies the plan, then writes it (temporary file + rename).
 llvm::Error writePlan(const Plan &plan, llvm::StringRef path);

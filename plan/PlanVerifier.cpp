@@ -84,6 +84,13 @@ llvm::Error verifyCluster(const Plan &plan) {
   if (!plan.run().precision().empty())
     if (auto precision = ir::parsePrecision(plan.run().precision()); !precision)
       return fail("run.precision: " + ir::messageOf(precision.takeError()));
+  // Every micro-batch of every worker has an example for each tower.
+  const int64_t accumulate = std::max(1, plan.run().accumulate());
+  if (plan.run().accumulate() < 0 || plan.run().global_batch() < towers * accumulate)
+    return fail("run.accumulate: " + std::to_string(plan.run().accumulate()) +
+                " micro-batches per step need a global batch of at least " +
+                std::to_string(towers * accumulate) + " (" + std::to_string(towers) +
+                " towers in all), got " + std::to_string(plan.run().global_batch()));
   return llvm::Error::success();
 }
 
@@ -315,9 +322,9 @@ llvm::Error verifyPsProgram(const Plan &plan, const Program &program, const ir::
 }
 
 llvm::Error verifyHeader(const Plan &plan) {
-  if (plan.version() != kPlanVersion)
-    return fail("version " + std::to_string(plan.version()) + ": this prism reads plan version " +
-                std::to_string(kPlanVersion));
+  if (plan.version() < kOldestPlanVersion || plan.version() > kPlanVersion)
+    return fail("version " + std::to_string(plan.version()) + ": this prism reads plan versions " +
+                std::to_string(kOldestPlanVersion) + " to " + std::to_string(kPlanVersion));
   if (auto strategy = passes::parseStrategy(plan.strategy()); !strategy) {
     llvm::consumeError(strategy.takeError());
     return fail("strategy: expected hybrid, allreduce or ps, got " + quoted(plan.strategy()));

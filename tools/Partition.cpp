@@ -30,6 +30,9 @@ void CompileArgs::addOptions(CLI::App &cmd, bool runOptions, bool clusterRequire
   cmd.add_option("--precision", precision,
                  "f32, or bf16: matmuls and convolutions compute in bf16, variables stay f32")
       ->capture_default_str();
+  cmd.add_option("--accumulate", options.accumulate,
+                 "Micro-batches per optimizer step (gradient accumulation; 1: none)")
+      ->capture_default_str();
   if (!runOptions)
     return;
   cmd.add_option("--batch", options.globalBatch, "Global batch size (all workers together)")
@@ -66,6 +69,10 @@ llvm::Expected<plan::PartitionOptions> CompileArgs::toOptions() const {
   if (options.globalBatch < 1)
     return ir::makeError("option --batch: expected at least 1, got " +
                          std::to_string(options.globalBatch));
+  if (options.accumulate < 1)
+    return ir::makeError("option --accumulate: expected a number of micro-batches per step, at "
+                         "least 1, got " +
+                         std::to_string(options.accumulate));
   if (options.steps < 0)
     return ir::makeError("option --steps: expected 0 or more, got " +
                          std::to_string(options.steps));
@@ -93,6 +100,7 @@ llvm::Expected<api::CompileOptions> CompileArgs::toApiOptions() const {
   result.seed = checked->seed;
   result.fuse = checked->fuse;
   result.precision = ir::precisionName(checked->precision).str();
+  result.accumulate = checked->accumulate;
   return result;
 }
 

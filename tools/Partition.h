@@ -22,7 +22,7 @@ struct CompileArgs {
   plan::PartitionOptions options;
 
   // --cluster, --strategy, --replication, --partitions, --bucket-mb, --partition-threshold-mb,
-  // --no-fuse, --precision; with `runOptions` also --batch, --steps, --seed.
+  // --no-fuse, --precision, --accumulate; with `runOptions` also --batch, --steps, --seed.
   void addOptions(CLI::App &cmd, bool runOptions = true, bool clusterRequired = true);
   cluster::Replication replicationKind() const;
   // Checks the values (naming the option at fault) and returns the partitioner's options.

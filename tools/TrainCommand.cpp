@@ -53,7 +53,12 @@ int runDistributedTrain(const TrainArgs &args, const api::Model &model) {
     return reportStatus(saved);
   if (!args.quiet) {
     llvm::outs() << "training " << model.name() << " (" << args.model << ") on " << args.data
-                 << ": global batch " << args.batch << ", seed " << args.seed << "\n";
+                 << ": global batch " << args.batch
+                 << (compile.options.accumulate > 1
+                         ? ", " + std::to_string(compile.options.accumulate) +
+                               " micro-batches per step on each worker"
+                         : "")
+                 << ", seed " << args.seed << "\n";
     printPlanSummary(api::PlanAccess::plan(*plan), planPath, llvm::outs());
     llvm::outs().flush();
   }
@@ -99,6 +104,7 @@ int runTrain(const TrainArgs &args) {
   if (args.steps > 0)
     options.steps = args.steps;
   options.batch = args.batch;
+  options.accumulate = args.compile.options.accumulate;
   options.threads = args.threads;
   options.seed = args.seed;
   options.metricsOut = args.metricsOut;
@@ -108,9 +114,13 @@ int runTrain(const TrainArgs &args) {
   options.quiet = args.quiet;
   if (!args.quiet)
     llvm::outs() << "training " << model->name() << " (" << args.model << ") on " << spec->str()
-                 << ": batch " << args.batch << ", " << args.threads
-                 << (args.threads == 1 ? " thread" : " threads") << ", seed " << args.seed
-                 << (optimizer.empty() ? "" : ", " + optimizer)
+                 << ": batch " << args.batch
+                 << (args.compile.options.accumulate > 1
+                         ? " in " + std::to_string(args.compile.options.accumulate) +
+                               " micro-batches"
+                         : "")
+                 << ", " << args.threads << (args.threads == 1 ? " thread" : " threads")
+                 << ", seed " << args.seed << (optimizer.empty() ? "" : ", " + optimizer)
                  << (precision == ir::ComputePrecision::F32
                          ? ""
                          : ", " + ir::precisionName(precision).str() + " compute")

@@ -1,11 +1,13 @@
 // `prism verify MODEL --cluster C`: trains the model on one device and as the distributed plan,
 // on the same data from the same initial values, and reports how far apart the losses and the
-// variables end up. Exit 1 above the tolerance.
+// variables end up. Exit 1 above the tolerance. Without --cluster, `--accumulate K` compares K
+// micro-batches per step with whole batches on one device.
 #include <string>
 
 #include "cluster/ClusterParser.h"
 #include "ir/Diagnostic.h"
 #include "runtime/job/VerifyRun.h"
+#include "runtime/train/Trainer.h"
 #include "tools/Commands.h"
 #include "tools/Partition.h"
 #include "tools/Run.h"
@@ -26,14 +28,20 @@ struct VerifyArgs {
   RunOptionArgs run;
 };
 
+std::string accumulationText(int64_t accumulate) {
+  return accumulate > 1 ? ", " + std::to_string(accumulate) + " micro-batches per step" : "";
+}
+
 void printHeader(const ir::Module &model, const plan::Plan &plan, const VerifyArgs &args) {
   llvm::outs() << "verify " << model.name() << ": " << plan.run().steps() << " steps, batch "
-               << plan.run().global_batch() << ", " << args.data << ", " << plan.strategy() << " "
-               << plan.replication() << " on " << args.compile.cluster << "\n";
+               << plan.run().global_batch() << accumulationText(plan.run().accumulate()) << ", "
+               << args.data << ", " << plan.strategy() << " " << plan.replication() << " on "
+               << args.compile.cluster << "\n";
   llvm::outs().flush();
 }
 
-void printResult(const runtime::job::VerifyResult &result, double tolerance) {
+void printResult(const runtime::job::VerifyResult &result, double tolerance,
+                 llvm::StringRef reference) {
   llvm::outs() << "  losses     largest relative difference "
                << llvm::format("%.3g", result.losses.largest) << " (step " << result.losses.step
                << " of " << result.losses.steps << ")\n"
@@ -41,10 +49,54 @@ void printResult(const runtime::job::VerifyResult &result, double tolerance) {
                << llvm::format("%.3g", result.variables.largest) << " ('"
                << result.variables.variable << "', " << result.variables.variables
                << " variables)\n"
-               << (result.within(tolerance) ? "  equal to single-device training within "
-                                            : "  NOT equal: above ")
+               << (result.within(tolerance) ? "  equal to " + reference + " within "
+                                            : std::string("  NOT equal: above "))
                << llvm::format("%.1g", tolerance) << "\n";
   llvm::outs().flush();
+}
+
+llvm::Expected<std::string> makeWorkDir() {
+  llvm::SmallString<128> dir;
+  if (auto ec = llvm::sys::fs::createUniqueDirectory("prism-verify", dir))
+    return ir::makeError("cannot make a scratch directory: " + ec.message());
+  return std::string(dir);
+}
+
+int finishVerify(const runtime::job::VerifyResult &result, const VerifyArgs &args,
+                 const std::string &workDir, llvm::StringRef reference) {
+  printResult(result, args.tolerance, reference);
+  if (!args.keep)
+    llvm::sys::fs::remove_directories(workDir);
+  else
+    llvm::outs() << "  kept " << workDir << "\n";
+  return result.within(args.tolerance) ? 0 : 1;
+}
+
+// Without --cluster: K micro-batches per step on one device against whole batches.
+int runAccumulationVerify(const VerifyArgs &args, const ir::Module &model,
+                          const plan::PartitionOptions &options) {
+  runtime::job::AccumulationVerifyOptions run;
+  run.data = args.data;
+  run.threads = args.threads;
+  run.steps = options.steps;
+  run.batch = options.globalBatch;
+  run.accumulate = options.accumulate;
+  run.seed = options.seed;
+  run.fuse = options.fuse;
+  run.precision = options.precision;
+  if (auto e = runtime::train::checkAccumulation(run.accumulate, run.batch))
+    return reportError(std::move(e));
+  auto dir = makeWorkDir();
+  if (!dir)
+    return reportError(dir.takeError());
+  run.workDir = *dir;
+  llvm::outs() << "verify " << model.name() << ": " << run.steps << " steps, batch " << run.batch
+               << accumulationText(run.accumulate) << ", " << args.data << ", on one device\n";
+  llvm::outs().flush();
+  auto result = runtime::job::verifyAccumulation(model, run);
+  if (!result)
+    return reportError(result.takeError());
+  return finishVerify(*result, args, run.workDir, "training with whole batches");
 }
 
 int runVerify(const VerifyArgs &args) {
@@ -56,6 +108,13 @@ int runVerify(const VerifyArgs &args) {
     return reportError(partitionOptions.takeError());
   if (partitionOptions->steps == 0)
     partitionOptions->steps = runtime::job::kDefaultVerifySteps;
+  if (args.compile.cluster.empty()) {
+    if (partitionOptions->accumulate < 2)
+      return reportError(ir::makeError("prism verify compares a distributed plan (--cluster C) "
+                                       "or gradient accumulation (--accumulate K, K >= 2) with "
+                                       "single-device training: give one of them"));
+    return runAccumulationVerify(args, **model, *partitionOptions);
+  }
   auto cluster = cluster::loadCluster(args.compile.cluster, args.compile.replicationKind());
   if (!cluster)
     return reportError(cluster.takeError());
@@ -72,21 +131,16 @@ int runVerify(const VerifyArgs &args) {
   options.job.threads = args.threads;
   options.fuse = partitionOptions->fuse;
   options.precision = partitionOptions->precision;
-  llvm::SmallString<128> dir;
-  if (auto ec = llvm::sys::fs::createUniqueDirectory("prism-verify", dir))
-    return reportError(ir::makeError("cannot make a scratch directory: " + ec.message()));
-  options.workDir = std::string(dir);
+  auto dir = makeWorkDir();
+  if (!dir)
+    return reportError(dir.takeError());
+  options.workDir = *dir;
 
   printHeader(**model, partitioned->plan, args);
   auto result = runtime::job::verifyRun(**model, partitioned->plan, options);
   if (!result)
     return reportError(result.takeError());
-  printResult(*result, args.tolerance);
-  if (!args.keep)
-    llvm::sys::fs::remove_directories(options.workDir);
-  else
-    llvm::outs() << "  kept " << options.workDir << "\n";
-  return result->within(args.tolerance) ? 0 : 1;
+  return finishVerify(*result, args, options.workDir, "single-device training");
 }
 
 } // namespace
@@ -96,7 +150,7 @@ void registerVerifyCommand(CLI::App &app) {
   auto *cmd = app.add_subcommand("verify",
                                  "Check that the distributed plan trains exactly like one device");
   cmd->add_option("model", args->model, "Model file (.prism)")->required();
-  args->compile.addOptions(*cmd);
+  args->compile.addOptions(*cmd, /*runOptions=*/true, /*clusterRequired=*/false);
   cmd->add_option("--data", args->data, "Data set (as for prism train)")->capture_default_str();
   cmd->add_option("--threads", args->threads, "CPU threads per task")->capture_default_str();
   cmd->add_option("--tolerance", args->tolerance,

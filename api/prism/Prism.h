@@ -78,6 +78,7 @@ struct CompileOptions {
   std::optional<uint64_t> seed;               // initial values and data order
   bool fuse = true;                           // the fusion passes
   std::string precision;                      // f32 or bf16 (matmuls, convolutions); empty: f32
+  std::optional<int64_t> accumulate;          // micro-batches per optimizer step; 1: none
 };
 
 // A compiled plan: the cluster, the placement of every variable, each task's program. Copies
@@ -120,6 +121,11 @@ struct SessionOptions {
   uint64_t seed = 0;             // initial values (docs/runtime.md's seed rule)
   bool fuse = true;              // the fusion passes of the training step
   std::string precision = "f32"; // or bf16: matrix products and convolutions compute in bf16
+  // Gradient accumulation: each step() runs the fed batch as this many micro-batches
+  // (contiguous slices) and the optimizer steps once on their batch-weighted mean gradient:
+  // the step of the whole batch, with one micro-batch's activations. A plan's session takes
+  // the plan's count.
+  int64_t accumulate = 1;
 };
 
 // One model training on one device, step by step, in the caller's loop:
@@ -194,7 +200,8 @@ struct TrainOptions {
   std::string restoreDir; // empty: start fresh
   bool evaluate = true;
   bool quiet = false;
-  std::string precision; // f32 or bf16, for a model not compiled yet; empty: f32
+  std::string precision;             // f32 or bf16, for a model not compiled yet; empty: f32
+  std::optional<int64_t> accumulate; // micro-batches per step; default 1 (none)
 };
 
 struct TrainSummary {

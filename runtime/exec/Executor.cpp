@@ -4,6 +4,7 @@
 #include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
 #include "runtime/BatchSplit.h"
+#include "runtime/exec/AccumulationSplit.h"
 #include "runtime/exec/MemoryPlanner.h"
 #include "runtime/reference/Tensor.h"
 #include "llvm/ADT/DenseSet.h"
@@ -73,6 +74,8 @@ llvm::Error Executor::selectOps() {
                              "the executor needs types: run infer-shapes first");
   if (!options_.outputs.empty())
     return selectEvaluationOps();
+  if (options_.accumulate)
+    return selectAccumulationOps();
   // A training step: every op, variable writes last (they take effect at step end).
   for (const auto &op : module_.ops())
     if (!op->def().has(ir::kSideEffect))
@@ -80,6 +83,25 @@ llvm::Error Executor::selectOps() {
   for (const auto &op : module_.ops())
     if (op->def().has(ir::kSideEffect))
       order_.push_back(op.get());
+  markSynchronization();
+  return llvm::Error::success();
+}
+
+// A step in two parts: the micro-step, then the step part with variable writes last.
+llvm::Error Executor::selectAccumulationOps() {
+  auto split = splitForAccumulation(module_);
+  if (!split)
+    return split.takeError();
+  accumulating_ = true;
+  order_ = split->microOps;
+  microEnd_ = order_.size();
+  for (bool writes : {false, true})
+    for (const ir::Op *op : split->stepOps)
+      if (op->def().has(ir::kSideEffect) == writes)
+        order_.push_back(op);
+  accumulated_ = split->accumulated;
+  keptAcrossMicroBatches_ = split->kept;
+  accumulators_.resize(accumulated_.size());
   markSynchronization();
   return llvm::Error::success();
 }
@@ -174,6 +196,9 @@ llvm::Error Executor::planArena(Program &program) {
     kept.insert(module_.loss->value);
   for (const auto &entry : outputValues_)
     kept.insert(entry.getValue());
+  // Accumulation: what the step part reads stays until the end of the step.
+  kept.insert(accumulated_.begin(), accumulated_.end());
+  kept.insert(keptAcrossMicroBatches_.begin(), keptAcrossMicroBatches_.end());
   llvm::DenseMap<const ir::Value *, int> lastUse;
   for (int i = 0; i < end; ++i)
     for (const ir::Value *v : order_[i]->operands())
@@ -296,9 +321,10 @@ llvm::Error Executor::bindFeedsAndVariables(Program &p, const Feeds &feeds) {
   return llvm::Error::success();
 }
 
-llvm::Error Executor::runKernels(Program &p) {
+// Runs order_[begin, end); waits for its communication and the device at the end.
+llvm::Error Executor::runKernels(Program &p, size_t begin, size_t end) {
   Communication *communication = options_.communication;
-  for (size_t i = 0; i < order_.size(); ++i) {
+  for (size_t i = begin; i < end; ++i) {
     const ir::Op &op = *order_[i];
     if (communication && syncBefore_[i])
       if (auto err = communication->synchronize())
@@ -318,6 +344,8 @@ llvm::Error Executor::runKernels(Program &p) {
 }
 
 llvm::Error Executor::step(const Feeds &feeds) {
+  if (accumulating_)
+    return accumulatedStep({feeds});
   auto batch = bindBatch(feeds);
   if (!batch)
     return batch.takeError();
@@ -328,19 +356,132 @@ llvm::Error Executor::step(const Feeds &feeds) {
   Program &p = **program;
   if (auto err = bindFeedsAndVariables(p, feeds))
     return err;
-  if (auto err = runKernels(p))
+  if (auto err = runKernels(p, 0, order_.size()))
     return err;
-  loss_.reset();
-  if (module_.loss) {
-    auto slot = p.slotOf.find(module_.loss->value);
-    if (slot != p.slotOf.end()) {
-      auto t = device_->toHost(p.slots[slot->second].dense);
-      if (!t)
-        return ir::withContext(t.takeError(), "the loss");
-      loss_ = t->dtype() == ir::DType::F64 ? *t->data<double>() : *t->data<float>();
-    }
-  }
+  if (auto err = readLoss(p))
+    return err;
   last_ = &p;
+  return llvm::Error::success();
+}
+
+llvm::Error Executor::readLoss(Program &p) {
+  loss_.reset();
+  if (!module_.loss)
+    return llvm::Error::success();
+  auto slot = p.slotOf.find(module_.loss->value);
+  if (slot == p.slotOf.end())
+    return llvm::Error::success();
+  auto t = device_->toHost(p.slots[slot->second].dense);
+  if (!t)
+    return ir::withContext(t.takeError(), "the loss");
+  loss_ = t->dtype() == ir::DType::F64 ? *t->data<double>() : *t->data<float>();
+  return llvm::Error::success();
+}
+
+namespace {
+
+double elementAt(const Tensor &t, int64_t i) {
+  return t.dtype() == ir::DType::F64 ? t.data<double>()[i] : t.data<float>()[i];
+}
+
+void setElement(Tensor &t, int64_t i, double value) {
+  if (t.dtype() == ir::DType::F64)
+    t.data<double>()[i] = value;
+  else
+    t.data<float>()[i] = static_cast<float>(value);
+}
+
+} // namespace
+
+// Adds batch × each crossing value of the micro-step just run to its sum.
+llvm::Error Executor::addMicroBatch(Program &p, int64_t batch) {
+  const double weight = static_cast<double>(batch);
+  for (size_t a = 0; a < accumulated_.size(); ++a) {
+    const RuntimeValue &value = p.slot(accumulated_[a]);
+    Accumulator &acc = accumulators_[a];
+    if (!value.dense.onHost())
+      return ir::makeError(ir::ErrorCode::Unsupported,
+                           "gradient accumulation runs on host memory; " + accumulated_[a]->ref() +
+                               " is on " + value.dense.device().str());
+    const Tensor &t = value.dense;
+    if (!value.sparse) {
+      acc.sum.resize(static_cast<size_t>(t.numElements()), 0.0);
+      for (int64_t i = 0; i < t.numElements(); ++i)
+        acc.sum[static_cast<size_t>(i)] += weight * elementAt(t, i);
+      continue;
+    }
+    int64_t n = value.indices.numElements();
+    const int64_t *ids = value.indices.data<int64_t>();
+    acc.indices.insert(acc.indices.end(), ids, ids + n);
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      acc.rows.push_back(weight * elementAt(t, i));
+  }
+  return llvm::Error::success();
+}
+
+// The means Σ bᵢ vᵢ / Σ bᵢ into the slots the step part reads; the sums start again.
+llvm::Error Executor::writeMeans(Program &p, int64_t examples) {
+  const double inverse = 1.0 / static_cast<double>(examples);
+  for (size_t a = 0; a < accumulated_.size(); ++a) {
+    const ir::Value *v = accumulated_[a];
+    RuntimeValue &value = p.slot(v);
+    Accumulator &acc = accumulators_[a];
+    if (!value.sparse) {
+      for (int64_t i = 0; i < value.dense.numElements(); ++i)
+        setElement(value.dense, i, acc.sum[static_cast<size_t>(i)] * inverse);
+      acc.sum.assign(acc.sum.size(), 0.0);
+      continue;
+    }
+    int64_t n = static_cast<int64_t>(acc.indices.size());
+    std::vector<int64_t> rowShape(v->type().dims.begin(), v->type().dims.end());
+    rowShape[0] = n;
+    Tensor indices(ir::DType::I64, {n});
+    std::copy(acc.indices.begin(), acc.indices.end(), indices.data<int64_t>());
+    Tensor rows(v->type().dtype, rowShape);
+    for (int64_t i = 0; i < rows.numElements(); ++i)
+      setElement(rows, i, acc.rows[static_cast<size_t>(i)] * inverse);
+    value.indices = std::move(indices);
+    value.dense = std::move(rows);
+    acc.indices.clear();
+    acc.rows.clear();
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Executor::accumulatedStep(llvm::ArrayRef<Feeds> microBatches) {
+  if (!accumulating_)
+    return ir::makeError(ir::ErrorCode::Internal,
+                         "accumulatedStep needs a training executor made with accumulate = true");
+  device_->enter();
+  Program *last = nullptr;
+  int64_t examples = 0;
+  for (const Feeds &feeds : microBatches) {
+    auto batch = bindBatch(feeds);
+    if (!batch)
+      return batch.takeError();
+    if (*batch == 0)
+      continue;
+    auto program = programFor(*batch);
+    if (!program)
+      return program.takeError();
+    if (auto err = bindFeedsAndVariables(**program, feeds))
+      return err;
+    if (auto err = runKernels(**program, 0, microEnd_))
+      return err;
+    if (auto err = addMicroBatch(**program, *batch))
+      return err;
+    examples += *batch;
+    last = *program;
+  }
+  if (!last)
+    return ir::makeError("an optimizer step with no examples in any micro-batch");
+  if (auto err = writeMeans(*last, examples))
+    return err;
+  if (auto err = runKernels(*last, microEnd_, order_.size()))
+    return err;
+  if (auto err = readLoss(*last))
+    return err;
+  last_ = last;
   return llvm::Error::success();
 }
 

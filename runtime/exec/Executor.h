@@ -18,6 +18,7 @@
 #include "runtime/exec/Device.h"
 #include "runtime/exec/Kernel.h"
 #include "runtime/exec/VariableStore.h"
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
@@ -34,6 +35,10 @@ struct ExecutorOptions {
   // The task's links to other tasks, for communication ops (runtime/job); must outlive the
   // executor.
   Communication *communication = nullptr;
+  // Gradient accumulation: the training step is split into a micro-step and a step part
+  // (AccumulationSplit.h) and runs through accumulatedStep(); an evaluation step (`outputs`)
+  // ignores it.
+  bool accumulate = false;
 };
 
 using Feeds = std::map<std::string, Tensor>;
@@ -49,6 +54,12 @@ public:
 
   // One step: binds B from the feeds, runs the ops, applies variable updates at the end.
   llvm::Error step(const Feeds &feeds);
+
+  // One optimizer step over micro-batches (ExecutorOptions::accumulate): the micro-step on each
+  // (an arena planned for its size, so activations are those of one micro-batch), the values
+  // the step part reads averaged over them by batch size, then the step part once. Equal to
+  // step() on the micro-batches concatenated, up to float rounding.
+  llvm::Error accumulatedStep(llvm::ArrayRef<Feeds> microBatches);
 
   // The loss of the last step (modules with a loss).
   std::optional<double> loss() const { return loss_; }
@@ -71,7 +82,11 @@ private:
   llvm::Error planArena(Program &program);
   llvm::Error buildKernels(Program &program);
   llvm::Error bindFeedsAndVariables(Program &program, const Feeds &feeds);
-  llvm::Error runKernels(Program &program);
+  llvm::Error runKernels(Program &program, size_t begin, size_t end);
+  llvm::Error readLoss(Program &program);
+  llvm::Error selectAccumulationOps();
+  llvm::Error addMicroBatch(Program &program, int64_t batch);
+  llvm::Error writeMeans(Program &program, int64_t examples);
   ir::TensorType boundType(const ir::Value *v, int64_t batch) const;
 
   const ir::Module &module_;
@@ -85,6 +100,17 @@ private:
   std::optional<double> loss_;
   llvm::StringMap<const ir::Value *> outputValues_;
   Program *last_ = nullptr;
+  // Gradient accumulation: order_[0, microEnd_) is the micro-step; the values it hands to the
+  // step part, and their running sums Σ bᵢ vᵢ (dense; sparse: indices and rows appended).
+  struct Accumulator {
+    std::vector<double> sum;
+    std::vector<int64_t> indices;
+    std::vector<double> rows;
+  };
+  bool accumulating_ = false; // a training step with ExecutorOptions::accumulate
+  size_t microEnd_ = 0;
+  std::vector<const ir::Value *> accumulated_, keptAcrossMicroBatches_;
+  std::vector<Accumulator> accumulators_;
 };
 
 } // namespace prism::runtime

@@ -90,6 +90,7 @@ workerTrainOptions(const plan::Plan &plan, const plan::Task &task, const JobOpti
     train.steps = plan.run().steps();
   train.epochs = options.epochs;
   train.batchSize = plan.run().global_batch();
+  train.accumulate = std::max(1, plan.run().accumulate());
   train.threads = options.threads;
   train.seed = plan.run().seed();
   bool first = task.index() == 0;

@@ -45,26 +45,64 @@ llvm::Error runDistributed(const plan::Plan &plan, const std::string &planPath,
   return runPlan(plan, planPath, job);
 }
 
-// The same steps on one device, with the same passes, on the global batch.
-llvm::Expected<train::TrainResult> runSingleDevice(const ir::Module &model, const plan::Plan &plan,
-                                                   const VerifyRunOptions &options) {
+// A run on one device, with the passes `fuse` says, its losses written to `metricsOut`.
+struct SingleDeviceRun {
+  std::string data;
+  int threads = 1;
+  int64_t steps = 0, batch = 0, accumulate = 1;
+  uint64_t seed = 0;
+  bool fuse = true;
+  ir::ComputePrecision precision = ir::ComputePrecision::F32;
+  std::string metricsOut;
+};
+
+llvm::Expected<train::TrainResult> runSingleDevice(const ir::Module &model,
+                                                   const SingleDeviceRun &run) {
   auto single = model.clone();
   single->setSourceFile(model.sourceFile());
-  if (auto e = plan::compileTrainingStep(*single, {options.fuse, options.precision}))
+  if (auto e = plan::compileTrainingStep(*single, {run.fuse, run.precision}))
     return std::move(e);
   train::TrainOptions trainOptions;
-  auto spec = data::parseDataSpec(options.job.data);
+  auto spec = data::parseDataSpec(run.data);
   if (!spec)
     return spec.takeError();
   trainOptions.data = *spec;
-  trainOptions.steps = plan.run().steps();
-  trainOptions.batchSize = plan.run().global_batch();
-  trainOptions.seed = plan.run().seed();
-  trainOptions.threads = options.job.threads;
+  trainOptions.steps = run.steps;
+  trainOptions.batchSize = run.batch;
+  trainOptions.accumulate = run.accumulate;
+  trainOptions.seed = run.seed;
+  trainOptions.threads = run.threads;
   trainOptions.quiet = true;
   trainOptions.evaluate = false;
-  trainOptions.metricsOut = options.workDir + "/single.jsonl";
+  trainOptions.metricsOut = run.metricsOut;
   return train::train(*single, trainOptions);
+}
+
+// The same steps as the plan on one device, with the same passes, on the global batch at once.
+llvm::Expected<train::TrainResult> runSingleDevice(const ir::Module &model, const plan::Plan &plan,
+                                                   const VerifyRunOptions &options) {
+  SingleDeviceRun run;
+  run.data = options.job.data;
+  run.threads = options.job.threads;
+  run.steps = plan.run().steps();
+  run.batch = plan.run().global_batch();
+  run.seed = plan.run().seed();
+  run.fuse = options.fuse;
+  run.precision = options.precision;
+  run.metricsOut = options.workDir + "/single.jsonl";
+  return runSingleDevice(model, run);
+}
+
+// Both runs' losses from their metrics, compared.
+llvm::Expected<LossComparison> compareLossFiles(const std::string &compared,
+                                                const std::string &reference) {
+  auto comparedLosses = readLosses(compared);
+  if (!comparedLosses)
+    return comparedLosses.takeError();
+  auto referenceLosses = readLosses(reference);
+  if (!referenceLosses)
+    return referenceLosses.takeError();
+  return compareLosses(*comparedLosses, *referenceLosses);
 }
 
 // Each holder's checkpoint in `dir`, read once.
@@ -221,19 +259,50 @@ llvm::Expected<VerifyResult> verifyRun(const ir::Module &model, const plan::Plan
   if (!trained)
     return trained.takeError();
 
-  auto distributedLosses = readLosses(options.workDir + "/distributed.jsonl");
-  if (!distributedLosses)
-    return distributedLosses.takeError();
-  auto singleLosses = readLosses(options.workDir + "/single.jsonl");
-  if (!singleLosses)
-    return singleLosses.takeError();
-  auto losses = compareLosses(*distributedLosses, *singleLosses);
+  auto losses =
+      compareLossFiles(options.workDir + "/distributed.jsonl", options.workDir + "/single.jsonl");
   if (!losses)
     return losses.takeError();
   auto distributed = collectVariables(plan, options.workDir + "/variables");
   if (!distributed)
     return distributed.takeError();
   auto variables = compareVariables(*distributed, trained->store->all());
+  if (!variables)
+    return variables.takeError();
+  return VerifyResult{*losses, *variables};
+}
+
+llvm::Expected<VerifyResult> verifyAccumulation(const ir::Module &model,
+                                                const AccumulationVerifyOptions &options) {
+  if (options.accumulate < 2)
+    return ir::makeError("verifying accumulation needs --accumulate 2 or more, got " +
+                         std::to_string(options.accumulate));
+  SingleDeviceRun run;
+  run.data = options.data;
+  run.threads = options.threads;
+  run.steps = options.steps;
+  run.batch = options.batch;
+  run.seed = options.seed;
+  run.fuse = options.fuse;
+  run.precision = options.precision;
+  run.accumulate = options.accumulate;
+  run.metricsOut = options.workDir + "/accumulated.jsonl";
+  auto accumulated = runSingleDevice(model, run);
+  if (!accumulated)
+    return accumulated.takeError();
+  run.accumulate = 1;
+  run.metricsOut = options.workDir + "/single.jsonl";
+  auto whole = runSingleDevice(model, run);
+  if (!whole)
+    return whole.takeError();
+  auto losses =
+      compareLossFiles(options.workDir + "/accumulated.jsonl", options.workDir + "/single.jsonl");
+  if (!losses)
+    return losses.takeError();
+  std::map<std::string, Tensor> values;
+  for (const auto &entry : accumulated->store->all())
+    values[entry.getKey().str()] = entry.getValue();
+  auto variables = compareVariables(values, whole->store->all());
   if (!variables)
     return variables.takeError();
   return VerifyResult{*losses, *variables};

@@ -61,6 +61,23 @@ struct VerifyResult {
 llvm::Expected<VerifyResult> verifyRun(const ir::Module &model, const plan::Plan &plan,
                                        const VerifyRunOptions &options);
 
+// `prism verify --accumulate K` without a cluster: `steps` steps of `batch` on one device, each
+// as K micro-batches, against the same steps with the whole batch at once (same data, same
+// initial values). Metrics go to `workDir`.
+struct AccumulationVerifyOptions {
+  std::string data;
+  int threads = 1;
+  int64_t steps = kDefaultVerifySteps;
+  int64_t batch = 64;
+  int64_t accumulate = 2;
+  uint64_t seed = 0;
+  bool fuse = true;
+  ir::ComputePrecision precision = ir::ComputePrecision::F32;
+  std::string workDir;
+};
+llvm::Expected<VerifyResult> verifyAccumulation(const ir::Module &model,
+                                                const AccumulationVerifyOptions &options);
+
 // The pieces, each testable alone:
 // The loss of each step, in order, from a trainer's JSON-lines metrics.
 llvm::Expected<std::vector<double>> readLosses(llvm::StringRef metricsPath);

@@ -3,11 +3,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 
 #include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
 #include "nlohmann/json.hpp"
+#include "runtime/BatchSplit.h"
 #include "runtime/data/BatchIterator.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/train/Checkpoint.h"
@@ -57,6 +59,36 @@ Classifier findClassifier(const ir::Module &m) {
 int64_t labelAt(const Tensor &t, int64_t i) {
   return t.dtype() == ir::DType::I64 ? t.data<int64_t>()[i] : t.data<int32_t>()[i];
 }
+
+// Rows [begin, begin + size) of a batch-major host tensor.
+Tensor sliceRows(const Tensor &t, int64_t begin, int64_t size) {
+  std::vector<int64_t> shape = t.shape();
+  int64_t rowBytes = t.dim(0) > 0 ? t.numBytes() / t.dim(0) : 0;
+  shape[0] = size;
+  Tensor out(t.dtype(), shape);
+  if (size > 0)
+    std::memcpy(out.raw(), static_cast<const char *>(t.raw()) + begin * rowBytes,
+                static_cast<size_t>(size * rowBytes));
+  return out;
+}
+
+} // namespace
+
+std::vector<runtime::Feeds> microBatches(const runtime::Feeds &batch, int64_t size, int64_t parts) {
+  std::vector<runtime::Feeds> out;
+  for (int64_t m = 0; m < parts; ++m) {
+    BatchSlice slice = splitBatch(size, m, parts);
+    if (slice.size == 0)
+      continue;
+    runtime::Feeds feeds;
+    for (const auto &[name, tensor] : batch)
+      feeds[name] = sliceRows(tensor, slice.begin, slice.size);
+    out.push_back(std::move(feeds));
+  }
+  return out;
+}
+
+namespace {
 
 struct Evaluation {
   double loss = 0;
@@ -208,6 +240,7 @@ llvm::Error TrainingRun::createExecutors() {
   trainOptions.device = options_.device;
   trainOptions.threads = options_.threads;
   trainOptions.communication = worker_ ? worker_->communication : nullptr;
+  trainOptions.accumulate = options_.accumulate > 1;
   auto trainer = runtime::Executor::create(module_, store_, trainOptions);
   if (!trainer)
     return trainer.takeError();
@@ -217,6 +250,7 @@ llvm::Error TrainingRun::createExecutors() {
     return llvm::Error::success();
   runtime::ExecutorOptions evalOptions = trainOptions;
   evalOptions.outputs = {localLoss(module_)->name()};
+  evalOptions.accumulate = false;
   if (classifier_.logits)
     evalOptions.outputs.push_back(classifier_.logits->name());
   auto evaluator = runtime::Executor::create(module_, store_, evalOptions);
@@ -268,6 +302,9 @@ llvm::Error TrainingRun::prepareBatches() {
   perEpoch_ = batches_->numBatches();
   if (perEpoch_ == 0)
     return ir::makeError("the training set " + trainSet_->description() + " is empty");
+  if (auto err = checkAccumulation(options_.accumulate, options_.batchSize,
+                                   worker_ ? worker_->workers : 1))
+    return err;
   target_ = options_.steps ? *options_.steps : options_.epochs.value_or(1) * perEpoch_;
   epochs_ = (target_ + perEpoch_ - 1) / perEpoch_;
   return llvm::Error::success();
@@ -291,7 +328,9 @@ llvm::Error TrainingRun::trainStep() {
   if (worker_ && worker_->beforeStep)
     if (auto err = worker_->beforeStep(position_.globalStep, batch.size(), batch.globalSize))
       return err;
-  if (auto err = trainer_->step(batch.tensors))
+  if (auto err = options_.accumulate > 1 ? trainer_->accumulatedStep(microBatches(
+                                               batch.tensors, batch.size(), options_.accumulate))
+                                         : trainer_->step(batch.tensors))
     return err;
   if (worker_ && worker_->afterStep)
     if (auto err = worker_->afterStep(position_.globalStep))
@@ -384,6 +423,22 @@ llvm::Expected<TrainResult> TrainingRun::finish() {
 }
 
 } // namespace
+
+llvm::Error checkAccumulation(int64_t accumulate, int64_t batchSize, int64_t workers) {
+  if (accumulate < 1)
+    return ir::makeError("--accumulate " + std::to_string(accumulate) +
+                         ": expected a number of micro-batches per step, at least 1");
+  int64_t share = batchSize / std::max<int64_t>(workers, 1);
+  if (accumulate > share)
+    return ir::makeError(
+        "--accumulate " + std::to_string(accumulate) + " splits " +
+        (workers > 1
+             ? "each worker's " + std::to_string(share) + " examples of a step (batch " +
+                   std::to_string(batchSize) + " over " + std::to_string(workers) + " workers)"
+             : "each step's " + std::to_string(share) + " examples") +
+        " into micro-batches: give at most " + std::to_string(share) + ", or a larger --batch");
+  return llvm::Error::success();
+}
 
 llvm::Expected<TrainResult> train(const ir::Module &module, const TrainOptions &options) {
   return TrainingRun(module, options).run();

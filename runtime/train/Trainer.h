@@ -33,6 +33,10 @@ struct TrainOptions {
   std::optional<int64_t> epochs; // default 1 when neither is given
   std::optional<int64_t> steps;  // total steps, across a restore
   int64_t batchSize = 128;
+  // Gradient accumulation: each step's batch (a worker's share of it) runs as this many
+  // micro-batches, contiguous slices in order, and the optimizer steps once on their
+  // batch-weighted mean gradient: the same step as one batch, with one micro-batch's activations.
+  int64_t accumulate = 1;
   int64_t evalBatchSize = 1000;
   ir::DeviceId device; // where the steps run (cpu:0 by default)
   int threads = 1;
@@ -57,6 +61,14 @@ struct TrainResult {
   size_t peakArenaBytes = 0; // the training step's activation and gradient memory
   std::shared_ptr<runtime::VariableStore> store; // the variables after training
 };
+
+// A batch of `size` examples as `parts` micro-batches: contiguous slices, in order, the first
+// size % parts one example longer (runtime/BatchSplit.h); empty ones are left out.
+std::vector<runtime::Feeds> microBatches(const runtime::Feeds &batch, int64_t size, int64_t parts);
+
+// An error unless `accumulate` micro-batches per step fit the batch: at least 1, and at most
+// each worker's share of `batchSize` (the smallest share; no micro-batch may be empty).
+llvm::Error checkAccumulation(int64_t accumulate, int64_t batchSize, int64_t workers = 1);
 
 // `module` is a training module after infer-shapes, autodiff and lower-optimizer: a loss and
 // variable updates. Its inputs are fed from the data set's fields by name (see docs/data.md).

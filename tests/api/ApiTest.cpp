@@ -175,6 +175,39 @@ TEST(ApiSession, Bf16Precision) {
   EXPECT_LT(session->loss(), first * 0.5);
 }
 
+// Gradient accumulation through the API: 4 micro-batches of 2 per step train exactly as steps of
+// the whole batch of 8; a count the batch cannot hold is an error at the step.
+TEST(ApiSession, AccumulationEqualsTheWholeBatch) {
+  auto whole = Session::open(tinyModel());
+  SessionOptions micro;
+  micro.accumulate = 4;
+  auto accumulated = Session::open(tinyModel(), micro);
+  ASSERT_TRUE(whole.ok() && accumulated.ok());
+  for (int i = 0; i < 5; ++i) {
+    feedBatch(*whole, i);
+    feedBatch(*accumulated, i);
+    ASSERT_TRUE(whole->step().ok());
+    Status s = accumulated->step();
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_NEAR(accumulated->loss(), whole->loss(), 1e-5 * std::abs(whole->loss()));
+  }
+  auto a = whole->fetch("w"), b = accumulated->fetch("w");
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (int64_t i = 0; i < a->numElements(); ++i)
+    EXPECT_NEAR(a->data<float>()[i], b->data<float>()[i], 1e-5) << "w[" << i << "]";
+  SessionOptions tooMany;
+  tooMany.accumulate = 9;
+  auto refused = Session::open(tinyModel(), tooMany);
+  ASSERT_TRUE(refused.ok());
+  feedBatch(*refused);
+  Status s = refused->step();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("--accumulate 9"), std::string::npos) << s.message();
+  SessionOptions zero;
+  zero.accumulate = 0;
+  EXPECT_FALSE(Session::open(tinyModel(), zero).ok());
+}
+
 TEST(ApiSession, FetchAssignAndEvaluate) {
   auto session = Session::open(tinyModel());
   ASSERT_TRUE(session.ok()) << session.status().message();

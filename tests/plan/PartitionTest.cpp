@@ -171,6 +171,38 @@ TEST(Partition, RowsPerStepOptionDrivesTheSparseEstimate) {
   EXPECT_NEAR(bytesPerStep(result->plan, "worker:0"), 2 * ring + 2 * 100 * (64 * 4 + 8), 1);
 }
 
+// Gradient accumulation: the plan carries K; the estimate gives one micro-batch's activations,
+// the memory saved, and K pulls per step (rows of each micro-batch; dense pulls under ps), while
+// the all-reduce moves the same bytes per step.
+TEST(Partition, AccumulationIsInThePlanAndItsEstimate) {
+  auto model = loadModel("embedding_classifier");
+  PartitionOptions whole;
+  whole.globalBatch = 256;
+  PartitionOptions micro = whole;
+  micro.accumulate = 4;
+  for (const char *strategy : {"hybrid", "ps"}) {
+    whole.placement.strategy = micro.placement.strategy = *passes::parseStrategy(strategy);
+    auto a = partitionFor(*model, "local:2,ps=1", whole);
+    auto b = partitionFor(*model, "local:2,ps=1", micro);
+    ASSERT_TRUE(a && b) << strategy;
+    EXPECT_EQ(b->plan.run().accumulate(), 4);
+    EXPECT_EQ(b->plan.estimate().local_batch(), 128);
+    EXPECT_EQ(b->plan.estimate().micro_batch(), 32);
+    const TaskEstimate &ta = a->plan.estimate().tasks(1), &tb = b->plan.estimate().tasks(1);
+    ASSERT_EQ(tb.task(), "worker:0");
+    EXPECT_LT(tb.activation_bytes(), ta.activation_bytes() / 3);
+    EXPECT_NEAR(tb.activation_bytes() + tb.activation_bytes_saved(), ta.activation_bytes(), 1);
+    EXPECT_GT(bytesPerStep(b->plan, "worker:0"), bytesPerStep(a->plan, "worker:0")) << strategy;
+    ASSERT_EQ(b->plan.estimate().tables_size(), 1);
+    EXPECT_GT(b->plan.estimate().tables(0).rows_pulled_per_step(),
+              b->plan.estimate().tables(0).rows_per_step());
+  }
+  micro.accumulate = 200;
+  auto refused = partitionFor(*model, "local:2,ps=1", micro);
+  ASSERT_FALSE(static_cast<bool>(refused));
+  EXPECT_NE(errorOf(refused.takeError()).find("give a --batch of at least 400"), std::string::npos);
+}
+
 TEST(Partition, PlanFileRoundTripsAndRefusesOtherFiles) {
   auto model = loadModel("embedding_classifier");
   auto result = partitionFor(*model, "local:2,ps=2");

@@ -309,6 +309,32 @@ TEST(PlanDumpTest, TextNamesEachVariableWithItsPlacementAndBytes) {
   EXPECT_NE(lineStarting(text, "host0 ").find("10gbit"), std::string::npos);
 }
 
+// With gradient accumulation the header shows the micro-batches, and each worker's estimate the
+// activations of one micro-batch and what a whole local batch would have needed beyond them.
+TEST(PlanDumpTest, AccumulationShowsMicroBatchAndMemorySaved) {
+  Plan plan = samplePlan();
+  plan.mutable_run()->set_accumulate(4);
+  plan.mutable_estimate()->set_micro_batch(8);
+  for (TaskEstimate &e : *plan.mutable_estimate()->mutable_tasks())
+    if (e.activation_bytes() > 0)
+      e.set_activation_bytes_saved(3 * e.activation_bytes());
+  std::string text = dump(plan, DumpFormat::Text);
+  EXPECT_EQ(
+      lineStarting(text, "batch"),
+      "batch     64 global, 32 per worker in 4 micro-batches of 8 (gradients accumulated, one "
+      "optimizer step)");
+  EXPECT_NE(
+      lineStarting(text, "estimate").find("activations 8.2 kB (one micro-batch; 24.6 kB saved)"),
+      std::string::npos)
+      << text;
+  nlohmann::json j = nlohmann::json::parse(dump(plan, DumpFormat::Json));
+  EXPECT_EQ(j["run"]["accumulate"], 4);
+  EXPECT_EQ(j["estimate"]["micro_batch"], 8);
+  const auto *worker = findByName(j["tasks"], "worker:0");
+  ASSERT_TRUE(worker);
+  EXPECT_EQ((*worker)["estimate"]["activation_bytes_saved"], 3 * 8192.0);
+}
+
 TEST(PlanDumpTest, TaskFilterShowsOnlyThatTask) {
   std::string text = dump(samplePlan(), DumpFormat::Text, "ps:1");
   // Task sections start at column 0 with the task's name.

@@ -62,7 +62,10 @@ TEST(PlanVerifier, TheEmittedPlanVerifies) {
 
 TEST(PlanVerifier, EveryCorruptionIsNamed) {
   const Corruption corruptions[] = {
-      {"version", [](Plan &p) { p.set_version(2); }, "version 2: this prism reads plan version 1"},
+      {"version", [](Plan &p) { p.set_version(3); },
+       "version 3: this prism reads plan versions 1 to 2"},
+      {"accumulate", [](Plan &p) { p.mutable_run()->set_accumulate(1000); },
+       "run.accumulate: 1000 micro-batches per step need a global batch of at least"},
       {"strategy", [](Plan &p) { p.set_strategy("gossip"); },
        "strategy: expected hybrid, allreduce or ps, got 'gossip'"},
       {"duplicate task",
