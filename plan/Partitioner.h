@@ -10,6 +10,7 @@
 #include "cluster/Cluster.h"
 #include "ir/Module.h"
 #include "passes/ParallelizeOptions.h"
+#include "plan/LearningRateScaling.h"
 #include "plan/Pipeline.h"
 #include "plan/plan.pb.h"
 #include "llvm/Support/Error.h"
@@ -26,8 +27,9 @@ struct PartitionOptions {
   uint64_t seed = 0;
   // Distinct rows a worker reads per step from each PS table; unset: estimated as uniform draws.
   std::optional<double> rowsPerStep;
-  bool fuse = true;     // run the fusion passes on the programs
-  std::string jobToken; // empty: a fresh random token
+  LearningRateScaling lrScaling; // --lr-scale-rule, --lr-base-batch
+  bool fuse = true;              // run the fusion passes on the programs
+  std::string jobToken;          // empty: a fresh random token
 };
 
 struct PartitionResult {

@@ -27,6 +27,12 @@ void CompileArgs::addOptions(CLI::App &cmd, bool runOptions, bool clusterRequire
                  "Split PS tables larger than this over the PS tasks")
       ->capture_default_str();
   cmd.add_flag("--no-fuse", noFuse, "Leave out the fusion passes");
+  cmd.add_option("--lr-scale-rule", lrScaleRule,
+                 "none, or linear: lr times the global batch over --lr-base-batch")
+      ->capture_default_str();
+  cmd.add_option("--lr-base-batch", options.lrScaling.baseBatch,
+                 "The batch the model's lr is for (--lr-scale-rule linear)")
+      ->capture_default_str();
   if (!runOptions)
     return;
   cmd.add_option("--batch", options.globalBatch, "Global batch size (all workers together)")
@@ -66,8 +72,24 @@ llvm::Expected<plan::PartitionOptions> CompileArgs::toOptions() const {
   if (options.steps < 0)
     return ir::makeError("option --steps: expected 0 or more, got " +
                          std::to_string(options.steps));
+  auto scaling = lrScaling();
+  if (!scaling)
+    return scaling.takeError();
+  checked.lrScaling = *scaling;
   checked.fuse = !noFuse;
   return checked;
+}
+
+llvm::Expected<plan::LearningRateScaling> CompileArgs::lrScaling() const {
+  plan::LearningRateScaling scaling = options.lrScaling;
+  auto rule = plan::parseLrScaleRule(lrScaleRule);
+  if (!rule)
+    return rule.takeError();
+  scaling.rule = *rule;
+  if (scaling.baseBatch < 1)
+    return ir::makeError("option --lr-base-batch: expected at least 1, got " +
+                         std::to_string(scaling.baseBatch));
+  return scaling;
 }
 
 void printPartitionStatistics(const plan::PartitionResult &result, llvm::raw_ostream &os) {

@@ -88,6 +88,11 @@ int runTrain(const TrainArgs &args) {
                                        "use prism partition and prism run"));
     return runDistributedTrain(args, **module);
   }
+  auto scaling = args.compile.lrScaling();
+  if (!scaling)
+    return reportError(scaling.takeError());
+  if (auto e = plan::scaleLearningRate(**module, *scaling, args.batch))
+    return reportError(std::move(e));
   std::string optimizer = (*module)->optimizer ? ir::printOptimizer(*(*module)->optimizer) : "";
   if (auto e = plan::compileTrainingStep(**module))
     return reportError(std::move(e));

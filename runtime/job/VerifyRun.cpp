@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/Diagnostic.h"
+#include "plan/LearningRateScaling.h"
 #include "plan/Pipeline.h"
 #include "plan/PlanFile.h"
 #include "plan/PlanTasks.h"
@@ -50,6 +51,9 @@ llvm::Expected<train::TrainResult> runSingleDevice(const ir::Module &model, cons
                                                    const VerifyRunOptions &options) {
   auto single = model.clone();
   single->setSourceFile(model.sourceFile());
+  if (auto e = plan::scaleLearningRate(*single, plan::lrScalingOf(plan.run()),
+                                       plan.run().global_batch()))
+    return std::move(e);
   if (auto e = plan::compileTrainingStep(*single, options.fuse))
     return std::move(e);
   train::TrainOptions trainOptions;

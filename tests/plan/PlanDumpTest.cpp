@@ -309,6 +309,32 @@ TEST(PlanDumpTest, TextNamesEachVariableWithItsPlacementAndBytes) {
   EXPECT_NE(lineStarting(text, "host0 ").find("10gbit"), std::string::npos);
 }
 
+// A plan compiled with a schedule and the linear scaling rule says the rate, where it comes from
+// and the schedule; without either the text has no `lr` line.
+TEST(PlanDumpTest, ScheduleAndScaledRateShowInTextAndJson) {
+  EXPECT_EQ(lineStarting(dump(samplePlan(), DumpFormat::Text), "lr "), "");
+  Plan plan = samplePlan();
+  RunConfig *run = plan.mutable_run();
+  const std::string schedule = "[warmup_linear(steps = 5), cosine(total = 95)]";
+  run->set_optimizer("adam(lr = 0.0005, schedule = " + schedule + ")");
+  run->set_lr_scale_rule("linear");
+  run->set_lr_base_batch(128);
+  run->set_base_lr(0.001);
+  run->set_lr(0.0005);
+  run->set_lr_schedule(schedule);
+  std::string text = dump(plan, DumpFormat::Text);
+  EXPECT_EQ(lineStarting(text, "lr "),
+            "lr        0.0005 = 0.001 × 64 / 128 (linear scaling rule), schedule " + schedule)
+      << text;
+  EXPECT_NE(lineStarting(text, "run ").find("schedule = " + schedule), std::string::npos) << text;
+  nlohmann::json j = nlohmann::json::parse(dump(plan, DumpFormat::Json));
+  EXPECT_EQ(j["run"]["lr"], 0.0005);
+  EXPECT_EQ(j["run"]["base_lr"], 0.001);
+  EXPECT_EQ(j["run"]["lr_scale_rule"], "linear");
+  EXPECT_EQ(j["run"]["lr_base_batch"], 128);
+  EXPECT_EQ(j["run"]["lr_schedule"], schedule);
+}
+
 TEST(PlanDumpTest, TaskFilterShowsOnlyThatTask) {
   std::string text = dump(samplePlan(), DumpFormat::Text, "ps:1");
   // Task sections start at column 0 with the task's name.
