@@ -324,7 +324,7 @@ TEST(PlanDumpTest, ScheduleAndScaledRateShowInTextAndJson) {
   run->set_lr_schedule(schedule);
   std::string text = dump(plan, DumpFormat::Text);
   EXPECT_EQ(lineStarting(text, "lr "),
-            "lr        0.0005 = 0.001 × 64 / 128 (linear scaling rule), schedule " + schedule)
+            "lr        5e-04 = 0.001 × 64 / 128 (linear scaling rule), schedule " + schedule)
       << text;
   EXPECT_NE(lineStarting(text, "run ").find("schedule = " + schedule), std::string::npos) << text;
   nlohmann::json j = nlohmann::json::parse(dump(plan, DumpFormat::Json));
