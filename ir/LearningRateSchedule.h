@@ -59,13 +59,13 @@ enum class ScheduleDecay : uint8_t { Constant, Step, Exponential, Cosine };
 // A checked schedule in the form the `lr_schedule` op's attributes hold: an optional linear
 // warmup over `warmupSteps`, then one decay counted from the warmup's end.
 struct LearningRateSchedule {
-  int64_t warmupSteps = 0;  // 0: no warmup
-  double warmupStart = 0;   // the factor at step 0
+  int64_t warmupSteps = 0; // 0: no warmup
+  double warmupStart = 0;  // the factor at step 0
   ScheduleDecay decay = ScheduleDecay::Constant;
-  int64_t every = 0;        // step: gamma is applied every `every` steps
-  double gamma = 0.1;       // step, exponential
-  int64_t total = 0;        // cosine: steps from 1 down to `final`
-  double finalFactor = 0;   // cosine: the factor after `total` steps
+  int64_t every = 0;      // step: gamma is applied every `every` steps
+  double gamma = 0.1;     // step, exponential
+  int64_t total = 0;      // cosine: steps from 1 down to `final`
+  double finalFactor = 0; // cosine: the factor after `total` steps
 
   // The factor at `step` (updates already applied: 0 for the first). docs/ir.md has the formulas.
   double factor(int64_t step) const;

@@ -74,9 +74,7 @@ struct OpDef {
     return operand < 32 && ((writtenOperands >> operand) & 1u);
   }
   const AttrSpec *attrSpec(llvm::StringRef name) const;
-  unsigned minOperands() const {
-    return static_cast<unsigned>(operands.size()) - optionalOperands;
-  }
+  unsigned minOperands() const { return static_cast<unsigned>(operands.size()) - optionalOperands; }
   unsigned maxOperands() const { return static_cast<unsigned>(operands.size()); }
   unsigned resultCount(unsigned numOperands) const {
     return resultPerOperand ? numOperands : numResults;
