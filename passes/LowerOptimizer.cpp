@@ -71,6 +71,8 @@ public:
     auto applyAttrs = applyAttributes(module, opt, ir::getOp(lowering->applyOp), clipNorm);
     if (!applyAttrs)
       return applyAttrs.takeError();
+    if (auto e = ir::checkSchedule(opt.schedule, module.sourceFile()))
+      return std::move(e);
     auto updates = trainedGradients(module);
     if (!updates)
       return updates.takeError();
@@ -97,8 +99,6 @@ public:
       step = *t;
     }
     if (!opt.schedule.empty()) {
-      if (auto e = ir::checkSchedule(opt.schedule, module.sourceFile()))
-        return std::move(e);
       auto factor = emit(module, "lr_schedule", {stepCount},
                          ir::scheduleAttrs(ir::scheduleOf(opt.schedule)), "lr.factor");
       if (!factor)
