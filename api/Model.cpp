@@ -3,6 +3,7 @@
 #include "frontends/text/Parser.h"
 #include "ir/Diagnostic.h"
 #include "ir/Printer.h"
+#include "plan/LearningRateScaling.h"
 #include "plan/Pipeline.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -78,6 +79,28 @@ std::string Model::text() const {
   return ir::printModule(*impl_->module);
 }
 
+Result<Model> Model::scaledLearningRate(const std::string &rule, int64_t baseBatch,
+                                        int64_t globalBatch) const {
+  if (impl_->trainingStep)
+    return toStatus(ir::makeError("the learning rate is scaled on the model as written, not on "
+                                  "its training step"));
+  auto parsed = plan::parseLrScaleRule(rule);
+  if (!parsed)
+    return toStatus(parsed.takeError());
+  if (baseBatch < 1 || globalBatch < 1)
+    return toStatus(ir::makeError("learning-rate scaling needs batches of at least 1, got base " +
+                                  std::to_string(baseBatch) + " and global " +
+                                  std::to_string(globalBatch)));
+  plan::LearningRateScaling scaling;
+  scaling.rule = *parsed;
+  scaling.baseBatch = baseBatch;
+  std::unique_ptr<ir::Module> scaled = impl_->module->clone();
+  scaled->setSourceFile(impl_->module->sourceFile());
+  if (auto err = plan::scaleLearningRate(*scaled, scaling, globalBatch))
+    return toStatus(std::move(err));
+  return ModelAccess::make(std::move(scaled), false);
+}
+
 Result<Model> Model::trainingStep(bool fuse, const std::string &precision) const {
   if (impl_->trainingStep)
     return *this;
@@ -85,6 +108,7 @@ Result<Model> Model::trainingStep(bool fuse, const std::string &precision) const
   if (!parsed)
     return toStatus(ir::withContext(parsed.takeError(), "precision"));
   std::unique_ptr<ir::Module> step = impl_->module->clone();
+  step->setSourceFile(impl_->module->sourceFile());
   if (auto err = plan::compileTrainingStep(*step, {fuse, *parsed}))
     return toStatus(std::move(err));
   return ModelAccess::make(std::move(step), true);

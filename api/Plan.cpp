@@ -53,6 +53,19 @@ llvm::Expected<plan::PartitionOptions> partitionOptions(const CompileOptions &op
   if (options.seed)
     result.seed = *options.seed;
   result.fuse = options.fuse;
+  if (!options.lrScaleRule.empty()) {
+    auto rule = plan::parseLrScaleRule(options.lrScaleRule);
+    if (!rule) {
+      llvm::consumeError(rule.takeError());
+      return badOption("lrScaleRule", "none or linear", "'" + options.lrScaleRule + "'");
+    }
+    result.lrScaling.rule = *rule;
+  }
+  if (options.lrBaseBatch) {
+    if (*options.lrBaseBatch < 1)
+      return badOption("lrBaseBatch", "at least 1", std::to_string(*options.lrBaseBatch));
+    result.lrScaling.baseBatch = *options.lrBaseBatch;
+  }
   if (options.accumulate) {
     if (*options.accumulate < 1)
       return badOption("accumulate", "at least 1", std::to_string(*options.accumulate));

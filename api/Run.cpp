@@ -1,6 +1,7 @@
 // Whole runs, as the `prism` command does them: training with Prism's loop, and plans' jobs.
 #include "api/Internal.h"
 #include "ir/Diagnostic.h"
+#include "plan/LearningRateScaling.h"
 #include "plan/PlanFile.h"
 #include "runtime/data/DataSpec.h"
 #include "runtime/job/JobOptions.h"
@@ -74,7 +75,16 @@ const char *version() {
 }
 
 Result<TrainSummary> train(const Model &model, const TrainOptions &options) {
-  auto step = model.trainingStep(true, options.precision.empty() ? "f32" : options.precision);
+  Model scaled = model;
+  if (!options.lrScaleRule.empty() && !model.isTrainingStep()) {
+    auto rescaled = model.scaledLearningRate(
+        options.lrScaleRule, options.lrBaseBatch.value_or(plan::LearningRateScaling().baseBatch),
+        options.batch.value_or(runtime::train::TrainOptions().batchSize));
+    if (!rescaled.ok())
+      return rescaled.status();
+    scaled = *rescaled;
+  }
+  auto step = scaled.trainingStep(true, options.precision.empty() ? "f32" : options.precision);
   if (!step.ok())
     return step.status();
   auto converted = trainOptions(options);

@@ -204,9 +204,20 @@ private:
 // `minimize %loss with adam(lr = 0.001)`: declares the loss and the optimizer together. Once
 // lower-optimizer has turned the optimizer into update ops, the module keeps only the loss and
 // prints `loss %loss`.
+// One phase of a learning-rate schedule as written: `cosine(total = 10000, final = 0.0)`.
+// ir/LearningRateSchedule.h knows the kinds, checks them and evaluates the schedule.
+struct SchedulePhase {
+  std::string kind; // constant | warmup_linear | step_decay | exponential | cosine
+  AttrMap params;
+  SourceLoc loc;
+};
+
 struct Optimizer {
   std::string kind; // sgd | momentum | adam
   AttrMap params;   // lr, beta1, ..., and clip_norm for global-norm clipping
+  // `schedule = PHASE` or `schedule = [PHASE, PHASE]`: the factor lr is multiplied by at each
+  // step; empty: lr is constant.
+  std::vector<SchedulePhase> schedule;
   SourceLoc loc;
 };
 

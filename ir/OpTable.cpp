@@ -71,6 +71,8 @@ std::string OpDef::signature() const {
     if (i)
       s += ", ";
     s += operands[i];
+    if (i >= minOperands())
+      s += "?";
   }
   if (variadic)
     s += "...";
@@ -110,12 +112,16 @@ llvm::Error checkComputeAttr(const OpDef &def, const Attr &value) {
 } // namespace
 
 llvm::Error checkSignature(const OpDef &def, unsigned numOperands, const AttrMap &attrs) {
-  unsigned min = def.minOperands();
-  bool arityOk = def.variadic ? numOperands >= min : numOperands == min;
-  if (!arityOk)
-    return makeError("'" + def.name + "' takes " + (def.variadic ? "at least " : "") +
-                     llvm::Twine(min) + " operand" + (min == 1 ? "" : "s") + ", got " +
+  unsigned min = def.minOperands(), max = def.maxOperands();
+  bool arityOk = numOperands >= min && (def.variadic || numOperands <= max);
+  if (!arityOk) {
+    std::string count = def.variadic ? "at least " + std::to_string(min)
+                        : min < max  ? std::to_string(min) + " to " + std::to_string(max)
+                                     : std::to_string(min);
+    return makeError("'" + def.name + "' takes " + count + " operand" +
+                     (min == 1 && (def.variadic || max == 1) ? "" : "s") + ", got " +
                      llvm::Twine(numOperands) + ": " + def.signature());
+  }
   for (const auto &[name, value] : attrs) {
     // Every op may be pinned to a device of its task (in-graph towers).
     if (name == kDeviceAttr) {

@@ -53,6 +53,7 @@ struct OpDef {
   std::string summary;               // one line, for docs and `--help`
   std::vector<std::string> operands; // names, for docs and arity errors
   bool variadic = false;             // the last operand repeats (one or more times)
+  unsigned optionalOperands = 0;     // the last ones may be left out (not with variadic)
   unsigned numResults = 1;
   bool resultPerOperand = false; // one result per operand (all_reduce); numResults is unused
   std::vector<AttrSpec> attrs;
@@ -80,7 +81,8 @@ struct OpDef {
     return operand < 32 && ((reducedPrecisionOperands >> operand) & 1u);
   }
   const AttrSpec *attrSpec(llvm::StringRef name) const;
-  unsigned minOperands() const { return static_cast<unsigned>(operands.size()); }
+  unsigned minOperands() const { return static_cast<unsigned>(operands.size()) - optionalOperands; }
+  unsigned maxOperands() const { return static_cast<unsigned>(operands.size()); }
   unsigned resultCount(unsigned numOperands) const {
     return resultPerOperand ? numOperands : numResults;
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "ir/LearningRateSchedule.h"
 #include "ir/Module.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -134,8 +135,24 @@ private:
 
 } // namespace
 
+std::string printSchedule(llvm::ArrayRef<SchedulePhase> phases) {
+  auto phase = [](const SchedulePhase &p) {
+    return p.params.empty() ? p.kind : p.kind + "(" + attrList(p.params) + ")";
+  };
+  if (phases.size() == 1)
+    return phase(phases[0]);
+  std::string out = "[";
+  for (size_t i = 0; i < phases.size(); ++i)
+    out += (i ? ", " : "") + phase(phases[i]);
+  return out + "]";
+}
+
 std::string printOptimizer(const Optimizer &optimizer) {
-  return optimizer.kind + "(" + attrList(optimizer.params) + ")";
+  std::string params = attrList(optimizer.params);
+  if (!optimizer.schedule.empty())
+    params += (params.empty() ? "" : ", ") + std::string(kScheduleParam) + " = " +
+              printSchedule(optimizer.schedule);
+  return optimizer.kind + "(" + params + ")";
 }
 
 void printModule(const Module &module, llvm::raw_ostream &os) {

@@ -3,6 +3,7 @@
 #include "ir/VariablePlacement.h"
 
 #include "ir/Initializer.h"
+#include "ir/LearningRateSchedule.h"
 #include "ir/OpTable.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
@@ -148,7 +149,7 @@ private:
     if (opt.params.has("clip_norm") && opt.params.getFloat("clip_norm", -1) <= 0)
       return error(opt.loc, "optimizer '" + opt.kind + "' needs a positive clip_norm, got " +
                                 opt.params.find("clip_norm")->str());
-    return llvm::Error::success();
+    return checkSchedule(opt.schedule, m_.sourceFile());
   }
 
   // Every optimizer takes clip_norm (global-norm clipping) besides its own parameters.

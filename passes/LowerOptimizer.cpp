@@ -1,9 +1,11 @@
 // lower-optimizer: turns `minimize %loss with OPT(...)` into update ops: optimizer state
-// variables, optional global-norm clipping, and one apply op per trained variable.
+// variables, optional global-norm clipping, the learning-rate schedule's factor, and one apply
+// op per trained variable.
 #include <optional>
 #include <vector>
 
 #include "ir/Diagnostic.h"
+#include "ir/LearningRateSchedule.h"
 #include "ir/OpTable.h"
 #include "passes/Pass.h"
 
@@ -16,7 +18,7 @@ using ir::Module;
 using ir::Value;
 
 // What each optimizer becomes. The apply op's operands are the variable, its state variables
-// in this order, the gradient, and (for adam) the step count.
+// in this order, the gradient, (for adam) the step count, and with a schedule its factor.
 struct OptimizerLowering {
   llvm::StringRef kind;
   llvm::StringRef applyOp;
@@ -69,6 +71,8 @@ public:
     auto applyAttrs = applyAttributes(module, opt, ir::getOp(lowering->applyOp), clipNorm);
     if (!applyAttrs)
       return applyAttrs.takeError();
+    if (auto e = ir::checkSchedule(opt.schedule, module.sourceFile()))
+      return std::move(e);
     auto updates = trainedGradients(module);
     if (!updates)
       return updates.takeError();
@@ -84,16 +88,26 @@ public:
         return scale.takeError();
       clipScale = *scale;
     }
-    Value *stepCount = nullptr, *step = nullptr;
-    if (lowering->stepCounter) {
-      stepCount = createState(module, "adam.step", ir::TensorType(ir::DType::F32, {}));
-      auto t = emitStep(module, stepCount);
+    // The steps already applied: adam's shared counter, or one of the schedule's own.
+    Value *stepCount = nullptr, *step = nullptr, *lrFactor = nullptr;
+    if (lowering->stepCounter || !opt.schedule.empty()) {
+      llvm::StringRef prefix = lowering->stepCounter ? "adam" : "lr";
+      stepCount = createState(module, prefix + ".step", ir::TensorType(ir::DType::F32, {}));
+      auto t = emitStep(module, stepCount, prefix);
       if (!t)
         return t.takeError();
       step = *t;
     }
+    if (!opt.schedule.empty()) {
+      auto factor = emit(module, "lr_schedule", {stepCount},
+                         ir::scheduleAttrs(ir::scheduleOf(opt.schedule)), "lr.factor");
+      if (!factor)
+        return factor.takeError();
+      lrFactor = *factor;
+    }
     for (const Update &update : *updates)
-      if (auto err = emitUpdate(module, *lowering, *applyAttrs, update, clipScale, step))
+      if (auto err = emitUpdate(module, *lowering, *applyAttrs, update, clipScale,
+                                lowering->stepCounter ? step : nullptr, lrFactor))
         return std::move(err);
     if (stepCount)
       if (auto assigned = emit(module, "assign", {stepCount, step}, {}, ""); !assigned)
@@ -167,21 +181,21 @@ private:
     return emit(module, "clip_scale", {*norm}, clipAttrs, "grad.clip");
   }
 
-  // This step's number: the shared counter plus one.
-  llvm::Expected<Value *> emitStep(Module &module, Value *stepCount) {
+  // This step's number: the shared counter plus one (`PREFIX.t`).
+  llvm::Expected<Value *> emitStep(Module &module, Value *stepCount, llvm::StringRef prefix) {
     AttrMap oneAttrs;
     oneAttrs.set("value", Attr::real(1.0));
-    auto one = emit(module, "constant", {}, oneAttrs, "adam.one");
+    auto one = emit(module, "constant", {}, oneAttrs, (prefix + ".one").str());
     if (!one)
       return one.takeError();
-    return emit(module, "add", {stepCount, *one}, {}, "adam.t");
+    return emit(module, "add", {stepCount, *one}, {}, (prefix + ".t").str());
   }
 
-  // The apply op of one variable, with its state variables, its (clipped) gradient and the
-  // step.
+  // The apply op of one variable, with its state variables, its (clipped) gradient, the step
+  // (adam) and the schedule's factor.
   llvm::Error emitUpdate(Module &module, const OptimizerLowering &lowering,
                          const AttrMap &applyAttrs, const Update &update, Value *clipScale,
-                         Value *step) {
+                         Value *step, Value *lrFactor) {
     ir::Variable *var = update.variable;
     std::vector<Value *> operands = {var->value.get()};
     for (llvm::StringRef suffix : lowering.stateSuffixes)
@@ -196,6 +210,8 @@ private:
     operands.push_back(grad);
     if (step)
       operands.push_back(step);
+    if (lrFactor)
+      operands.push_back(lrFactor);
     if (auto applied = emit(module, lowering.applyOp, operands, applyAttrs, ""); !applied)
       return applied.takeError();
     count("variables updated");

@@ -397,13 +397,21 @@ addPsPrograms(const Module &routed, const cluster::Cluster &cluster, Plan &plan)
   return std::move(programs);
 }
 
-void fillRunConfig(const Module &model, const PartitionOptions &options, int64_t towers,
-                   RunConfig &run) {
+// `scaled` is the model's optimizer with the lr scaling rule applied.
+void fillRunConfig(const Module &model, const std::optional<ir::Optimizer> &scaled,
+                   const PartitionOptions &options, int64_t towers, RunConfig &run) {
   run.set_global_batch(options.globalBatch);
   run.set_steps(options.steps);
   run.set_seed(options.seed);
-  if (model.optimizer)
-    run.set_optimizer(ir::printOptimizer(*model.optimizer));
+  run.set_lr_scale_rule(lrScaleRuleName(options.lrScaling.rule).str());
+  run.set_lr_base_batch(options.lrScaling.baseBatch);
+  if (scaled) {
+    run.set_optimizer(ir::printOptimizer(*scaled));
+    run.set_base_lr(model.optimizer->params.getFloat("lr"));
+    run.set_lr(scaled->params.getFloat("lr"));
+    if (!scaled->schedule.empty())
+      run.set_lr_schedule(ir::printSchedule(scaled->schedule));
+  }
   run.set_data_sharding("contiguous");
   run.set_towers_per_worker(static_cast<int32_t>(towers));
   if (options.precision != ir::ComputePrecision::F32)
@@ -425,6 +433,9 @@ llvm::Expected<PartitionResult> partition(const ir::Module &model, const cluster
   PartitionResult result;
   auto routed = model.clone();
   routed->setSourceFile(model.sourceFile());
+  if (auto e = scaleLearningRate(*routed, options.lrScaling, options.globalBatch))
+    return std::move(e);
+  const std::optional<ir::Optimizer> scaled = routed->optimizer; // lower-optimizer removes it
   if (auto e = parallelize(*routed, pipelineOptions(cluster, *towers, options), &result.statistics))
     return std::move(e);
 
@@ -442,7 +453,7 @@ llvm::Expected<PartitionResult> partition(const ir::Module &model, const cluster
   auto psPrograms = addPsPrograms(*routed, cluster, plan);
   if (!psPrograms)
     return psPrograms.takeError();
-  fillRunConfig(model, options, *towers, *plan.mutable_run());
+  fillRunConfig(model, scaled, options, *towers, *plan.mutable_run());
 
   std::vector<const Module *> psModules;
   for (const auto &ps : *psPrograms)

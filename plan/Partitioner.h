@@ -10,6 +10,7 @@
 #include "cluster/Cluster.h"
 #include "ir/Module.h"
 #include "passes/ParallelizeOptions.h"
+#include "plan/LearningRateScaling.h"
 #include "plan/Pipeline.h"
 #include "plan/plan.pb.h"
 #include "llvm/Support/Error.h"
@@ -27,7 +28,8 @@ struct PartitionOptions {
   int64_t accumulate = 1; // micro-batches per optimizer step (gradient accumulation)
   // Distinct rows a worker reads per step from each PS table; unset: estimated as uniform draws.
   std::optional<double> rowsPerStep;
-  bool fuse = true; // run the fusion passes on the programs
+  LearningRateScaling lrScaling; // --lr-scale-rule, --lr-base-batch
+  bool fuse = true;              // run the fusion passes on the programs
   // Matrix products and convolutions compute in this (mixed-precision); variables stay f32.
   ir::ComputePrecision precision = ir::ComputePrecision::F32;
   std::string jobToken; // empty: a fresh random token

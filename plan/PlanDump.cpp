@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cluster/Cluster.h"
+#include "ir/Attribute.h"
 #include "ir/Diagnostic.h"
 #include "plan/CommunicationCost.h"
 #include "plan/PlanVariables.h"
@@ -374,6 +375,20 @@ std::string count(int n, const char *one, const char *many) {
 }
 
 // The plan's header: strategy, cluster, batch, run configuration.
+// "0.032 = 0.001 × 4096 / 128 (linear scaling rule), schedule cosine(total = 100)": the rate
+// the updates use and where it comes from; empty for a constant rate without a rule.
+std::string learningRateLine(const RunConfig &run) {
+  bool scaled = run.lr_scale_rule() == "linear";
+  if (!scaled && run.lr_schedule().empty())
+    return "";
+  std::string line = ir::formatDouble(run.lr());
+  if (scaled)
+    line += " = " + ir::formatDouble(run.base_lr()) + " × " + std::to_string(run.global_batch()) +
+            " / " + std::to_string(run.lr_base_batch()) + " (linear scaling rule)";
+  line += run.lr_schedule().empty() ? ", constant" : ", schedule " + run.lr_schedule();
+  return line;
+}
+
 void printHeader(const Plan &plan, llvm::raw_ostream &os) {
   std::map<std::string, int> roles;
   for (const Task &t : plan.cluster().tasks())
@@ -413,6 +428,8 @@ void printHeader(const Plan &plan, llvm::raw_ostream &os) {
   if (!plan.run().precision().empty())
     run += ", " + plan.run().precision() + " compute (matmul, conv) with f32 variables";
   header.add({"run", run});
+  if (std::string lr = learningRateLine(plan.run()); !lr.empty())
+    header.add({"lr", lr});
   header.print(os, "");
 }
 
@@ -672,6 +689,11 @@ std::string printJson(PlanView &view, const TaskView *only) {
               {"steps", run.steps()},
               {"seed", run.seed()},
               {"optimizer", run.optimizer()},
+              {"lr", run.lr()},
+              {"base_lr", run.base_lr()},
+              {"lr_scale_rule", run.lr_scale_rule().empty() ? "none" : run.lr_scale_rule()},
+              {"lr_base_batch", run.lr_base_batch()},
+              {"lr_schedule", run.lr_schedule()},
               {"data_sharding", run.data_sharding()},
               {"towers_per_worker", run.towers_per_worker()},
               {"precision", run.precision().empty() ? "f32" : run.precision()},

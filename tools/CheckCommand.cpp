@@ -79,15 +79,8 @@ void printSummary(const ir::Module &m, const std::string &path, bool listVariabl
   os << "\n";
   if (m.loss) {
     os << "  loss        " << m.loss->value->ref();
-    if (m.optimizer) {
-      os << ", minimized with " << m.optimizer->kind << "(";
-      bool first = true;
-      for (const auto &[k, v] : m.optimizer->params) {
-        os << (first ? "" : ", ") << k << " = " << v.str();
-        first = false;
-      }
-      os << ")";
-    }
+    if (m.optimizer)
+      os << ", minimized with " << ir::printOptimizer(*m.optimizer);
     os << "\n";
   }
   if (!m.gradients.empty())

@@ -33,6 +33,12 @@ void CompileArgs::addOptions(CLI::App &cmd, bool runOptions, bool clusterRequire
   cmd.add_option("--accumulate", options.accumulate,
                  "Micro-batches per optimizer step (gradient accumulation; 1: none)")
       ->capture_default_str();
+  cmd.add_option("--lr-scale-rule", lrScaleRule,
+                 "none, or linear: lr times the global batch over --lr-base-batch")
+      ->capture_default_str();
+  cmd.add_option("--lr-base-batch", options.lrScaling.baseBatch,
+                 "The batch the model's lr is for (--lr-scale-rule linear)")
+      ->capture_default_str();
   if (!runOptions)
     return;
   cmd.add_option("--batch", options.globalBatch, "Global batch size (all workers together)")
@@ -76,6 +82,10 @@ llvm::Expected<plan::PartitionOptions> CompileArgs::toOptions() const {
   if (options.steps < 0)
     return ir::makeError("option --steps: expected 0 or more, got " +
                          std::to_string(options.steps));
+  auto scaling = lrScaling();
+  if (!scaling)
+    return scaling.takeError();
+  checked.lrScaling = *scaling;
   checked.fuse = !noFuse;
   auto parsedPrecision = ir::parsePrecision(precision);
   if (!parsedPrecision)
@@ -101,7 +111,21 @@ llvm::Expected<api::CompileOptions> CompileArgs::toApiOptions() const {
   result.fuse = checked->fuse;
   result.precision = ir::precisionName(checked->precision).str();
   result.accumulate = checked->accumulate;
+  result.lrScaleRule = plan::lrScaleRuleName(checked->lrScaling.rule).str();
+  result.lrBaseBatch = checked->lrScaling.baseBatch;
   return result;
+}
+
+llvm::Expected<plan::LearningRateScaling> CompileArgs::lrScaling() const {
+  plan::LearningRateScaling scaling = options.lrScaling;
+  auto rule = plan::parseLrScaleRule(lrScaleRule);
+  if (!rule)
+    return rule.takeError();
+  scaling.rule = *rule;
+  if (scaling.baseBatch < 1)
+    return ir::makeError("option --lr-base-batch: expected at least 1, got " +
+                         std::to_string(scaling.baseBatch));
+  return scaling;
 }
 
 void printPartitionStatistics(const plan::PartitionResult &result, llvm::raw_ostream &os) {

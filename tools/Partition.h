@@ -18,17 +18,21 @@ struct CompileArgs {
   std::string replication = cluster::replicationName(cluster::Replication::BetweenGraph).str();
   bool noFuse = false;
   std::string precision = ir::precisionName(ir::ComputePrecision::F32).str();
+  std::string lrScaleRule = plan::lrScaleRuleName(plan::LearningRateScaling().rule).str();
   // The flags' values land here; the defaults are the typed options' own.
   plan::PartitionOptions options;
 
   // --cluster, --strategy, --replication, --partitions, --bucket-mb, --partition-threshold-mb,
-  // --no-fuse, --precision, --accumulate; with `runOptions` also --batch, --steps, --seed.
+  // --no-fuse, --precision, --accumulate, --lr-scale-rule, --lr-base-batch; with `runOptions`
+  // also --batch, --steps, --seed.
   void addOptions(CLI::App &cmd, bool runOptions = true, bool clusterRequired = true);
   cluster::Replication replicationKind() const;
   // Checks the values (naming the option at fault) and returns the partitioner's options.
   llvm::Expected<plan::PartitionOptions> toOptions() const;
   // The same, checked, as the library's compile options.
   llvm::Expected<api::CompileOptions> toApiOptions() const;
+  // --lr-scale-rule and --lr-base-batch, checked (also for `prism train` on one device).
+  llvm::Expected<plan::LearningRateScaling> lrScaling() const;
 };
 
 // Every pass's statistics: pass, statistic, count, in aligned columns.

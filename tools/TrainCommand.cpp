@@ -85,12 +85,17 @@ int runTrain(const TrainArgs &args) {
                                        "use prism partition and prism run"));
     return runDistributedTrain(args, *model);
   }
-  std::string optimizer = model->optimizer();
   auto compileOptions = args.compile.toOptions();
   if (!compileOptions)
     return reportError(compileOptions.takeError());
+  auto scaled =
+      model->scaledLearningRate(plan::lrScaleRuleName(compileOptions->lrScaling.rule).str(),
+                                compileOptions->lrScaling.baseBatch, args.batch);
+  if (!scaled.ok())
+    return reportStatus(scaled.status());
+  std::string optimizer = scaled->optimizer();
   ir::ComputePrecision precision = compileOptions->precision;
-  auto step = model->trainingStep(compileOptions->fuse, ir::precisionName(precision).str());
+  auto step = scaled->trainingStep(compileOptions->fuse, ir::precisionName(precision).str());
   if (!step.ok())
     return reportStatus(step.status());
 

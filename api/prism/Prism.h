@@ -46,6 +46,12 @@ public:
   // The model in the text format (print and parse give the same model back).
   std::string text() const;
 
+  // The model with its optimizer's lr scaled for `globalBatch` by `rule`: "none", or "linear"
+  // (lr × globalBatch / baseBatch, Goyal et al.; `--lr-scale-rule linear --lr-base-batch`). A
+  // schedule is kept: it is a factor of lr.
+  Result<Model> scaledLearningRate(const std::string &rule, int64_t baseBatch,
+                                   int64_t globalBatch) const;
+
   // The single-device training step: the passes infer-shapes, autodiff, lower-optimizer, cse,
   // dce, and with `fuse` the fusion passes. Sessions and train() compile a model that is not
   // compiled yet themselves; this is for looking at it, or for catching errors early.
@@ -79,6 +85,8 @@ struct CompileOptions {
   bool fuse = true;                           // the fusion passes
   std::string precision;                      // f32 or bf16 (matmuls, convolutions); empty: f32
   std::optional<int64_t> accumulate;          // micro-batches per optimizer step; 1: none
+  std::string lrScaleRule;                    // none or linear (lr × batch / lrBaseBatch)
+  std::optional<int64_t> lrBaseBatch;         // the batch the model's lr is for; default 128
 };
 
 // A compiled plan: the cluster, the placement of every variable, each task's program. Copies
@@ -202,6 +210,10 @@ struct TrainOptions {
   bool quiet = false;
   std::string precision;             // f32 or bf16, for a model not compiled yet; empty: f32
   std::optional<int64_t> accumulate; // micro-batches per step; default 1 (none)
+  // For a model not compiled yet: the scaling rule of its lr (none or linear, by `batch` over
+  // lrBaseBatch, default 128).
+  std::string lrScaleRule;
+  std::optional<int64_t> lrBaseBatch;
 };
 
 struct TrainSummary {

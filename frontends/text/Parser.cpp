@@ -9,6 +9,7 @@
 
 #include "frontends/text/Lexer.h"
 #include "ir/Initializer.h"
+#include "ir/LearningRateSchedule.h"
 #include "ir/OpTable.h"
 #include "ir/Verifier.h"
 #include "llvm/ADT/StringExtras.h"
@@ -181,6 +182,11 @@ private:
   llvm::Expected<int64_t> parseInteger(const Token &t);
   llvm::Expected<ir::Attr> parseAttrValue();
   llvm::Error parseAttrList(ir::AttrMap &out, TokenKind close, llvm::StringRef closeText);
+  // The optimizer's parameters up to ')': attributes, and `schedule = ...`.
+  llvm::Error parseOptimizerParams(ir::Optimizer &optimizer);
+  // `schedule = PHASE` or `schedule = [PHASE, ...]`, the name and `=` read.
+  llvm::Error parseSchedule(std::vector<ir::SchedulePhase> &phases);
+  llvm::Expected<ir::SchedulePhase> parseSchedulePhase();
   llvm::Expected<ir::TensorType> parseType();
   llvm::Expected<ir::Op *> parseExpr(unsigned depth, const ResultNames *results,
                                      ir::SourceLoc opLoc);
@@ -523,7 +529,7 @@ llvm::Error Parser::parseLoss(ir::Trivia trivia, bool withOptimizer) {
     advance();
     if (auto e = expect(TokenKind::LParen, "'(' and the optimizer's parameters"))
       return e;
-    if (auto e = parseAttrList(optimizer->params, TokenKind::RParen, "')'"))
+    if (auto e = parseOptimizerParams(*optimizer))
       return e;
     advance();
   }
@@ -698,6 +704,78 @@ llvm::Error Parser::parseAttrList(ir::AttrMap &out, TokenKind close, llvm::Strin
     if (auto e = expect(TokenKind::Comma, "',' or " + closeText))
       return e;
   }
+}
+
+llvm::Error Parser::parseOptimizerParams(ir::Optimizer &optimizer) {
+  if (kind() == TokenKind::RParen)
+    return llvm::Error::success();
+  std::optional<ir::SourceLoc> scheduleAt;
+  for (;;) {
+    if (kind() != TokenKind::Identifier)
+      return unexpected("a parameter name");
+    std::string name = tok().text.str();
+    ir::SourceLoc loc = tok().loc;
+    advance();
+    if (auto e = expect(TokenKind::Equal, "'=' after '" + name + "'"))
+      return e;
+    if (name == ir::kScheduleParam) {
+      if (scheduleAt)
+        return errorAt(loc, "'schedule' is given twice");
+      scheduleAt = loc;
+      if (auto e = parseSchedule(optimizer.schedule))
+        return e;
+    } else {
+      auto value = parseAttrValue();
+      if (!value)
+        return value.takeError();
+      if (optimizer.params.has(name))
+        return errorAt(loc, "'" + name + "' is given twice");
+      optimizer.params.set(name, std::move(*value));
+    }
+    if (kind() == TokenKind::RParen)
+      return llvm::Error::success();
+    if (auto e = expect(TokenKind::Comma, "',' or ')'"))
+      return e;
+  }
+}
+
+llvm::Error Parser::parseSchedule(std::vector<ir::SchedulePhase> &phases) {
+  if (kind() != TokenKind::LBracket) {
+    auto phase = parseSchedulePhase();
+    if (!phase)
+      return phase.takeError();
+    phases.push_back(std::move(*phase));
+    return llvm::Error::success();
+  }
+  advance();
+  for (;;) {
+    auto phase = parseSchedulePhase();
+    if (!phase)
+      return phase.takeError();
+    phases.push_back(std::move(*phase));
+    if (kind() == TokenKind::RBracket)
+      break;
+    if (auto e = expect(TokenKind::Comma, "',' or ']'"))
+      return e;
+  }
+  advance();
+  return llvm::Error::success();
+}
+
+llvm::Expected<ir::SchedulePhase> Parser::parseSchedulePhase() {
+  if (kind() != TokenKind::Identifier)
+    return unexpected("a schedule (" + ir::schedulePhaseNames() + ")");
+  ir::SchedulePhase phase;
+  phase.kind = tok().text.str();
+  phase.loc = tok().loc;
+  advance();
+  if (kind() != TokenKind::LParen)
+    return std::move(phase);
+  advance();
+  if (auto e = parseAttrList(phase.params, TokenKind::RParen, "')'"))
+    return std::move(e);
+  advance();
+  return std::move(phase);
 }
 
 llvm::Expected<ir::TensorType> Parser::parseType() {

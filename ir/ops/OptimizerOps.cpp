@@ -1,4 +1,5 @@
 // Variable updates (applied at the end of a step) and gradient clipping.
+#include "ir/LearningRateSchedule.h"
 #include "ir/ops/OpHelpers.h"
 
 namespace prism::ir::ops {
@@ -13,8 +14,19 @@ llvm::Error checkGradient(const TensorType &var, const TensorType &grad) {
   return llvm::Error::success();
 }
 
+// The optional last operand of an update: the factor lr is multiplied by this step.
+llvm::Error checkLrFactor(llvm::ArrayRef<TensorType> in, size_t index) {
+  if (in.size() <= index)
+    return llvm::Error::success();
+  if (auto e = expectFloat(in[index], "lr_factor"))
+    return e;
+  return expectRank(in[index], 0, "lr_factor");
+}
+
 ShapeResult sgdShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
   if (auto e = checkGradient(in[0], in[1]))
+    return std::move(e);
+  if (auto e = checkLrFactor(in, 2))
     return std::move(e);
   return Types{};
 }
@@ -23,6 +35,8 @@ ShapeResult momentumShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
   if (auto e = expectSameType(in[0], in[1], "variable and accumulator"))
     return std::move(e);
   if (auto e = checkGradient(in[0], in[2]))
+    return std::move(e);
+  if (auto e = checkLrFactor(in, 3))
     return std::move(e);
   return Types{};
 }
@@ -36,19 +50,36 @@ ShapeResult adamShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
     return std::move(e);
   if (auto e = expectRank(in[4], 0, "step count"))
     return std::move(e);
+  if (auto e = checkLrFactor(in, 5))
+    return std::move(e);
   return Types{};
 }
 
-OpCost updateCost(llvm::ArrayRef<TensorType> in, llvm::ArrayRef<TensorType>, const AttrMap &,
-                  int64_t batch) {
-  // Dense: every state tensor read and written. Sparse: only the touched rows.
+// Dense: every state tensor read and written. Sparse: only the touched rows.
+OpCost updateCost(llvm::ArrayRef<TensorType> in, size_t gradIndex, int64_t batch) {
   OpCost c;
-  size_t gradIndex = in.size() == 2 ? 1 : in.size() == 3 ? 2 : 3;
   const TensorType &g = in[gradIndex];
   double touched = g.sparse ? bytesOf(g, batch) : bytesOf(in[0], batch);
   c.bytes = touched * static_cast<double>(2 * gradIndex + 1);
   c.flops = (g.sparse ? elements(g, batch) : elements(in[0], batch)) * 4.0 * gradIndex;
   return c;
+}
+
+// The gradient is the operand after the variable and its state.
+template <size_t GradIndex>
+OpCost updateCostOf(llvm::ArrayRef<TensorType> in, llvm::ArrayRef<TensorType>, const AttrMap &,
+                    int64_t batch) {
+  return updateCost(in, GradIndex, batch);
+}
+
+ShapeResult lrScheduleShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
+  if (auto e = expectFloat(in[0], "step"))
+    return std::move(e);
+  if (auto e = expectRank(in[0], 0, "step"))
+    return std::move(e);
+  if (auto schedule = scheduleFromAttrs(attrs); !schedule)
+    return shapeError(messageOf(schedule.takeError()));
+  return Types{TensorType(in[0].dtype, {})};
 }
 
 ShapeResult assignShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
@@ -89,7 +120,13 @@ OpDef def(const char *name, const char *summary, std::vector<std::string> operan
 }
 
 AttrSpec lr() {
-  return attr("lr", AttrKind::Float, "learning rate");
+  return attr("lr", AttrKind::Float, "learning rate (times lr_factor when given)");
+}
+
+// An update op's optional last operand: the learning-rate schedule's factor this step.
+void takeLrFactor(OpDef &d) {
+  d.operands.push_back("lr_factor");
+  d.optionalOperands = 1;
 }
 
 } // namespace
@@ -98,8 +135,9 @@ void registerOptimizerOps(std::vector<OpDef> &t) {
   uint32_t update = kSideEffect | kOptimizerUpdate;
   OpDef sgd = def("apply_sgd", "w -= lr * g; a sparse g touches only its rows", {"w", "g"},
                   sgdShape, {lr()}, update, 0);
+  takeLrFactor(sgd);
   sgd.writtenOperands = 0b1;
-  sgd.cost = updateCost;
+  sgd.cost = updateCostOf<1>;
   t.push_back(sgd);
   OpDef mom = def("apply_momentum",
                   "a = momentum * a + g; w -= lr * (nesterov ? g + momentum * a : a); "
@@ -108,8 +146,9 @@ void registerOptimizerOps(std::vector<OpDef> &t) {
                   {lr(), attr("momentum", AttrKind::Float, Attr::real(0.9), "decay of a"),
                    attr("nesterov", AttrKind::Bool, Attr::boolean(false), "Nesterov update")},
                   update, 0);
+  takeLrFactor(mom);
   mom.writtenOperands = 0b11;
-  mom.cost = updateCost;
+  mom.cost = updateCostOf<2>;
   t.push_back(mom);
   OpDef adam = def(
       "apply_adam",
@@ -120,9 +159,24 @@ void registerOptimizerOps(std::vector<OpDef> &t) {
        attr("beta2", AttrKind::Float, Attr::real(0.999), "second-moment decay"),
        attr("epsilon", AttrKind::Float, Attr::real(1e-8), "ε")},
       update, 0);
+  takeLrFactor(adam);
   adam.writtenOperands = 0b111;
-  adam.cost = updateCost;
+  adam.cost = updateCostOf<3>;
   t.push_back(adam);
+  t.push_back(def(
+      "lr_schedule",
+      "the learning-rate factor at step s (updates already applied): a linear warmup "
+      "from warmup_start over warmup_steps, then the decay (docs/ir.md)",
+      {"step"}, lrScheduleShape,
+      {attr("warmup_steps", AttrKind::Int, Attr::integer(0), "warmup length W"),
+       attr("warmup_start", AttrKind::Float, Attr::real(0.0), "the factor at step 0"),
+       attr("decay", AttrKind::String, Attr::string("constant"),
+            "constant, step_decay, exponential or cosine"),
+       attr("every", AttrKind::Int, Attr::integer(0), "step_decay: steps per decay"),
+       attr("gamma", AttrKind::Float, Attr::real(0.1), "step_decay, exponential: factor per decay"),
+       attr("total", AttrKind::Int, Attr::integer(0), "cosine: steps to final"),
+       attr("final", AttrKind::Float, Attr::real(0.0), "cosine: the last factor")},
+      0, 1));
   OpDef assign = def("assign", "the variable takes the value at the end of the step",
                      {"var", "value"}, assignShape, {}, kSideEffect, 0);
   assign.writtenOperands = 0b1;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/Diagnostic.h"
+#include "plan/LearningRateScaling.h"
 #include "plan/Pipeline.h"
 #include "plan/PlanFile.h"
 #include "plan/PlanTasks.h"
@@ -53,6 +54,7 @@ struct SingleDeviceRun {
   uint64_t seed = 0;
   bool fuse = true;
   ir::ComputePrecision precision = ir::ComputePrecision::F32;
+  plan::LearningRateScaling lrScaling; // the model's lr scaled for `batch`, as the plan's was
   std::string metricsOut;
 };
 
@@ -60,6 +62,8 @@ llvm::Expected<train::TrainResult> runSingleDevice(const ir::Module &model,
                                                    const SingleDeviceRun &run) {
   auto single = model.clone();
   single->setSourceFile(model.sourceFile());
+  if (auto e = plan::scaleLearningRate(*single, run.lrScaling, run.batch))
+    return std::move(e);
   if (auto e = plan::compileTrainingStep(*single, {run.fuse, run.precision}))
     return std::move(e);
   train::TrainOptions trainOptions;
@@ -89,6 +93,7 @@ llvm::Expected<train::TrainResult> runSingleDevice(const ir::Module &model, cons
   run.seed = plan.run().seed();
   run.fuse = options.fuse;
   run.precision = options.precision;
+  run.lrScaling = plan::lrScalingOf(plan.run());
   run.metricsOut = options.workDir + "/single.jsonl";
   return runSingleDevice(model, run);
 }

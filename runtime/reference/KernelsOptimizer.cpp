@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "ir/Attribute.h"
+#include "ir/LearningRateSchedule.h"
 #include "runtime/reference/KernelSupport.h"
 
 namespace prism::runtime::reference::kernels {
@@ -25,18 +26,24 @@ template <typename F> void forEachGradElement(const Tensor &g, F update) {
       update(c.indices()[r] * d + j, c.data()[r * d + j]);
 }
 
-// (w, g): w -= lr * g
+// This step's rate: lr, times the schedule's factor when the update has the operand.
+double learningRate(const KernelArgs &args, unsigned factorOperand) {
+  double lr = args.attrs.getFloat("lr");
+  return args.numOperands() > factorOperand ? lr * args.operand(factorOperand).data()[0] : lr;
+}
+
+// (w, g[, lr_factor]): w -= lr * g
 llvm::Expected<KernelResults> applySgdKernel(const KernelArgs &args) {
   Tensor w = args.operand(0);
-  double lr = args.attrs.getFloat("lr");
+  double lr = learningRate(args, 2);
   forEachGradElement(args.operand(1), [&](int64_t i, double g) { w.data()[i] -= lr * g; });
   return single(std::move(w));
 }
 
-// (w, a, g): a = momentum * a + g; w -= lr * (nesterov ? g + momentum * a : a)
+// (w, a, g[, lr_factor]): a = momentum * a + g; w -= lr * (nesterov ? g + momentum * a : a)
 llvm::Expected<KernelResults> applyMomentumKernel(const KernelArgs &args) {
   Tensor w = args.operand(0), a = args.operand(1);
-  double lr = args.attrs.getFloat("lr"), momentum = args.attrs.getFloat("momentum");
+  double lr = learningRate(args, 3), momentum = args.attrs.getFloat("momentum");
   bool nesterov = args.attrs.getBool("nesterov");
   forEachGradElement(args.operand(2), [&](int64_t i, double g) {
     double &acc = a.data()[i];
@@ -49,13 +56,13 @@ llvm::Expected<KernelResults> applyMomentumKernel(const KernelArgs &args) {
   return r;
 }
 
-// (w, m, v, g, t), t the step count already incremented:
+// (w, m, v, g, t[, lr_factor]), t the step count already incremented:
 // m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
 // w -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + epsilon)
 llvm::Expected<KernelResults> applyAdamKernel(const KernelArgs &args) {
   Tensor w = args.operand(0), m = args.operand(1), v = args.operand(2);
   double t = args.operand(4).data()[0];
-  double lr = args.attrs.getFloat("lr"), b1 = args.attrs.getFloat("beta1"),
+  double lr = learningRate(args, 5), b1 = args.attrs.getFloat("beta1"),
          b2 = args.attrs.getFloat("beta2"), eps = args.attrs.getFloat("epsilon");
   double c1 = 1 - std::pow(b1, t), c2 = 1 - std::pow(b2, t);
   if (c1 == 0 || c2 == 0)
@@ -106,6 +113,17 @@ llvm::Expected<KernelResults> clipScaleKernel(const KernelArgs &args) {
   return single(Tensor::scalar(factor, args.resultDType()));
 }
 
+// (step): the schedule's factor at the step count (docs/ir.md has the formulas).
+llvm::Expected<KernelResults> lrScheduleKernel(const KernelArgs &args) {
+  auto schedule = ir::scheduleFromAttrs(args.attrs);
+  if (!schedule)
+    return schedule.takeError();
+  auto step = ir::stepNumber(args.operand(0).data()[0]);
+  if (!step)
+    return step.takeError();
+  return single(Tensor::scalar(schedule->factor(*step), args.resultDType()));
+}
+
 } // namespace
 
 void registerOptimizerKernels(KernelTable &t) {
@@ -116,6 +134,7 @@ void registerOptimizerKernels(KernelTable &t) {
   t["scale"] = {scaleKernel, 0b1};
   t["global_norm"] = {globalNormKernel, ~0u};
   t["clip_scale"] = {clipScaleKernel};
+  t["lr_schedule"] = {lrScheduleKernel};
 }
 
 } // namespace prism::runtime::reference::kernels

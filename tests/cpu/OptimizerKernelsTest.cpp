@@ -150,6 +150,82 @@ TEST(OptimizerKernels, ApplyAdamMatchesReference) {
     expectAdamMatches(c);
 }
 
+// %f = lr_schedule(lr.step, ...); assign(lr.step, lr.step + 1): the factor lower-optimizer
+// emits for a schedule, here a warmup over 2 steps and then a decay.
+Value *scheduleFactor(ir::ModuleBuilder &b, ir::AttrMap decay) {
+  Value *step = b.variable("lr.step", TensorType(DType::F32, {}), {"zeros", {}}, state());
+  Value *one = b.op("constant", {}, ir::attrs({{"value", Attr::real(1)}}), "lr.one");
+  b.op("assign", {step, b.add(step, one, "lr.t")});
+  ir::AttrMap attrs = ir::attrs({{"warmup_steps", Attr::integer(2)}});
+  for (const auto &[name, value] : decay)
+    attrs.set(name, value);
+  return b.op("lr_schedule", {step}, attrs, "lr.factor");
+}
+
+const ir::AttrMap kDecays[] = {
+    ir::attrs({{"decay", Attr::string("constant")}}),
+    ir::attrs({{"decay", Attr::string("step_decay")},
+               {"every", Attr::integer(2)},
+               {"gamma", Attr::real(0.5)}}),
+    ir::attrs({{"decay", Attr::string("exponential")}, {"gamma", Attr::real(0.8)}}),
+    ir::attrs({{"decay", Attr::string("cosine")},
+               {"total", Attr::integer(3)},
+               {"final", Attr::real(0.1)}}),
+};
+
+// Every update with a schedule's factor as its last operand, over the warmup and the decay.
+TEST(OptimizerKernels, ScheduledUpdatesMatchReference) {
+  for (const ir::AttrMap &decay : kDecays)
+    for (const char *update : {"apply_sgd", "apply_momentum", "apply_adam"})
+      for (bool sparse : {false, true}) {
+        SCOPED_TRACE(std::string(update) + " " + decay.getString("decay") +
+                     (sparse ? " sparse" : " dense"));
+        ir::ModuleBuilder b("scheduled");
+        TensorType type(DType::F32, {6, 5});
+        std::vector<Value *> operands = {b.variable("w", type, normal())};
+        if (llvm::StringRef(update) == "apply_momentum")
+          operands.push_back(b.variable("accum", type, {"zeros", {}}, state()));
+        if (llvm::StringRef(update) == "apply_adam") {
+          operands.push_back(b.variable("m", type, {"zeros", {}}, state()));
+          operands.push_back(b.variable("v", type, {"zeros", {}}, state()));
+        }
+        operands.push_back(gradient(b, sparse, 6, 5));
+        if (llvm::StringRef(update) == "apply_adam")
+          operands.push_back(incrementedStep(b));
+        operands.push_back(scheduleFactor(b, decay));
+        b.op(update, operands, ir::attrs({{"lr", Attr::real(0.1)}}));
+        auto module = finish(b);
+        ASSERT_TRUE(module);
+        prism::testing::ReferenceCheckOptions options = trainingOptions(6);
+        options.steps = 6;
+        prism::testing::expectMatchesReference(*module, {}, options);
+      }
+}
+
+// sgd with lr 1 on a constant gradient 1: w moves by exactly the factor of each step.
+TEST(OptimizerKernels, ScheduledSgdMovesByTheFactor) {
+  ir::ModuleBuilder b("factor");
+  Value *w = b.variable("w", TensorType(DType::F32, {1}), {"zeros", {}});
+  Value *g =
+      b.op("constant", {}, ir::attrs({{"value", Attr::real(1)}, {"shape", Attr::ints({1})}}), "g");
+  Value *f = scheduleFactor(b, ir::attrs({{"decay", Attr::string("step_decay")},
+                                          {"every", Attr::integer(2)},
+                                          {"gamma", Attr::real(0.5)}}));
+  b.op("apply_sgd", {w, g, f}, ir::attrs({{"lr", Attr::real(1)}}));
+  auto module = finish(b);
+  ASSERT_TRUE(module);
+  auto store = std::make_shared<VariableStore>();
+  ASSERT_FALSE(bool(store->initialize(*module, 0)));
+  auto exec = Executor::create(*module, store);
+  ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
+  // Factors: warmup 0, 0.5; then 1, 1, 0.5, 0.5.
+  const double expected[] = {0, -0.5, -1.5, -2.5, -3, -3.5};
+  for (double w : expected) {
+    ASSERT_FALSE(bool((*exec)->step({})));
+    EXPECT_FLOAT_EQ(store->find("w")->data<float>()[0], static_cast<float>(w));
+  }
+}
+
 TEST(OptimizerKernels, AssignMatchesReference) {
   ir::ModuleBuilder b("assign");
   Value *w = b.variable("w", TensorType(DType::F32, {3, 4}), normal());

@@ -1,10 +1,13 @@
 // lower-optimizer: state variables, update ops, step counter, clipping, sparse gradients.
 #include <gtest/gtest.h>
 
+#include "frontends/text/Parser.h"
 #include "ir/Builder.h"
 #include "ir/OpTable.h"
 #include "ir/Verifier.h"
+#include "passes/PassManager.h"
 #include "passes/Passes.h"
+#include "runtime/reference/ReferenceInterpreter.h"
 
 using namespace prism;
 using namespace prism::ir;
@@ -160,6 +163,69 @@ TEST(LowerOptimizer, AdamSharesOneStepCounter) {
   EXPECT_EQ(opsNamed(m, "assign").size(), 1u);
   EXPECT_EQ(statistic(*pass, "variables updated"), 3);
   EXPECT_EQ(statistic(*pass, "state variables created"), 7);
+}
+
+// A schedule: one lr_schedule op reads the step counter before its increment, and its factor is
+// every update's last operand; sgd and momentum get a counter of their own.
+TEST(LowerOptimizer, ScheduleFeedsEveryUpdateOneFactor) {
+  Model mm = model("momentum", attrs({{"lr", Attr::real(0.1)}}));
+  Module &m = *mm.module;
+  m.optimizer->schedule = {{"warmup_linear", attrs({{"steps", Attr::integer(10)}}), {}},
+                           {"cosine", attrs({{"total", Attr::integer(100)}}), {}}};
+  auto pass = lower(m);
+  Variable *step = m.findVariable("lr.step");
+  ASSERT_NE(step, nullptr);
+  EXPECT_FALSE(step->trainable());
+  auto schedules = opsNamed(m, "lr_schedule");
+  ASSERT_EQ(schedules.size(), 1u);
+  Op *schedule = schedules[0];
+  EXPECT_EQ(schedule->operand(0), step->value.get());
+  EXPECT_EQ(schedule->attrs.getInt("warmup_steps"), 10);
+  EXPECT_EQ(schedule->attrs.getString("decay"), "cosine");
+  EXPECT_EQ(schedule->attrs.getInt("total"), 100);
+  auto updates = opsNamed(m, "apply_momentum");
+  ASSERT_EQ(updates.size(), 3u);
+  for (Op *update : updates) {
+    ASSERT_EQ(update->numOperands(), 4u);
+    EXPECT_EQ(update->operand(3), schedule->result());
+    EXPECT_DOUBLE_EQ(update->attrs.getFloat("lr"), 0.1);
+  }
+  Op *last = m.ops().back().get();
+  EXPECT_EQ(last->name(), "assign");
+  EXPECT_EQ(last->operand(0), step->value.get());
+  EXPECT_EQ(statistic(*pass, "state variables created"), 4);
+  llvm::Error verified = verify(m);
+  EXPECT_FALSE(bool(verified)) << llvm::toString(std::move(verified));
+}
+
+// The whole path on the reference interpreter: sgd with lr 2 on a gradient of exactly 1 moves w
+// by 2 f(s) at step s, with f(s) = 0, 0.5 (warmup over 2 steps), then 0.5^(s - 2); momentum 0.5
+// moves it by 2 f(s) a(s), a = 0.5 a + 1.
+TEST(LowerOptimizer, ScheduleOnTheReferenceInterpreter) {
+  for (auto [optimizer, expected] :
+       {std::pair<const char *, std::vector<double>>{"sgd(lr = 2", {0, -1, -3, -4, -4.5}},
+        {"momentum(lr = 2, momentum = 0.5", {0, -1.5, -5, -6.875, -7.84375}}}) {
+    SCOPED_TRACE(optimizer);
+    std::string text = "model m {\n  input x : f32[B, 1]\n  var w : f32[1] = zeros\n"
+                       "  %loss = reduce_sum(mul(x, w))\n  minimize %loss with " +
+                       std::string(optimizer) +
+                       ", schedule = [warmup_linear(steps = 2), exponential(gamma = 0.5)])\n}\n";
+    auto module = frontends::parseModule(text, "m.prism");
+    ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
+    auto pm = passes::PassManager::fromPipeline("infer-shapes,autodiff,lower-optimizer");
+    ASSERT_TRUE(bool(pm)) << llvm::toString(pm.takeError());
+    auto changed = pm->run(**module, passes::PassOptions());
+    ASSERT_TRUE(bool(changed)) << llvm::toString(changed.takeError());
+    prism::runtime::reference::ReferenceInterpreter interpreter(**module);
+    ASSERT_FALSE(bool(interpreter.initializeVariables(0)));
+    prism::runtime::reference::Tensor x(DType::F32, {1, 1});
+    x.data()[0] = 1;
+    for (double w : expected) {
+      auto step = interpreter.step({{"x", x}});
+      ASSERT_TRUE(bool(step)) << llvm::toString(step.takeError());
+      EXPECT_DOUBLE_EQ(interpreter.variable("w")->data()[0], w);
+    }
+  }
 }
 
 TEST(LowerOptimizer, ClipNormScalesEveryGradientByOneFactor) {

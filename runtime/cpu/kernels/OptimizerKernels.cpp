@@ -1,7 +1,7 @@
-// CPU kernels of variable updates (apply_sgd, apply_momentum, apply_adam, assign) and gradient
-// clipping (scale, global_norm, clip_scale). Updates write the variables in place; a sparse
-// gradient has its repeated indices summed first and then touches only its rows of the
-// variable and of the optimizer state (lazy updates).
+// CPU kernels of variable updates (apply_sgd, apply_momentum, apply_adam, assign), gradient
+// clipping (scale, global_norm, clip_scale) and the learning-rate schedule (lr_schedule). Updates
+// write the variables in place; a sparse gradient has its repeated indices summed first and then
+// touches only its rows of the variable and of the optimizer state (lazy updates).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,6 +9,7 @@
 
 #include "ir/Attribute.h"
 #include "ir/Diagnostic.h"
+#include "ir/LearningRateSchedule.h"
 #include "ir/OpTable.h"
 #include "runtime/cpu/Kernel.h"
 #include "runtime/cpu/kernels/ElementwiseMath.h"
@@ -182,50 +183,54 @@ PRISM_TARGET_CLONES void adamSpan(float *__restrict w, float *__restrict m, floa
   }
 }
 
-// Base of the update kernels: the dense element count and the gradient operand.
+// Base of the update kernels: the dense element count, the gradient operand, and the learning
+// rate, times the schedule's factor (the optional operand after `factorOperand - 1`) when given.
 class UpdateKernel : public Kernel {
 protected:
-  UpdateKernel(const KernelSpec &spec, unsigned gradOperand)
+  UpdateKernel(const KernelSpec &spec, unsigned gradOperand, unsigned factorOperand)
       : elements_(spec.inputTypes[0].numElements()), threads_(spec.threads),
-        gradient_(spec.inputTypes[gradOperand]) {}
+        gradient_(spec.inputTypes[gradOperand]), lr_(spec.attrs.getFloat("lr")),
+        factorOperand_(spec.inputTypes.size() > factorOperand ? factorOperand : 0) {}
+
+  // This step's rate, in double.
+  double learningRate(llvm::ArrayRef<const RuntimeValue *> inputs) const {
+    return factorOperand_ ? lr_ * scalarValue(inputs[factorOperand_]->dense) : lr_;
+  }
 
   int64_t elements_;
   int threads_;
   GradientRows gradient_;
+  double lr_;
+  unsigned factorOperand_; // 0: no schedule
 };
 
-// (w, g): w -= lr * g
+// (w, g[, lr_factor]): w -= lr * g
 class ApplySgdKernel final : public UpdateKernel {
 public:
-  explicit ApplySgdKernel(const KernelSpec &spec)
-      : UpdateKernel(spec, 1), lr_(static_cast<float>(spec.attrs.getFloat("lr"))) {}
+  explicit ApplySgdKernel(const KernelSpec &spec) : UpdateKernel(spec, 1, 2) {}
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *>) override {
     float *w = variableData(inputs[0]);
-    const float lr = lr_;
+    const float lr = static_cast<float>(learningRate(inputs));
     return gradient_.forEachSpan(
         *inputs[1], elements_, threads_, {w},
         [=](int64_t offset, const float *g, int64_t n) { sgdSpan(w + offset, g, n, lr); });
   }
-
-private:
-  float lr_;
 };
 
-// (w, a, g): a = momentum * a + g; w -= lr * (nesterov ? g + momentum * a : a)
+// (w, a, g[, lr_factor]): a = momentum * a + g; w -= lr * (nesterov ? g + momentum * a : a)
 class ApplyMomentumKernel final : public UpdateKernel {
 public:
   explicit ApplyMomentumKernel(const KernelSpec &spec)
-      : UpdateKernel(spec, 2), lr_(static_cast<float>(spec.attrs.getFloat("lr"))),
-        momentum_(static_cast<float>(spec.attrs.getFloat("momentum"))),
+      : UpdateKernel(spec, 2, 3), momentum_(static_cast<float>(spec.attrs.getFloat("momentum"))),
         nesterov_(spec.attrs.getBool("nesterov")) {}
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *>) override {
     float *w = variableData(inputs[0]);
     float *a = variableData(inputs[1]);
-    const float lr = lr_, momentum = momentum_;
+    const float lr = static_cast<float>(learningRate(inputs)), momentum = momentum_;
     if (nesterov_)
       return gradient_.forEachSpan(*inputs[2], elements_, threads_, {w, a},
                                    [=](int64_t offset, const float *g, int64_t n) {
@@ -238,17 +243,17 @@ public:
   }
 
 private:
-  float lr_, momentum_;
+  float momentum_;
   bool nesterov_;
 };
 
-// (w, m, v, g, t), t the step count already incremented:
+// (w, m, v, g, t[, lr_factor]), t the step count already incremented:
 // m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
 // w -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + epsilon)
 class ApplyAdamKernel final : public UpdateKernel {
 public:
   explicit ApplyAdamKernel(const KernelSpec &spec)
-      : UpdateKernel(spec, 3), lr_(spec.attrs.getFloat("lr")), beta1_(spec.attrs.getFloat("beta1")),
+      : UpdateKernel(spec, 3, 5), beta1_(spec.attrs.getFloat("beta1")),
         beta2_(spec.attrs.getFloat("beta2")), epsilon_(spec.attrs.getFloat("epsilon")) {}
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
@@ -265,7 +270,7 @@ public:
     k.beta2 = static_cast<float>(beta2_);
     k.oneMinusBeta1 = static_cast<float>(1 - beta1_);
     k.oneMinusBeta2 = static_cast<float>(1 - beta2_);
-    k.stepSize = static_cast<float>(lr_ / c1);
+    k.stepSize = static_cast<float>(learningRate(inputs) / c1);
     k.invSqrtC2 = static_cast<float>(1 / std::sqrt(c2));
     k.epsilon = static_cast<float>(epsilon_);
     return gradient_.forEachSpan(*inputs[3], elements_, threads_, {w, m, v},
@@ -275,7 +280,7 @@ public:
   }
 
 private:
-  double lr_, beta1_, beta2_, epsilon_;
+  double beta1_, beta2_, epsilon_;
 };
 
 // (var, value): the variable takes the value.
@@ -376,6 +381,24 @@ private:
   double clipNorm_;
 };
 
+// (step): the schedule's factor at the step count, computed in double.
+class LrScheduleKernel final : public Kernel {
+public:
+  explicit LrScheduleKernel(ir::LearningRateSchedule schedule) : schedule_(schedule) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    auto step = ir::stepNumber(scalarValue(inputs[0]->dense));
+    if (!step)
+      return step.takeError();
+    storeScalar(outputs[0]->dense, schedule_.factor(*step));
+    return llvm::Error::success();
+  }
+
+private:
+  ir::LearningRateSchedule schedule_;
+};
+
 llvm::Error expectF32(const ir::TensorType &type, llvm::StringRef what) {
   if (type.dtype != ir::DType::F32)
     return kernelError(llvm::Twine(what) + " must be f32 on the CPU, got " + type.str());
@@ -396,14 +419,25 @@ llvm::Error expectF32Operands(const KernelSpec &spec, unsigned count) {
   return llvm::Error::success();
 }
 
+// The optional schedule factor of an update, operand `index`.
+llvm::Error expectLrFactor(const KernelSpec &spec, unsigned index) {
+  if (spec.inputTypes.size() <= index)
+    return llvm::Error::success();
+  return expectScalar(spec.inputTypes[index], "the learning-rate factor");
+}
+
 llvm::Expected<std::unique_ptr<Kernel>> makeApplySgd(const KernelSpec &spec) {
   if (auto err = expectF32Operands(spec, 2))
+    return std::move(err);
+  if (auto err = expectLrFactor(spec, 2))
     return std::move(err);
   return std::make_unique<ApplySgdKernel>(spec);
 }
 
 llvm::Expected<std::unique_ptr<Kernel>> makeApplyMomentum(const KernelSpec &spec) {
   if (auto err = expectF32Operands(spec, 3))
+    return std::move(err);
+  if (auto err = expectLrFactor(spec, 3))
     return std::move(err);
   return std::make_unique<ApplyMomentumKernel>(spec);
 }
@@ -412,6 +446,8 @@ llvm::Expected<std::unique_ptr<Kernel>> makeApplyAdam(const KernelSpec &spec) {
   if (auto err = expectF32Operands(spec, 4))
     return std::move(err);
   if (auto err = expectScalar(spec.inputTypes[4], "the step count t"))
+    return std::move(err);
+  if (auto err = expectLrFactor(spec, 5))
     return std::move(err);
   return std::make_unique<ApplyAdamKernel>(spec);
 }
@@ -443,6 +479,15 @@ llvm::Expected<std::unique_ptr<Kernel>> makeClipScale(const KernelSpec &spec) {
   return std::make_unique<ClipScaleKernel>(spec.attrs.getFloat("clip_norm"));
 }
 
+llvm::Expected<std::unique_ptr<Kernel>> makeLrSchedule(const KernelSpec &spec) {
+  if (auto err = expectScalar(spec.inputTypes[0], "the step count"))
+    return std::move(err);
+  auto schedule = ir::scheduleFromAttrs(spec.attrs);
+  if (!schedule)
+    return schedule.takeError();
+  return std::make_unique<LrScheduleKernel>(*schedule);
+}
+
 } // namespace
 
 void registerOptimizerKernels(KernelRegistry &registry) {
@@ -453,6 +498,7 @@ void registerOptimizerKernels(KernelRegistry &registry) {
   registry.add("scale", makeScale);
   registry.add("global_norm", makeGlobalNorm);
   registry.add("clip_scale", makeClipScale);
+  registry.add("lr_schedule", makeLrSchedule);
 }
 
 } // namespace prism::runtime::cpu
