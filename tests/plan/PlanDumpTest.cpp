@@ -333,124 +333,126 @@ TEST(PlanDumpTest, AccumulationShowsMicroBatchAndMemorySaved) {
   const auto *worker = findByName(j["tasks"], "worker:0");
   ASSERT_TRUE(worker);
   EXPECT_EQ((*worker)["estimate"]["activation_bytes_saved"], 3 * 8192.0);
-  // A plan compiled with a schedule and the linear scaling rule says the rate, where it comes from
-  // and the schedule; without either the text has no `lr` line.
-  TEST(PlanDumpTest, ScheduleAndScaledRateShowInTextAndJson) {
-    EXPECT_EQ(lineStarting(dump(samplePlan(), DumpFormat::Text), "lr "), "");
-    Plan plan = samplePlan();
-    RunConfig *run = plan.mutable_run();
-    const std::string schedule = "[warmup_linear(steps = 5), cosine(total = 95)]";
-    run->set_optimizer("adam(lr = 0.0005, schedule = " + schedule + ")");
-    run->set_lr_scale_rule("linear");
-    run->set_lr_base_batch(128);
-    run->set_base_lr(0.001);
-    run->set_lr(0.0005);
-    run->set_lr_schedule(schedule);
-    std::string text = dump(plan, DumpFormat::Text);
-    EXPECT_EQ(lineStarting(text, "lr "),
-              "lr        5e-04 = 0.001 × 64 / 128 (linear scaling rule), schedule " + schedule)
-        << text;
-    EXPECT_NE(lineStarting(text, "run ").find("schedule = " + schedule), std::string::npos) << text;
-    nlohmann::json j = nlohmann::json::parse(dump(plan, DumpFormat::Json));
-    EXPECT_EQ(j["run"]["lr"], 0.0005);
-    EXPECT_EQ(j["run"]["base_lr"], 0.001);
-    EXPECT_EQ(j["run"]["lr_scale_rule"], "linear");
-    EXPECT_EQ(j["run"]["lr_base_batch"], 128);
-    EXPECT_EQ(j["run"]["lr_schedule"], schedule);
-  }
+}
 
-  TEST(PlanDumpTest, TaskFilterShowsOnlyThatTask) {
-    std::string text = dump(samplePlan(), DumpFormat::Text, "ps:1");
-    // Task sections start at column 0 with the task's name.
-    for (const char *other : {"\ncoordinator:0 ", "\nworker:0 ", "\nworker:1 ", "\nps:0 "})
-      EXPECT_EQ(text.find(other), std::string::npos) << other << "\n" << text;
-    EXPECT_NE(text.find("\nps:1  ps on host1, 10.0.0.2:6002"), std::string::npos) << text;
-    EXPECT_NE(lineStarting(text, "holds").find("emb  rows 50..100"), std::string::npos) << text;
-    // Only the variables ps:1 touches.
-    EXPECT_NE(lineStarting(text, "emb "), "");
-    EXPECT_EQ(lineStarting(text, "w "), "");
+// A plan compiled with a schedule and the linear scaling rule says the rate, where it comes from
+// and the schedule; without either the text has no `lr` line.
+TEST(PlanDumpTest, ScheduleAndScaledRateShowInTextAndJson) {
+  EXPECT_EQ(lineStarting(dump(samplePlan(), DumpFormat::Text), "lr "), "");
+  Plan plan = samplePlan();
+  RunConfig *run = plan.mutable_run();
+  const std::string schedule = "[warmup_linear(steps = 5), cosine(total = 95)]";
+  run->set_optimizer("adam(lr = 0.0005, schedule = " + schedule + ")");
+  run->set_lr_scale_rule("linear");
+  run->set_lr_base_batch(128);
+  run->set_base_lr(0.001);
+  run->set_lr(0.0005);
+  run->set_lr_schedule(schedule);
+  std::string text = dump(plan, DumpFormat::Text);
+  EXPECT_EQ(lineStarting(text, "lr "),
+            "lr        5e-04 = 0.001 × 64 / 128 (linear scaling rule), schedule " + schedule)
+      << text;
+  EXPECT_NE(lineStarting(text, "run ").find("schedule = " + schedule), std::string::npos) << text;
+  nlohmann::json j = nlohmann::json::parse(dump(plan, DumpFormat::Json));
+  EXPECT_EQ(j["run"]["lr"], 0.0005);
+  EXPECT_EQ(j["run"]["base_lr"], 0.001);
+  EXPECT_EQ(j["run"]["lr_scale_rule"], "linear");
+  EXPECT_EQ(j["run"]["lr_base_batch"], 128);
+  EXPECT_EQ(j["run"]["lr_schedule"], schedule);
+}
 
-    nlohmann::json j = nlohmann::json::parse(dump(samplePlan(), DumpFormat::Json, "worker:0"));
-    ASSERT_EQ(j["tasks"].size(), 1u);
-    EXPECT_EQ(j["tasks"][0]["name"], "worker:0");
-    EXPECT_EQ(j["estimate"]["bytes_per_step"].size(), 1u);
-    EXPECT_TRUE(findByName(j["variables"], "w"));
-    EXPECT_FALSE(findByName(j["variables"], "adam.step"));
-  }
+TEST(PlanDumpTest, TaskFilterShowsOnlyThatTask) {
+  std::string text = dump(samplePlan(), DumpFormat::Text, "ps:1");
+  // Task sections start at column 0 with the task's name.
+  for (const char *other : {"\ncoordinator:0 ", "\nworker:0 ", "\nworker:1 ", "\nps:0 "})
+    EXPECT_EQ(text.find(other), std::string::npos) << other << "\n" << text;
+  EXPECT_NE(text.find("\nps:1  ps on host1, 10.0.0.2:6002"), std::string::npos) << text;
+  EXPECT_NE(lineStarting(text, "holds").find("emb  rows 50..100"), std::string::npos) << text;
+  // Only the variables ps:1 touches.
+  EXPECT_NE(lineStarting(text, "emb "), "");
+  EXPECT_EQ(lineStarting(text, "w "), "");
 
-  // Runs Graphviz on `dot`; false with the reason in `why` when it refuses it.
-  bool renders(const std::string &dot, std::string &why) {
-    llvm::SmallString<128> in, out;
-    if (llvm::sys::fs::createTemporaryFile("plan", "dot", in) ||
-        llvm::sys::fs::createTemporaryFile("plan", "svg", out)) {
-      why = "cannot create temporary files";
-      return false;
-    }
-    std::ofstream(in.c_str()) << dot;
-    std::string command = "/usr/bin/dot -Tsvg '" + in.str().str() + "' -o '" + out.str().str() +
-                          "' 2>'" + out.str().str() + ".err'";
-    int status = std::system(command.c_str());
-    std::ifstream err(out.str().str() + ".err");
-    why.assign(std::istreambuf_iterator<char>(err), {});
-    uint64_t size = 0;
-    llvm::sys::fs::file_size(out, size);
-    for (const std::string &p : {in.str().str(), out.str().str(), out.str().str() + ".err"})
-      std::remove(p.c_str());
-    return status == 0 && size > 0;
-  }
+  nlohmann::json j = nlohmann::json::parse(dump(samplePlan(), DumpFormat::Json, "worker:0"));
+  ASSERT_EQ(j["tasks"].size(), 1u);
+  EXPECT_EQ(j["tasks"][0]["name"], "worker:0");
+  EXPECT_EQ(j["estimate"]["bytes_per_step"].size(), 1u);
+  EXPECT_TRUE(findByName(j["variables"], "w"));
+  EXPECT_FALSE(findByName(j["variables"], "adam.step"));
+}
 
-  TEST(PlanDumpTest, DotRendersWithAClusterPerHost) {
-    if (!llvm::sys::fs::exists("/usr/bin/dot"))
-      GTEST_SKIP() << "Graphviz's dot is not installed";
-    Plan plan = samplePlan();
-    plan.set_model("tiny \"quoted\" \\ model\nline"); // labels must escape these
-    std::string dot = dump(plan, DumpFormat::Dot);
-    EXPECT_EQ(dot.rfind("digraph plan {", 0), 0u);
-    EXPECT_NE(dot.find("subgraph cluster_0"), std::string::npos);
-    EXPECT_NE(dot.find("subgraph cluster_1"), std::string::npos);
-    EXPECT_NE(dot.find("\"ps:1\" [shape=cylinder"), std::string::npos) << dot;
-    EXPECT_NE(dot.find("emb rows 50..100  1.6 kB"), std::string::npos) << dot;
-    EXPECT_NE(dot.find("\"worker:0\" -> \"ps:1\""), std::string::npos) << dot;
-    std::string why;
-    EXPECT_TRUE(renders(dot, why)) << why << "\n" << dot;
-    std::string one = dump(plan, DumpFormat::Dot, "worker:1");
-    EXPECT_EQ(one.find("\"worker:0\" -> \"ps:1\""), std::string::npos) << one;
-    EXPECT_TRUE(renders(one, why)) << why << "\n" << one;
+// Runs Graphviz on `dot`; false with the reason in `why` when it refuses it.
+bool renders(const std::string &dot, std::string &why) {
+  llvm::SmallString<128> in, out;
+  if (llvm::sys::fs::createTemporaryFile("plan", "dot", in) ||
+      llvm::sys::fs::createTemporaryFile("plan", "svg", out)) {
+    why = "cannot create temporary files";
+    return false;
   }
+  std::ofstream(in.c_str()) << dot;
+  std::string command = "/usr/bin/dot -Tsvg '" + in.str().str() + "' -o '" + out.str().str() +
+                        "' 2>'" + out.str().str() + ".err'";
+  int status = std::system(command.c_str());
+  std::ifstream err(out.str().str() + ".err");
+  why.assign(std::istreambuf_iterator<char>(err), {});
+  uint64_t size = 0;
+  llvm::sys::fs::file_size(out, size);
+  for (const std::string &p : {in.str().str(), out.str().str(), out.str().str() + ".err"})
+    std::remove(p.c_str());
+  return status == 0 && size > 0;
+}
 
-  TEST(PlanDumpTest, JobTokenAppearsInNoOutput) {
-    Plan plan = samplePlan();
-    for (DumpFormat format : {DumpFormat::Text, DumpFormat::Json, DumpFormat::Dot})
-      for (const char *task : {"", "worker:0", "coordinator:0"})
-        EXPECT_EQ(dump(plan, format, task).find(kJobToken), std::string::npos);
-  }
+TEST(PlanDumpTest, DotRendersWithAClusterPerHost) {
+  if (!llvm::sys::fs::exists("/usr/bin/dot"))
+    GTEST_SKIP() << "Graphviz's dot is not installed";
+  Plan plan = samplePlan();
+  plan.set_model("tiny \"quoted\" \\ model\nline"); // labels must escape these
+  std::string dot = dump(plan, DumpFormat::Dot);
+  EXPECT_EQ(dot.rfind("digraph plan {", 0), 0u);
+  EXPECT_NE(dot.find("subgraph cluster_0"), std::string::npos);
+  EXPECT_NE(dot.find("subgraph cluster_1"), std::string::npos);
+  EXPECT_NE(dot.find("\"ps:1\" [shape=cylinder"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("emb rows 50..100  1.6 kB"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("\"worker:0\" -> \"ps:1\""), std::string::npos) << dot;
+  std::string why;
+  EXPECT_TRUE(renders(dot, why)) << why << "\n" << dot;
+  std::string one = dump(plan, DumpFormat::Dot, "worker:1");
+  EXPECT_EQ(one.find("\"worker:0\" -> \"ps:1\""), std::string::npos) << one;
+  EXPECT_TRUE(renders(one, why)) << why << "\n" << one;
+}
 
-  TEST(PlanDumpTest, UnknownTaskIsAnErrorNamingIt) {
-    auto out = dumpPlan(samplePlan(), DumpFormat::Text, "worker:7");
-    ASSERT_FALSE(out);
-    std::string message = llvm::toString(out.takeError());
-    EXPECT_NE(message.find("'worker:7'"), std::string::npos) << message;
-    EXPECT_NE(message.find("ps:1"), std::string::npos) << message;
-  }
+TEST(PlanDumpTest, JobTokenAppearsInNoOutput) {
+  Plan plan = samplePlan();
+  for (DumpFormat format : {DumpFormat::Text, DumpFormat::Json, DumpFormat::Dot})
+    for (const char *task : {"", "worker:0", "coordinator:0"})
+      EXPECT_EQ(dump(plan, format, task).find(kJobToken), std::string::npos);
+}
 
-  TEST(PlanDumpTest, ProgramThatDoesNotParseIsAnError) {
-    Plan plan = samplePlan();
-    plan.mutable_programs(0)->set_ir("model tiny {");
-    auto out = dumpPlan(plan, DumpFormat::Json);
-    ASSERT_FALSE(out);
-    EXPECT_NE(llvm::toString(out.takeError()).find("<plan program worker>"), std::string::npos);
-  }
+TEST(PlanDumpTest, UnknownTaskIsAnErrorNamingIt) {
+  auto out = dumpPlan(samplePlan(), DumpFormat::Text, "worker:7");
+  ASSERT_FALSE(out);
+  std::string message = llvm::toString(out.takeError());
+  EXPECT_NE(message.find("'worker:7'"), std::string::npos) << message;
+  EXPECT_NE(message.find("ps:1"), std::string::npos) << message;
+}
 
-  TEST(PlanDumpTest, ParseDumpFormatNamesTheChoices) {
-    EXPECT_EQ(*parseDumpFormat("text"), DumpFormat::Text);
-    EXPECT_EQ(*parseDumpFormat("json"), DumpFormat::Json);
-    EXPECT_EQ(*parseDumpFormat("dot"), DumpFormat::Dot);
-    auto bad = parseDumpFormat("xml");
-    ASSERT_FALSE(bad);
-    std::string message = llvm::toString(bad.takeError());
-    EXPECT_NE(message.find("'xml'"), std::string::npos) << message;
-    EXPECT_NE(message.find("text, json, dot"), std::string::npos) << message;
-  }
+TEST(PlanDumpTest, ProgramThatDoesNotParseIsAnError) {
+  Plan plan = samplePlan();
+  plan.mutable_programs(0)->set_ir("model tiny {");
+  auto out = dumpPlan(plan, DumpFormat::Json);
+  ASSERT_FALSE(out);
+  EXPECT_NE(llvm::toString(out.takeError()).find("<plan program worker>"), std::string::npos);
+}
+
+TEST(PlanDumpTest, ParseDumpFormatNamesTheChoices) {
+  EXPECT_EQ(*parseDumpFormat("text"), DumpFormat::Text);
+  EXPECT_EQ(*parseDumpFormat("json"), DumpFormat::Json);
+  EXPECT_EQ(*parseDumpFormat("dot"), DumpFormat::Dot);
+  auto bad = parseDumpFormat("xml");
+  ASSERT_FALSE(bad);
+  std::string message = llvm::toString(bad.takeError());
+  EXPECT_NE(message.find("'xml'"), std::string::npos) << message;
+  EXPECT_NE(message.find("text, json, dot"), std::string::npos) << message;
+}
 
 } // namespace
 } // namespace prism::plan
