@@ -5,7 +5,6 @@
 #include "ir/Printer.h"
 #include "plan/LearningRateScaling.h"
 #include "plan/Pipeline.h"
-#include "llvm/Support/MemoryBuffer.h"
 
 namespace prism::api {
 namespace {
@@ -31,15 +30,7 @@ Model ModelAccess::make(std::unique_ptr<ir::Module> module, bool trainingStep) {
 Model::Model(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
 
 Result<Model> Model::load(const std::string &path) {
-  llvm::Expected<std::unique_ptr<ir::Module>> module =
-      [&]() -> llvm::Expected<std::unique_ptr<ir::Module>> {
-    if (path != "-")
-      return frontends::parseModuleFile(path);
-    auto buffer = llvm::MemoryBuffer::getSTDIN();
-    if (!buffer)
-      return ir::makeError("cannot read standard input: " + buffer.getError().message());
-    return frontends::parseModule((*buffer)->getBuffer(), "<stdin>");
-  }();
+  auto module = frontends::parseModuleFile(path);
   if (!module)
     return toStatus(module.takeError());
   return ModelAccess::make(std::move(*module), false);

@@ -6,19 +6,7 @@
 namespace prism::api {
 
 const char *dtypeName(DType dtype) {
-  switch (dtype) {
-  case DType::F32:
-    return "f32";
-  case DType::F64:
-    return "f64";
-  case DType::I32:
-    return "i32";
-  case DType::I64:
-    return "i64";
-  case DType::Bool:
-    return "bool";
-  }
-  return "?";
+  return ir::dtypeName(TensorAccess::dtype(dtype)).data(); // the IR's names, literals
 }
 
 size_t dtypeBytes(DType dtype) {

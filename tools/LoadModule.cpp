@@ -2,21 +2,12 @@
 #include "frontends/text/Parser.h"
 #include "passes/Passes.h"
 #include "tools/Commands.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace prism::tools {
 
 llvm::Expected<std::unique_ptr<ir::Module>> loadModule(const std::string &path, bool inferShapes) {
-  llvm::Expected<std::unique_ptr<ir::Module>> module =
-      [&]() -> llvm::Expected<std::unique_ptr<ir::Module>> {
-    if (path != "-")
-      return frontends::parseModuleFile(path);
-    auto buffer = llvm::MemoryBuffer::getSTDIN();
-    if (!buffer)
-      return ir::makeError("cannot read standard input: " + buffer.getError().message());
-    return frontends::parseModule((*buffer)->getBuffer(), "<stdin>");
-  }();
+  auto module = frontends::parseModuleFile(path);
   if (!module || !inferShapes)
     return module;
   auto pass = passes::createPass("infer-shapes");

@@ -849,6 +849,12 @@ llvm::Expected<std::unique_ptr<ir::Module>> parseModule(llvm::StringRef text,
 }
 
 llvm::Expected<std::unique_ptr<ir::Module>> parseModuleFile(llvm::StringRef path) {
+  if (path == "-") {
+    auto buffer = llvm::MemoryBuffer::getSTDIN();
+    if (!buffer)
+      return ir::makeError("cannot read standard input: " + buffer.getError().message());
+    return parseModule((*buffer)->getBuffer(), "<stdin>");
+  }
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
     return ir::makeError("cannot read " + path + ": " + buffer.getError().message());

@@ -15,7 +15,8 @@ namespace prism::frontends {
 llvm::Expected<std::unique_ptr<ir::Module>> parseModule(llvm::StringRef text,
                                                         llvm::StringRef fileName);
 
-// Reads PATH and parses it ("cannot read PATH: reason" when it cannot be read).
+// Reads PATH and parses it ("cannot read PATH: reason" when it cannot be read); "-" reads
+// standard input, named `<stdin>` in errors.
 llvm::Expected<std::unique_ptr<ir::Module>> parseModuleFile(llvm::StringRef path);
 
 // One type on its own, as on the command line: `f32[B, 784]`, `sparse f32[1000, 64]`.

@@ -75,7 +75,7 @@ TEST(PassRegistry, ListsEveryPassOnceWithNameAndSummary) {
   }
   EXPECT_EQ(names,
             (std::vector<std::string>{"infer-shapes", "autodiff", "lower-optimizer", "dce", "cse",
-                                      "fuse-bias-activation", "fuse-elementwise",
+                                      "fuse-bias-activation", "fuse-elementwise", "mixed-precision",
                                       "classify-variables", "place-variables", "replicate-in-graph",
                                       "replicate-between-graph", "route-gradients"}));
   EXPECT_EQ(passes::createPass("no-such-pass"), nullptr);
