@@ -1,34 +1,40 @@
 // Errors as values at the library's edge.
 #include <cstdio>
+#include <utility>
 
 #include "api/Internal.h"
 #include "ir/Diagnostic.h"
 
 namespace prism::api {
 
+namespace {
+// The library's codes are the IR's (ir/Diagnostic.h), plus Ok: one table for both directions.
+constexpr std::pair<ErrorCode, ir::ErrorCode> kCodes[] = {
+    {ErrorCode::Invalid, ir::ErrorCode::Invalid},
+    {ErrorCode::NotFound, ir::ErrorCode::NotFound},
+    {ErrorCode::Unsupported, ir::ErrorCode::Unsupported},
+    {ErrorCode::DeadlineExceeded, ir::ErrorCode::DeadlineExceeded},
+    {ErrorCode::Unavailable, ir::ErrorCode::Unavailable},
+    {ErrorCode::Aborted, ir::ErrorCode::Aborted},
+    {ErrorCode::PermissionDenied, ir::ErrorCode::PermissionDenied},
+    {ErrorCode::ResourceExhausted, ir::ErrorCode::ResourceExhausted},
+    {ErrorCode::Internal, ir::ErrorCode::Internal},
+};
+
+ErrorCode fromInternal(ir::ErrorCode code) {
+  for (const auto &[api, internal] : kCodes)
+    if (internal == code)
+      return api;
+  return ErrorCode::Internal;
+}
+} // namespace
+
 const char *errorCodeName(ErrorCode code) {
-  switch (code) {
-  case ErrorCode::Ok:
+  if (code == ErrorCode::Ok)
     return "ok";
-  case ErrorCode::Invalid:
-    return "invalid";
-  case ErrorCode::NotFound:
-    return "not found";
-  case ErrorCode::Unsupported:
-    return "unsupported";
-  case ErrorCode::DeadlineExceeded:
-    return "deadline exceeded";
-  case ErrorCode::Unavailable:
-    return "unavailable";
-  case ErrorCode::Aborted:
-    return "aborted";
-  case ErrorCode::PermissionDenied:
-    return "permission denied";
-  case ErrorCode::ResourceExhausted:
-    return "resource exhausted";
-  case ErrorCode::Internal:
-    return "internal";
-  }
+  for (const auto &[api, internal] : kCodes)
+    if (api == code)
+      return ir::errorCodeName(internal).data(); // the IR's names are literals
   return "unknown";
 }
 
@@ -39,32 +45,6 @@ void failedAccess(const Status &status) {
   std::abort();
 }
 } // namespace detail
-
-namespace {
-ErrorCode fromInternal(ir::ErrorCode code) {
-  switch (code) {
-  case ir::ErrorCode::Invalid:
-    return ErrorCode::Invalid;
-  case ir::ErrorCode::NotFound:
-    return ErrorCode::NotFound;
-  case ir::ErrorCode::Unsupported:
-    return ErrorCode::Unsupported;
-  case ir::ErrorCode::DeadlineExceeded:
-    return ErrorCode::DeadlineExceeded;
-  case ir::ErrorCode::Unavailable:
-    return ErrorCode::Unavailable;
-  case ir::ErrorCode::Aborted:
-    return ErrorCode::Aborted;
-  case ir::ErrorCode::PermissionDenied:
-    return ErrorCode::PermissionDenied;
-  case ir::ErrorCode::ResourceExhausted:
-    return ErrorCode::ResourceExhausted;
-  case ir::ErrorCode::Internal:
-    return ErrorCode::Internal;
-  }
-  return ErrorCode::Internal;
-}
-} // namespace
 
 Status toStatus(llvm::Error err) {
   if (!err)

@@ -12,6 +12,7 @@
 #include "ir/LearningRateSchedule.h"
 #include "ir/OpTable.h"
 #include "ir/Verifier.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
@@ -181,7 +182,11 @@ private:
   // Pieces.
   llvm::Expected<int64_t> parseInteger(const Token &t);
   llvm::Expected<ir::Attr> parseAttrValue();
-  llvm::Error parseAttrList(ir::AttrMap &out, TokenKind close, llvm::StringRef closeText);
+  // A parameter `special` parses itself (its value after '='; true when it took it).
+  using SpecialParam =
+      llvm::function_ref<llvm::Expected<bool>(const std::string &name, ir::SourceLoc loc)>;
+  llvm::Error parseAttrList(ir::AttrMap &out, TokenKind close, llvm::StringRef closeText,
+                            SpecialParam special = nullptr);
   // The optimizer's parameters up to ')': attributes, and `schedule = ...`.
   llvm::Error parseOptimizerParams(ir::Optimizer &optimizer);
   // `schedule = PHASE` or `schedule = [PHASE, ...]`, the name and `=` read.
@@ -682,7 +687,8 @@ llvm::Expected<ir::Attr> Parser::parseAttrValue() {
   }
 }
 
-llvm::Error Parser::parseAttrList(ir::AttrMap &out, TokenKind close, llvm::StringRef closeText) {
+llvm::Error Parser::parseAttrList(ir::AttrMap &out, TokenKind close, llvm::StringRef closeText,
+                                  SpecialParam special) {
   if (kind() == close)
     return llvm::Error::success();
   for (;;) {
@@ -693,12 +699,17 @@ llvm::Error Parser::parseAttrList(ir::AttrMap &out, TokenKind close, llvm::Strin
     advance();
     if (auto e = expect(TokenKind::Equal, "'=' after '" + name + "'"))
       return e;
-    auto value = parseAttrValue();
-    if (!value)
-      return value.takeError();
-    if (out.has(name))
-      return errorAt(loc, "'" + name + "' is given twice");
-    out.set(name, std::move(*value));
+    auto taken = special ? special(name, loc) : llvm::Expected<bool>(false);
+    if (!taken)
+      return taken.takeError();
+    if (!*taken) {
+      auto value = parseAttrValue();
+      if (!value)
+        return value.takeError();
+      if (out.has(name))
+        return errorAt(loc, "'" + name + "' is given twice");
+      out.set(name, std::move(*value));
+    }
     if (kind() == close)
       return llvm::Error::success();
     if (auto e = expect(TokenKind::Comma, "',' or " + closeText))
@@ -706,37 +717,20 @@ llvm::Error Parser::parseAttrList(ir::AttrMap &out, TokenKind close, llvm::Strin
   }
 }
 
+// An optimizer's parameters are attributes, but for `schedule`, which has a grammar of its own.
 llvm::Error Parser::parseOptimizerParams(ir::Optimizer &optimizer) {
-  if (kind() == TokenKind::RParen)
-    return llvm::Error::success();
   std::optional<ir::SourceLoc> scheduleAt;
-  for (;;) {
-    if (kind() != TokenKind::Identifier)
-      return unexpected("a parameter name");
-    std::string name = tok().text.str();
-    ir::SourceLoc loc = tok().loc;
-    advance();
-    if (auto e = expect(TokenKind::Equal, "'=' after '" + name + "'"))
-      return e;
-    if (name == ir::kScheduleParam) {
-      if (scheduleAt)
-        return errorAt(loc, "'schedule' is given twice");
-      scheduleAt = loc;
-      if (auto e = parseSchedule(optimizer.schedule))
-        return e;
-    } else {
-      auto value = parseAttrValue();
-      if (!value)
-        return value.takeError();
-      if (optimizer.params.has(name))
-        return errorAt(loc, "'" + name + "' is given twice");
-      optimizer.params.set(name, std::move(*value));
-    }
-    if (kind() == TokenKind::RParen)
-      return llvm::Error::success();
-    if (auto e = expect(TokenKind::Comma, "',' or ')'"))
-      return e;
-  }
+  return parseAttrList(optimizer.params, TokenKind::RParen, "')'",
+                       [&](const std::string &name, ir::SourceLoc loc) -> llvm::Expected<bool> {
+                         if (name != ir::kScheduleParam)
+                           return false;
+                         if (scheduleAt)
+                           return errorAt(loc, "'schedule' is given twice");
+                         scheduleAt = loc;
+                         if (auto e = parseSchedule(optimizer.schedule))
+                           return std::move(e);
+                         return true;
+                       });
 }
 
 llvm::Error Parser::parseSchedule(std::vector<ir::SchedulePhase> &phases) {
