@@ -75,7 +75,7 @@ llvm::Expected<plan::PartitionOptions> partitionOptions(const CompileOptions &op
     auto precision = ir::parsePrecision(options.precision);
     if (!precision) {
       llvm::consumeError(precision.takeError());
-      return badOption("precision", "f32 or bf16", "'" + options.precision + "'");
+      return badOption("precision", "f32, bf16 or fp16", "'" + options.precision + "'");
     }
     result.precision = *precision;
   }

@@ -100,6 +100,20 @@ Result<TrainSummary> train(const Model &model, const TrainOptions &options) {
   summary.samplesPerSec = result->samplesPerSec;
   summary.testAccuracy = result->testAccuracy;
   summary.testLoss = result->testLoss;
+  // The scale and the skipped steps are the operands update_loss_scale writes (f32 scalars).
+  auto scalar = [](const runtime::Tensor &t) {
+    return t.dtype() == ir::DType::F64 ? *t.data<double>() : double(*t.data<float>());
+  };
+  for (const auto &op : ModelAccess::module(*step).ops()) {
+    if (op->name() != "update_loss_scale" || !result->store)
+      continue;
+    const runtime::Tensor *scale = result->store->find(op->operand(0)->name());
+    const runtime::Tensor *skipped = result->store->find(op->operand(2)->name());
+    if (scale && skipped) {
+      summary.lossScale = scalar(*scale);
+      summary.skippedSteps = static_cast<int64_t>(scalar(*skipped));
+    }
+  }
   return summary;
 }
 

@@ -149,15 +149,26 @@ private:
     if (opt.params.has("clip_norm") && opt.params.getFloat("clip_norm", -1) <= 0)
       return error(opt.loc, "optimizer '" + opt.kind + "' needs a positive clip_norm, got " +
                                 opt.params.find("clip_norm")->str());
+    if (opt.params.has("loss_scale") && !(opt.params.getFloat("loss_scale", -1) > 0))
+      return error(opt.loc, "loss_scale (the initial scale) must be a positive number, got " +
+                                opt.params.find("loss_scale")->str());
+    if (const Attr *interval = opt.params.find("loss_scale_interval"))
+      if (interval->kind() != AttrKind::Int || interval->getInt() < 1)
+        return error(opt.loc, "loss_scale_interval (finite steps before the scale grows) must "
+                              "be an integer of at least 1, got " +
+                                  interval->str());
     return checkSchedule(opt.schedule, m_.sourceFile());
   }
 
-  // Every optimizer takes clip_norm (global-norm clipping) besides its own parameters.
+  // Every optimizer takes clip_norm (global-norm clipping) and loss_scale, loss_scale_interval
+  // (dynamic loss scaling) besides its own parameters.
   llvm::Error checkOptimizerParams(const Optimizer &opt) {
     static const llvm::StringMap<std::vector<const char *>> accepted = {
-        {"sgd", {"lr", "clip_norm"}},
-        {"momentum", {"lr", "momentum", "nesterov", "clip_norm"}},
-        {"adam", {"lr", "beta1", "beta2", "epsilon", "clip_norm"}},
+        {"sgd", {"lr", "clip_norm", "loss_scale", "loss_scale_interval"}},
+        {"momentum",
+         {"lr", "momentum", "nesterov", "clip_norm", "loss_scale", "loss_scale_interval"}},
+        {"adam",
+         {"lr", "beta1", "beta2", "epsilon", "clip_norm", "loss_scale", "loss_scale_interval"}},
     };
     const std::vector<const char *> &names = accepted.find(opt.kind)->second;
     for (const auto &[name, value] : opt.params) {

@@ -1,6 +1,7 @@
 // lower-optimizer: turns `minimize %loss with OPT(...)` into update ops: optimizer state
-// variables, optional global-norm clipping, the learning-rate schedule's factor, and one apply
-// op per trained variable.
+// variables, optional dynamic loss scaling, optional global-norm clipping, the learning-rate
+// schedule's factor, and one apply op per trained variable.
+#include <cmath>
 #include <optional>
 #include <vector>
 
@@ -39,11 +40,34 @@ const OptimizerLowering *findLowering(llvm::StringRef kind) {
 }
 
 constexpr llvm::StringLiteral kClipNorm = "clip_norm";
+constexpr llvm::StringLiteral kLossScale = "loss_scale";
+constexpr llvm::StringLiteral kLossScaleInterval = "loss_scale_interval";
 
-// A trained variable and its gradient.
+// The optimizer parameters that are not the apply op's attributes.
+struct StepParameters {
+  std::optional<double> clipNorm;
+  std::optional<double> lossScale; // the initial scale: dynamic loss scaling is on
+  int64_t lossScaleInterval = 2000;
+};
+
+// Dynamic loss scaling as PyTorch's GradScaler and TensorFlow's LossScaleOptimizer do it: the
+// backward pass starts from the scale instead of 1, the gradients are divided by it again, and a
+// step whose gradients are not all finite is skipped and halves the scale; the scale doubles
+// after `loss_scale_interval` finite steps in a row.
+constexpr double kDefaultLossScale = 65536.0;
+
+// The state and values loss scaling adds to the step.
+struct LossScaling {
+  Value *scale = nullptr, *goodSteps = nullptr, *skippedSteps = nullptr;
+  Value *finite = nullptr; // 1 when every unscaled gradient is finite, else 0
+  int64_t interval = 0;
+};
+
+// A trained variable and its gradient (`record`: the module's declaration of it).
 struct Update {
   ir::Variable *variable;
   Value *gradient;
+  ir::Gradient *record;
 };
 
 class LowerOptimizer : public Pass {
@@ -52,8 +76,11 @@ public:
   llvm::StringRef summary() const override {
     return "turns the optimizer into state variables and one update op per trained variable";
   }
+  // `loss-scale=dynamic`: dynamic loss scaling even if the optimizer does not ask for it (the
+  // training pipelines set it for fp16).
+  std::vector<std::string> optionKeys() const override { return {"loss-scale"}; }
 
-  llvm::Expected<bool> run(Module &module, const PassOptions &) override {
+  llvm::Expected<bool> run(Module &module, const PassOptions &options) override {
     // Both statistics show in `--stats`, even when zero.
     count("variables updated", 0);
     count("state variables created", 0);
@@ -67,10 +94,16 @@ public:
     const OptimizerLowering *lowering = findLowering(opt.kind);
     if (!lowering)
       return error(module, "unknown optimizer '" + opt.kind + "'");
-    std::optional<double> clipNorm;
-    auto applyAttrs = applyAttributes(module, opt, ir::getOp(lowering->applyOp), clipNorm);
+    StepParameters params;
+    auto applyAttrs = applyAttributes(module, opt, ir::getOp(lowering->applyOp), params);
     if (!applyAttrs)
       return applyAttrs.takeError();
+    std::string lossScaleOption = options.get("loss-scale", "none");
+    if (lossScaleOption != "none" && lossScaleOption != "dynamic")
+      return ir::makeError("option --loss-scale: expected none or dynamic, got '" +
+                           lossScaleOption + "'");
+    if (lossScaleOption == "dynamic" && !params.lossScale)
+      params.lossScale = kDefaultLossScale;
     if (auto e = ir::checkSchedule(opt.schedule, module.sourceFile()))
       return std::move(e);
     auto updates = trainedGradients(module);
@@ -81,37 +114,60 @@ public:
       return true;
     }
 
+    std::optional<LossScaling> lossScaling;
+    if (params.lossScale) {
+      auto scaling = emitLossScaling(module, *updates, params);
+      if (!scaling)
+        return scaling.takeError();
+      lossScaling = *scaling;
+    }
     Value *clipScale = nullptr;
-    if (clipNorm) {
-      auto scale = emitClipScale(module, *updates, *clipNorm);
+    if (params.clipNorm) {
+      auto scale = emitClipScale(module, *updates, *params.clipNorm);
       if (!scale)
         return scale.takeError();
       clipScale = *scale;
     }
-    // The steps already applied: adam's shared counter, or one of the schedule's own.
-    Value *stepCount = nullptr, *step = nullptr, *lrFactor = nullptr;
+    // The steps already applied (a skipped step does not count): adam's shared counter, or one
+    // of the schedule's own.
+    Value *stepCount = nullptr, *step = nullptr, *lrFactor = nullptr, *finite = nullptr;
+    if (lossScaling)
+      finite = lossScaling->finite;
     if (lowering->stepCounter || !opt.schedule.empty()) {
       llvm::StringRef prefix = lowering->stepCounter ? "adam" : "lr";
       stepCount = createState(module, prefix + ".step", ir::TensorType(ir::DType::F32, {}));
-      auto t = emitStep(module, stepCount, prefix);
+      auto t = emitStep(module, stepCount, prefix, finite);
       if (!t)
         return t.takeError();
       step = *t;
     }
-    if (!opt.schedule.empty()) {
-      auto factor = emit(module, "lr_schedule", {stepCount},
-                         ir::scheduleAttrs(ir::scheduleOf(opt.schedule)), "lr.factor");
+    if (!opt.schedule.empty() || finite) {
+      // Without a schedule the factor is 1, there only because `finite` comes after it.
+      auto factor = opt.schedule.empty()
+                        ? emitConstant(module, 1.0, "lr.factor")
+                        : emit(module, "lr_schedule", {stepCount},
+                               ir::scheduleAttrs(ir::scheduleOf(opt.schedule)), "lr.factor");
       if (!factor)
         return factor.takeError();
       lrFactor = *factor;
     }
     for (const Update &update : *updates)
       if (auto err = emitUpdate(module, *lowering, *applyAttrs, update, clipScale,
-                                lowering->stepCounter ? step : nullptr, lrFactor))
+                                lowering->stepCounter ? step : nullptr, lrFactor, finite))
         return std::move(err);
     if (stepCount)
       if (auto assigned = emit(module, "assign", {stepCount, step}, {}, ""); !assigned)
         return assigned.takeError();
+    if (lossScaling) {
+      AttrMap attrs;
+      attrs.set("growth_interval", Attr::integer(lossScaling->interval));
+      if (auto updated = emit(module, "update_loss_scale",
+                              {lossScaling->scale, lossScaling->goodSteps,
+                               lossScaling->skippedSteps, lossScaling->finite},
+                              std::move(attrs), "");
+          !updated)
+        return updated.takeError();
+    }
     module.optimizer.reset();
     return true;
   }
@@ -125,20 +181,36 @@ private:
     std::string names;
     for (const ir::AttrSpec &spec : def.attrs)
       names += spec.name + ", ";
-    return names + kClipNorm.str();
+    return names + kClipNorm.str() + ", " + kLossScale.str() + ", " + kLossScaleInterval.str();
   }
 
   // The apply op's attributes from the optimizer's parameters, every one spelled out so an
-  // update op says exactly what it does; `clip_norm` goes to `clipNorm` instead.
+  // update op says exactly what it does; `clip_norm`, `loss_scale` and `loss_scale_interval` go
+  // to `params` instead.
   llvm::Expected<AttrMap> applyAttributes(const Module &module, const ir::Optimizer &opt,
-                                          const ir::OpDef &applyDef,
-                                          std::optional<double> &clipNorm) const {
+                                          const ir::OpDef &applyDef, StepParameters &params) const {
     AttrMap applyAttrs;
     for (const auto &[key, value] : opt.params) {
+      bool number = value.kind() == ir::AttrKind::Int || value.kind() == ir::AttrKind::Float;
       if (key == kClipNorm) {
-        if (value.kind() != ir::AttrKind::Int && value.kind() != ir::AttrKind::Float)
+        if (!number)
           return error(module, "clip_norm must be a number, got " + value.str());
-        clipNorm = value.getFloat();
+        params.clipNorm = value.getFloat();
+        continue;
+      }
+      if (key == kLossScale) {
+        if (!number || !(value.getFloat() > 0) || !std::isfinite(value.getFloat()))
+          return error(module, "loss_scale (the initial scale) must be a positive number, got " +
+                                   value.str());
+        params.lossScale = value.getFloat();
+        continue;
+      }
+      if (key == kLossScaleInterval) {
+        if (value.kind() != ir::AttrKind::Int || value.getInt() < 1)
+          return error(module, "loss_scale_interval (finite steps before the scale grows) must "
+                               "be an integer of at least 1, got " +
+                                   value.str());
+        params.lossScaleInterval = value.getInt();
         continue;
       }
       if (!applyDef.attrSpec(key))
@@ -154,15 +226,15 @@ private:
   }
 
   // The gradients of trainable variables, each typed.
-  llvm::Expected<std::vector<Update>> trainedGradients(const Module &module) const {
+  llvm::Expected<std::vector<Update>> trainedGradients(Module &module) const {
     std::vector<Update> updates;
-    for (const ir::Gradient &g : module.gradients) {
+    for (ir::Gradient &g : module.gradients) {
       if (!g.variable->trainable())
         continue;
       if (!g.value->hasType())
         return error(module, "the gradient of '" + g.variable->name() +
                                  "' has no type: run infer-shapes first");
-      updates.push_back({g.variable, g.value});
+      updates.push_back({g.variable, g.value, &g});
     }
     return updates;
   }
@@ -181,21 +253,99 @@ private:
     return emit(module, "clip_scale", {*norm}, clipAttrs, "grad.clip");
   }
 
-  // This step's number: the shared counter plus one (`PREFIX.t`).
-  llvm::Expected<Value *> emitStep(Module &module, Value *stepCount, llvm::StringRef prefix) {
-    AttrMap oneAttrs;
-    oneAttrs.set("value", Attr::real(1.0));
-    auto one = emit(module, "constant", {}, oneAttrs, (prefix + ".one").str());
+  // Dynamic loss scaling. The gradient seed `%d.loss` (1) becomes the scale times this batch's
+  // share of the step's global batch (batch_share), so that every example's backward values are
+  // those of one device on the whole batch: fp16 rounds and overflows them alike however the
+  // batch is split over workers, towers and micro-batches. Each gradient is divided by that seed
+  // again right away and declared unscaled (what is all-reduced and accumulated); `all_finite`
+  // of the combined gradients says whether the step may apply them.
+  llvm::Expected<LossScaling> emitLossScaling(Module &module, std::vector<Update> &updates,
+                                              const StepParameters &params) {
+    Value *seed = module.lookup("d.loss");
+    ir::Op *seedOp = seed ? seed->definingOp() : nullptr;
+    if (!seedOp || seedOp->name() != "constant" || seedOp->numOperands() != 0)
+      return error(module, "loss scaling starts backward from the scale, but the module has no "
+                           "gradient seed %d.loss (a constant that autodiff makes)");
+    Value *batched = nullptr;
+    for (const auto &input : module.inputs())
+      if (input->type().rank() > 0 && input->type().dims[0] == ir::kBatchDim) {
+        batched = input->value.get();
+        break;
+      }
+    if (!batched)
+      return error(module, "loss scaling needs an input with the batch dimension B first");
+    const ir::TensorType scalar(seed->type().dtype, {});
+    LossScaling scaling;
+    scaling.interval = params.lossScaleInterval;
+    AttrMap init;
+    init.set("value", Attr::real(*params.lossScale));
+    scaling.scale = createState(module, "loss.scale", scalar, ir::Initializer{"constant", init});
+    scaling.goodSteps = createState(module, "loss.good_steps", scalar);
+    scaling.skippedSteps = createState(module, "loss.skipped_steps", scalar);
+    // Where the seed was, so that backward still starts after it.
+    ir::Op *at = seedOp->next();
+    auto share = emitAt(module, "batch_share", {batched}, {}, "loss.share", at);
+    if (!share)
+      return share.takeError();
+    auto scaledSeed = emitAt(module, "mul", {scaling.scale, *share}, {}, "loss.seed", at);
+    if (!scaledSeed)
+      return scaledSeed.takeError();
+    module.replaceAllUses(seed, *scaledSeed);
+    auto one = emitAt(module, "constant", {}, constantAttrs(1.0), "loss.one", at);
     if (!one)
       return one.takeError();
-    return emit(module, "add", {stepCount, *one}, {}, (prefix + ".t").str());
+    auto inverse = emitAt(module, "div", {*one, *scaledSeed}, {}, "loss.inverse_seed", at);
+    if (!inverse)
+      return inverse.takeError();
+    std::vector<Value *> unscaled;
+    for (Update &update : updates) {
+      // Right after the gradient, so that its all-reduce bucket still leaves during backward.
+      ir::Op *producer = update.gradient->definingOp();
+      auto value =
+          emitAt(module, "scale", {update.gradient, *inverse}, {},
+                 update.gradient->name() + ".unscaled", producer ? producer->next() : nullptr);
+      if (!value)
+        return value.takeError();
+      update.gradient = *value;
+      update.record->value = *value;
+      unscaled.push_back(*value);
+    }
+    auto finite = emit(module, "all_finite", unscaled, {}, "grad.finite");
+    if (!finite)
+      return finite.takeError();
+    scaling.finite = *finite;
+    return scaling;
+  }
+
+  static AttrMap constantAttrs(double value) {
+    AttrMap attrs;
+    attrs.set("value", Attr::real(value));
+    return attrs;
+  }
+
+  llvm::Expected<Value *> emitConstant(Module &module, double value, const std::string &name) {
+    return emit(module, "constant", {}, constantAttrs(value), name);
+  }
+
+  // This step's number (`PREFIX.t`): the shared counter plus one, or with loss scaling plus
+  // `finite` (a skipped step does not count).
+  llvm::Expected<Value *> emitStep(Module &module, Value *stepCount, llvm::StringRef prefix,
+                                   Value *finite) {
+    Value *increment = finite;
+    if (!increment) {
+      auto one = emitConstant(module, 1.0, (prefix + ".one").str());
+      if (!one)
+        return one.takeError();
+      increment = *one;
+    }
+    return emit(module, "add", {stepCount, increment}, {}, (prefix + ".t").str());
   }
 
   // The apply op of one variable, with its state variables, its (clipped) gradient, the step
-  // (adam) and the schedule's factor.
+  // (adam), the schedule's factor and whether the gradients are finite (loss scaling).
   llvm::Error emitUpdate(Module &module, const OptimizerLowering &lowering,
                          const AttrMap &applyAttrs, const Update &update, Value *clipScale,
-                         Value *step, Value *lrFactor) {
+                         Value *step, Value *lrFactor, Value *finite) {
     ir::Variable *var = update.variable;
     std::vector<Value *> operands = {var->value.get()};
     for (llvm::StringRef suffix : lowering.stateSuffixes)
@@ -212,16 +362,19 @@ private:
       operands.push_back(step);
     if (lrFactor)
       operands.push_back(lrFactor);
+    if (finite)
+      operands.push_back(finite);
     if (auto applied = emit(module, lowering.applyOp, operands, applyAttrs, ""); !applied)
       return applied.takeError();
     count("variables updated");
     return llvm::Error::success();
   }
 
-  // A zero-initialized, untrained variable holding optimizer state across steps.
-  Value *createState(Module &module, const llvm::Twine &name, const ir::TensorType &type) {
-    ir::Variable *state = module.addVariable(module.uniqueName(name.str()), type.dense(),
-                                             ir::Initializer{"zeros", {}});
+  // An untrained variable (zero unless `init` says otherwise) holding state across steps.
+  Value *createState(Module &module, const llvm::Twine &name, const ir::TensorType &type,
+                     ir::Initializer init = ir::Initializer{"zeros", {}}) {
+    ir::Variable *state =
+        module.addVariable(module.uniqueName(name.str()), type.dense(), std::move(init));
     state->attrs.set("trainable", Attr::boolean(false));
     count("state variables created");
     return state->value.get();
@@ -231,7 +384,15 @@ private:
   llvm::Expected<Value *> emit(Module &module, llvm::StringRef opName,
                                llvm::ArrayRef<Value *> operands, AttrMap attrs,
                                const std::string &resultName) {
-    ir::Op *op = module.createOp(ir::getOp(opName), operands, std::move(attrs), {resultName});
+    return emitAt(module, opName, operands, std::move(attrs), resultName, nullptr);
+  }
+
+  // The same before `before` (null: at the end).
+  llvm::Expected<Value *> emitAt(Module &module, llvm::StringRef opName,
+                                 llvm::ArrayRef<Value *> operands, AttrMap attrs,
+                                 const std::string &resultName, ir::Op *before) {
+    ir::Op *op =
+        module.createOp(ir::getOp(opName), operands, std::move(attrs), {resultName}, before);
     op->loc = loc_;
     auto types = ir::inferResultTypes(*op);
     if (!types)

@@ -1,8 +1,9 @@
 // mixed-precision: the ops the op table lets compute in reduced precision (matrix products and
-// convolutions, forward and backward) compute in bf16: their inputs are rounded to bf16,
+// convolutions, forward and backward) compute in bf16 or fp16: their inputs are rounded to it,
 // products accumulate in float32 and results stay float32. Variables, optimizer state,
 // gradients' reductions and every other op keep float32, so the variables are the float32
-// master weights.
+// master weights. fp16's small range needs loss scaling, which lower-optimizer adds (the
+// training pipelines ask it to when the precision is fp16).
 #include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
 #include "ir/Precision.h"
@@ -15,7 +16,8 @@ class MixedPrecision : public Pass {
 public:
   llvm::StringRef name() const override { return "mixed-precision"; }
   llvm::StringRef summary() const override {
-    return "matrix products and convolutions compute in bf16 (--precision), the rest in f32";
+    return "matrix products and convolutions compute in bf16 or fp16 (--precision), the rest in "
+           "f32";
   }
   std::vector<std::string> optionKeys() const override { return {"precision"}; }
 
@@ -24,10 +26,6 @@ public:
     auto precision = ir::parsePrecision(options.get("precision", "bf16"));
     if (!precision)
       return ir::withContext(precision.takeError(), "option --precision");
-    if (*precision == ir::ComputePrecision::FP16)
-      return ir::makeError(ir::ErrorCode::Unsupported,
-                           "--precision fp16 needs dynamic loss scaling, which Prism does not "
-                           "have yet: use bf16 (same exponent range as f32, no loss scaling)");
     bool changed = false;
     for (const auto &op : module.ops()) {
       if (!ir::allowsReducedPrecision(op->def()) || ir::computePrecision(*op) == *precision)

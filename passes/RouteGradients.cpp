@@ -124,7 +124,7 @@ private:
   }
 
   // A PS variable's gradient may only feed its update, which moves to the PS task (global-norm
-  // clipping would need every gradient in one place).
+  // clipping and loss scaling's finiteness check would need every gradient in one place).
   static llvm::Error checkPushedGradientReaders(const ir::Module &module,
                                                 llvm::ArrayRef<const ir::Gradient *> pushed) {
     for (const ir::Gradient *g : pushed)
@@ -135,7 +135,8 @@ private:
                                    "', held by parameter servers, is read by '" +
                                    std::string(user->name()) +
                                    "'; gradients of PS variables may feed only their update "
-                                   "(global-norm clipping needs --strategy allreduce)");
+                                   "(global-norm clipping and loss scaling, which --precision fp16 "
+                                   "adds, need --strategy allreduce)");
     return llvm::Error::success();
   }
 

@@ -43,6 +43,12 @@ llvm::Error checkParameterServers(const ir::Module &module,
   return llvm::Error::success();
 }
 
+// fp16's range needs loss scaling: lower-optimizer adds it (bf16 has f32's range, no need).
+void addLossScaling(passes::PassOptions &options, ir::ComputePrecision precision) {
+  if (precision == ir::ComputePrecision::FP16)
+    options.set("loss-scale", "dynamic");
+}
+
 } // namespace
 
 // Last, so that every matrix product and convolution (backward and fused ones too) is marked.
@@ -89,7 +95,9 @@ llvm::Error compileTrainingStep(ir::Module &module, bool fuse, PassStatistics *s
 
 llvm::Error compileTrainingStep(ir::Module &module, const TrainingStepOptions &options,
                                 PassStatistics *statistics) {
-  if (auto e = runPipeline(module, trainingPipeline(options.fuse), {}, statistics))
+  passes::PassOptions passOptions;
+  addLossScaling(passOptions, options.precision);
+  if (auto e = runPipeline(module, trainingPipeline(options.fuse), passOptions, statistics))
     return e;
   return applyPrecision(module, options.precision, statistics);
 }
@@ -100,6 +108,7 @@ llvm::Error parallelize(ir::Module &module, const ParallelPipelineOptions &optio
   options.replicate.addTo(passOptions);
   options.placement.addTo(passOptions);
   options.routing.addTo(passOptions);
+  addLossScaling(passOptions, options.precision);
   if (auto e = runPipeline(module, replicationPipeline(options.replicate), passOptions, statistics))
     return e;
   if (auto e = checkParameterServers(module, options.placement))

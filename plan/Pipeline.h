@@ -35,7 +35,8 @@ llvm::Error compileTrainingStep(ir::Module &module, bool fuse = true,
 // What the single-device training step takes besides the model.
 struct TrainingStepOptions {
   bool fuse = true; // the fusion passes at the end
-  // Below f32, mixed-precision runs last: matrix products and convolutions compute in it.
+  // Below f32, mixed-precision runs last: matrix products and convolutions compute in it;
+  // fp16 also has lower-optimizer add dynamic loss scaling.
   ir::ComputePrecision precision = ir::ComputePrecision::F32;
 };
 llvm::Error compileTrainingStep(ir::Module &module, const TrainingStepOptions &options,

@@ -427,6 +427,8 @@ void printHeader(const Plan &plan, llvm::raw_ostream &os) {
     run += ", " + plan.run().data_sharding() + " data sharding";
   if (!plan.run().precision().empty())
     run += ", " + plan.run().precision() + " compute (matmul, conv) with f32 variables";
+  if (plan.run().precision() == "fp16")
+    run += " and dynamic loss scaling";
   header.add({"run", run});
   if (std::string lr = learningRateLine(plan.run()); !lr.empty())
     header.add({"lr", lr});

@@ -22,7 +22,7 @@ std::string traitsOf(const ir::OpDef &def) {
   add(def.has(ir::kGradientOnly), "backward");
   add(def.has(ir::kOnParameterServer), "runs on the PS");
   add(def.resultPerOperand, "one result per operand");
-  add(ir::allowsReducedPrecision(def), "may compute in bf16 (`compute`)");
+  add(ir::allowsReducedPrecision(def), "may compute in bf16 or fp16 (`compute`)");
   return s;
 }
 

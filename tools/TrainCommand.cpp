@@ -140,6 +140,10 @@ int runTrain(const TrainArgs &args) {
                  << llvm::format("%.0f", result->samplesPerSec) << " samples/s";
     if (result->testAccuracy)
       llvm::outs() << ", test accuracy " << llvm::format("%.4f", *result->testAccuracy);
+    if (result->lossScale)
+      llvm::outs() << ", loss scale " << llvm::format("%g", *result->lossScale) << " ("
+                   << result->skippedSteps << (result->skippedSteps == 1 ? " step" : " steps")
+                   << " skipped)";
     llvm::outs() << "\n";
     if (!args.save.empty())
       llvm::outs() << "checkpoint saved in " << args.save << "\n";

@@ -83,10 +83,10 @@ struct CompileOptions {
   std::optional<int64_t> steps;               // steps the plan runs; 0: decided at run time
   std::optional<uint64_t> seed;               // initial values and data order
   bool fuse = true;                           // the fusion passes
-  std::string precision;                      // f32 or bf16 (matmuls, convolutions); empty: f32
-  std::optional<int64_t> accumulate;          // micro-batches per optimizer step; 1: none
-  std::string lrScaleRule;                    // none or linear (lr × batch / lrBaseBatch)
-  std::optional<int64_t> lrBaseBatch;         // the batch the model's lr is for; default 128
+  std::string precision;              // f32, bf16 or fp16 (matmuls, convolutions); empty: f32
+  std::optional<int64_t> accumulate;  // micro-batches per optimizer step; 1: none
+  std::string lrScaleRule;            // none or linear (lr × batch / lrBaseBatch)
+  std::optional<int64_t> lrBaseBatch; // the batch the model's lr is for; default 128
 };
 
 // A compiled plan: the cluster, the placement of every variable, each task's program. Copies
@@ -208,7 +208,7 @@ struct TrainOptions {
   std::string restoreDir; // empty: start fresh
   bool evaluate = true;
   bool quiet = false;
-  std::string precision;             // f32 or bf16, for a model not compiled yet; empty: f32
+  std::string precision;             // f32, bf16 or fp16, for a model not compiled yet; empty: f32
   std::optional<int64_t> accumulate; // micro-batches per step; default 1 (none)
   // For a model not compiled yet: the scaling rule of its lr (none or linear, by `batch` over
   // lrBaseBatch, default 128).
@@ -223,6 +223,10 @@ struct TrainSummary {
   double samplesPerSec = 0;
   std::optional<double> testAccuracy;
   std::optional<double> testLoss;
+  // Dynamic loss scaling (fp16, or the optimizer's loss_scale): the scale after the last step
+  // and the steps skipped because their gradients were not finite. Unset without it.
+  std::optional<double> lossScale;
+  int64_t skippedSteps = 0;
 };
 
 Result<TrainSummary> train(const Model &model, const TrainOptions &options);

@@ -14,13 +14,19 @@ llvm::Error checkGradient(const TensorType &var, const TensorType &grad) {
   return llvm::Error::success();
 }
 
-// The optional last operand of an update: the factor lr is multiplied by this step.
+// The optional last operands of an update: the factor lr is multiplied by this step, and
+// whether this step's gradients are finite (1: apply; 0: leave everything as it is).
 llvm::Error checkLrFactor(llvm::ArrayRef<TensorType> in, size_t index) {
-  if (in.size() <= index)
-    return llvm::Error::success();
-  if (auto e = expectFloat(in[index], "lr_factor"))
-    return e;
-  return expectRank(in[index], 0, "lr_factor");
+  for (const char *name : {"lr_factor", "finite"}) {
+    if (in.size() <= index)
+      break;
+    if (auto e = expectFloat(in[index], name))
+      return e;
+    if (auto e = expectRank(in[index], 0, name))
+      return e;
+    ++index;
+  }
+  return llvm::Error::success();
 }
 
 ShapeResult sgdShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
@@ -103,6 +109,38 @@ ShapeResult globalNormShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
   return Types{TensorType(in[0].dtype, {})};
 }
 
+ShapeResult allFiniteShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
+  for (const TensorType &t : in)
+    if (auto e = expectFloat(t, "gradient"))
+      return std::move(e);
+  return Types{TensorType(in[0].dtype, {})};
+}
+
+ShapeResult batchShareShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
+  if (in[0].rank() < 1 || in[0].dims[0] != kBatchDim)
+    return shapeError("batch_share needs an operand whose first dimension is the batch B, got " +
+                      in[0].str());
+  return Types{TensorType(DType::F32, {})};
+}
+
+ShapeResult updateLossScaleShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
+  const char *names[] = {"scale", "good_steps", "skipped_steps", "finite"};
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (auto e = expectFloat(in[i], names[i]))
+      return std::move(e);
+    if (auto e = expectRank(in[i], 0, names[i]))
+      return std::move(e);
+  }
+  if (attrs.getInt("growth_interval") < 1)
+    return shapeError("growth_interval must be at least 1");
+  if (attrs.getFloat("growth_factor") < 1)
+    return shapeError("growth_factor must be at least 1");
+  double backoff = attrs.getFloat("backoff_factor");
+  if (backoff <= 0 || backoff >= 1)
+    return shapeError("backoff_factor must be in (0, 1)");
+  return Types{};
+}
+
 ShapeResult clipScaleShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
   if (auto e = expectRank(in[0], 0, "norm"))
     return std::move(e);
@@ -123,25 +161,27 @@ AttrSpec lr() {
   return attr("lr", AttrKind::Float, "learning rate (times lr_factor when given)");
 }
 
-// An update op's optional last operand: the learning-rate schedule's factor this step.
+// An update op's optional last operands: the learning-rate schedule's factor this step, and
+// (with loss scaling) whether the gradients are finite; without it the update is skipped.
 void takeLrFactor(OpDef &d) {
   d.operands.push_back("lr_factor");
-  d.optionalOperands = 1;
+  d.operands.push_back("finite");
+  d.optionalOperands = 2;
 }
 
 } // namespace
 
 void registerOptimizerOps(std::vector<OpDef> &t) {
   uint32_t update = kSideEffect | kOptimizerUpdate;
-  OpDef sgd = def("apply_sgd", "w -= lr * g; a sparse g touches only its rows", {"w", "g"},
-                  sgdShape, {lr()}, update, 0);
+  OpDef sgd = def("apply_sgd", "w -= lr * g; a sparse g touches only its rows; finite = 0 skips",
+                  {"w", "g"}, sgdShape, {lr()}, update, 0);
   takeLrFactor(sgd);
   sgd.writtenOperands = 0b1;
   sgd.cost = updateCostOf<1>;
   t.push_back(sgd);
   OpDef mom = def("apply_momentum",
                   "a = momentum * a + g; w -= lr * (nesterov ? g + momentum * a : a); "
-                  "a sparse g touches only its rows",
+                  "a sparse g touches only its rows; finite = 0 skips",
                   {"w", "accum", "g"}, momentumShape,
                   {lr(), attr("momentum", AttrKind::Float, Attr::real(0.9), "decay of a"),
                    attr("nesterov", AttrKind::Bool, Attr::boolean(false), "Nesterov update")},
@@ -153,7 +193,7 @@ void registerOptimizerOps(std::vector<OpDef> &t) {
   OpDef adam = def(
       "apply_adam",
       "m = b1 m + (1-b1) g; v = b2 v + (1-b2) g²; w -= lr (m / (1-b1^t)) / (√(v / (1-b2^t)) + ε); "
-      "a sparse g updates only its rows (lazy Adam)",
+      "a sparse g updates only its rows (lazy Adam); finite = 0 skips",
       {"w", "m", "v", "g", "t"}, adamShape,
       {lr(), attr("beta1", AttrKind::Float, Attr::real(0.9), "first-moment decay"),
        attr("beta2", AttrKind::Float, Attr::real(0.999), "second-moment decay"),
@@ -189,6 +229,27 @@ void registerOptimizerOps(std::vector<OpDef> &t) {
                    {"g"}, globalNormShape, {}, 0, 1);
   norm.variadic = true;
   t.push_back(norm);
+  OpDef finite =
+      def("all_finite", "1 when every element of every operand (dense or sparse) is finite, else 0",
+          {"g"}, allFiniteShape, {}, 0, 1);
+  finite.variadic = true;
+  t.push_back(finite);
+  t.push_back(def("batch_share",
+                  "b / N: the examples b of x's batch over the step's global batch N (all "
+                  "workers, towers and micro-batches); 1 on one device without accumulation",
+                  {"x"}, batchShareShape, {}, 0, 1));
+  OpDef lossScale = def(
+      "update_loss_scale",
+      "dynamic loss scaling after a step: finite: good += 1, and scale *= growth_factor once good "
+      "reaches growth_interval (good = 0); else scale *= backoff_factor, good = 0, skipped += 1",
+      {"scale", "good_steps", "skipped_steps", "finite"}, updateLossScaleShape,
+      {attr("growth_interval", AttrKind::Int, Attr::integer(2000),
+            "finite steps in a row before the scale grows"),
+       attr("growth_factor", AttrKind::Float, Attr::real(2.0), "growth of the scale"),
+       attr("backoff_factor", AttrKind::Float, Attr::real(0.5), "shrinking after an overflow")},
+      kSideEffect, 0);
+  lossScale.writtenOperands = 0b111;
+  t.push_back(lossScale);
   t.push_back(def("clip_scale", "min(1, clip_norm / norm): the factor global-norm clipping applies",
                   {"norm"}, clipScaleShape,
                   {attr("clip_norm", AttrKind::Float, "largest allowed global norm")}, 0, 1));

@@ -249,6 +249,7 @@ llvm::Error Executor::buildKernels(Program &program) {
     spec.threads = options_.threads;
     spec.batch = program.batch;
     spec.communication = options_.communication;
+    spec.globalBatch = &globalBatch_;
     std::vector<const RuntimeValue *> ins;
     std::vector<RuntimeValue *> outs;
     for (const ir::Value *v : op->operands()) {
@@ -349,6 +350,7 @@ llvm::Error Executor::step(const Feeds &feeds) {
   auto batch = bindBatch(feeds);
   if (!batch)
     return batch.takeError();
+  globalBatch_ = globalBatchOverride_ > 0 ? globalBatchOverride_ : *batch;
   device_->enter();
   auto program = programFor(*batch);
   if (!program)
@@ -455,6 +457,17 @@ llvm::Error Executor::accumulatedStep(llvm::ArrayRef<Feeds> microBatches) {
   device_->enter();
   Program *last = nullptr;
   int64_t examples = 0;
+  if (globalBatchOverride_ > 0) {
+    globalBatch_ = globalBatchOverride_;
+  } else {
+    globalBatch_ = 0;
+    for (const Feeds &feeds : microBatches) {
+      auto batch = bindBatch(feeds);
+      if (!batch)
+        return batch.takeError();
+      globalBatch_ += *batch;
+    }
+  }
   for (const Feeds &feeds : microBatches) {
     auto batch = bindBatch(feeds);
     if (!batch)

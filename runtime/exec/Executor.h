@@ -61,6 +61,11 @@ public:
   // step() on the micro-batches concatenated, up to float rounding.
   llvm::Error accumulatedStep(llvm::ArrayRef<Feeds> microBatches);
 
+  // The examples of the next steps over the whole job (every worker's share): a worker's
+  // trainer sets it before each step. Unset (0), a step's global batch is its own examples (all
+  // its micro-batches). The `batch_share` op reads it.
+  void setGlobalBatch(int64_t examples) { globalBatchOverride_ = examples; }
+
   // The loss of the last step (modules with a loss).
   std::optional<double> loss() const { return loss_; }
   // A kept output (ExecutorOptions::outputs) of the last step.
@@ -98,6 +103,8 @@ private:
   std::vector<bool> syncBefore_;      // parallel to order_: reads an all-reduce's results
   std::map<int64_t, std::unique_ptr<Program>> programs_;
   std::optional<double> loss_;
+  int64_t globalBatchOverride_ = 0;
+  int64_t globalBatch_ = 0; // this step's (KernelSpec::globalBatch points here)
   llvm::StringMap<const ir::Value *> outputValues_;
   Program *last_ = nullptr;
   // Gradient accumulation: order_[0, microEnd_) is the micro-step; the values it hands to the

@@ -44,6 +44,9 @@ struct KernelSpec {
   int threads = 1;
   int64_t batch = 0; // the task's batch this step (towers each take their slice of it)
   Communication *communication = nullptr; // null outside the distributed runtime
+  // The examples of the whole step, over every worker, tower and micro-batch, as the executor
+  // sets it before each step (batch_share reads it); null: `batch`.
+  const int64_t *globalBatch = nullptr;
 };
 
 class Kernel {

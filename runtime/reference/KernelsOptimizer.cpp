@@ -32,16 +32,35 @@ double learningRate(const KernelArgs &args, unsigned factorOperand) {
   return args.numOperands() > factorOperand ? lr * args.operand(factorOperand).data()[0] : lr;
 }
 
-// (w, g[, lr_factor]): w -= lr * g
+// Whether the update runs: without the `finite` operand (after lr_factor) always, else only
+// when it is 1 (loss scaling found this step's gradients finite).
+bool skipped(const KernelArgs &args, unsigned factorOperand) {
+  return args.numOperands() > factorOperand + 1 && args.operand(factorOperand + 1).data()[0] == 0;
+}
+
+// The written operands as they are: a skipped update.
+KernelResults unchanged(const KernelArgs &args, unsigned written) {
+  KernelResults r;
+  for (unsigned i = 0; i < written; ++i)
+    r.push_back(args.operand(i));
+  return r;
+}
+
+// (w, g[, lr_factor, finite]): w -= lr * g
 llvm::Expected<KernelResults> applySgdKernel(const KernelArgs &args) {
+  if (skipped(args, 2))
+    return unchanged(args, 1);
   Tensor w = args.operand(0);
   double lr = learningRate(args, 2);
   forEachGradElement(args.operand(1), [&](int64_t i, double g) { w.data()[i] -= lr * g; });
   return single(std::move(w));
 }
 
-// (w, a, g[, lr_factor]): a = momentum * a + g; w -= lr * (nesterov ? g + momentum * a : a)
+// (w, a, g[, lr_factor, finite]): a = momentum * a + g;
+// w -= lr * (nesterov ? g + momentum * a : a)
 llvm::Expected<KernelResults> applyMomentumKernel(const KernelArgs &args) {
+  if (skipped(args, 3))
+    return unchanged(args, 2);
   Tensor w = args.operand(0), a = args.operand(1);
   double lr = learningRate(args, 3), momentum = args.attrs.getFloat("momentum");
   bool nesterov = args.attrs.getBool("nesterov");
@@ -56,10 +75,12 @@ llvm::Expected<KernelResults> applyMomentumKernel(const KernelArgs &args) {
   return r;
 }
 
-// (w, m, v, g, t[, lr_factor]), t the step count already incremented:
+// (w, m, v, g, t[, lr_factor, finite]), t the step count already incremented:
 // m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
 // w -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + epsilon)
 llvm::Expected<KernelResults> applyAdamKernel(const KernelArgs &args) {
+  if (skipped(args, 5))
+    return unchanged(args, 3);
   Tensor w = args.operand(0), m = args.operand(1), v = args.operand(2);
   double t = args.operand(4).data()[0];
   double lr = learningRate(args, 5), b1 = args.attrs.getFloat("beta1"),
@@ -105,6 +126,44 @@ llvm::Expected<KernelResults> globalNormKernel(const KernelArgs &args) {
   return single(Tensor::scalar(std::sqrt(sum), args.resultDType()));
 }
 
+// 1 when every element of every operand is finite, else 0.
+llvm::Expected<KernelResults> allFiniteKernel(const KernelArgs &args) {
+  bool finite = true;
+  for (const Tensor *g : args.operands)
+    for (double v : g->data())
+      finite = finite && std::isfinite(v);
+  return single(Tensor::scalar(finite ? 1.0 : 0.0, args.resultDType()));
+}
+
+// x's batch over the bound batch: the reference runs one whole batch, so 1 unless x is a slice.
+llvm::Expected<KernelResults> batchShareKernel(const KernelArgs &args) {
+  double examples = static_cast<double>(args.operand(0).shape()[0]);
+  double share = args.batch > 0 ? examples / static_cast<double>(args.batch) : 1.0;
+  return single(Tensor::scalar(share, args.resultDType()));
+}
+
+// (scale, good, skipped, finite): finite: good + 1, and at growth_interval the scale grows and
+// good restarts; else the scale backs off, good restarts and skipped counts the step.
+llvm::Expected<KernelResults> updateLossScaleKernel(const KernelArgs &args) {
+  Tensor scale = args.operand(0), good = args.operand(1), skippedSteps = args.operand(2);
+  if (args.operand(3).data()[0] != 0) {
+    good.data()[0] += 1;
+    if (good.data()[0] >= static_cast<double>(args.attrs.getInt("growth_interval"))) {
+      scale.data()[0] *= args.attrs.getFloat("growth_factor");
+      good.data()[0] = 0;
+    }
+  } else {
+    scale.data()[0] *= args.attrs.getFloat("backoff_factor");
+    good.data()[0] = 0;
+    skippedSteps.data()[0] += 1;
+  }
+  KernelResults r;
+  r.push_back(std::move(scale));
+  r.push_back(std::move(good));
+  r.push_back(std::move(skippedSteps));
+  return r;
+}
+
 // min(1, clip_norm / norm); 1 when the norm is 0.
 llvm::Expected<KernelResults> clipScaleKernel(const KernelArgs &args) {
   double norm = args.operand(0).data()[0];
@@ -134,6 +193,9 @@ void registerOptimizerKernels(KernelTable &t) {
   t["scale"] = {scaleKernel, 0b1};
   t["global_norm"] = {globalNormKernel, ~0u};
   t["clip_scale"] = {clipScaleKernel};
+  t["all_finite"] = {allFiniteKernel, ~0u};
+  t["update_loss_scale"] = {updateLossScaleKernel};
+  t["batch_share"] = {batchShareKernel};
   t["lr_schedule"] = {lrScheduleKernel};
 }
 

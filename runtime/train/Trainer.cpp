@@ -328,6 +328,9 @@ llvm::Error TrainingRun::trainStep() {
   if (worker_ && worker_->beforeStep)
     if (auto err = worker_->beforeStep(position_.globalStep, batch.size(), batch.globalSize))
       return err;
+  // Every worker's share, so that loss scaling's seed makes the per-example gradients those of
+  // one device on the whole batch (batch_share).
+  trainer_->setGlobalBatch(worker_ ? batch.globalSize : 0);
   if (auto err = options_.accumulate > 1 ? trainer_->accumulatedStep(microBatches(
                                                batch.tensors, batch.size(), options_.accumulate))
                                          : trainer_->step(batch.tensors))

@@ -175,6 +175,45 @@ TEST(ApiSession, Bf16Precision) {
   EXPECT_LT(session->loss(), first * 0.5);
 }
 
+// fp16 compute with dynamic loss scaling through the API, on any CPU: a first scale of 2^24
+// overflows fp16 in backward (2^24 / 8 examples times |p - y|), so the first steps are skipped
+// (the weights stay) and the scale halves until it fits; then the loss falls. The scale state is
+// fetched like any variable.
+TEST(ApiSession, Fp16PrecisionScalesTheLoss) {
+  std::string text = kTiny;
+  text.replace(text.find("adam(lr = 0.05)"), 15, "adam(lr = 0.05, loss_scale = 16777216.0)");
+  auto model = Model::parse(text, "tiny.prism");
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  SessionOptions options;
+  options.precision = "fp16";
+  auto session = Session::open(*model, options);
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  auto w0 = session->fetch("w");
+  ASSERT_TRUE(w0.ok()) << w0.status().message();
+  feedBatch(*session);
+  ASSERT_TRUE(session->step().ok());
+  auto w1 = session->fetch("w");
+  auto skipped = session->fetch("loss.skipped_steps");
+  auto scale = session->fetch("loss.scale");
+  ASSERT_TRUE(w1.ok() && skipped.ok() && scale.ok());
+  auto values = [](const Tensor &t) {
+    return std::vector<float>(t.data<float>(), t.data<float>() + t.numElements());
+  };
+  EXPECT_EQ(values(*w0), values(*w1)); // the overflowing step was skipped
+  EXPECT_EQ(values(*skipped)[0], 1.0f);
+  EXPECT_EQ(values(*scale)[0], 8388608.0f);
+  double first = session->loss();
+  for (int i = 0; i < 40; ++i) {
+    feedBatch(*session);
+    ASSERT_TRUE(session->step().ok());
+  }
+  EXPECT_LT(session->loss(), first * 0.5);
+  scale = session->fetch("loss.scale");
+  ASSERT_TRUE(scale.ok());
+  EXPECT_LT(values(*scale)[0], 16777216.0f);
+  EXPECT_GT(values(*scale)[0], 1.0f);
+}
+
 // Gradient accumulation through the API: 4 micro-batches of 2 per step train exactly as steps of
 // the whole batch of 8; a count the batch cannot hold is an error at the step.
 TEST(ApiSession, AccumulationEqualsTheWholeBatch) {

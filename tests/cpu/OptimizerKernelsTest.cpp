@@ -1,6 +1,9 @@
-// The CPU kernels of variable updates and gradient clipping against the reference interpreter:
-// dense and sparse gradients over several training steps, lazy sparse updates, clipping values.
+// The CPU kernels of variable updates, gradient clipping and dynamic loss scaling against the
+// reference interpreter: dense and sparse gradients over several training steps, lazy sparse
+// updates, clipping values, skipped updates and the loss scale's growth and backoff.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -357,6 +360,199 @@ TEST(OptimizerKernels, ClipScaleOfZeroNormIsOne) {
   ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
   ASSERT_FALSE(bool((*exec)->step({})));
   EXPECT_EQ(*(*exec)->output("c")->dense.data<float>(), 1.0f);
+}
+
+// ---- dynamic loss scaling -------------------------------------------------------------------
+
+// all_finite over a dense input, a sparse gradient and a variable: 1 for finite values, and 0
+// as soon as one operand holds an infinity (here x / 0), on one thread and two.
+TEST(OptimizerKernels, AllFiniteMatchesReference) {
+  for (bool overflow : {false, true}) {
+    SCOPED_TRACE(overflow ? "with x / 0" : "finite");
+    ir::ModuleBuilder b("finite");
+    Value *x = b.input("x", TensorType(DType::F32, {B, 70000}));
+    if (overflow) {
+      Value *zero = b.op("constant", {}, ir::attrs({{"value", Attr::real(0)}}), "zero");
+      x = b.op("div", {x, zero}, {}, "x_over_zero");
+    }
+    Value *w = b.variable("w", TensorType(DType::F32, {300, 257}), normal());
+    Value *g = gradient(b, /*sparse=*/true, 5, 3);
+    b.op("all_finite", {g, w, x}, {}, "finite");
+    auto module = finish(b);
+    ASSERT_TRUE(module);
+    for (int threads : {1, 2}) {
+      prism::testing::ReferenceCheckOptions options;
+      options.intBound["ids"] = 5;
+      options.threads = threads;
+      options.tolerance = 1e-9;
+      prism::testing::expectMatchesReference(*module, {"finite"}, options);
+    }
+  }
+}
+
+// One non-finite element anywhere in a large operand (each block of the parallel loop) or in a
+// sparse operand's rows makes all_finite 0; NaN counts as well as ±inf.
+TEST(OptimizerKernels, AllFiniteFindsEveryNonFiniteElement) {
+  ir::ModuleBuilder b("finite_positions");
+  b.op("all_finite", {b.input("x", TensorType(DType::F32, {200000}))}, {}, "finite");
+  auto module = finish(b);
+  ASSERT_TRUE(module);
+  runtime::ExecutorOptions options;
+  options.outputs = {"finite"};
+  options.threads = 2;
+  auto store = std::make_shared<VariableStore>();
+  ASSERT_FALSE(bool(store->initialize(*module, 1)));
+  auto exec = Executor::create(*module, store, options);
+  ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
+  Tensor x(DType::F32, {200000});
+  x.fillZero();
+  auto finiteOf = [&]() {
+    EXPECT_FALSE(bool((*exec)->step({{"x", x}})));
+    return *(*exec)->output("finite")->dense.data<float>();
+  };
+  EXPECT_EQ(finiteOf(), 1.0f);
+  for (int64_t at : {int64_t(0), int64_t(99999), int64_t(199999)})
+    for (float bad : {INFINITY, -INFINITY, NAN}) {
+      x.data<float>()[at] = bad;
+      EXPECT_EQ(finiteOf(), 0.0f) << "x[" << at << "] = " << bad;
+      x.data<float>()[at] = 3e38f; // large but finite
+      EXPECT_EQ(finiteOf(), 1.0f);
+      x.data<float>()[at] = 0;
+    }
+}
+
+// The operands of an update with loss scaling: the factor, then `finite`.
+std::vector<Value *> updateOperands(ir::ModuleBuilder &b, llvm::StringRef update, bool sparse,
+                                    Value *finite) {
+  TensorType type(DType::F32, {6, 5});
+  std::vector<Value *> operands = {b.variable("w", type, normal())};
+  if (update == "apply_momentum")
+    operands.push_back(b.variable("accum", type, normal(), state()));
+  if (update == "apply_adam") {
+    operands.push_back(b.variable("m", type, normal(), state()));
+    operands.push_back(b.variable("v", type, {"ones", {}}, state()));
+  }
+  operands.push_back(gradient(b, sparse, 6, 5));
+  if (update == "apply_adam")
+    operands.push_back(incrementedStep(b));
+  operands.push_back(b.op("constant", {}, ir::attrs({{"value", Attr::real(0.5)}}), "factor"));
+  operands.push_back(finite);
+  return operands;
+}
+
+// finite = 1: the update as without the flag; finite = 0: the variable and its state stay as
+// they are (on the CPU and in the reference).
+TEST(OptimizerKernels, UpdatesSkipWhenNotFinite) {
+  for (double finite : {1.0, 0.0})
+    for (const char *update : {"apply_sgd", "apply_momentum", "apply_adam"})
+      for (bool sparse : {false, true}) {
+        SCOPED_TRACE(std::string(update) + (sparse ? " sparse" : " dense") + " finite " +
+                     std::to_string(finite));
+        ir::ModuleBuilder b("skipped");
+        Value *flag = b.op("constant", {}, ir::attrs({{"value", Attr::real(finite)}}), "finite");
+        b.op(update, updateOperands(b, update, sparse, flag), ir::attrs({{"lr", Attr::real(0.1)}}));
+        auto module = finish(b);
+        ASSERT_TRUE(module);
+        prism::testing::ReferenceCheckOptions options = trainingOptions(6);
+        prism::testing::expectMatchesReference(*module, {}, options);
+
+        auto store = std::make_shared<VariableStore>();
+        ASSERT_FALSE(bool(store->initialize(*module, 3)));
+        const Tensor &w0 = *store->find("w");
+        std::vector<float> before(w0.data<float>(), w0.data<float>() + w0.numElements());
+        auto exec = Executor::create(*module, store);
+        ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
+        Tensor g(DType::F32, {6, 5}), dy(DType::F32, {2, 4, 5}), ids(DType::I32, {2, 4});
+        for (int64_t i = 0; i < g.numElements(); ++i)
+          g.data<float>()[i] = 0.25f;
+        for (int64_t i = 0; i < dy.numElements(); ++i)
+          dy.data<float>()[i] = 0.25f;
+        for (int64_t i = 0; i < ids.numElements(); ++i)
+          ids.data<int32_t>()[i] = static_cast<int32_t>(i % 6);
+        runtime::Feeds feeds;
+        if (sparse) {
+          feeds["dy"] = dy;
+          feeds["ids"] = ids;
+        } else {
+          feeds["g"] = g;
+        }
+        ASSERT_FALSE(bool((*exec)->step(feeds)));
+        const float *w = store->find("w")->data<float>();
+        bool unchanged = std::equal(before.begin(), before.end(), w);
+        EXPECT_EQ(unchanged, finite == 0.0);
+      }
+}
+
+// scale, good and skipped after update_loss_scale, on the CPU and in the reference: growth
+// every 2 finite steps (x finite), backoff on every step (x / 0 is infinite).
+TEST(OptimizerKernels, UpdateLossScaleMatchesReference) {
+  for (bool overflow : {false, true}) {
+    SCOPED_TRACE(overflow ? "overflowing" : "finite");
+    ir::ModuleBuilder b("loss_scale");
+    TensorType scalar(DType::F32, {});
+    Value *scale = b.variable("scale", scalar,
+                              {"constant", ir::attrs({{"value", Attr::real(1024)}})}, state());
+    Value *good = b.variable("good", scalar, {"zeros", {}}, state());
+    Value *skipped = b.variable("skipped", scalar, {"zeros", {}}, state());
+    Value *x = b.input("x", TensorType(DType::F32, {B, 3}));
+    if (overflow) {
+      Value *zero = b.op("constant", {}, ir::attrs({{"value", Attr::real(0)}}), "zero");
+      x = b.op("div", {x, zero}, {}, "x_over_zero");
+    }
+    Value *finite = b.op("all_finite", {x}, {}, "finite");
+    b.op("update_loss_scale", {scale, good, skipped, finite},
+         ir::attrs({{"growth_interval", Attr::integer(2)}}));
+    auto module = finish(b);
+    ASSERT_TRUE(module);
+    prism::testing::ReferenceCheckOptions options;
+    options.steps = 5;
+    options.tolerance = 1e-9;
+    prism::testing::expectMatchesReference(*module, {}, options);
+
+    auto store = std::make_shared<VariableStore>();
+    ASSERT_FALSE(bool(store->initialize(*module, 1)));
+    auto exec = Executor::create(*module, store);
+    ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
+    Tensor xValue(DType::F32, {1, 3});
+    for (int64_t i = 0; i < 3; ++i)
+      xValue.data<float>()[i] = 1.0f;
+    for (int step = 0; step < 5; ++step)
+      ASSERT_FALSE(bool((*exec)->step({{"x", xValue}})));
+    // Finite: 1024 doubles after steps 2 and 4, one good step left. Overflowing: halved 5 times.
+    EXPECT_EQ(*store->find("scale")->data<float>(), overflow ? 32.0f : 4096.0f);
+    EXPECT_EQ(*store->find("good")->data<float>(), overflow ? 0.0f : 1.0f);
+    EXPECT_EQ(*store->find("skipped")->data<float>(), overflow ? 5.0f : 0.0f);
+  }
+}
+
+// batch_share: the step's examples over the global batch the executor is told (a worker's
+// share), 1 when it is told none; the reference gives 1 for a whole batch.
+TEST(OptimizerKernels, BatchShareIsTheShareOfTheGlobalBatch) {
+  ir::ModuleBuilder b("share");
+  b.op("batch_share", {b.input("x", TensorType(DType::F32, {B, 3}))}, {}, "share");
+  auto module = finish(b);
+  ASSERT_TRUE(module);
+  prism::testing::ReferenceCheckOptions check;
+  check.tolerance = 1e-9;
+  prism::testing::expectMatchesReference(*module, {"share"}, check);
+
+  runtime::ExecutorOptions options;
+  options.outputs = {"share"};
+  auto store = std::make_shared<VariableStore>();
+  ASSERT_FALSE(bool(store->initialize(*module, 1)));
+  auto exec = Executor::create(*module, store, options);
+  ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
+  Tensor x(DType::F32, {4, 3});
+  x.fillZero();
+  auto shareOf = [&](int64_t global) {
+    (*exec)->setGlobalBatch(global);
+    EXPECT_FALSE(bool((*exec)->step({{"x", x}})));
+    return *(*exec)->output("share")->dense.data<float>();
+  };
+  EXPECT_EQ(shareOf(0), 1.0f);
+  EXPECT_EQ(shareOf(16), 0.25f);
+  EXPECT_EQ(shareOf(12), 1.0f / 3.0f);
+  EXPECT_EQ(shareOf(0), 1.0f);
 }
 
 } // namespace

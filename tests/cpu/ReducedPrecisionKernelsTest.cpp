@@ -1,7 +1,8 @@
-// The bf16 CPU kernels (matmul, convolutions and their gradients, fused forms) against the
-// reference interpreter, which rounds the same operands to bf16 and sums exactly: the kernels
-// must agree to f32 accumulation error (1e-5), far below the 4e-3 of bf16 rounding, so a kernel
-// that silently computed in f32 fails here.
+// The bf16 and fp16 CPU kernels (matmul, convolutions and their gradients, fused forms) against
+// the reference interpreter, which rounds the same operands to bf16 or fp16 and sums exactly: the
+// kernels must agree to f32 accumulation error (1e-5), far below the 4e-3 of bf16 rounding and
+// the 5e-4 of fp16's, so a kernel that silently computed in f32 fails here. bf16 runs where the
+// CPU has AVX512_BF16; fp16 everywhere (operands rounded to fp16, f32 arithmetic).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "ir/Precision.h"
 #include "passes/PassManager.h"
 #include "runtime/cpu/kernels/OneDnnKernel.h"
+#include "runtime/exec/Executor.h"
 #include "tests/cpu/ReferenceCheck.h"
 
 using namespace prism;
@@ -25,11 +27,18 @@ using ir::Value;
 
 namespace {
 
-constexpr double kBf16Tolerance = 1e-5;
+constexpr double kReducedTolerance = 1e-5;
 
-#define SKIP_WITHOUT_BF16()                                                                        \
-  if (!runtime::cpu::onednn::cpuHasBf16())                                                         \
-  GTEST_SKIP() << "this CPU has no AVX512_BF16: bf16 kernels refuse to run (tested in lit)"
+using ir::ComputePrecision;
+
+// The reduced precisions this CPU computes: fp16 always, bf16 with AVX512_BF16 (without it the
+// bf16 kernels refuse to run, which a lit test checks).
+std::vector<ComputePrecision> precisionsHere() {
+  std::vector<ComputePrecision> precisions = {ComputePrecision::FP16};
+  if (runtime::cpu::onednn::cpuHasBf16())
+    precisions.push_back(ComputePrecision::BF16);
+  return precisions;
+}
 
 std::unique_ptr<ir::Module> finish(ir::ModuleBuilder &b) {
   auto m = b.finish();
@@ -37,8 +46,8 @@ std::unique_ptr<ir::Module> finish(ir::ModuleBuilder &b) {
   return m ? std::move(*m) : nullptr;
 }
 
-AttrMap bf16(AttrMap attrs = {}) {
-  attrs.set(ir::kComputeAttr, Attr::string("bf16"));
+AttrMap reduced(ComputePrecision precision, AttrMap attrs = {}) {
+  attrs.set(ir::kComputeAttr, Attr::string(ir::precisionName(precision).str()));
   return attrs;
 }
 
@@ -49,46 +58,50 @@ void expectMatchesRoundedReference(const ir::Module &module, std::vector<int> th
       prism::testing::ReferenceCheckOptions options;
       options.batch = batch;
       options.threads = t;
-      options.tolerance = kBf16Tolerance;
+      options.tolerance = kReducedTolerance;
       prism::testing::expectMatchesReference(module, {"y"}, options);
     }
 }
 
-TEST(Bf16Matmul, EveryTransposeCombination) {
-  SKIP_WITHOUT_BF16();
+TEST(ReducedMatmul, EveryTransposeCombination) {
   struct Shape {
     int64_t m, k, n;
   };
-  for (Shape s : {Shape{kBatchDim, 5, 7}, Shape{33, 65, 17}, Shape{kBatchDim, 300, 70}})
-    for (bool ta : {false, true})
-      for (bool tb : {false, true}) {
-        SCOPED_TRACE("m " + std::to_string(s.m) + ", k " + std::to_string(s.k) + ", n " +
-                     std::to_string(s.n) + (ta ? ", aᵀ" : "") + (tb ? ", bᵀ" : ""));
-        ir::ModuleBuilder b("matmul");
-        Value *a =
-            b.input("a", TensorType(DType::F32, ta ? ir::Dims{s.k, s.m} : ir::Dims{s.m, s.k}));
-        Value *w =
-            b.input("b", TensorType(DType::F32, tb ? ir::Dims{s.n, s.k} : ir::Dims{s.k, s.n}));
-        b.op("matmul", {a, w},
-             bf16(ir::attrs(
-                 {{"transpose_a", Attr::boolean(ta)}, {"transpose_b", Attr::boolean(tb)}})),
-             "y");
-        auto module = finish(b);
-        ASSERT_TRUE(module);
-        expectMatchesRoundedReference(*module, {1, 2});
-      }
+  for (ComputePrecision p : precisionsHere())
+    for (Shape s : {Shape{kBatchDim, 5, 7}, Shape{33, 65, 17}, Shape{kBatchDim, 300, 70}})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          SCOPED_TRACE(ir::precisionName(p).str() + " m " + std::to_string(s.m) + ", k " +
+                       std::to_string(s.k) + ", n " + std::to_string(s.n) + (ta ? ", aᵀ" : "") +
+                       (tb ? ", bᵀ" : ""));
+          ir::ModuleBuilder b("matmul");
+          Value *a =
+              b.input("a", TensorType(DType::F32, ta ? ir::Dims{s.k, s.m} : ir::Dims{s.m, s.k}));
+          Value *w =
+              b.input("b", TensorType(DType::F32, tb ? ir::Dims{s.n, s.k} : ir::Dims{s.k, s.n}));
+          b.op("matmul", {a, w},
+               reduced(p, ir::attrs({{"transpose_a", Attr::boolean(ta)},
+                                     {"transpose_b", Attr::boolean(tb)}})),
+               "y");
+          auto module = finish(b);
+          ASSERT_TRUE(module);
+          expectMatchesRoundedReference(*module, {1, 2});
+        }
 }
 
-TEST(Bf16Matmul, FusedWithBiasAndRelu) {
-  SKIP_WITHOUT_BF16();
-  ir::ModuleBuilder b("fused");
-  Value *a = b.input("a", TensorType(DType::F32, {kBatchDim, 40}));
-  Value *w = b.input("b", TensorType(DType::F32, {40, 24}));
-  Value *bias = b.input("bias", TensorType(DType::F32, {24}));
-  b.op("fused_matmul", {a, w, bias}, bf16(ir::attrs({{"activation", Attr::string("relu")}})), "y");
-  auto module = finish(b);
-  ASSERT_TRUE(module);
-  expectMatchesRoundedReference(*module);
+TEST(ReducedMatmul, FusedWithBiasAndRelu) {
+  for (ComputePrecision p : precisionsHere()) {
+    SCOPED_TRACE(ir::precisionName(p).str());
+    ir::ModuleBuilder b("fused");
+    Value *a = b.input("a", TensorType(DType::F32, {kBatchDim, 40}));
+    Value *w = b.input("b", TensorType(DType::F32, {40, 24}));
+    Value *bias = b.input("bias", TensorType(DType::F32, {24}));
+    b.op("fused_matmul", {a, w, bias},
+         reduced(p, ir::attrs({{"activation", Attr::string("relu")}})), "y");
+    auto module = finish(b);
+    ASSERT_TRUE(module);
+    expectMatchesRoundedReference(*module);
+  }
 }
 
 struct ConvCase {
@@ -99,80 +112,119 @@ struct ConvCase {
   }
 };
 
-TEST(Bf16Conv2d, ForwardAndBothGradients) {
-  SKIP_WITHOUT_BF16();
-  for (ConvCase k :
-       {ConvCase{7, 9, 3, 3, 3, 4, 1, "same"}, ConvCase{11, 7, 2, 5, 5, 3, 2, "same"},
-        ConvCase{9, 10, 3, 3, 3, 2, 2, "valid"}, ConvCase{13, 13, 1, 5, 5, 32, 1, "same"},
-        ConvCase{7, 7, 32, 3, 3, 32, 1, "same"}})
-    for (const char *op :
-         {"conv2d", "conv2d_backprop_input", "conv2d_backprop_filter", "fused_conv2d"}) {
-      SCOPED_TRACE(std::string(op) + " " + std::to_string(k.h) + "x" + std::to_string(k.w) + "x" +
-                   std::to_string(k.c) + " filter " + std::to_string(k.kh) + " -> " +
-                   std::to_string(k.o) + " stride " + std::to_string(k.s) + " " + k.padding);
-      ir::ModuleBuilder b("conv");
-      Value *x = b.input("x", TensorType(DType::F32, {kBatchDim, k.h, k.w, k.c}));
-      Value *w = b.input("w", TensorType(DType::F32, {k.kh, k.kw, k.c, k.o}));
-      Value *probe = b.op("conv2d", {x, w}, k.attrs(), "probe");
-      ASSERT_TRUE(probe);
-      Value *dy = b.input("dy", probe->type());
-      std::string name = op;
-      if (name == "conv2d") {
-        b.op(op, {x, w}, bf16(k.attrs()), "y");
-      } else if (name == "conv2d_backprop_input") {
-        b.op(op, {dy, w, x}, bf16(k.attrs()), "y");
-      } else if (name == "conv2d_backprop_filter") {
-        b.op(op, {x, dy, w}, bf16(k.attrs()), "y");
-      } else {
-        Value *bias = b.input("bias", TensorType(DType::F32, {k.o}));
-        AttrMap attrs = bf16(k.attrs());
-        attrs.set("activation", Attr::string("relu"));
-        b.op(op, {x, w, bias}, attrs, "y");
+TEST(ReducedConv2d, ForwardAndBothGradients) {
+  for (ComputePrecision p : precisionsHere())
+    for (ConvCase k :
+         {ConvCase{7, 9, 3, 3, 3, 4, 1, "same"}, ConvCase{11, 7, 2, 5, 5, 3, 2, "same"},
+          ConvCase{9, 10, 3, 3, 3, 2, 2, "valid"}, ConvCase{13, 13, 1, 5, 5, 32, 1, "same"},
+          ConvCase{7, 7, 32, 3, 3, 32, 1, "same"}})
+      for (const char *op :
+           {"conv2d", "conv2d_backprop_input", "conv2d_backprop_filter", "fused_conv2d"}) {
+        SCOPED_TRACE(ir::precisionName(p).str() + " " + op + " " + std::to_string(k.h) + "x" +
+                     std::to_string(k.w) + "x" + std::to_string(k.c) + " filter " +
+                     std::to_string(k.kh) + " -> " + std::to_string(k.o) + " stride " +
+                     std::to_string(k.s) + " " + k.padding);
+        ir::ModuleBuilder b("conv");
+        Value *x = b.input("x", TensorType(DType::F32, {kBatchDim, k.h, k.w, k.c}));
+        Value *w = b.input("w", TensorType(DType::F32, {k.kh, k.kw, k.c, k.o}));
+        Value *probe = b.op("conv2d", {x, w}, k.attrs(), "probe");
+        ASSERT_TRUE(probe);
+        Value *dy = b.input("dy", probe->type());
+        std::string name = op;
+        if (name == "conv2d") {
+          b.op(op, {x, w}, reduced(p, k.attrs()), "y");
+        } else if (name == "conv2d_backprop_input") {
+          b.op(op, {dy, w, x}, reduced(p, k.attrs()), "y");
+        } else if (name == "conv2d_backprop_filter") {
+          b.op(op, {x, dy, w}, reduced(p, k.attrs()), "y");
+        } else {
+          Value *bias = b.input("bias", TensorType(DType::F32, {k.o}));
+          AttrMap attrs = reduced(p, k.attrs());
+          attrs.set("activation", Attr::string("relu"));
+          b.op(op, {x, w, bias}, attrs, "y");
+        }
+        auto module = finish(b);
+        ASSERT_TRUE(module);
+        expectMatchesRoundedReference(*module, {1, 2});
       }
-      auto module = finish(b);
-      ASSERT_TRUE(module);
-      expectMatchesRoundedReference(*module, {1, 2});
-    }
 }
 
 // A CNN's whole training step after the mixed-precision pass: every trained variable after two
-// sgd steps matches the reference, which follows the same bf16 rules op by op.
-TEST(Bf16Training, CnnStepsMatchReference) {
-  SKIP_WITHOUT_BF16();
-  ir::ModuleBuilder b("cnn");
-  Value *x = b.input("x", TensorType(DType::F32, {kBatchDim, 9, 9, 2}));
-  Value *labels = b.input("labels", TensorType(DType::I32, {kBatchDim}));
-  ir::Initializer glorot{"glorot_uniform", {}};
-  Value *w1 = b.variable("w1", TensorType(DType::F32, {3, 3, 2, 8}), glorot);
-  Value *w2 = b.variable("w2", TensorType(DType::F32, {8 * 81, 5}), glorot);
-  AttrMap same = ir::attrs({{"stride", Attr::ints({1, 1})}, {"padding", Attr::string("same")}});
-  Value *h = b.relu(b.op("conv2d", {x, w1}, same));
-  h = b.op("reshape", {h}, ir::attrs({{"shape", Attr::ints({kBatchDim, 8 * 81})}}));
-  Value *loss = b.op("softmax_cross_entropy", {b.matmul(h, w2), labels}, {}, "loss");
-  b.minimize(loss, "sgd", ir::attrs({{"lr", Attr::real(0.5)}}));
-  auto module = finish(b);
-  ASSERT_TRUE(module);
-  auto pipeline = passes::PassManager::fromPipeline(
-      "infer-shapes,autodiff,lower-optimizer,fuse-bias-activation,mixed-precision");
-  ASSERT_TRUE(bool(pipeline)) << llvm::toString(pipeline.takeError());
-  passes::PassOptions options;
-  options.set("precision", "bf16");
-  auto changed = pipeline->run(*module, options);
-  ASSERT_TRUE(bool(changed)) << llvm::toString(changed.takeError());
-  int reduced = 0;
-  for (const auto &op : module->ops())
-    reduced += ir::computePrecision(*op) == ir::ComputePrecision::BF16;
-  EXPECT_EQ(reduced, 5); // conv2d, its filter gradient, the matmul and its two gradients
+// sgd steps matches the reference, which follows the same bf16 or fp16 rules op by op (fp16 with
+// the dynamic loss scaling lower-optimizer adds for it).
+TEST(ReducedTraining, CnnStepsMatchReference) {
+  for (ComputePrecision p : precisionsHere()) {
+    SCOPED_TRACE(ir::precisionName(p).str());
+    ir::ModuleBuilder b("cnn");
+    Value *x = b.input("x", TensorType(DType::F32, {kBatchDim, 9, 9, 2}));
+    Value *labels = b.input("labels", TensorType(DType::I32, {kBatchDim}));
+    ir::Initializer glorot{"glorot_uniform", {}};
+    Value *w1 = b.variable("w1", TensorType(DType::F32, {3, 3, 2, 8}), glorot);
+    Value *w2 = b.variable("w2", TensorType(DType::F32, {8 * 81, 5}), glorot);
+    AttrMap same = ir::attrs({{"stride", Attr::ints({1, 1})}, {"padding", Attr::string("same")}});
+    Value *h = b.relu(b.op("conv2d", {x, w1}, same));
+    h = b.op("reshape", {h}, ir::attrs({{"shape", Attr::ints({kBatchDim, 8 * 81})}}));
+    Value *loss = b.op("softmax_cross_entropy", {b.matmul(h, w2), labels}, {}, "loss");
+    b.minimize(loss, "sgd", ir::attrs({{"lr", Attr::real(0.5)}}));
+    auto module = finish(b);
+    ASSERT_TRUE(module);
+    auto pipeline = passes::PassManager::fromPipeline(
+        "infer-shapes,autodiff,lower-optimizer,fuse-bias-activation,mixed-precision");
+    ASSERT_TRUE(bool(pipeline)) << llvm::toString(pipeline.takeError());
+    passes::PassOptions options;
+    options.set("precision", ir::precisionName(p).str());
+    if (p == ComputePrecision::FP16)
+      options.set("loss-scale", "dynamic");
+    auto changed = pipeline->run(*module, options);
+    ASSERT_TRUE(bool(changed)) << llvm::toString(changed.takeError());
+    int marked = 0;
+    for (const auto &op : module->ops())
+      marked += ir::computePrecision(*op) == p;
+    EXPECT_EQ(marked, 5); // conv2d, its filter gradient, the matmul and its two gradients
 
-  prism::testing::ReferenceCheckOptions check;
-  check.intBound["labels"] = 5;
-  check.steps = 2;
-  check.batch = 4;
-  check.tolerance = 1e-4;
-  prism::testing::expectMatchesReference(*module, {}, check);
+    prism::testing::ReferenceCheckOptions check;
+    check.intBound["labels"] = 5;
+    check.steps = 2;
+    check.batch = 4;
+    check.tolerance = 1e-4;
+    prism::testing::expectMatchesReference(*module, {}, check);
+  }
 }
 
-TEST(Bf16Rounding, NearestEvenAndSpecialValues) {
+// fp16's range is what loss scaling guards: an operand past 65504 becomes infinite in an fp16
+// matmul (and so does its product), one below 2^-25 becomes zero; f32 keeps both.
+TEST(ReducedMatmul, Fp16OverflowsAndUnderflowsWhereF32DoesNot) {
+  for (ComputePrecision p : {ComputePrecision::F32, ComputePrecision::FP16}) {
+    SCOPED_TRACE(ir::precisionName(p).str());
+    ir::ModuleBuilder b("range");
+    Value *a = b.input("a", TensorType(DType::F32, {2, 1}));
+    Value *w = b.input("b", TensorType(DType::F32, {1, 1}));
+    b.op("matmul", {a, w}, p == ComputePrecision::F32 ? AttrMap() : reduced(p), "y");
+    auto module = finish(b);
+    ASSERT_TRUE(module);
+    runtime::ExecutorOptions options;
+    options.outputs = {"y"};
+    auto store = std::make_shared<runtime::VariableStore>();
+    ASSERT_FALSE(bool(store->initialize(*module, 1)));
+    auto exec = runtime::Executor::create(*module, store, options);
+    ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
+    runtime::Tensor aValue(DType::F32, {2, 1}), bValue(DType::F32, {1, 1});
+    aValue.data<float>()[0] = 70000.0f;
+    aValue.data<float>()[1] = 1e-8f;
+    bValue.data<float>()[0] = 1.0f; // y = a
+    ASSERT_FALSE(bool((*exec)->step({{"a", aValue}, {"b", bValue}})));
+    const float *y = (*exec)->output("y")->dense.data<float>();
+    if (p == ComputePrecision::FP16) {
+      EXPECT_EQ(y[0], INFINITY);
+      EXPECT_EQ(y[1], 0.0f);
+    } else {
+      EXPECT_FLOAT_EQ(y[0], 70000.0f);
+      EXPECT_FLOAT_EQ(y[1], 1e-8f);
+    }
+  }
+}
+
+TEST(ReducedRounding, NearestEvenAndSpecialValues) {
   using ir::ComputePrecision;
   auto bf = [](float v) { return ir::roundToPrecision(v, ComputePrecision::BF16); };
   EXPECT_EQ(bf(1.0f), 1.0f);

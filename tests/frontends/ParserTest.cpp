@@ -403,7 +403,7 @@ TEST(ParserErrors, Optimizers) {
             "t.prism:4:20: error: unknown optimizer 'adagrad' (expected sgd, momentum or adam)");
   EXPECT_EQ(parseError(body(loss + "  minimize %l with adam(lr = 0.1, beta3 = 0.9)\n")),
             "t.prism:4:20: error: optimizer 'adam' has no parameter 'beta3'; accepted: lr, "
-            "beta1, beta2, epsilon, clip_norm");
+            "beta1, beta2, epsilon, clip_norm, loss_scale, loss_scale_interval");
   EXPECT_EQ(parseError(body(loss + "  minimize %l with momentum(lr = 0.1, nesterov = 1)\n")),
             "t.prism:4:20: error: parameter 'nesterov' of optimizer 'momentum' must be a "
             "boolean, got 1");

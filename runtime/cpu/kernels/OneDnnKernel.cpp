@@ -66,6 +66,7 @@ buildOneDnnKernel(const KernelSpec &spec, const std::function<void(OneDnnKernel 
   if (auto err = requireF32(spec))
     return std::move(err);
   auto kernel = std::make_unique<OneDnnKernel>(spec.op->name().str());
+  kernel->setRoundsToFp16(ir::computePrecision(*spec.op) == ir::ComputePrecision::FP16);
   try {
     ScopedOmpThreads threads(spec.threads);
     build(*kernel);
@@ -95,10 +96,7 @@ llvm::Expected<memory::data_type> computeDataType(const KernelSpec &spec) {
   case ir::ComputePrecision::FP16:
     break;
   }
-  return ir::makeError(ir::ErrorCode::Unsupported,
-                       "'" + spec.op->name() +
-                           "' computes in fp16, which the CPU kernels do not "
-                           "support: use bf16");
+  return memory::data_type::f32; // on operands rounded to fp16 (buildOneDnnKernel)
 }
 
 memory::desc withDataType(const memory::desc &desc, memory::data_type type) {
@@ -108,6 +106,13 @@ memory::desc withDataType(const memory::desc &desc, memory::data_type type) {
 }
 
 memory convertedInput(OneDnnKernel &kernel, const memory &user, const memory::desc &read) {
+  if (kernel.roundsToFp16()) {
+    memory half = ownedMemory(withDataType(read, memory::data_type::f16));
+    memory rounded = ownedMemory(read);
+    kernel.addReorder(user, half);
+    kernel.addReorder(half, rounded);
+    return rounded;
+  }
   if (read == user.get_desc())
     return user;
   memory converted = ownedMemory(read);
@@ -216,6 +221,8 @@ memory primitiveWeights(const memory::desc &primitiveDesc, const memory &userWei
 
 memory weightsReadBy(OneDnnKernel &kernel, const memory::desc &primitiveDesc,
                      const memory &userWeights) {
+  if (kernel.roundsToFp16())
+    return convertedInput(kernel, userWeights, primitiveDesc);
   memory weights = primitiveWeights(primitiveDesc, userWeights);
   if (weights != userWeights)
     kernel.addReorder(userWeights, weights);

@@ -33,6 +33,10 @@ public:
   void addCall(const dnnl::primitive_desc_base &pd, std::unordered_map<int, dnnl::memory> args);
   // Appends a copy of `from` into `to` (two layouts of one tensor).
   void addReorder(const dnnl::memory &from, const dnnl::memory &to);
+  // fp16 compute: the operands the op table marks are rounded to fp16 before an f32 primitive
+  // reads them (convertedInput, weightsReadBy).
+  void setRoundsToFp16(bool rounds) { roundsToFp16_ = rounds; }
+  bool roundsToFp16() const { return roundsToFp16_; }
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override;
@@ -41,6 +45,7 @@ private:
   std::string opName_;
   std::vector<std::pair<size_t, dnnl::memory>> inputs_, outputs_;
   std::vector<PrimitiveCall> calls_;
+  bool roundsToFp16_ = false;
 };
 
 // Runs `build` (which makes primitives) under the kernel's thread count, turning oneDNN's
@@ -51,6 +56,9 @@ buildOneDnnKernel(const KernelSpec &spec, const std::function<void(OneDnnKernel 
 // The data type a kernel's primitive reads the operands that the op table marks for reduced
 // precision in: f32, or bf16 for `compute = "bf16"` where the CPU has AVX512_BF16. A precision
 // the CPU cannot run is an error naming the op and what is missing, never a silent f32 run.
+// `compute = "fp16"` is f32: x86 CPUs before AVX512_FP16 have no fp16 arithmetic, so the marked
+// operands are rounded to fp16 (the kernel's roundsToFp16) and multiplied and accumulated in
+// f32, which is what fp16 units with f32 accumulation compute.
 llvm::Expected<dnnl::memory::data_type> computeDataType(const KernelSpec &spec);
 // Whether this CPU computes bf16 in hardware (AVX512_BF16 or AMX).
 bool cpuHasBf16();
@@ -59,7 +67,8 @@ bool cpuHasBf16();
 dnnl::memory::desc withDataType(const dnnl::memory::desc &desc, dnnl::memory::data_type type);
 // The operand `user` as a primitive reads it (`read`): `user` itself when the two agree, else a
 // buffer of the kernel's that a reorder before the primitive fills (converting f32 to bf16 with
-// rounding to nearest even, and changing the layout).
+// rounding to nearest even, and changing the layout). A kernel that rounds to fp16 always copies:
+// f32 to fp16 (to nearest even, overflowing to ±inf) and back to f32 in `read`'s layout.
 dnnl::memory convertedInput(OneDnnKernel &kernel, const dnnl::memory &user,
                             const dnnl::memory::desc &read);
 

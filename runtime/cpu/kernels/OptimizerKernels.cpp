@@ -1,5 +1,6 @@
 // CPU kernels of variable updates (apply_sgd, apply_momentum, apply_adam, assign), gradient
-// clipping (scale, global_norm, clip_scale) and the learning-rate schedule (lr_schedule). Updates
+// clipping (scale, global_norm, clip_scale), the learning-rate schedule (lr_schedule) and dynamic
+// loss scaling (all_finite, update_loss_scale). Updates
 // write the variables in place; a sparse gradient has its repeated indices summed first and then
 // touches only its rows of the variable and of the optimizer state (lazy updates).
 #include <algorithm>
@@ -184,13 +185,26 @@ PRISM_TARGET_CLONES void adamSpan(float *__restrict w, float *__restrict m, floa
 }
 
 // Base of the update kernels: the dense element count, the gradient operand, and the learning
-// rate, times the schedule's factor (the optional operand after `factorOperand - 1`) when given.
+// rate, times the schedule's factor (the optional operand `factorOperand`) when given; with the
+// optional `finite` operand after it (loss scaling), a 0 there skips the update.
 class UpdateKernel : public Kernel {
+public:
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) final {
+    if (finiteOperand_ && scalarValue(inputs[finiteOperand_]->dense) == 0)
+      return llvm::Error::success();
+    return update(inputs, outputs);
+  }
+
 protected:
   UpdateKernel(const KernelSpec &spec, unsigned gradOperand, unsigned factorOperand)
       : elements_(spec.inputTypes[0].numElements()), threads_(spec.threads),
         gradient_(spec.inputTypes[gradOperand]), lr_(spec.attrs.getFloat("lr")),
-        factorOperand_(spec.inputTypes.size() > factorOperand ? factorOperand : 0) {}
+        factorOperand_(spec.inputTypes.size() > factorOperand ? factorOperand : 0),
+        finiteOperand_(spec.inputTypes.size() > factorOperand + 1 ? factorOperand + 1 : 0) {}
+
+  virtual llvm::Error update(llvm::ArrayRef<const RuntimeValue *> inputs,
+                             llvm::ArrayRef<RuntimeValue *> outputs) = 0;
 
   // This step's rate, in double.
   double learningRate(llvm::ArrayRef<const RuntimeValue *> inputs) const {
@@ -202,15 +216,16 @@ protected:
   GradientRows gradient_;
   double lr_;
   unsigned factorOperand_; // 0: no schedule
+  unsigned finiteOperand_; // 0: no loss scaling
 };
 
-// (w, g[, lr_factor]): w -= lr * g
+// (w, g[, lr_factor, finite]): w -= lr * g
 class ApplySgdKernel final : public UpdateKernel {
 public:
   explicit ApplySgdKernel(const KernelSpec &spec) : UpdateKernel(spec, 1, 2) {}
 
-  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
-                  llvm::ArrayRef<RuntimeValue *>) override {
+  llvm::Error update(llvm::ArrayRef<const RuntimeValue *> inputs,
+                     llvm::ArrayRef<RuntimeValue *>) override {
     float *w = variableData(inputs[0]);
     const float lr = static_cast<float>(learningRate(inputs));
     return gradient_.forEachSpan(
@@ -219,15 +234,15 @@ public:
   }
 };
 
-// (w, a, g[, lr_factor]): a = momentum * a + g; w -= lr * (nesterov ? g + momentum * a : a)
+// (w, a, g[, lr_factor, finite]): a = momentum * a + g; w -= lr * (nesterov ? g + momentum * a : a)
 class ApplyMomentumKernel final : public UpdateKernel {
 public:
   explicit ApplyMomentumKernel(const KernelSpec &spec)
       : UpdateKernel(spec, 2, 3), momentum_(static_cast<float>(spec.attrs.getFloat("momentum"))),
         nesterov_(spec.attrs.getBool("nesterov")) {}
 
-  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
-                  llvm::ArrayRef<RuntimeValue *>) override {
+  llvm::Error update(llvm::ArrayRef<const RuntimeValue *> inputs,
+                     llvm::ArrayRef<RuntimeValue *>) override {
     float *w = variableData(inputs[0]);
     float *a = variableData(inputs[1]);
     const float lr = static_cast<float>(learningRate(inputs)), momentum = momentum_;
@@ -247,7 +262,7 @@ private:
   bool nesterov_;
 };
 
-// (w, m, v, g, t[, lr_factor]), t the step count already incremented:
+// (w, m, v, g, t[, lr_factor, finite]), t the step count already incremented:
 // m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
 // w -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + epsilon)
 class ApplyAdamKernel final : public UpdateKernel {
@@ -256,8 +271,8 @@ public:
       : UpdateKernel(spec, 3, 5), beta1_(spec.attrs.getFloat("beta1")),
         beta2_(spec.attrs.getFloat("beta2")), epsilon_(spec.attrs.getFloat("epsilon")) {}
 
-  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
-                  llvm::ArrayRef<RuntimeValue *>) override {
+  llvm::Error update(llvm::ArrayRef<const RuntimeValue *> inputs,
+                     llvm::ArrayRef<RuntimeValue *>) override {
     float *w = variableData(inputs[0]);
     float *m = variableData(inputs[1]);
     float *v = variableData(inputs[2]);
@@ -365,6 +380,93 @@ private:
   std::vector<GradientRows> operands_;
 };
 
+PRISM_TARGET_CLONES bool allFinite(const float *x, int64_t n) {
+  // x - x is 0 for a finite x and NaN for ±inf and NaN; the sum stays 0 only if all are finite.
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i)
+    sum += x[i] - x[i];
+  return sum == 0;
+}
+
+// 1 when every element of every operand (dense values, or a sparse operand's rows) is finite.
+class AllFiniteKernel final : public Kernel {
+public:
+  explicit AllFiniteKernel(int threads) : threads_(threads) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    bool finite = true;
+    for (const RuntimeValue *g : inputs) {
+      const float *x = g->dense.data<float>();
+      const int64_t n = g->dense.numElements();
+      const int blocks = parallelBlocks(n, threads_, kParallelGrain);
+      llvm::SmallVector<char, 16> ok(static_cast<size_t>(blocks), 1);
+      forEachBlock(n, blocks, [&](int block, int64_t begin, int64_t end) {
+        ok[static_cast<size_t>(block)] = allFinite(x + begin, end - begin);
+      });
+      finite = finite && std::all_of(ok.begin(), ok.end(), [](char b) { return b != 0; });
+    }
+    storeScalar(outputs[0]->dense, finite ? 1.0 : 0.0);
+    return llvm::Error::success();
+  }
+
+private:
+  int threads_;
+};
+
+// x's examples over the step's global batch (KernelSpec::globalBatch).
+class BatchShareKernel final : public Kernel {
+public:
+  explicit BatchShareKernel(const KernelSpec &spec)
+      : globalBatch_(spec.globalBatch), batch_(spec.batch) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    const int64_t global = globalBatch_ && *globalBatch_ > 0 ? *globalBatch_ : batch_;
+    if (global <= 0)
+      return kernelError("batch_share: the step has no examples");
+    storeScalar(outputs[0]->dense,
+                static_cast<double>(inputs[0]->dense.dim(0)) / static_cast<double>(global));
+    return llvm::Error::success();
+  }
+
+private:
+  const int64_t *globalBatch_;
+  int64_t batch_;
+};
+
+// (scale, good, skipped, finite), every one a scalar variable written in place; the rule is the
+// reference kernel's (docs/ops.md).
+class UpdateLossScaleKernel final : public Kernel {
+public:
+  explicit UpdateLossScaleKernel(const ir::AttrMap &attrs)
+      : interval_(static_cast<double>(attrs.getInt("growth_interval"))),
+        growth_(attrs.getFloat("growth_factor")), backoff_(attrs.getFloat("backoff_factor")) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *>) override {
+    Tensor scale = inputs[0]->dense, good = inputs[1]->dense, skipped = inputs[2]->dense;
+    double s = scalarValue(scale), g = scalarValue(good);
+    if (scalarValue(inputs[3]->dense) != 0) {
+      g += 1;
+      if (g >= interval_) {
+        s *= growth_;
+        g = 0;
+      }
+    } else {
+      s *= backoff_;
+      g = 0;
+      storeScalar(skipped, scalarValue(skipped) + 1);
+    }
+    storeScalar(scale, s);
+    storeScalar(good, g);
+    return llvm::Error::success();
+  }
+
+private:
+  double interval_, growth_, backoff_;
+};
+
 // min(1, clip_norm / norm); 1 when the norm is 0.
 class ClipScaleKernel final : public Kernel {
 public:
@@ -419,11 +521,14 @@ llvm::Error expectF32Operands(const KernelSpec &spec, unsigned count) {
   return llvm::Error::success();
 }
 
-// The optional schedule factor of an update, operand `index`.
+// The optional schedule factor of an update, operand `index`, and the `finite` flag after it.
 llvm::Error expectLrFactor(const KernelSpec &spec, unsigned index) {
-  if (spec.inputTypes.size() <= index)
-    return llvm::Error::success();
-  return expectScalar(spec.inputTypes[index], "the learning-rate factor");
+  if (spec.inputTypes.size() > index)
+    if (auto err = expectScalar(spec.inputTypes[index], "the learning-rate factor"))
+      return err;
+  if (spec.inputTypes.size() > index + 1)
+    return expectScalar(spec.inputTypes[index + 1], "the finite flag");
+  return llvm::Error::success();
 }
 
 llvm::Expected<std::unique_ptr<Kernel>> makeApplySgd(const KernelSpec &spec) {
@@ -473,6 +578,27 @@ llvm::Expected<std::unique_ptr<Kernel>> makeGlobalNorm(const KernelSpec &spec) {
   return std::make_unique<GlobalNormKernel>(spec);
 }
 
+llvm::Expected<std::unique_ptr<Kernel>> makeAllFinite(const KernelSpec &spec) {
+  for (const ir::TensorType &type : spec.inputTypes)
+    if (auto err = expectF32(type, "every gradient"))
+      return std::move(err);
+  return std::make_unique<AllFiniteKernel>(spec.threads);
+}
+
+llvm::Expected<std::unique_ptr<Kernel>> makeUpdateLossScale(const KernelSpec &spec) {
+  for (const ir::TensorType &type : spec.inputTypes)
+    if (auto err = expectScalar(type, "every operand of update_loss_scale"))
+      return std::move(err);
+  return std::make_unique<UpdateLossScaleKernel>(spec.attrs);
+}
+
+llvm::Expected<std::unique_ptr<Kernel>> makeBatchShare(const KernelSpec &spec) {
+  if (spec.inputTypes[0].sparse || spec.inputTypes[0].rank() < 1)
+    return kernelError("batch_share needs a dense operand with a batch dimension, got " +
+                       spec.inputTypes[0].str());
+  return std::make_unique<BatchShareKernel>(spec);
+}
+
 llvm::Expected<std::unique_ptr<Kernel>> makeClipScale(const KernelSpec &spec) {
   if (auto err = expectScalar(spec.inputTypes[0], "the norm"))
     return std::move(err);
@@ -498,6 +624,9 @@ void registerOptimizerKernels(KernelRegistry &registry) {
   registry.add("scale", makeScale);
   registry.add("global_norm", makeGlobalNorm);
   registry.add("clip_scale", makeClipScale);
+  registry.add("all_finite", makeAllFinite);
+  registry.add("update_loss_scale", makeUpdateLossScale);
+  registry.add("batch_share", makeBatchShare);
   registry.add("lr_schedule", makeLrSchedule);
 }
 
