@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "ir/OpTable.h"
 #include "ir/Precision.h"
 #include "passes/PassManager.h"
+#include "runtime/cpu/kernels/Fp16Rounding.h"
 #include "runtime/cpu/kernels/OneDnnKernel.h"
 #include "runtime/exec/Executor.h"
 #include "tests/cpu/ReferenceCheck.h"
@@ -222,6 +224,30 @@ TEST(ReducedMatmul, Fp16OverflowsAndUnderflowsWhereF32DoesNot) {
       EXPECT_FLOAT_EQ(y[1], 1e-8f);
     }
   }
+}
+
+// The fp16 kernels' rounding (F16C, eight values an instruction, on threads) is the IR's rule
+// bit for bit: ties, the largest values, subnormals, zero, infinities and NaN, and a tail that
+// is not a multiple of eight.
+TEST(ReducedRounding, KernelFp16RoundingIsTheIrRule) {
+  std::vector<float> values = {
+      1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 65504.0f, 65519.0f, 65520.0f, -70000.0f, 0x1p-24f,
+      0x1p-25f,        0x1p-25f * 3,        6.1e-5f,  -0.0f,    INFINITY, -INFINITY, 3.14159265f};
+  for (int i = 0; values.size() < 200003; ++i)
+    values.push_back(std::ldexp(std::sin(0.37f * static_cast<float>(i)), i % 40 - 28));
+  for (int threads : {1, 2}) {
+    std::vector<float> rounded(values.size());
+    runtime::cpu::roundToFp16(values.data(), rounded.data(), static_cast<int64_t>(values.size()),
+                              threads);
+    for (size_t i = 0; i < values.size(); ++i) {
+      float want = ir::roundToPrecision(values[i], ComputePrecision::FP16);
+      ASSERT_EQ(std::memcmp(&want, &rounded[i], sizeof want), 0)
+          << values[i] << " -> " << rounded[i] << ", want " << want;
+    }
+  }
+  float nan = NAN, out = 0;
+  runtime::cpu::roundToFp16(&nan, &out, 1, 1);
+  EXPECT_TRUE(std::isnan(out));
 }
 
 TEST(ReducedRounding, NearestEvenAndSpecialValues) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # fp16 compute with dynamic loss scaling, end to end, on any x86-64 CPU (fp16 operands are
-# rounded by oneDNN reorders and multiplied in f32):
+# rounded to fp16 and multiplied in f32):
 #  - the distributed fp16 run (2 workers, 2 towers each, 2 micro-batches) equals single-device
 #    fp16 training within 1e-4 (fp16's rounding amplifies f32 summation-order differences more
 #    than bf16's: 2.8e-5 measured, BENCHMARKS.md);

@@ -5,6 +5,7 @@
 
 #include "ir/Diagnostic.h"
 #include "ir/Precision.h"
+#include "runtime/cpu/kernels/Fp16Rounding.h"
 
 namespace prism::runtime::cpu::onednn {
 
@@ -24,6 +25,10 @@ void OneDnnKernel::addCall(const dnnl::primitive_desc_base &pd,
   calls_.push_back({dnnl::primitive(pd.get()), std::move(args)});
 }
 
+void OneDnnKernel::addFp16Rounding(const memory &from, const memory &to) {
+  fp16Roundings_.emplace_back(from, to);
+}
+
 void OneDnnKernel::addReorder(const memory &from, const memory &to) {
   dnnl::reorder::primitive_desc pd(engine(), from.get_desc(), engine(), to.get_desc(),
                                    primitiveAttr());
@@ -38,6 +43,10 @@ llvm::Error OneDnnKernel::run(llvm::ArrayRef<const RuntimeValue *> inputs,
       mem.set_data_handle(const_cast<void *>(inputs[index]->dense.raw()));
     for (auto &[index, mem] : outputs_)
       mem.set_data_handle(outputs[index]->dense.raw());
+    for (auto &[from, to] : fp16Roundings_)
+      roundToFp16(static_cast<const float *>(from.get_data_handle()),
+                  static_cast<float *>(to.get_data_handle()),
+                  static_cast<int64_t>(from.get_desc().get_size() / sizeof(float)), threads_);
     dnnl::stream &s = stream();
     for (PrimitiveCall &call : calls_)
       call.primitive.execute(s, call.args);
@@ -66,7 +75,8 @@ buildOneDnnKernel(const KernelSpec &spec, const std::function<void(OneDnnKernel 
   if (auto err = requireF32(spec))
     return std::move(err);
   auto kernel = std::make_unique<OneDnnKernel>(spec.op->name().str());
-  kernel->setRoundsToFp16(ir::computePrecision(*spec.op) == ir::ComputePrecision::FP16);
+  kernel->setRoundsToFp16(ir::computePrecision(*spec.op) == ir::ComputePrecision::FP16,
+                          spec.threads);
   try {
     ScopedOmpThreads threads(spec.threads);
     build(*kernel);
@@ -105,18 +115,23 @@ memory::desc withDataType(const memory::desc &desc, memory::data_type type) {
   return memory::desc(data);
 }
 
-memory convertedInput(OneDnnKernel &kernel, const memory &user, const memory::desc &read) {
-  if (kernel.roundsToFp16()) {
-    memory half = ownedMemory(withDataType(read, memory::data_type::f16));
-    memory rounded = ownedMemory(read);
-    kernel.addReorder(user, half);
-    kernel.addReorder(half, rounded);
-    return rounded;
-  }
-  if (read == user.get_desc())
+namespace {
+// What a kernel reads of `user`: `user` itself, or with fp16 compute its copy rounded to fp16.
+memory roundedIfFp16(OneDnnKernel &kernel, const memory &user) {
+  if (!kernel.roundsToFp16())
     return user;
+  memory rounded = ownedMemory(user.get_desc());
+  kernel.addFp16Rounding(user, rounded);
+  return rounded;
+}
+} // namespace
+
+memory convertedInput(OneDnnKernel &kernel, const memory &user, const memory::desc &read) {
+  memory source = roundedIfFp16(kernel, user);
+  if (read == source.get_desc())
+    return source;
   memory converted = ownedMemory(read);
-  kernel.addReorder(user, converted);
+  kernel.addReorder(source, converted);
   return converted;
 }
 
@@ -221,11 +236,10 @@ memory primitiveWeights(const memory::desc &primitiveDesc, const memory &userWei
 
 memory weightsReadBy(OneDnnKernel &kernel, const memory::desc &primitiveDesc,
                      const memory &userWeights) {
-  if (kernel.roundsToFp16())
-    return convertedInput(kernel, userWeights, primitiveDesc);
-  memory weights = primitiveWeights(primitiveDesc, userWeights);
-  if (weights != userWeights)
-    kernel.addReorder(userWeights, weights);
+  memory source = roundedIfFp16(kernel, userWeights);
+  memory weights = primitiveWeights(primitiveDesc, source);
+  if (weights != source)
+    kernel.addReorder(source, weights);
   return weights;
 }
 

@@ -34,9 +34,14 @@ public:
   // Appends a copy of `from` into `to` (two layouts of one tensor).
   void addReorder(const dnnl::memory &from, const dnnl::memory &to);
   // fp16 compute: the operands the op table marks are rounded to fp16 before an f32 primitive
-  // reads them (convertedInput, weightsReadBy).
-  void setRoundsToFp16(bool rounds) { roundsToFp16_ = rounds; }
+  // reads them (convertedInput, weightsReadBy), on `threads` threads.
+  void setRoundsToFp16(bool rounds, int threads) {
+    roundsToFp16_ = rounds;
+    threads_ = threads;
+  }
   bool roundsToFp16() const { return roundsToFp16_; }
+  // Before the primitives run: `to` (f32, the same size) takes `from` rounded to fp16.
+  void addFp16Rounding(const dnnl::memory &from, const dnnl::memory &to);
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override;
@@ -46,6 +51,8 @@ private:
   std::vector<std::pair<size_t, dnnl::memory>> inputs_, outputs_;
   std::vector<PrimitiveCall> calls_;
   bool roundsToFp16_ = false;
+  int threads_ = 1;
+  std::vector<std::pair<dnnl::memory, dnnl::memory>> fp16Roundings_; // from, to
 };
 
 // Runs `build` (which makes primitives) under the kernel's thread count, turning oneDNN's
@@ -68,7 +75,8 @@ dnnl::memory::desc withDataType(const dnnl::memory::desc &desc, dnnl::memory::da
 // The operand `user` as a primitive reads it (`read`): `user` itself when the two agree, else a
 // buffer of the kernel's that a reorder before the primitive fills (converting f32 to bf16 with
 // rounding to nearest even, and changing the layout). A kernel that rounds to fp16 always copies:
-// f32 to fp16 (to nearest even, overflowing to ±inf) and back to f32 in `read`'s layout.
+// `user` rounded to fp16 values (Fp16Rounding.h) in its own layout, then reordered to `read`'s
+// when that differs.
 dnnl::memory convertedInput(OneDnnKernel &kernel, const dnnl::memory &user,
                             const dnnl::memory::desc &read);
 
