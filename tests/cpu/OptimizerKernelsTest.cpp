@@ -364,6 +364,12 @@ TEST(OptimizerKernels, ClipScaleOfZeroNormIsOne) {
 
 // ---- dynamic loss scaling -------------------------------------------------------------------
 
+// x / 0: ±inf everywhere (the random feeds are never zero).
+Value *overZero(ir::ModuleBuilder &b, Value *x) {
+  Value *zero = b.op("constant", {}, ir::attrs({{"value", Attr::real(0)}}), "zero");
+  return b.op("div", {x, zero}, {}, "x_over_zero");
+}
+
 // all_finite over a dense input, a sparse gradient and a variable: 1 for finite values, and 0
 // as soon as one operand holds an infinity (here x / 0), on one thread and two.
 TEST(OptimizerKernels, AllFiniteMatchesReference) {
@@ -371,10 +377,8 @@ TEST(OptimizerKernels, AllFiniteMatchesReference) {
     SCOPED_TRACE(overflow ? "with x / 0" : "finite");
     ir::ModuleBuilder b("finite");
     Value *x = b.input("x", TensorType(DType::F32, {B, 70000}));
-    if (overflow) {
-      Value *zero = b.op("constant", {}, ir::attrs({{"value", Attr::real(0)}}), "zero");
-      x = b.op("div", {x, zero}, {}, "x_over_zero");
-    }
+    if (overflow)
+      x = overZero(b, x);
     Value *w = b.variable("w", TensorType(DType::F32, {300, 257}), normal());
     Value *g = gradient(b, /*sparse=*/true, 5, 3);
     b.op("all_finite", {g, w, x}, {}, "finite");
@@ -495,10 +499,8 @@ TEST(OptimizerKernels, UpdateLossScaleMatchesReference) {
     Value *good = b.variable("good", scalar, {"zeros", {}}, state());
     Value *skipped = b.variable("skipped", scalar, {"zeros", {}}, state());
     Value *x = b.input("x", TensorType(DType::F32, {B, 3}));
-    if (overflow) {
-      Value *zero = b.op("constant", {}, ir::attrs({{"value", Attr::real(0)}}), "zero");
-      x = b.op("div", {x, zero}, {}, "x_over_zero");
-    }
+    if (overflow)
+      x = overZero(b, x);
     Value *finite = b.op("all_finite", {x}, {}, "finite");
     b.op("update_loss_scale", {scale, good, skipped, finite},
          ir::attrs({{"growth_interval", Attr::integer(2)}}));
