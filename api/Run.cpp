@@ -119,16 +119,23 @@ Result<TrainSummary> train(const Model &model, const TrainOptions &options) {
 
 Status run(const Plan &plan, const RunOptions &options) {
   std::string path = plan.path();
-  if (path.empty()) {
-    llvm::SmallString<128> temporary;
-    if (auto ec = llvm::sys::fs::createTemporaryFile("prism-plan", "pb", temporary))
+  bool temporary = path.empty();
+  if (temporary) {
+    llvm::SmallString<128> file;
+    if (auto ec = llvm::sys::fs::createTemporaryFile("prism-plan", "pb", file))
       return toStatus(ir::makeError("cannot make a temporary plan file: " + ec.message()));
-    Status saved = plan.save(std::string(temporary));
-    if (!saved.ok())
+    Status saved = plan.save(std::string(file));
+    if (!saved.ok()) {
+      llvm::sys::fs::remove(file);
       return saved;
-    path = std::string(temporary);
+    }
+    path = std::string(file);
   }
-  return toStatus(runtime::job::runPlan(PlanAccess::plan(plan), path, toJobOptions(options)));
+  auto ran = runtime::job::runPlan(PlanAccess::plan(plan), path, toJobOptions(options));
+  // A plan of ours holds the job's token: it goes with the job.
+  if (temporary)
+    llvm::sys::fs::remove(path);
+  return toStatus(std::move(ran));
 }
 
 Result<int> runTask(const Plan &plan, const std::string &task, const std::string &coordinator,

@@ -542,9 +542,12 @@ llvm::Expected<ClusterSpec> parseLocalShorthand(llvm::StringRef spec) {
   rest.split(parts, ',', /*MaxSplit=*/-1, /*KeepEmpty=*/true);
 
   std::optional<int64_t> workers = parseWholeNumber(parts[0]);
-  if (!workers || *workers < 0 || *workers > kMaxCount)
+  if (!workers || *workers < 0)
     return error(parts[0], "bad worker count '" + parts[0] + "' in '" + spec +
                                "' (expected local:N with N >= 1)");
+  if (*workers > kMaxCount)
+    return error(parts[0], "too many workers: " + parts[0] + " in '" + spec + "' (at most " +
+                               llvm::Twine(kMaxCount) + ": each task takes a port)");
   if (*workers == 0)
     return error(parts[0], "no hosts: '" + spec + "' asks for no workers (local:N needs N >= 1)");
   int64_t psTasks = 0, devicesPerWorker = 1;

@@ -12,6 +12,7 @@
 #include "plan/Estimate.h"
 #include "plan/PlanFile.h"
 #include "plan/PlanVerifier.h"
+#include "support/Memory.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 
@@ -83,6 +84,48 @@ ParallelPipelineOptions pipelineOptions(const cluster::Cluster &cluster, int64_t
   pipeline.fuse = options.fuse;
   pipeline.precision = options.precision;
   return pipeline;
+}
+
+// Whether every host of the cluster is this machine (loopback addresses, as `local:N` makes).
+bool onThisMachine(const cluster::Cluster &cluster) {
+  for (const cluster::Host &host : cluster.hosts)
+    if (!llvm::StringRef(host.address).startswith("127."))
+      return false;
+  return true;
+}
+
+// The variables each task will hold against the memory it may use: every task of a local
+// cluster shares this machine (its memory, or less with --memory-limit); on other clusters each
+// task is held to --memory-limit as given, when it is (Prism does not know remote machines'
+// memory). The plan is not written when it fails.
+llvm::Error checkTaskMemory(const Plan &plan, const cluster::Cluster &cluster) {
+  const bool local = onThisMachine(cluster);
+  auto limit = support::memoryLimit();
+  auto userLimit = support::userMemoryLimit();
+  if (!limit)
+    return limit.takeError();
+  if (!userLimit)
+    return userLimit.takeError();
+  if (!local && !*userLimit)
+    return llvm::Error::success();
+  double total = 0;
+  const TaskEstimate *largest = nullptr;
+  for (const TaskEstimate &t : plan.estimate().tasks()) {
+    total += t.parameter_bytes();
+    if (!largest || t.parameter_bytes() > largest->parameter_bytes())
+      largest = &t;
+    if (!local)
+      if (auto e =
+              support::checkFits(t.parameter_bytes(), "the variables of " + t.task(), **userLimit))
+        return ir::withNote(std::move(e), "add parameter servers, or hosts with more memory");
+  }
+  if (!local || !largest)
+    return llvm::Error::success();
+  return ir::withNote(
+      support::checkFits(total, "the variables of every task on this machine (" + largest->task() +
+                                    ": " + support::formatBytes(largest->parameter_bytes()) + ")"),
+      "a local cluster holds every task on this machine: use a smaller model, "
+      "or a cluster file with more hosts");
 }
 
 // The variable an op writes as operand 0 (updates, assign), or null.
@@ -459,6 +502,8 @@ llvm::Expected<PartitionResult> partition(const ir::Module &model, const cluster
   for (const auto &ps : *psPrograms)
     psModules.push_back(ps.get());
   estimatePlan(plan, **worker, psModules, options.rowsPerStep);
+  if (auto e = checkTaskMemory(plan, cluster))
+    return std::move(e);
   if (auto e = verifyPlan(plan))
     return ir::withNote(ir::withContext(std::move(e), "the emitted plan does not verify"),
                         "this is a bug in Prism's partitioner");

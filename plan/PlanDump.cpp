@@ -842,14 +842,6 @@ void printDot(const PlanView &view, const TaskView *only, llvm::raw_ostream &os)
 
 } // namespace
 
-std::string formatBytes(double bytes) {
-  const char *units[] = {"B", "kB", "MB", "GB", "TB"};
-  int u = 0;
-  for (; bytes >= 1000 && u < 4; ++u)
-    bytes /= 1000;
-  return formatUnit(u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
-}
-
 llvm::Expected<DumpFormat> parseDumpFormat(llvm::StringRef name) {
   if (name == "text")
     return DumpFormat::Text;

@@ -2,6 +2,7 @@
 // interface: docs/plan-dump.md), and as Graphviz DOT for a picture. No format shows the job token.
 #pragma once
 
+#include "support/Memory.h"
 #include <string>
 
 #include "plan/plan.pb.h"
@@ -23,6 +24,6 @@ llvm::Expected<std::string> dumpPlan(const Plan &plan, DumpFormat format,
                                      llvm::StringRef task = "");
 
 // Bytes in decimal units, as every plan output prints them: "360 B", "1.2 kB", "25.6 MB".
-std::string formatBytes(double bytes);
+using support::formatBytes;
 
 } // namespace prism::plan

@@ -14,7 +14,8 @@ llvm::Error writePlan(const Plan &plan, llvm::StringRef path) {
   std::string bytes;
   if (!plan.SerializeToString(&bytes))
     return ir::makeError(ir::ErrorCode::Internal, "cannot serialize the plan for " + path);
-  return support::writeFileAtomically(path, bytes);
+  // A plan holds the job token: its owner alone may read it.
+  return support::writeFileAtomically(path, bytes, support::FileAccess::OwnerOnly);
 }
 
 llvm::Expected<Plan> readPlan(llvm::StringRef path) {

@@ -8,10 +8,16 @@
 
 namespace prism::support {
 
-llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef contents) {
+llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef contents, FileAccess access) {
   llvm::SmallString<256> temp;
   int fd;
-  if (auto ec = llvm::sys::fs::createUniqueFile(path + ".tmp-%%%%%%", fd, temp))
+  // The temporary file gets the final mode when it is made, so the contents are never readable
+  // by others, not even between the write and the rename.
+  unsigned mode = access == FileAccess::OwnerOnly
+                      ? llvm::sys::fs::owner_read | llvm::sys::fs::owner_write
+                      : llvm::sys::fs::all_read | llvm::sys::fs::owner_write;
+  if (auto ec = llvm::sys::fs::createUniqueFile(path + ".tmp-%%%%%%", fd, temp,
+                                                llvm::sys::fs::OF_None, mode))
     return ir::makeError("cannot write " + path + ": " + ec.message());
   {
     llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);

@@ -8,6 +8,11 @@
 
 namespace prism::support {
 
-llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef contents);
+// Who may read the file: everyone (0644 under the umask), or its owner alone (0600: plans, which
+// hold the job's token, and checkpoints).
+enum class FileAccess { Everyone, OwnerOnly };
+
+llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef contents,
+                                FileAccess access = FileAccess::Everyone);
 
 } // namespace prism::support

@@ -141,7 +141,8 @@ void printPartitionStatistics(const plan::PartitionResult &result, llvm::raw_ost
        << llvm::left_justify(statistic.first, statWidth) << "  " << statistic.second << "\n";
 }
 
-void printPlanSummary(const plan::Plan &plan, llvm::StringRef path, llvm::raw_ostream &os) {
+void printPlanSummary(const plan::Plan &plan, llvm::StringRef path, llvm::raw_ostream &os,
+                      bool temporary) {
   const int workers = plan::countTasks(plan, "worker"), ps = plan::countTasks(plan, "ps");
   os << "wrote " << path << ": " << plan.model() << ", " << plan.strategy() << ", "
      << plan.replication() << ", " << workers << (workers == 1 ? " worker" : " workers") << ", "
@@ -175,7 +176,11 @@ void printPlanSummary(const plan::Plan &plan, llvm::StringRef path, llvm::raw_os
     if (t.task() == "worker:0")
       workerBytes = t.bytes_sent_per_step() + t.bytes_received_per_step();
   os << "  worker:0 sends and receives " << plan::formatBytes(workerBytes)
-     << " per step (estimate); `prism dump " << path << "` shows the placement\n";
+     << " per step (estimate)";
+  if (temporary)
+    os << "; the plan goes when the job ends (`prism partition -o FILE` keeps one)\n";
+  else
+    os << "; `prism dump " << path << "` shows the placement\n";
 }
 
 } // namespace prism::tools

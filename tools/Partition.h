@@ -38,6 +38,8 @@ struct CompileArgs {
 // Every pass's statistics: pass, statistic, count, in aligned columns.
 void printPartitionStatistics(const plan::PartitionResult &result, llvm::raw_ostream &os);
 // A few lines: what was written, the tasks, where the variables went, bytes per step.
-void printPlanSummary(const plan::Plan &plan, llvm::StringRef path, llvm::raw_ostream &os);
+// `temporary`: a plan the command removes when the job ends (prism train --cluster).
+void printPlanSummary(const plan::Plan &plan, llvm::StringRef path, llvm::raw_ostream &os,
+                      bool temporary = false);
 
 } // namespace prism::tools

@@ -59,7 +59,7 @@ int runDistributedTrain(const TrainArgs &args, const api::Model &model) {
                                " micro-batches per step on each worker"
                          : "")
                  << ", seed " << args.seed << "\n";
-    printPlanSummary(api::PlanAccess::plan(*plan), planPath, llvm::outs());
+    printPlanSummary(api::PlanAccess::plan(*plan), planPath, llvm::outs(), /*temporary=*/true);
     llvm::outs().flush();
   }
   RunOptionArgs run = args.run;
@@ -70,8 +70,9 @@ int runDistributedTrain(const TrainArgs &args, const api::Model &model) {
   run.metricsOut = args.metricsOut;
   run.quiet = args.quiet;
   run.noEval = args.noEval;
-  // The plan stays where the summary says, for `prism dump` and `prism run`.
+  // The plan holds the job's token: it goes when the job ends, however it ends.
   api::Status ran = api::run(*plan, run.toApiOptions());
+  llvm::sys::fs::remove(planPath);
   return ran.ok() ? 0 : reportStatus(ran);
 }
 

@@ -7,6 +7,7 @@
 #include "runtime/exec/AccumulationSplit.h"
 #include "runtime/exec/MemoryPlanner.h"
 #include "runtime/reference/Tensor.h"
+#include "support/Memory.h"
 #include "llvm/ADT/DenseSet.h"
 
 namespace prism::runtime {
@@ -224,6 +225,11 @@ llvm::Error Executor::planArena(Program &program) {
     }
   }
   MemoryPlan plan = planMemory(requests);
+  // Before the allocation: a batch too large for the machine is an error naming it.
+  if (auto err = support::checkFits(static_cast<double>(plan.totalBytes),
+                                    "a step of batch " + llvm::Twine(program.batch) +
+                                        " (its activations and gradients)"))
+    return err;
   auto arena = device_->allocate(plan.totalBytes);
   if (!arena)
     return ir::withContext(arena.takeError(), "the step's buffers");

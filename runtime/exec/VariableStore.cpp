@@ -6,6 +6,7 @@
 #include "ir/Diagnostic.h"
 #include "ir/VariablePlacement.h"
 #include "runtime/reference/Initializers.h"
+#include "support/Memory.h"
 
 namespace prism::runtime {
 namespace {
@@ -58,9 +59,43 @@ void convertInto(Tensor &t, const std::vector<double> &src) {
   }
 }
 
+// What initialize() will allocate: every variable this task holds, and while the largest is
+// made, its initial value in float64 (of the whole table, for a PS task's rows). Checked
+// against the memory limit before anything is allocated.
+llvm::Error checkVariableMemory(const ir::Module &module, const llvm::StringMap<Tensor> &existing) {
+  double held = 0, transient = 0;
+  const ir::Variable *largest = nullptr;
+  for (const auto &var : module.variables()) {
+    if (existing.count(var->name()) || (ir::onParameterServers(*var) && !ir::heldRowsOf(*var)))
+      continue;
+    double bytes = static_cast<double>(var->type().numElements()) *
+                   static_cast<double>(ir::dtypeBytes(var->type().dtype));
+    held += bytes;
+    double elements = static_cast<double>(var->type().numElements());
+    if (std::optional<ir::HeldRows> rows = ir::heldRowsOf(*var)) {
+      elements = 1;
+      for (int64_t d : rows->tableShape)
+        elements *= static_cast<double>(d);
+    }
+    if (!largest || elements * sizeof(double) > transient) {
+      transient = elements * sizeof(double);
+      largest = var.get();
+    }
+  }
+  if (!largest)
+    return llvm::Error::success();
+  return support::checkFits(held + transient, "the variables (" + support::formatBytes(held) +
+                                                  ", the largest '" + largest->name() + "' " +
+                                                  largest->type().str() +
+                                                  ", made through a float64 copy of " +
+                                                  support::formatBytes(transient) + ")");
+}
+
 } // namespace
 
 llvm::Error VariableStore::initialize(const ir::Module &module, uint64_t seed) {
+  if (auto err = checkVariableMemory(module, values_))
+    return err;
   for (const auto &var : module.variables()) {
     if (values_.count(var->name()))
       continue;

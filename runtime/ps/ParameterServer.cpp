@@ -6,6 +6,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
+#include <limits>
 #include <mutex>
 
 #include <grpcpp/grpcpp.h>
@@ -399,6 +400,20 @@ llvm::Error ParameterServer::Service::load(llvm::StringRef path) {
   return llvm::Error::success();
 }
 
+namespace {
+// The largest request a worker may legitimately send: a push of every shard's gradient as a
+// whole (dense values, or every row with its index), twice over for the encoding, plus 4 MiB for
+// everything else. gRPC reads a whole message before the service sees its token, so this bound
+// is what an unauthenticated caller can make the server buffer (it used to be unlimited).
+int64_t largestRequestBytes(const std::vector<PsShard> &shards) {
+  int64_t bytes = 0;
+  for (const PsShard &shard : shards)
+    bytes += shard.rows() * (shard.rowElements() * ir::dtypeBytes(shard.dtype) +
+                             static_cast<int64_t>(sizeof(int64_t)));
+  return std::min<int64_t>(2 * bytes + (int64_t(4) << 20), std::numeric_limits<int>::max());
+}
+} // namespace
+
 llvm::Expected<std::unique_ptr<ParameterServer>>
 ParameterServer::start(ParameterServerOptions options) {
   if (options.jobToken.empty())
@@ -417,6 +432,7 @@ ParameterServer::start(ParameterServerOptions options) {
       return ir::makeError("two shards of " + shard.name + " on one parameter server");
   }
   std::string address = options.address;
+  const int64_t requestLimit = largestRequestBytes(options.shards);
   auto service = std::make_unique<Service>(std::move(options));
   if (auto error = service->prepareShards())
     return std::move(error);
@@ -425,7 +441,7 @@ ParameterServer::start(ParameterServerOptions options) {
   int port = 0;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(service.get());
-  builder.SetMaxReceiveMessageSize(-1); // whole shards travel in one message
+  builder.SetMaxReceiveMessageSize(static_cast<int>(requestLimit));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0)
     return ir::makeError("parameter server cannot listen on " + address);

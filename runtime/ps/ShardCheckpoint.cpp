@@ -51,7 +51,7 @@ llvm::Error writeShardCheckpoint(llvm::StringRef path, int64_t version,
   }
   uint64_t sum = fnv1a64(contents);
   contents.append(reinterpret_cast<const char *>(&sum), sizeof(sum));
-  return support::writeFileAtomically(path, contents);
+  return support::writeFileAtomically(path, contents, support::FileAccess::OwnerOnly);
 }
 
 llvm::Expected<ShardCheckpoint> readShardCheckpoint(llvm::StringRef path,

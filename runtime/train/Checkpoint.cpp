@@ -71,7 +71,8 @@ llvm::Error saveCheckpoint(llvm::StringRef dir, const TrainingPosition &position
   uint64_t sum = fnv1a(contents.data(), contents.size());
   contents.append(reinterpret_cast<const char *>(&sum), sizeof(sum));
 
-  return support::writeFileAtomically(checkpointPath(dir), contents);
+  return support::writeFileAtomically(checkpointPath(dir), contents,
+                                      support::FileAccess::OwnerOnly);
 }
 
 llvm::Expected<Checkpoint> loadCheckpoint(llvm::StringRef dir) {

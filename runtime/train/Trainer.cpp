@@ -286,6 +286,11 @@ llvm::Error TrainingRun::restore() {
 }
 
 llvm::Error TrainingRun::prepareBatches() {
+  if (trainSet_->size() > 0 && options_.batchSize > trainSet_->size())
+    return ir::makeError("--batch " + llvm::Twine(options_.batchSize) +
+                         " is larger than the training set " + trainSet_->description() + " (" +
+                         llvm::Twine(trainSet_->size()) + " examples): use --batch " +
+                         llvm::Twine(trainSet_->size()) + " or less");
   data::BatchOptions batchOptions;
   batchOptions.batchSize = options_.batchSize;
   batchOptions.seed = options_.seed;
@@ -307,6 +312,17 @@ llvm::Error TrainingRun::prepareBatches() {
     return err;
   target_ = options_.steps ? *options_.steps : options_.epochs.value_or(1) * perEpoch_;
   epochs_ = (target_ + perEpoch_ - 1) / perEpoch_;
+  // --steps and --epochs count from the start of training, restored steps included: a restored
+  // run already there would train nothing and must not look like it succeeded.
+  if (position_.globalStep >= target_)
+    return ir::makeError(
+        (options_.restoreDir.empty() ? std::string("the restored checkpoint")
+                                     : "the checkpoint in " + options_.restoreDir) +
+        " is at step " + llvm::Twine(position_.globalStep) + ", and " +
+        (options_.steps ? "--steps " + std::to_string(*options_.steps)
+                        : "--epochs " + std::to_string(options_.epochs.value_or(1)) + " (" +
+                              std::to_string(target_) + " steps)") +
+        " counts every step, those before the restore too: ask for more to train further");
   return llvm::Error::success();
 }
 

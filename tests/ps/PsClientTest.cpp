@@ -1,10 +1,14 @@
 // The parameter-server client against real servers on loopback: rows across shard boundaries,
 // only owning shards asked, job tokens, payload byte counts and layout checks.
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 
 #include "PsTestCluster.h"
+#include "runtime/ps/Wire.h"
+#include "runtime/ps/ps.grpc.pb.h"
 
 using namespace prism::runtime;
 using namespace prism::runtime::ps;
@@ -101,6 +105,39 @@ TEST(PsClient, CountsPayloadBytes) {
   w.fillZero();
   ASSERT_FALSE(bool(client->push(0, 1, 0, {Gradient::ofDense("w", w)})));
   EXPECT_GE(client->bytesSent() - sent, 8u * sizeof(float));
+}
+
+// A server buffers a request whole before it can read its token, so it takes none larger than
+// the largest legitimate push (its shards' gradients, twice over, plus 4 MiB): a 64 MB PushStep
+// sent straight to the service is turned away by gRPC itself, with or without the token, and
+// nothing is applied.
+TEST(PsClient, RequestsLargerThanAnyPushAreRefusedUnread) {
+  TestCluster cluster(1);
+  auto channel =
+      grpc::CreateChannel(cluster.servers[0]->endpoint(), grpc::InsecureChannelCredentials());
+  auto stub = prism::ps::ParameterServer::NewStub(channel);
+  prism::ps::PushStepRequest request;
+  request.set_step(0);
+  prism::ps::Gradient *g = request.add_gradients();
+  g->set_name("w");
+  g->mutable_dense()->set_dtype("f32");
+  g->mutable_dense()->add_shape(16 << 20);
+  g->mutable_dense()->set_data(std::string(std::size_t(64) << 20, '\0'));
+  for (bool withToken : {false, true}) {
+    grpc::ClientContext context;
+    if (withToken)
+      context.AddMetadata(prism::runtime::ps::kJobTokenKey, kToken);
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    prism::ps::PushStepResponse response;
+    grpc::Status status = stub->PushStep(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+        << (withToken ? "with" : "without") << " the token: " << status.error_message();
+  }
+  EXPECT_EQ(cluster.servers[0]->version(), 0);
+  // A push of the right size still goes through.
+  Tensor w(prism::ir::DType::F32, {4, 2});
+  w.fillZero();
+  EXPECT_FALSE(bool(cluster.client()->push(0, 1, 0, {Gradient::ofDense("w", w)})));
 }
 
 TEST(PsClient, WrongOrMissingTokenIsRefused) {
