@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 #include <thread>
 
 #include "ir/Collectives.h"
@@ -26,6 +27,30 @@ constexpr const char *kDoneKey = "job/done";
 
 std::string endpointKey(llvm::StringRef task) {
   return "endpoint/" + task.str();
+}
+
+// A PS task's step after a restore, for the workers to compare with theirs.
+std::string restoredStepKey(llvm::StringRef task) {
+  return "restored-step/" + task.str();
+}
+
+// After a restore, before the first step: every PS task restored the step this worker did. A
+// checkpoint directory whose files come from different saves would otherwise wait for pushes of
+// a step that never comes.
+llvm::Error checkRestoredSteps(const plan::Plan &plan, const plan::Task &worker, int64_t step,
+                               dist::CoordinatorClient &client, const JobOptions &options) {
+  for (const plan::Task &t : plan.cluster().tasks()) {
+    if (t.role() != "ps")
+      continue;
+    auto theirs = client.get(restoredStepKey(t.name()), options.rpcTimeout);
+    if (!theirs)
+      return ir::withContext(theirs.takeError(), "the step " + t.name() + " restored");
+    if (*theirs != std::to_string(step))
+      return ir::makeError("the checkpoint in " + options.restoreDir + " mixes saves: " +
+                           worker.name() + "'s files are at step " + std::to_string(step) +
+                           ", " + t.name() + "'s at step " + *theirs);
+  }
+  return llvm::Error::success();
 }
 
 int numWorkers(const plan::Plan &plan) {
@@ -123,7 +148,13 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
   role.rank = task.index();
   role.workers = numWorkers(plan);
   role.communication = &communication;
-  role.beforeStep = [&](int64_t step, int64_t examples, int64_t globalExamples) {
+  bool checkRestore = !options.restoreDir.empty();
+  role.beforeStep = [&](int64_t step, int64_t examples, int64_t globalExamples) -> llvm::Error {
+    if (checkRestore) {
+      checkRestore = false;
+      if (auto e = checkRestoredSteps(plan, task, step, client, options))
+        return e;
+    }
     communication.beginStep(step, examples, globalExamples);
     return llvm::Error::success();
   };
@@ -213,12 +244,16 @@ private:
   std::map<std::string, runtime::RuntimeValue> values_;
 };
 
-// The variables of a PS task's checkpoint, into its store (each must be one the plan gives it).
-llvm::Error restoreVariables(const std::string &path, const plan::Task &task,
-                             runtime::VariableStore &store) {
+// The variables of a PS task's checkpoint, into its store (each must be one the plan gives it);
+// the step they were saved at.
+llvm::Expected<int64_t> restoreVariables(const std::string &path, const plan::Task &task,
+                                         runtime::VariableStore &store) {
   auto saved = train::loadCheckpoint(path);
   if (!saved)
     return saved.takeError();
+  if (saved->position.model != task.name())
+    return ir::makeError(path + " is the checkpoint of " + saved->position.model + ", not of " +
+                         task.name() + ": the files of the checkpoint were moved or renamed");
   for (const auto &[name, value] : saved->variables) {
     const Tensor *current = store.find(name);
     if (!current || current->shape() != value.shape() || current->dtype() != value.dtype())
@@ -226,7 +261,7 @@ llvm::Error restoreVariables(const std::string &path, const plan::Task &task,
                            "', which this plan gives it in another shape or not at all");
     store.set(name, value.clone());
   }
-  return llvm::Error::success();
+  return saved->position.globalStep;
 }
 
 // Until worker:0 says the job is done (each wait bounded; an abort ends the process).
@@ -278,15 +313,28 @@ llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
     return e;
   };
   const std::string checkpointName = plan::taskFileName(task.name());
-  if (!options.restoreDir.empty())
-    if (auto e = restoreVariables(options.restoreDir + "/" + checkpointName, task, *store))
-      return e;
+  std::optional<int64_t> restoredStep;
+  if (!options.restoreDir.empty()) {
+    auto step = restoreVariables(options.restoreDir + "/" + checkpointName, task, *store);
+    if (!step)
+      return step.takeError();
+    restoredStep = *step;
+  }
   auto server = ps::ParameterServer::start(std::move(serverOptions));
   if (!server)
     return server.takeError();
-  if (!options.restoreDir.empty())
-    if (auto e = (*server)->load(options.restoreDir + "/" + checkpointName + ".shards"))
+  if (restoredStep) {
+    const std::string shardsPath = options.restoreDir + "/" + checkpointName + ".shards";
+    if (auto e = (*server)->load(shardsPath))
       return e;
+    if ((*server)->version() != *restoredStep)
+      return ir::makeError("the checkpoint of " + task.name() + " mixes saves: " + shardsPath +
+                           " is at step " + std::to_string((*server)->version()) + ", " +
+                           options.restoreDir + "/" + checkpointName + " at step " +
+                           std::to_string(*restoredStep));
+    if (auto e = client.set(restoredStepKey(task.name()), std::to_string(*restoredStep)))
+      return e;
+  }
   if (auto e = client.set(endpointKey(task.name()), (*server)->endpoint()))
     return e;
   if (auto e = waitForJobEnd(client))
