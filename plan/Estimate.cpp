@@ -258,8 +258,7 @@ void addLinkEstimates(const Plan &plan, const Flows &flows, Estimate &estimate) 
     auto fromHost = hostOf.find(from);
     for (const auto &[to, bytes] : row) {
       auto toHost = hostOf.find(to);
-      if (fromHost == hostOf.end() || toHost == hostOf.end() ||
-          fromHost->second == toHost->second)
+      if (fromHost == hostOf.end() || toHost == hostOf.end() || fromHost->second == toHost->second)
         continue;
       if (fromHost->second >= 0 && fromHost->second < hosts)
         out[static_cast<size_t>(fromHost->second)] += bytes;

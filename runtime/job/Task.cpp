@@ -46,9 +46,9 @@ llvm::Error checkRestoredSteps(const plan::Plan &plan, const plan::Task &worker,
     if (!theirs)
       return ir::withContext(theirs.takeError(), "the step " + t.name() + " restored");
     if (*theirs != std::to_string(step))
-      return ir::makeError("the checkpoint in " + options.restoreDir + " mixes saves: " +
-                           worker.name() + "'s files are at step " + std::to_string(step) +
-                           ", " + t.name() + "'s at step " + *theirs);
+      return ir::makeError("the checkpoint in " + options.restoreDir +
+                           " mixes saves: " + worker.name() + "'s files are at step " +
+                           std::to_string(step) + ", " + t.name() + "'s at step " + *theirs);
   }
   return llvm::Error::success();
 }
