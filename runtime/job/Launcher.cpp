@@ -237,11 +237,15 @@ std::string failureOf(Child &child) {
   return failure;
 }
 
-// Watches until every task ended (""), or the first failure: a task that failed, or the
-// coordinator's verdict (a silent task).
+// Watches until every task ended (""), or the first failure, the cause before its consequences:
+// a task killed by a signal (nothing here kills tasks before this returns); else the
+// coordinator's verdict (a silent task, or a failure a task reported); else a task that exited
+// badly. A task that exits because the job was aborted is not the cause (a stopped ps:0 used to
+// be reported as ps:1 exiting with status 1).
 std::string watch(RunningJob &job) {
   for (;;) {
     bool running = false;
+    Child *failed = nullptr, *killed = nullptr;
     for (auto &c : job.children) {
       if (c->exited)
         continue;
@@ -249,11 +253,17 @@ std::string watch(RunningJob &job) {
         running = true;
         continue;
       }
-      if (!(WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0))
-        return failureOf(*c);
+      if (!killed && WIFSIGNALED(c->status))
+        killed = c.get();
+      if (!failed && !(WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0))
+        failed = c.get();
     }
+    if (killed)
+      return failureOf(*killed);
     if (auto reason = job.coordinator->abortReason())
       return *reason;
+    if (failed)
+      return failureOf(*failed);
     if (!running)
       return "";
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -92,6 +92,7 @@ connectToParameterServers(const plan::Plan &plan, dist::CoordinatorClient &clien
       auto endpoint = client.get(endpointKey(s.task()), options.rpcTimeout);
       if (!endpoint)
         return endpoint.takeError();
+      psOptions.serverNames[*endpoint] = s.task();
       layout.shards.push_back({*endpoint, s.row_begin(), s.row_end()});
     }
     psOptions.variables[v.name()] = std::move(layout);

@@ -103,6 +103,12 @@ PsClient::PsClient(PsClientOptions options)
 
 PsClient::~PsClient() = default;
 
+std::string PsClient::serverName(llvm::StringRef endpoint) const {
+  auto it = options_.serverNames.find(endpoint.str());
+  return it == options_.serverNames.end() ? endpoint.str()
+                                          : it->second + " (" + endpoint.str() + ")";
+}
+
 template <typename CallType, typename Start>
 llvm::Error PsClient::runAll(llvm::StringRef method, std::vector<std::unique_ptr<CallType>> &calls,
                              Start start) {
@@ -134,7 +140,8 @@ llvm::Error PsClient::runAll(llvm::StringRef method, std::vector<std::unique_ptr
     }
     errors = llvm::joinErrors(
         std::move(errors),
-        dist::rpcError(call->status, "parameter server " + call->endpoint + ": " + method));
+        dist::rpcError(call->status,
+                       "parameter server " + serverName(call->endpoint) + ": " + method));
   }
   return errors;
 }
@@ -178,15 +185,16 @@ llvm::Expected<Tensor> PsClient::pull(llvm::StringRef name, int64_t step) {
     const ShardLocation &shard = (*layout)->shards[i];
     const wire::PullResponse &response = calls[i]->response;
     if (response.values_size() != 1)
-      return ir::makeError("parameter server " + shard.endpoint + " sent no shard of " + name);
+      return ir::makeError("parameter server " + serverName(shard.endpoint) + " sent no shard of " +
+                           name);
     auto value = fromWire(response.values(0).value());
     if (!value)
       return value.takeError();
     std::vector<int64_t> shape = (*layout)->shape;
     shape[0] = shard.rowEnd - shard.rowBegin;
     if (value->dtype() != (*layout)->dtype || value->shape() != shape)
-      return ir::makeError("parameter server " + shard.endpoint + " holds rows of " + name +
-                           " with another dtype or shape than the layout says");
+      return ir::makeError("parameter server " + serverName(shard.endpoint) + " holds rows of " +
+                           name + " with another dtype or shape than the layout says");
     if (value->numBytes())
       std::memcpy(static_cast<char *>(result.raw()) + shard.rowBegin * bytesPerRow, value->raw(),
                   static_cast<size_t>(value->numBytes()));
@@ -235,8 +243,8 @@ llvm::Expected<Tensor> PsClient::pullRows(llvm::StringRef name, const Tensor &in
     const wire::Tensor &received = call->response.rows();
     if (received.dtype() != ir::dtypeName((*layout)->dtype) ||
         static_cast<int64_t>(received.data().size()) != call->request.indices_size() * bytesPerRow)
-      return ir::makeError("parameter server " + call->endpoint + " sent rows of " + name +
-                           " with another dtype or size than asked");
+      return ir::makeError("parameter server " + serverName(call->endpoint) + " sent rows of " +
+                           name + " with another dtype or size than asked");
     uniqueRows += received.data();
   }
   std::vector<int64_t> shape = indices.shape();
@@ -327,7 +335,7 @@ llvm::Error PsClient::push(int64_t step, double weight, int64_t contributor,
 
 llvm::Expected<ServerStatus> PsClient::status(llvm::StringRef endpoint) {
   if (!channels_->stubs.count(endpoint.str()))
-    return ir::makeError("parameter server " + endpoint + " is not in the layout");
+    return ir::makeError("parameter server " + serverName(endpoint) + " is not in the layout");
   using StatusCall = Call<wire::StatusRequest, wire::StatusResponse>;
   std::vector<std::unique_ptr<StatusCall>> calls;
   calls.push_back(std::make_unique<StatusCall>());

@@ -38,6 +38,9 @@ struct PsClientOptions {
   // Per call. A push waits until every contributor pushed and the step is applied, so this
   // bounds how long the slowest contributor may lag.
   std::chrono::milliseconds rpcDeadline{60000};
+  // The servers' task names by endpoint (host:port), for messages: "parameter server ps:0
+  // (127.0.0.1:7003)". Without one a server is named by its endpoint.
+  std::map<std::string, std::string> serverNames;
 };
 
 // A gradient of a whole variable: dense, of its full shape; or rows by global row index.
@@ -97,6 +100,8 @@ private:
   // The shard owning `row` (shards are sorted by rowBegin).
   const ShardLocation &shardOf(const VariableLayout &layout, int64_t row) const;
 
+  // "ps:0 (host:port)", or the endpoint alone when options_ names no task for it.
+  std::string serverName(llvm::StringRef endpoint) const;
   PsClientOptions options_;
   std::vector<std::string> endpoints_;
   std::unique_ptr<Channels> channels_;
