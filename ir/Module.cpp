@@ -219,6 +219,26 @@ void Module::eraseInput(Input *input) {
                 inputs_.end());
 }
 
+void Module::eraseVariablesIf(llvm::function_ref<bool(const Variable &)> doomed) {
+  llvm::erase_if(variables_, [&](const std::unique_ptr<Variable> &v) {
+    if (!doomed(*v))
+      return false;
+    assert(!v->value->hasUses() && "erasing a variable that is still read");
+    unregisterName(v->value.get());
+    return true;
+  });
+}
+
+void Module::eraseInputsIf(llvm::function_ref<bool(const Input &)> doomed) {
+  llvm::erase_if(inputs_, [&](const std::unique_ptr<Input> &i) {
+    if (!doomed(*i))
+      return false;
+    assert(!i->value->hasUses() && "erasing an input that is still read");
+    unregisterName(i->value.get());
+    return true;
+  });
+}
+
 void Module::moveOp(Op *op, Op *before) {
   ops_.splice(before ? before->position_ : ops_.end(), ops_, op->position_);
   placeOrder(op);

@@ -262,9 +262,12 @@ public:
                llvm::ArrayRef<std::string> resultNames, Op *before = nullptr);
   // Removes an op; its results must have no uses left. O(operands).
   void eraseOp(Op *op);
-  // Removes a variable (or an input) no op, gradient or loss reads.
+  // Removes a variable (or an input) no op, gradient or loss reads. O(variables).
   void eraseVariable(Variable *variable);
   void eraseInput(Input *input);
+  // Removes every variable (input) `doomed` picks, each unread, in one pass: O(variables).
+  void eraseVariablesIf(llvm::function_ref<bool(const Variable &)> doomed);
+  void eraseInputsIf(llvm::function_ref<bool(const Input &)> doomed);
   // Moves `op` to just before `before` (or to the end when null).
   void moveOp(Op *op, Op *before);
 

@@ -158,20 +158,15 @@ void eraseUnreadVariables(Module &module) {
   for (const auto &op : module.ops())
     for (ir::Value *v : op->operands())
       read.insert(v);
-  std::vector<ir::Variable *> unread;
+  // Sets and one pass each: a PS program cut from a module of 30,000 variables drops nearly all
+  // of them, and erasing them one by one was quadratic.
+  llvm::DenseSet<const ir::Variable *> unread;
   for (const auto &variable : module.variables())
     if (!read.count(variable->value.get()))
-      unread.push_back(variable.get());
-  llvm::erase_if(module.gradients,
-                 [&](const ir::Gradient &g) { return llvm::is_contained(unread, g.variable); });
-  for (ir::Variable *variable : unread)
-    module.eraseVariable(variable);
-  std::vector<ir::Input *> unfed;
-  for (const auto &input : module.inputs())
-    if (!read.count(input->value.get()))
-      unfed.push_back(input.get());
-  for (ir::Input *input : unfed)
-    module.eraseInput(input);
+      unread.insert(variable.get());
+  llvm::erase_if(module.gradients, [&](const ir::Gradient &g) { return unread.count(g.variable); });
+  module.eraseVariablesIf([&](const ir::Variable &v) { return unread.count(&v) != 0; });
+  module.eraseInputsIf([&](const ir::Input &i) { return !read.count(i.value.get()); });
 }
 
 // The worker program: the routed module without what runs on the PS tasks, and without what
