@@ -219,24 +219,27 @@ void Module::eraseInput(Input *input) {
                 inputs_.end());
 }
 
-void Module::eraseVariablesIf(llvm::function_ref<bool(const Variable &)> doomed) {
-  llvm::erase_if(variables_, [&](const std::unique_ptr<Variable> &v) {
-    if (!doomed(*v))
+namespace {
+// Erases the variables or inputs `doomed` picks (each unread) in one pass, unregistering names.
+template <typename T, typename Unregister>
+void eraseEach(std::vector<std::unique_ptr<T>> &items, llvm::function_ref<bool(const T &)> doomed,
+               Unregister unregister) {
+  llvm::erase_if(items, [&](const std::unique_ptr<T> &item) {
+    if (!doomed(*item))
       return false;
-    assert(!v->value->hasUses() && "erasing a variable that is still read");
-    unregisterName(v->value.get());
+    assert(!item->value->hasUses() && "erasing a value that is still read");
+    unregister(item->value.get());
     return true;
   });
 }
+} // namespace
+
+void Module::eraseVariablesIf(llvm::function_ref<bool(const Variable &)> doomed) {
+  eraseEach(variables_, doomed, [&](Value *v) { unregisterName(v); });
+}
 
 void Module::eraseInputsIf(llvm::function_ref<bool(const Input &)> doomed) {
-  llvm::erase_if(inputs_, [&](const std::unique_ptr<Input> &i) {
-    if (!doomed(*i))
-      return false;
-    assert(!i->value->hasUses() && "erasing an input that is still read");
-    unregisterName(i->value.get());
-    return true;
-  });
+  eraseEach(inputs_, doomed, [&](Value *v) { unregisterName(v); });
 }
 
 void Module::moveOp(Op *op, Op *before) {

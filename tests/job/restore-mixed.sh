@@ -3,12 +3,8 @@
 # instead of restoring the wrong rows (ps-0 and ps-1 swapped used to exit 0) or waiting out the
 # RPC deadline (worker files from one save with PS files from another used to hang 61 s).
 set -euo pipefail
-prism="$1"; source_dir="$2"
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-data=zipf:100000,tokens=20,classes=10
-timeout 60 "$prism" partition "$source_dir/models/embedding_classifier.prism" --cluster local:2,ps=2 \
-  --batch 64 -o "$work/plan.pb" >/dev/null
-run() { timeout 60 "$prism" run "$work/plan.pb" --data $data --no-eval --quiet "$@"; }
+TIMEOUT=60
+source "$(dirname "$0")/embedding-job.sh"
 run --steps 4 --save "$work/at4"
 run --steps 2 --save "$work/at2"
 

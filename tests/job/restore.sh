@@ -2,12 +2,7 @@
 # A job saved after 4 steps and restored to 7 ends bit for bit where 7 straight steps end:
 # worker state and every PS shard.
 set -euo pipefail
-prism="$1"; source_dir="$2"
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-data=zipf:100000,tokens=20,classes=10
-timeout 60 "$prism" partition "$source_dir/models/embedding_classifier.prism" --cluster local:2,ps=2 \
-  --batch 64 -o "$work/plan.pb" >/dev/null
-run() { timeout 120 "$prism" run "$work/plan.pb" --data $data --no-eval --quiet "$@"; }
+source "$(dirname "$0")/embedding-job.sh"
 run --steps 4 --save "$work/checkpoint"
 test -d "$work/checkpoint/worker" && test -d "$work/checkpoint/ps-0" && test -f "$work/checkpoint/ps-1.shards"
 ! ls -d "$work"/checkpoint.partial-* 2>/dev/null
