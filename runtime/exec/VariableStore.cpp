@@ -11,13 +11,25 @@
 namespace prism::runtime {
 namespace {
 
+// Whether this task holds the variable's value: not when parameter servers hold it and this task
+// only reads it through communication ops.
+bool heldHere(const ir::Variable &var) {
+  return !ir::onParameterServers(var) || ir::heldRowsOf(var);
+}
+
+// The type the initializer makes: the variable's, or for a PS task's share of a table, the whole
+// table's (the rows are cut from it, so that every shard draws what one device would).
+ir::TensorType initialType(const ir::Variable &var) {
+  if (std::optional<ir::HeldRows> held = ir::heldRowsOf(var))
+    return ir::TensorType(var.type().dtype, held->tableShape);
+  return var.type();
+}
+
 // The float64 elements of a variable's initial value: the whole value, or for a PS task's
 // share of a table, the rows it holds of the whole table's value.
 llvm::Expected<std::vector<double>> initialElements(const ir::Variable &var, uint64_t seed) {
   std::optional<ir::HeldRows> held = ir::heldRowsOf(var);
-  ir::TensorType initType = var.type();
-  if (held)
-    initType = ir::TensorType(var.type().dtype, held->tableShape);
+  const ir::TensorType initType = initialType(var);
   auto value = reference::initialValue(var.init, initType, var.name(), seed);
   if (!value)
     return value.takeError();
@@ -66,19 +78,13 @@ llvm::Error checkVariableMemory(const ir::Module &module, const llvm::StringMap<
   double held = 0, transient = 0;
   const ir::Variable *largest = nullptr;
   for (const auto &var : module.variables()) {
-    if (existing.count(var->name()) || (ir::onParameterServers(*var) && !ir::heldRowsOf(*var)))
+    if (existing.count(var->name()) || !heldHere(*var))
       continue;
-    double bytes = static_cast<double>(var->type().numElements()) *
-                   static_cast<double>(ir::dtypeBytes(var->type().dtype));
-    held += bytes;
-    double elements = static_cast<double>(var->type().numElements());
-    if (std::optional<ir::HeldRows> rows = ir::heldRowsOf(*var)) {
-      elements = 1;
-      for (int64_t d : rows->tableShape)
-        elements *= static_cast<double>(d);
-    }
-    if (!largest || elements * sizeof(double) > transient) {
-      transient = elements * sizeof(double);
+    held += static_cast<double>(var->type().numElements()) *
+            static_cast<double>(ir::dtypeBytes(var->type().dtype));
+    double made = static_cast<double>(initialType(*var).numElements()) * sizeof(double);
+    if (!largest || made > transient) {
+      transient = made;
       largest = var.get();
     }
   }
@@ -99,8 +105,7 @@ llvm::Error VariableStore::initialize(const ir::Module &module, uint64_t seed) {
   for (const auto &var : module.variables()) {
     if (values_.count(var->name()))
       continue;
-    // Held by parameter servers: this task reads it through communication ops only.
-    if (ir::onParameterServers(*var) && !ir::heldRowsOf(*var)) {
+    if (!heldHere(*var)) {
       values_[var->name()] = Tensor();
       continue;
     }
