@@ -61,6 +61,17 @@ void feedBatch(Session &session, int seed = 0) {
   ASSERT_TRUE(session.feed("y", *ys).ok());
 }
 
+// Feeds a batch and steps, `steps` times; the loss of the first step goes to *firstLoss.
+void trainSteps(Session &session, int steps, double *firstLoss) {
+  for (int i = 0; i < steps; ++i) {
+    feedBatch(session);
+    Status s = session.step();
+    ASSERT_TRUE(s.ok()) << s.message();
+    if (i == 0)
+      *firstLoss = session.loss();
+  }
+}
+
 bool sameElements(const Tensor &a, const Tensor &b) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape())
     return false;
@@ -124,13 +135,7 @@ TEST(ApiSession, StepsAndTheLossFalls) {
   ASSERT_TRUE(session.ok()) << session.status().message();
   EXPECT_TRUE(std::isnan(session->loss()));
   double first = 0;
-  for (int i = 0; i < 30; ++i) {
-    feedBatch(*session);
-    Status s = session->step();
-    ASSERT_TRUE(s.ok()) << s.message();
-    if (i == 0)
-      first = session->loss();
-  }
+  ASSERT_NO_FATAL_FAILURE(trainSteps(*session, 30, &first));
   EXPECT_EQ(session->globalStep(), 30);
   EXPECT_TRUE(std::isfinite(session->loss()));
   EXPECT_LT(session->loss(), first * 0.5);
@@ -165,13 +170,7 @@ TEST(ApiSession, Bf16Precision) {
   auto session = Session::open(tinyModel(), options);
   ASSERT_TRUE(session.ok()) << session.status().message();
   double first = 0;
-  for (int i = 0; i < 30; ++i) {
-    feedBatch(*session);
-    Status s = session->step();
-    ASSERT_TRUE(s.ok()) << s.message();
-    if (i == 0)
-      first = session->loss();
-  }
+  ASSERT_NO_FATAL_FAILURE(trainSteps(*session, 30, &first));
   EXPECT_LT(session->loss(), first * 0.5);
 }
 
@@ -202,11 +201,8 @@ TEST(ApiSession, Fp16PrecisionScalesTheLoss) {
   EXPECT_EQ(values(*w0), values(*w1)); // the overflowing step was skipped
   EXPECT_EQ(values(*skipped)[0], 1.0f);
   EXPECT_EQ(values(*scale)[0], 8388608.0f);
-  double first = session->loss();
-  for (int i = 0; i < 40; ++i) {
-    feedBatch(*session);
-    ASSERT_TRUE(session->step().ok());
-  }
+  double first = session->loss(), ignored = 0;
+  ASSERT_NO_FATAL_FAILURE(trainSteps(*session, 40, &ignored));
   EXPECT_LT(session->loss(), first * 0.5);
   scale = session->fetch("loss.scale");
   ASSERT_TRUE(scale.ok());
