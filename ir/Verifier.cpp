@@ -2,6 +2,8 @@
 #include "ir/Verifier.h"
 #include "ir/VariablePlacement.h"
 
+#include <cmath>
+
 #include "ir/Initializer.h"
 #include "ir/LearningRateSchedule.h"
 #include "ir/OpTable.h"
@@ -149,14 +151,8 @@ private:
     if (opt.params.has("clip_norm") && opt.params.getFloat("clip_norm", -1) <= 0)
       return error(opt.loc, "optimizer '" + opt.kind + "' needs a positive clip_norm, got " +
                                 opt.params.find("clip_norm")->str());
-    if (opt.params.has("loss_scale") && !(opt.params.getFloat("loss_scale", -1) > 0))
-      return error(opt.loc, "loss_scale (the initial scale) must be a positive number, got " +
-                                opt.params.find("loss_scale")->str());
-    if (const Attr *interval = opt.params.find("loss_scale_interval"))
-      if (interval->kind() != AttrKind::Int || interval->getInt() < 1)
-        return error(opt.loc, "loss_scale_interval (finite steps before the scale grows) must "
-                              "be an integer of at least 1, got " +
-                                  interval->str());
+    if (auto e = checkLossScaleParameters(opt.params))
+      return withLocation(std::move(e), m_.sourceFile(), opt.loc);
     return checkSchedule(opt.schedule, m_.sourceFile());
   }
 
@@ -218,6 +214,21 @@ private:
 
 llvm::Error verify(const Module &module, VerifyOptions options) {
   return Verifier(module, options).run();
+}
+
+llvm::Error checkLossScaleParameters(const AttrMap &params) {
+  if (const Attr *scale = params.find("loss_scale")) {
+    bool number = scale->kind() == AttrKind::Int || scale->kind() == AttrKind::Float;
+    if (!number || !(scale->getFloat() > 0) || !std::isfinite(scale->getFloat()))
+      return makeError("loss_scale (the initial scale) must be a positive number, got " +
+                       scale->str());
+  }
+  if (const Attr *interval = params.find("loss_scale_interval"))
+    if (interval->kind() != AttrKind::Int || interval->getInt() < 1)
+      return makeError("loss_scale_interval (finite steps before the scale grows) must be an "
+                       "integer of at least 1, got " +
+                       interval->str());
+  return llvm::Error::success();
 }
 
 } // namespace prism::ir

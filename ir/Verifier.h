@@ -14,4 +14,9 @@ struct VerifyOptions {
 
 llvm::Error verify(const Module &module, VerifyOptions options = {});
 
+// The optimizer's loss-scaling parameters (docs/ir.md), when given: `loss_scale` a positive
+// number, `loss_scale_interval` an integer of at least 1. The error has no location: the verifier
+// and lower-optimizer add the optimizer's.
+llvm::Error checkLossScaleParameters(const AttrMap &params);
+
 } // namespace prism::ir

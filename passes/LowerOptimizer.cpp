@@ -1,13 +1,13 @@
 // lower-optimizer: turns `minimize %loss with OPT(...)` into update ops: optimizer state
 // variables, optional dynamic loss scaling, optional global-norm clipping, the learning-rate
 // schedule's factor, and one apply op per trained variable.
-#include <cmath>
 #include <optional>
 #include <vector>
 
 #include "ir/Diagnostic.h"
 #include "ir/LearningRateSchedule.h"
 #include "ir/OpTable.h"
+#include "ir/Verifier.h"
 #include "passes/Pass.h"
 
 namespace prism::passes {
@@ -189,6 +189,8 @@ private:
   // to `params` instead.
   llvm::Expected<AttrMap> applyAttributes(const Module &module, const ir::Optimizer &opt,
                                           const ir::OpDef &applyDef, StepParameters &params) const {
+    if (auto err = ir::checkLossScaleParameters(opt.params))
+      return ir::withLocation(std::move(err), module.sourceFile(), loc_);
     AttrMap applyAttrs;
     for (const auto &[key, value] : opt.params) {
       bool number = value.kind() == ir::AttrKind::Int || value.kind() == ir::AttrKind::Float;
@@ -199,17 +201,10 @@ private:
         continue;
       }
       if (key == kLossScale) {
-        if (!number || !(value.getFloat() > 0) || !std::isfinite(value.getFloat()))
-          return error(module, "loss_scale (the initial scale) must be a positive number, got " +
-                                   value.str());
         params.lossScale = value.getFloat();
         continue;
       }
       if (key == kLossScaleInterval) {
-        if (value.kind() != ir::AttrKind::Int || value.getInt() < 1)
-          return error(module, "loss_scale_interval (finite steps before the scale grows) must "
-                               "be an integer of at least 1, got " +
-                                   value.str());
         params.lossScaleInterval = value.getInt();
         continue;
       }
