@@ -462,34 +462,31 @@ llvm::Error Executor::accumulatedStep(llvm::ArrayRef<Feeds> microBatches) {
                          "accumulatedStep needs a training executor made with accumulate = true");
   device_->enter();
   Program *last = nullptr;
+  // Every micro-batch's size first: the kernels see the step's global batch from the first one.
+  std::vector<int64_t> batches;
   int64_t examples = 0;
-  if (globalBatchOverride_ > 0) {
-    globalBatch_ = globalBatchOverride_;
-  } else {
-    globalBatch_ = 0;
-    for (const Feeds &feeds : microBatches) {
-      auto batch = bindBatch(feeds);
-      if (!batch)
-        return batch.takeError();
-      globalBatch_ += *batch;
-    }
-  }
   for (const Feeds &feeds : microBatches) {
     auto batch = bindBatch(feeds);
     if (!batch)
       return batch.takeError();
-    if (*batch == 0)
+    batches.push_back(*batch);
+    examples += *batch;
+  }
+  globalBatch_ = globalBatchOverride_ > 0 ? globalBatchOverride_ : examples;
+  for (size_t i = 0; i < microBatches.size(); ++i) {
+    const Feeds &feeds = microBatches[i];
+    const int64_t batch = batches[i];
+    if (batch == 0)
       continue;
-    auto program = programFor(*batch);
+    auto program = programFor(batch);
     if (!program)
       return program.takeError();
     if (auto err = bindFeedsAndVariables(**program, feeds))
       return err;
     if (auto err = runKernels(**program, 0, microEnd_))
       return err;
-    if (auto err = addMicroBatch(**program, *batch))
+    if (auto err = addMicroBatch(**program, batch))
       return err;
-    examples += *batch;
     last = *program;
   }
   if (!last)
