@@ -8,6 +8,7 @@
 #include "runtime/job/Launcher.h"
 #include "runtime/job/Task.h"
 #include "runtime/job/TaskCommand.h"
+#include "runtime/train/CheckpointDir.h"
 #include "runtime/train/Trainer.h"
 #include "llvm/Support/FileSystem.h"
 
@@ -47,6 +48,37 @@ llvm::Expected<runtime::train::TrainOptions> trainOptions(const TrainOptions &op
   return result;
 }
 
+// Periodic checkpoints on one device: each written as a partial directory, then moved into
+// place; with no restore given, training resumes from the newest complete one.
+llvm::Error addPeriodicCheckpoints(runtime::train::TrainOptions &train,
+                                   const TrainOptions &options) {
+  runtime::train::PeriodicCheckpoints checkpoints;
+  checkpoints.dir = options.checkpointDir;
+  checkpoints.every = options.checkpointEvery;
+  checkpoints.keep = options.keepCheckpoints.value_or(checkpoints.keep);
+  if (auto e = runtime::train::checkPeriodicCheckpoints(checkpoints))
+    return e;
+  if (checkpoints.dir.empty())
+    return llvm::Error::success();
+  if (train.restoreDir.empty()) {
+    auto latest = runtime::train::latestCheckpoint(checkpoints.dir);
+    if (!latest)
+      return latest.takeError();
+    if (*latest)
+      train.restoreDir = (*latest)->path;
+  }
+  train.checkpointEvery = checkpoints.every;
+  train.checkpoint = [checkpoints](const runtime::train::TrainingPosition &position,
+                                   const llvm::StringMap<runtime::Tensor> &variables) {
+    int64_t step = position.globalStep;
+    if (auto e = runtime::train::saveCheckpoint(
+            runtime::train::partialCheckpointDir(checkpoints.dir, step), position, variables))
+      return e;
+    return runtime::train::completeCheckpoint(checkpoints.dir, step, checkpoints.keep);
+  };
+  return llvm::Error::success();
+}
+
 } // namespace
 
 runtime::job::JobOptions toJobOptions(const RunOptions &options) {
@@ -67,6 +99,10 @@ runtime::job::JobOptions toJobOptions(const RunOptions &options) {
   result.saveDir = options.saveDir;
   result.restoreDir = options.restoreDir;
   result.jobToken = options.jobToken;
+  result.checkpoints.dir = options.checkpointDir;
+  result.checkpoints.every = options.checkpointEvery;
+  result.checkpoints.keep = options.keepCheckpoints.value_or(result.checkpoints.keep);
+  result.maxRestarts = options.maxRestarts;
   return result;
 }
 
@@ -90,12 +126,15 @@ Result<TrainSummary> train(const Model &model, const TrainOptions &options) {
   auto converted = trainOptions(options);
   if (!converted)
     return toStatus(converted.takeError());
+  if (auto e = addPeriodicCheckpoints(*converted, options))
+    return toStatus(std::move(e));
   auto result = runtime::train::train(ModelAccess::module(*step), *converted);
   if (!result)
     return toStatus(result.takeError());
   TrainSummary summary;
   summary.steps = result->steps;
   summary.globalStep = result->globalStep;
+  summary.restoredFrom = converted->restoreDir;
   summary.lastLoss = result->lastLoss;
   summary.samplesPerSec = result->samplesPerSec;
   summary.testAccuracy = result->testAccuracy;

@@ -41,6 +41,22 @@ void RunOptionArgs::addOptions(CLI::App &cmd, bool all) {
                  "Every task writes its variables to a directory here at the end");
 }
 
+void RunOptionArgs::addRecoveryOptions(CLI::App &cmd) {
+  cmd.add_option("--checkpoint-dir", checkpointDir,
+                 "Write a complete checkpoint to DIR/step-N every --checkpoint-every steps; a "
+                 "run given a DIR that holds one resumes from the newest");
+  cmd.add_option("--checkpoint-every", checkpointEvery, "Steps between checkpoints")
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--keep-checkpoints", keepCheckpoints, "Complete checkpoints kept, the newest")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd.add_option("--max-restarts", maxRestarts,
+                 "When a task is lost, restart every task from the newest checkpoint, at most "
+                 "this many times")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+}
+
 llvm::Expected<runtime::job::JobOptions> RunOptionArgs::toJobOptions() const {
   return api::toJobOptions(toApiOptions());
 }
@@ -61,6 +77,10 @@ api::RunOptions RunOptionArgs::toApiOptions() const {
   options.variablesDir = variablesOut;
   options.saveDir = save;
   options.restoreDir = restore;
+  options.checkpointDir = checkpointDir;
+  options.checkpointEvery = checkpointEvery;
+  options.keepCheckpoints = keepCheckpoints;
+  options.maxRestarts = maxRestarts;
   return options;
 }
 

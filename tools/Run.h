@@ -29,10 +29,16 @@ struct RunOptionArgs {
   std::string restore;
   bool quiet = false;
   bool noEval = false;
+  std::string checkpointDir;
+  int64_t checkpointEvery = 0;
+  int64_t keepCheckpoints = runtime::train::PeriodicCheckpoints().keep;
+  int maxRestarts = 0;
 
   // With `all` false, only what `train` and `verify` lack of their own (they have --data,
   // --steps, --epochs, --threads, --metrics-out, --quiet, --no-eval).
   void addOptions(CLI::App &cmd, bool all = true);
+  // --checkpoint-dir, --checkpoint-every, --keep-checkpoints and (for jobs) --max-restarts.
+  void addRecoveryOptions(CLI::App &cmd);
   llvm::Expected<runtime::job::JobOptions> toJobOptions() const;
   // The same as the library's run options.
   api::RunOptions toApiOptions() const;

@@ -40,6 +40,7 @@ void registerRunCommand(CLI::App &app) {
   auto *cmd = app.add_subcommand("run", "Run a plan: every task, local or on its hosts");
   cmd->add_option("plan", args->plan, "Plan file (prism partition -o)")->required();
   args->run.addOptions(*cmd);
+  args->run.addRecoveryOptions(*cmd);
   cmd->callback([args]() {
     if (int status = runRun(*args))
       throw CLI::RuntimeError(status);

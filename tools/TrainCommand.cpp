@@ -70,6 +70,8 @@ int runDistributedTrain(const TrainArgs &args, const api::Model &model) {
   run.metricsOut = args.metricsOut;
   run.quiet = args.quiet;
   run.noEval = args.noEval;
+  run.save = args.save;
+  run.restore = args.restore;
   // The plan holds the job's token: it goes when the job ends, however it ends.
   api::Status ran = api::run(*plan, run.toApiOptions());
   llvm::sys::fs::remove(planPath);
@@ -80,12 +82,12 @@ int runTrain(const TrainArgs &args) {
   auto model = api::Model::load(args.model);
   if (!model.ok())
     return reportStatus(model.status());
-  if (!args.compile.cluster.empty()) {
-    if (!args.save.empty() || !args.restore.empty())
-      return reportError(ir::makeError("--save and --restore are for one device; with --cluster "
-                                       "use prism partition and prism run"));
+  if (!args.compile.cluster.empty())
     return runDistributedTrain(args, *model);
-  }
+  if (args.run.maxRestarts > 0)
+    return reportError(ir::makeError("--max-restarts " + std::to_string(args.run.maxRestarts) +
+                                     " restarts the tasks of a job: it needs --cluster (one "
+                                     "device resumes from --checkpoint-dir when run again)"));
   auto compileOptions = args.compile.toOptions();
   if (!compileOptions)
     return reportError(compileOptions.takeError());
@@ -116,6 +118,9 @@ int runTrain(const TrainArgs &args) {
   options.metricsOut = args.metricsOut;
   options.saveDir = args.save;
   options.restoreDir = args.restore;
+  options.checkpointDir = args.run.checkpointDir;
+  options.checkpointEvery = args.run.checkpointEvery;
+  options.keepCheckpoints = args.run.keepCheckpoints;
   options.evaluate = !args.noEval;
   options.quiet = args.quiet;
   if (!args.quiet)
@@ -136,6 +141,8 @@ int runTrain(const TrainArgs &args) {
   if (!result.ok())
     return reportStatus(result.status());
   if (!args.quiet) {
+    if (!result->restoredFrom.empty())
+      llvm::outs() << "resumed from " << result->restoredFrom << "\n";
     llvm::outs() << "trained " << result->steps << " steps (" << result->globalStep
                  << " in all): final loss " << llvm::format("%.4f", result->lastLoss) << ", "
                  << llvm::format("%.0f", result->samplesPerSec) << " samples/s";
@@ -176,12 +183,14 @@ void registerTrainCommand(CLI::App &app) {
   cmd->add_option("--seed", args->seed, "Seed of initial values and data order")
       ->capture_default_str();
   cmd->add_option("--metrics-out", args->metricsOut, "Write JSON lines of metrics here");
-  cmd->add_option("--save", args->save, "Save a checkpoint in this directory at the end");
+  cmd->add_option("--save", args->save,
+                  "Save a checkpoint in this directory at the end (a job's: every task's part)");
   cmd->add_option("--restore", args->restore, "Continue from the checkpoint in this directory");
   cmd->add_flag("--no-eval", args->noEval, "Skip test-set evaluation");
   cmd->add_flag("--quiet,-q", args->quiet, "Print only errors");
   args->compile.addOptions(*cmd, /*runOptions=*/false, /*clusterRequired=*/false);
   args->run.addOptions(*cmd, /*all=*/false);
+  args->run.addRecoveryOptions(*cmd);
   cmd->callback([args]() {
     if (int status = runTrain(*args))
       throw CLI::RuntimeError(status);

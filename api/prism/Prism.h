@@ -206,6 +206,11 @@ struct TrainOptions {
   std::string metricsOut; // JSON lines; empty: none
   std::string saveDir;    // empty: no checkpoint
   std::string restoreDir; // empty: start fresh
+  // Periodic checkpoints: every checkpointEvery steps into checkpointDir/step-N, the newest
+  // keepCheckpoints kept (default 3); with no restoreDir, training resumes from the newest.
+  std::string checkpointDir;
+  int64_t checkpointEvery = 0;
+  std::optional<int64_t> keepCheckpoints;
   bool evaluate = true;
   bool quiet = false;
   std::string precision;             // f32, bf16 or fp16, for a model not compiled yet; empty: f32
@@ -217,8 +222,9 @@ struct TrainOptions {
 };
 
 struct TrainSummary {
-  int64_t steps = 0;      // steps run by this call
-  int64_t globalStep = 0; // with those before a restore
+  int64_t steps = 0;        // steps run by this call
+  int64_t globalStep = 0;   // with those before a restore
+  std::string restoredFrom; // the checkpoint it started from (restoreDir or the newest periodic)
   double lastLoss = 0;
   double samplesPerSec = 0;
   std::optional<double> testAccuracy;
@@ -251,6 +257,12 @@ struct RunOptions {
   std::string saveDir;                       // a checkpoint of the whole job at the end
   std::string restoreDir;                    // one to start from
   std::string jobToken;                      // empty: PRISM_JOB_TOKEN, else the plan's
+  // Periodic checkpoints of the whole job (as TrainOptions'), and how often a job that lost a
+  // task is restarted from the newest complete one (docs/distributed.md, "Recovery").
+  std::string checkpointDir;
+  int64_t checkpointEvery = 0;
+  std::optional<int64_t> keepCheckpoints;
+  int maxRestarts = 0;
 };
 
 // Starts every task of the plan (local processes, or through options.launcher) and watches

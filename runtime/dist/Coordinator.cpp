@@ -111,6 +111,11 @@ public:
     std::lock_guard<std::mutex> lock(mutex_);
     return abortReason_;
   }
+  std::optional<std::string> value(const std::string &key) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = values_.find(key);
+    return it == values_.end() ? std::nullopt : std::optional<std::string>(it->second);
+  }
   bool waitUntilAllFinished(milliseconds timeout);
   void shutdown();
 
@@ -445,6 +450,11 @@ void Coordinator::abort(llvm::StringRef reason) {
 std::optional<std::string> Coordinator::abortReason() const {
   return impl_->abortReason();
 }
+
+std::optional<std::string> Coordinator::value(llvm::StringRef key) const {
+  return impl_->value(key.str());
+}
+
 bool Coordinator::waitUntilAllFinished(std::chrono::milliseconds timeout) {
   return impl_->waitUntilAllFinished(timeout);
 }

@@ -42,6 +42,8 @@ public:
   // reason, and blocked Get/Wait/Barrier calls return at once.
   void abort(llvm::StringRef reason);
   std::optional<std::string> abortReason() const;
+  // The value tasks set for `key` in the job's key-value store; none when none is set.
+  std::optional<std::string> value(llvm::StringRef key) const;
   // True once every expected task has called Finish; false on timeout or when the job aborts.
   bool waitUntilAllFinished(std::chrono::milliseconds timeout);
   // Wakes blocked calls (UNAVAILABLE), stops serving and the heartbeat monitor. Idempotent.

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "runtime/train/CheckpointDir.h"
+
 namespace prism::runtime::job {
 
 struct JobOptions {
@@ -32,6 +34,13 @@ struct JobOptions {
   std::string restoreDir;
   // The job's secret; empty: PRISM_JOB_TOKEN from the environment, else the plan's.
   std::string jobToken;
+  // Periodic checkpoints of the whole job (runtime/train/CheckpointDir.h).
+  train::PeriodicCheckpoints checkpoints;
+  // When a task is lost, the launcher stops the others and starts every task again from the
+  // newest complete checkpoint (or the start), at most this many times.
+  int maxRestarts = 0;
+  // A fault this task injects into itself (InjectedFault.h); empty: none.
+  std::string injectFault;
 };
 
 } // namespace prism::runtime::job

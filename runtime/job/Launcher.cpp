@@ -9,15 +9,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "ir/Diagnostic.h"
 #include "plan/PlanTasks.h"
 #include "runtime/dist/Coordinator.h"
+#include "runtime/job/InjectedFault.h"
+#include "runtime/job/JobCheckpoints.h"
 #include "runtime/job/TaskCommand.h"
+#include "runtime/train/CheckpointDir.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
@@ -108,7 +114,8 @@ llvm::Error spawn(Child &child, const std::vector<std::string> &argv) {
       for (size_t nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
         std::string line = pending.substr(0, nl);
         pending.erase(0, nl + 1);
-        llvm::errs() << "[" << child.task << "] " << line << "\n";
+        // One write a line: the readers of every task share the terminal.
+        llvm::errs() << "[" + child.task + "] " + line + "\n";
         std::lock_guard<std::mutex> lock(child.mutex);
         child.lastLines.push_back(line);
         if (child.lastLines.size() > kLastWords)
@@ -207,12 +214,15 @@ std::vector<std::string> taskArgv(const plan::Plan &plan, const plan::Task &task
   return {"/bin/sh", "-c", shell};
 }
 
-// Starts every task but the coordinator; when one cannot start, the job is stopped.
+// Starts every task but the coordinator (the one `fault` names injects it); when one cannot
+// start, the job is stopped.
 llvm::Error startTasks(RunningJob &job, const plan::Plan &plan, const TaskCommand &common,
-                       const JobOptions &options) {
+                       const JobOptions &options, const InjectedFault *fault) {
   for (const plan::Task *t : tasksToStart(plan)) {
     TaskCommand command = common;
     command.task = t->name();
+    if (fault && fault->task == t->name())
+      command.options.injectFault = fault->str();
     auto child = std::make_unique<Child>();
     child->task = t->name();
     llvm::Error e = spawn(*child, taskArgv(plan, *t, command, options));
@@ -242,8 +252,9 @@ std::string failureOf(Child &child) {
 // coordinator's verdict (a silent task, or a failure a task reported); else a task that exited
 // badly. A task that exits because the job was aborted is not the cause (a stopped ps:0 used to
 // be reported as ps:1 exiting with status 1).
-std::string watch(RunningJob &job) {
+std::string watch(RunningJob &job, const std::function<void()> &poll) {
   for (;;) {
+    poll();
     bool running = false;
     Child *failed = nullptr, *killed = nullptr;
     for (auto &c : job.children) {
@@ -287,46 +298,196 @@ llvm::Error moveCheckpointIntoPlace(const std::string &partial, const std::strin
   return llvm::Error::success();
 }
 
-} // namespace
+// Completes the job's periodic checkpoints: once every writer reported a step, its partial
+// directory is moved into place (and the oldest beyond --keep-checkpoints go).
+class CheckpointCompleter {
+public:
+  CheckpointCompleter(const plan::Plan &plan, const train::PeriodicCheckpoints &checkpoints)
+      : checkpoints_(checkpoints), writers_(checkpointWriters(plan)) {}
 
-llvm::Error runPlan(const plan::Plan &plan, const std::string &planPath,
-                    const JobOptions &options) {
+  // Looks at what the tasks reported; an error when a checkpoint cannot be moved into place.
+  llvm::Error poll(const dist::Coordinator &coordinator) {
+    if (checkpoints_.dir.empty())
+      return llvm::Error::success();
+    std::optional<int64_t> reported;
+    for (const std::string &writer : writers_) {
+      std::optional<std::string> value = coordinator.value(checkpointReportKey(writer));
+      int64_t step = 0;
+      if (!value || llvm::StringRef(*value).getAsInteger(10, step))
+        return llvm::Error::success();
+      reported = std::min(reported.value_or(step), step);
+    }
+    if (*reported <= completed_)
+      return llvm::Error::success();
+    completed_ = *reported;
+    return train::completeCheckpoint(checkpoints_.dir, completed_, checkpoints_.keep);
+  }
+
+private:
+  const train::PeriodicCheckpoints &checkpoints_;
+  std::vector<std::string> writers_;
+  int64_t completed_ = 0;
+};
+
+// One run of the job: the failure that ended it ("" when it succeeded), or an error when it
+// could not start or a checkpoint could not be kept.
+llvm::Expected<std::string> runOnce(const plan::Plan &plan, const TaskCommand &common,
+                                    const JobOptions &options, const InjectedFault *fault) {
   RunningJob job;
   auto coordinator = startCoordinator(plan, options);
   if (!coordinator)
     return coordinator.takeError();
   job.coordinator = std::move(*coordinator);
+  TaskCommand command = common;
+  command.coordinator = job.coordinator->address();
+  if (auto e = startTasks(job, plan, command, options, fault))
+    return std::move(e);
+
+  CheckpointCompleter completer(plan, options.checkpoints);
+  llvm::Error keepError = llvm::Error::success();
+  std::string failure = watch(job, [&] {
+    if (keepError)
+      return;
+    if (auto e = completer.poll(*job.coordinator)) {
+      keepError = std::move(e);
+      job.coordinator->abort("the launcher could not keep a checkpoint");
+    }
+  });
+  if (!failure.empty()) {
+    // Every task hears of the abort within a heartbeat; one that cannot (stopped, hung) is killed.
+    job.coordinator->abort(failure);
+    stopChildren(job.children, std::chrono::seconds(3));
+    // A checkpoint whose last part arrived as the job failed is still complete.
+    if (!keepError)
+      keepError = completer.poll(*job.coordinator);
+    job.coordinator->shutdown();
+    if (keepError)
+      return std::move(keepError);
+    return failure;
+  }
+  stopChildren(job.children, std::chrono::seconds(15));
+  job.coordinator->shutdown();
+  if (keepError)
+    return std::move(keepError);
+  return "";
+}
+
+// A fault that could never fire is a mistake in the test that injects it.
+llvm::Error checkFaults(const plan::Plan &plan, const JobOptions &options,
+                        const std::vector<InjectedFault> &faults) {
+  std::vector<std::string> writers = checkpointWriters(plan);
+  for (const InjectedFault &fault : faults) {
+    const plan::Task *task = plan::findTask(plan, fault.task);
+    if (!task || task->role() == "coordinator")
+      return ir::makeError("injected fault " + fault.str(true) +
+                           ": the plan has no worker or PS "
+                           "task '" +
+                           fault.task + "'");
+    if (fault.kind == InjectedFault::Kind::KillCheckpoint &&
+        (options.checkpoints.dir.empty() ||
+         std::find(writers.begin(), writers.end(), fault.task) == writers.end()))
+      return ir::makeError("injected fault " + fault.str(true) + ": " + fault.task +
+                           " writes no part of a checkpoint (worker:0 and the parameter servers "
+                           "do, with --checkpoint-dir)");
+  }
+  return llvm::Error::success();
+}
+
+// Where a run of the job starts: --restore for the first (else the newest complete periodic
+// checkpoint, when there is one), the newest complete checkpoint for a restart (else where the
+// first run started). Empty: from the start.
+llvm::Expected<std::string> restorePoint(const JobOptions &options, int run,
+                                         std::optional<int64_t> &step) {
+  step.reset();
+  if (run == 0 && !options.restoreDir.empty())
+    return options.restoreDir;
+  if (!options.checkpoints.dir.empty()) {
+    auto latest = train::latestCheckpoint(options.checkpoints.dir);
+    if (!latest)
+      return latest.takeError();
+    if (*latest) {
+      step = (*latest)->step;
+      return (*latest)->path;
+    }
+  }
+  return options.restoreDir;
+}
+
+} // namespace
+
+llvm::Error runPlan(const plan::Plan &plan, const std::string &planPath,
+                    const JobOptions &options) {
+  if (auto e = train::checkPeriodicCheckpoints(options.checkpoints))
+    return e;
+  if (options.maxRestarts < 0)
+    return ir::makeError("--max-restarts " + std::to_string(options.maxRestarts) +
+                         ": expected a number of restarts, 0 or more");
+  auto faults = injectedFaultsFromEnvironment();
+  if (!faults)
+    return faults.takeError();
+  if (auto e = checkFaults(plan, options, *faults))
+    return e;
 
   TaskCommand common;
   llvm::SmallString<256> absolutePlan(planPath);
   llvm::sys::fs::make_absolute(absolutePlan);
   common.plan = std::string(absolutePlan);
-  common.coordinator = job.coordinator->address();
   common.options = options;
   std::string partialSave =
       options.saveDir.empty() ? "" : options.saveDir + ".partial-" + std::to_string(getpid());
   common.options.saveDir = partialSave;
-  if (!partialSave.empty())
-    if (auto ec = llvm::sys::fs::create_directories(partialSave))
-      return ir::makeError("cannot create " + partialSave + ": " + ec.message());
-  if (auto e = startTasks(job, plan, common, options))
-    return e;
+  if (!options.checkpoints.dir.empty())
+    if (auto ec = llvm::sys::fs::create_directories(options.checkpoints.dir))
+      return ir::makeError("cannot create the checkpoint directory " + options.checkpoints.dir +
+                           ": " + ec.message());
 
-  std::string failure = watch(job);
-  if (!failure.empty()) {
-    // Every task hears of the abort within a heartbeat; one that cannot (stopped, hung) is killed.
-    job.coordinator->abort(failure);
-    stopChildren(job.children, std::chrono::seconds(3));
-    job.coordinator->shutdown();
+  for (int run = 0;; ++run) {
+    std::optional<int64_t> restoredStep;
+    auto restore = restorePoint(options, run, restoredStep);
+    if (!restore)
+      return restore.takeError();
+    common.options.restoreDir = *restore;
+    if (run == 0 && restoredStep && !options.quiet)
+      llvm::outs() << "resuming from the checkpoint of step " << *restoredStep << " in " << *restore
+                   << "\n";
+    llvm::outs().flush();
+    if (!partialSave.empty())
+      if (auto ec = llvm::sys::fs::create_directories(partialSave))
+        return ir::makeError("cannot create " + partialSave + ": " + ec.message());
+    const InjectedFault *fault =
+        static_cast<size_t>(run) < faults->size() ? &(*faults)[static_cast<size_t>(run)] : nullptr;
+    auto failure = runOnce(plan, common, common.options, fault);
+    if (failure && failure->empty()) {
+      if (!options.checkpoints.dir.empty())
+        train::removePartialCheckpoints(options.checkpoints.dir);
+      if (!partialSave.empty())
+        return moveCheckpointIntoPlace(partialSave, options.saveDir);
+      return llvm::Error::success();
+    }
     if (!partialSave.empty())
       llvm::sys::fs::remove_directories(partialSave);
-    return ir::makeError(ir::ErrorCode::Aborted, "the job failed: " + failure);
+    if (!options.checkpoints.dir.empty())
+      train::removePartialCheckpoints(options.checkpoints.dir);
+    if (!failure)
+      return failure.takeError();
+    if (run >= options.maxRestarts)
+      return ir::makeError(
+          ir::ErrorCode::Aborted,
+          "the job failed: " + *failure +
+              (run > 0 ? " (after " + std::to_string(run) + (run == 1 ? " restart)" : " restarts)")
+                       : std::string()));
+    // Where the next run starts, for the log.
+    auto next = restorePoint(options, run + 1, restoredStep);
+    if (!next)
+      return next.takeError();
+    llvm::errs() << "prism: the job lost a task: " << *failure << "\nprism: restarting every task ("
+                 << "restart " << run + 1 << " of " << options.maxRestarts << ") from "
+                 << (restoredStep ? "the checkpoint of step " + std::to_string(*restoredStep) +
+                                        " in " + *next
+                     : next->empty() ? std::string("the start")
+                                     : "the checkpoint in " + *next)
+                 << "\n";
   }
-  stopChildren(job.children, std::chrono::seconds(15));
-  job.coordinator->shutdown();
-  if (!partialSave.empty())
-    return moveCheckpointIntoPlace(partialSave, options.saveDir);
-  return llvm::Error::success();
 }
 
 } // namespace prism::runtime::job

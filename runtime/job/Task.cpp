@@ -13,9 +13,13 @@
 #include "plan/PlanTasks.h"
 #include "plan/PlanVerifier.h"
 #include "runtime/dist/CoordinatorClient.h"
+#include "runtime/job/InjectedFault.h"
+#include "runtime/job/JobCheckpoints.h"
 #include "runtime/job/WorkerCommunication.h"
 #include "runtime/ps/ParameterServer.h"
+#include "runtime/ps/ShardCheckpoint.h"
 #include "runtime/train/Checkpoint.h"
+#include "runtime/train/CheckpointDir.h"
 #include "runtime/train/Trainer.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
@@ -72,6 +76,21 @@ llvm::Error writeVariables(const std::string &dir, const std::string &task,
   position.globalStep = steps;
   position.model = task;
   return train::saveCheckpoint(dir + "/" + plan::taskFileName(task), position, store.all());
+}
+
+// After a task wrote its part of the periodic checkpoint of `step`: tells the launcher (an
+// injected kill-in-checkpoint fault fires before).
+llvm::Error reportCheckpointPart(dist::CoordinatorClient &client, llvm::StringRef task,
+                                 int64_t step, const std::optional<InjectedFault> &fault) {
+  if (fault && fault->kind == InjectedFault::Kind::KillCheckpoint && fault->step == step)
+    fault->fire();
+  return client.set(checkpointReportKey(task), std::to_string(step));
+}
+
+// An injected kill or stop fires when `step` steps are done.
+void injectAtStep(const std::optional<InjectedFault> &fault, int64_t step) {
+  if (fault && fault->kind != InjectedFault::Kind::KillCheckpoint && fault->step == step)
+    fault->fire();
 }
 
 // A client of the parameter servers that hold this plan's trained variables (they publish
@@ -132,7 +151,8 @@ workerTrainOptions(const plan::Plan &plan, const plan::Task &task, const JobOpti
 }
 
 llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
-                      dist::CoordinatorClient &client, const JobOptions &options) {
+                      dist::CoordinatorClient &client, const JobOptions &options,
+                      const std::optional<InjectedFault> &fault) {
   auto module = plan::parseProgram(*plan::findProgram(plan, task.name()));
   if (!module)
     return module.takeError();
@@ -151,6 +171,7 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
   role.communication = &communication;
   bool checkRestore = !options.restoreDir.empty();
   role.beforeStep = [&](int64_t step, int64_t examples, int64_t globalExamples) -> llvm::Error {
+    injectAtStep(fault, step);
     if (checkRestore) {
       checkRestore = false;
       if (auto e = checkRestoredSteps(plan, task, step, client, options))
@@ -164,6 +185,18 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
   if (!train)
     return train.takeError();
   train->worker = &role;
+  // worker:0 writes the workers' part of periodic checkpoints: every worker's state is its.
+  const train::PeriodicCheckpoints &checkpoints = options.checkpoints;
+  if (!checkpoints.dir.empty() && task.index() == 0) {
+    train->checkpointEvery = checkpoints.every;
+    train->checkpoint = [&](const train::TrainingPosition &position,
+                            const llvm::StringMap<Tensor> &variables) -> llvm::Error {
+      std::string dir = train::partialCheckpointDir(checkpoints.dir, position.globalStep);
+      if (auto e = train::saveCheckpoint(dir + "/worker", position, variables))
+        return e;
+      return reportCheckpointPart(client, task.name(), position.globalStep, fault);
+    };
+  }
   auto result = train::train(**module, *train);
   if (!result)
     return result.takeError();
@@ -279,7 +312,8 @@ llvm::Error waitForJobEnd(dist::CoordinatorClient &client) {
 }
 
 llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
-                               dist::CoordinatorClient &client, const JobOptions &options) {
+                               dist::CoordinatorClient &client, const JobOptions &options,
+                               const std::optional<InjectedFault> &fault) {
   auto module = plan::parseProgram(*plan::findProgram(plan, task.name()));
   if (!module)
     return module.takeError();
@@ -314,6 +348,21 @@ llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
     return e;
   };
   const std::string checkpointName = plan::taskFileName(task.name());
+  // Its part of the periodic checkpoint of `version`, written while the server holds its lock:
+  // variables, optimizer state and shards of one version.
+  serverOptions.afterApply = [&, shards = serverOptions.shards](int64_t version) -> llvm::Error {
+    injectAtStep(fault, version);
+    const train::PeriodicCheckpoints &checkpoints = options.checkpoints;
+    if (checkpoints.dir.empty() || version % checkpoints.every != 0)
+      return llvm::Error::success();
+    std::string dir = train::partialCheckpointDir(checkpoints.dir, version);
+    if (auto e = writeVariables(dir, task.name(), *store, version))
+      return e;
+    if (auto e = ps::writeShardCheckpoint(dir + "/" + checkpointName + ".shards", version, shards,
+                                          *store))
+      return e;
+    return reportCheckpointPart(client, task.name(), version, fault);
+  };
   std::optional<int64_t> restoredStep;
   if (!options.restoreDir.empty()) {
     auto step = restoreVariables(options.restoreDir + "/" + checkpointName, task, *store);
@@ -366,6 +415,13 @@ int runTask(const plan::Plan &plan, llvm::StringRef taskName, const std::string 
   };
   if (!task || task->role() == "coordinator")
     return fail(ir::makeError("the plan has no worker or PS task '" + taskName.str() + "'"));
+  std::optional<InjectedFault> fault;
+  if (!options.injectFault.empty()) {
+    auto parsed = parseInjectedFault(options.injectFault);
+    if (!parsed)
+      return fail(parsed.takeError());
+    fault = *parsed;
+  }
   dist::CoordinatorClientOptions clientOptions;
   clientOptions.address = coordinator;
   clientOptions.jobToken = options.jobToken;
@@ -378,8 +434,9 @@ int runTask(const plan::Plan &plan, llvm::StringRef taskName, const std::string 
           std::chrono::milliseconds(500), [name](std::string reason) { exitOnAbort(name, reason); },
           options.heartbeatTimeout))
     return fail(std::move(e));
-  llvm::Error e = task->role() == "worker" ? runWorker(plan, *task, client, options)
-                                           : runParameterServer(plan, *task, client, options);
+  llvm::Error e = task->role() == "worker"
+                      ? runWorker(plan, *task, client, options, fault)
+                      : runParameterServer(plan, *task, client, options, fault);
   if (e) {
     std::string message = llvm::toString(std::move(e));
     std::fprintf(stderr, "%s: %s\n", name.c_str(), message.c_str());

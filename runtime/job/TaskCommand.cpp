@@ -10,6 +10,7 @@
 #include "plan/PlanFile.h"
 #include "plan/PlanTasks.h"
 #include "runtime/dist/Coordinator.h"
+#include "runtime/job/InjectedFault.h"
 #include "runtime/job/Task.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -134,6 +135,36 @@ const std::vector<Flag> &flags() {
       optionTextFlag("--save", "DIR", "Write the task's part of a job checkpoint here",
                      &JobOptions::saveDir),
       optionTextFlag("--restore", "DIR", "Start from a job checkpoint", &JobOptions::restoreDir),
+      {"--checkpoint-dir", "DIR", "Write the task's part of periodic checkpoints under DIR",
+       [](TaskCommand &c, llvm::StringRef v) {
+         c.options.checkpoints.dir = v.str();
+         return llvm::Error::success();
+       },
+       [](const TaskCommand &c) { return unlessEmpty(c.options.checkpoints.dir); }},
+      {"--checkpoint-every", "N", "Steps between periodic checkpoints",
+       [](TaskCommand &c, llvm::StringRef v) -> llvm::Error {
+         int64_t n = 0;
+         if (v.getAsInteger(10, n) || n < 1)
+           return expected("--checkpoint-every", "a positive integer", v);
+         c.options.checkpoints.every = n;
+         return llvm::Error::success();
+       },
+       [](const TaskCommand &c) -> std::optional<std::string> {
+         if (c.options.checkpoints.every == 0)
+           return std::nullopt;
+         return std::to_string(c.options.checkpoints.every);
+       }},
+      {"--inject-fault", "KIND@STEP",
+       "Kill (kill), stop (stop) or kill while checkpointing (kill-in-checkpoint) this task at "
+       "a step: for recovery tests",
+       [](TaskCommand &c, llvm::StringRef v) -> llvm::Error {
+         auto fault = parseInjectedFault(v);
+         if (!fault)
+           return fault.takeError();
+         c.options.injectFault = v.str();
+         return llvm::Error::success();
+       },
+       [](const TaskCommand &c) { return unlessEmpty(c.options.injectFault); }},
       {"--quiet", nullptr, "Print only errors (also -q)",
        [](TaskCommand &c, llvm::StringRef) {
          c.options.quiet = true;

@@ -303,13 +303,14 @@ void ParameterServer::Service::applyCompleteSteps() {
       auto gradients = aggregateGradients(options_.shards, contributions);
       if (!gradients)
         return gradients.takeError();
-      return options_.apply(version_, *gradients);
+      if (auto e = options_.apply(version_, *gradients))
+        return e;
+      ++version_;
+      return options_.afterApply ? options_.afterApply(version_) : llvm::Error::success();
     }();
     if (error) {
       failure_ = "step " + std::to_string(version_) + ": " + ir::messageOf(std::move(error));
       llvm::errs() << "prism-ps: " + failure_ + "\n";
-    } else {
-      ++version_;
     }
     changed_.notify_all();
   }

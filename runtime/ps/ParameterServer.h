@@ -38,6 +38,10 @@ struct ParameterServerOptions {
   // have nothing for it).
   int64_t contributors = 1;
   ApplyGradients apply;
+  // Called with the new version after each apply, under the same lock (a checkpoint written
+  // here is of one version: no pull or apply runs meanwhile); an error fails the server as an
+  // apply's does. Optional.
+  std::function<llvm::Error(int64_t version)> afterApply;
   // The longest a call waits for a step (pull) or for its step to be applied (push); a client's
   // earlier deadline and shutdown end the wait sooner.
   std::chrono::milliseconds waitTimeout{60000};

@@ -26,6 +26,11 @@ double seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
+// Wall-clock time in metrics lines: across processes and restarts, when each step ended.
+double unixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 // The logits and labels behind the loss, when the loss is a cross-entropy of logits against an
 // input of labels: then evaluation can report accuracy.
 struct Classifier {
@@ -365,13 +370,18 @@ llvm::Error TrainingRun::trainStep() {
   result_.lastLoss = loss;
   // A worker counts the global batch: the job's rate, as one device would see it.
   reportStep(worker_ ? batch.globalSize : batch.size(), loss);
-  if (position_.batchInEpoch != perEpoch_)
-    return llvm::Error::success();
-  if (auto err = evaluateTestSet("epoch " + std::to_string(position_.epoch + 1)))
-    return err;
-  ++position_.epoch;
-  position_.batchInEpoch = 0;
-  batches_->startEpoch(position_.epoch);
+  if (position_.batchInEpoch == perEpoch_) {
+    if (auto err = evaluateTestSet("epoch " + std::to_string(position_.epoch + 1)))
+      return err;
+    ++position_.epoch;
+    position_.batchInEpoch = 0;
+    batches_->startEpoch(position_.epoch);
+  }
+  // After the epoch's end, so that a restore starts the next epoch as this run does; none at
+  // the last step (a run restored there would have nothing to train).
+  if (options_.checkpoint && options_.checkpointEvery > 0 && position_.globalStep < target_ &&
+      position_.globalStep % options_.checkpointEvery == 0)
+    return options_.checkpoint(position_, store_->all());
   return llvm::Error::success();
 }
 
@@ -395,7 +405,8 @@ void TrainingRun::reportStep(int64_t examples, double loss) {
     *metrics_ << nlohmann::json({{"step", position_.globalStep},
                                  {"epoch", position_.epoch + 1},
                                  {"loss", loss},
-                                 {"samples_per_sec", examples / seconds(now - stepStart_)}})
+                                 {"samples_per_sec", examples / seconds(now - stepStart_)},
+                                 {"time", unixSeconds()}})
                      .dump()
               << "\n";
   stepStart_ = Clock::now();

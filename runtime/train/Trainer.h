@@ -12,6 +12,7 @@
 #include "runtime/data/DataSpec.h"
 #include "runtime/exec/Communication.h"
 #include "runtime/exec/Executor.h"
+#include "runtime/train/Checkpoint.h"
 #include "llvm/Support/Error.h"
 
 namespace prism::runtime::train {
@@ -44,8 +45,12 @@ struct TrainOptions {
   std::string metricsOut; // JSON lines; empty: none
   std::string saveDir;    // empty: no checkpoint
   std::string restoreDir; // empty: start fresh
-  bool evaluate = true;   // test-set evaluation at epoch ends and at the end
-  bool quiet = false;     // no progress output
+  // Every `checkpointEvery` steps (when the step count is a multiple of it), `checkpoint` is
+  // called with the position and the variables (it writes them: see CheckpointDir.h).
+  int64_t checkpointEvery = 0;
+  std::function<llvm::Error(const TrainingPosition &, const llvm::StringMap<Tensor> &)> checkpoint;
+  bool evaluate = true; // test-set evaluation at epoch ends and at the end
+  bool quiet = false;   // no progress output
   // Set for a worker of a distributed run: batches are global, this worker trains on its
   // shard (the last, smaller batch of an epoch is dropped so every worker has examples).
   const WorkerRole *worker = nullptr;

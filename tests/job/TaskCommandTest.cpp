@@ -26,6 +26,9 @@ void expectSame(const TaskCommand &a, const TaskCommand &b) {
   EXPECT_EQ(x.variablesDir, y.variablesDir);
   EXPECT_EQ(x.saveDir, y.saveDir);
   EXPECT_EQ(x.restoreDir, y.restoreDir);
+  EXPECT_EQ(x.checkpoints.dir, y.checkpoints.dir);
+  EXPECT_EQ(x.checkpoints.every, y.checkpoints.every);
+  EXPECT_EQ(x.injectFault, y.injectFault);
 }
 
 std::string errorOf(llvm::Expected<TaskCommand> parsed) {
@@ -47,6 +50,9 @@ TEST(TaskCommand, EveryFieldRoundTrips) {
   command.options.variablesDir = "/tmp/job/variables";
   command.options.saveDir = "/tmp/ckpt.partial-7";
   command.options.restoreDir = "/tmp/ckpt with space";
+  command.options.checkpoints.dir = "/tmp/job/checkpoints";
+  command.options.checkpoints.every = 25;
+  command.options.injectFault = "kill-in-checkpoint@50";
   auto parsed = TaskCommand::parse(command.toArgs());
   ASSERT_TRUE(static_cast<bool>(parsed)) << llvm::toString(parsed.takeError());
   expectSame(*parsed, command);
@@ -98,13 +104,20 @@ TEST(TaskCommand, MistakesNameTheFlag) {
   EXPECT_NE(errorOf(TaskCommand::parse({"a.pb", "b.pb"})).find("one plan file"), std::string::npos);
   EXPECT_NE(errorOf(TaskCommand::parse({"plan.pb", "--quiet=yes"})).find("takes no value"),
             std::string::npos);
+  EXPECT_NE(errorOf(TaskCommand::parse({"plan.pb", "--checkpoint-every", "0"}))
+                .find("option --checkpoint-every: expected a positive integer, got '0'"),
+            std::string::npos);
+  EXPECT_NE(errorOf(TaskCommand::parse({"plan.pb", "--inject-fault", "explode@3"}))
+                .find("injected fault 'explode@3': expected KIND@STEP"),
+            std::string::npos);
 }
 
 TEST(TaskCommand, UsageListsEveryFlagItWrites) {
   std::string usage = TaskCommand::usage();
-  for (const char *flag : {"--task", "--coordinator", "--data", "--steps", "--epochs", "--threads",
-                           "--heartbeat-timeout", "--metrics-out", "--variables-out", "--save",
-                           "--restore", "--quiet", "--no-eval"})
+  for (const char *flag :
+       {"--task", "--coordinator", "--data", "--steps", "--epochs", "--threads",
+        "--heartbeat-timeout", "--metrics-out", "--variables-out", "--save", "--restore",
+        "--checkpoint-dir", "--checkpoint-every", "--inject-fault", "--quiet", "--no-eval"})
     EXPECT_NE(usage.find(flag), std::string::npos) << flag;
 }
 
