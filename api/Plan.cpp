@@ -135,7 +135,8 @@ Result<Plan> Plan::load(const std::string &path) {
 }
 
 Status Plan::save(const std::string &path) const {
-  if (auto err = plan::writePlan(impl_->plan, path))
+  // A Plan is made by compile or load, both of which verify it.
+  if (auto err = plan::writePlan(impl_->plan, path, plan::PlanCheck::AlreadyVerified))
     return toStatus(std::move(err));
   impl_->path = path;
   return Status::success();

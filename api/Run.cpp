@@ -103,6 +103,8 @@ runtime::job::JobOptions toJobOptions(const RunOptions &options) {
   result.checkpoints.every = options.checkpointEvery;
   result.checkpoints.keep = options.keepCheckpoints.value_or(result.checkpoints.keep);
   result.maxRestarts = options.maxRestarts;
+  result.generateTls = options.tls;
+  result.tls = {options.tlsCa, options.tlsCert, options.tlsKey};
   return result;
 }
 

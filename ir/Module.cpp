@@ -334,13 +334,31 @@ void Module::replaceUsesIf(Value *from, Value *to, llvm::function_ref<bool(const
 }
 
 std::unique_ptr<Module> Module::clone(llvm::DenseMap<const Value *, Value *> *valueMap) const {
+  return cloneSelected(valueMap, nullptr);
+}
+
+std::unique_ptr<Module> Module::cloneOps(const llvm::DenseSet<const Op *> &keep) const {
+  return cloneSelected(nullptr, &keep);
+}
+
+std::unique_ptr<Module> Module::cloneSelected(llvm::DenseMap<const Value *, Value *> *valueMap,
+                                              const llvm::DenseSet<const Op *> *keep) const {
   auto out = std::make_unique<Module>(name_);
   out->sourceFile_ = sourceFile_;
   out->headerTrivia = headerTrivia;
   out->footerComments = footerComments;
   llvm::DenseMap<const Value *, Value *> map;
   llvm::DenseMap<const Variable *, Variable *> varMap;
+  // With `keep`, only the inputs and variables the kept ops read.
+  llvm::DenseSet<const Value *> read;
+  if (keep)
+    for (const Op *op : *keep)
+      for (Value *v : op->operands())
+        read.insert(v);
+  auto wanted = [&](const Value *v) { return !keep || read.count(v); };
   for (const auto &in : inputs_) {
+    if (!wanted(in->value.get()))
+      continue;
     Input *copy = out->addInput(in->name(), in->value->hasType() ? in->type() : TensorType());
     copy->value->setType(in->value->maybeType());
     copy->loc = in->loc;
@@ -348,6 +366,8 @@ std::unique_ptr<Module> Module::clone(llvm::DenseMap<const Value *, Value *> *va
     map[in->value.get()] = copy->value.get();
   }
   for (const auto &var : variables_) {
+    if (!wanted(var->value.get()))
+      continue;
     Variable *copy = out->addVariable(var->name(), TensorType(), var->init);
     copy->value->setType(var->value->maybeType());
     copy->attrs = var->attrs;
@@ -357,6 +377,8 @@ std::unique_ptr<Module> Module::clone(llvm::DenseMap<const Value *, Value *> *va
     varMap[var.get()] = copy;
   }
   for (const auto &op : ops_) {
+    if (keep && !keep->count(op.get()))
+      continue;
     std::unique_ptr<Op> copy(new Op(op->def_, out.get()));
     for (Value *v : op->operands()) {
       auto it = map.find(v);
@@ -372,6 +394,8 @@ std::unique_ptr<Module> Module::clone(llvm::DenseMap<const Value *, Value *> *va
     }
     out->insertOp(std::move(copy), nullptr);
   }
+  if (keep)
+    return out;
   out->optimizer = optimizer;
   if (loss) {
     out->loss = Loss{loss->value ? map.lookup(loss->value) : nullptr, loss->loc, loss->trivia};

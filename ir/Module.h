@@ -12,6 +12,7 @@
 #include "ir/Diagnostic.h"
 #include "ir/Type.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
@@ -297,9 +298,16 @@ public:
 
   // A deep copy; `valueMap`, when given, receives old → new for every value.
   std::unique_ptr<Module> clone(llvm::DenseMap<const Value *, Value *> *valueMap = nullptr) const;
+  // A copy with only the ops `keep` selects (which must hold the defining op of every operand of
+  // each op it holds), the inputs and variables they read, and no loss, optimizer or gradients: a
+  // part of a large module without copying the rest first.
+  std::unique_ptr<Module> cloneOps(const llvm::DenseSet<const Op *> &keep) const;
 
 private:
   friend class Op;
+  // clone (every op) and cloneOps (those in `keep`).
+  std::unique_ptr<Module> cloneSelected(llvm::DenseMap<const Value *, Value *> *valueMap,
+                                        const llvm::DenseSet<const Op *> *keep) const;
   void registerName(Value *v);
   void unregisterName(const Value *v);
   // Puts a new op into the list before `before` (at the end when null) with its uses.

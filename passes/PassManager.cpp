@@ -134,7 +134,7 @@ llvm::Expected<bool> PassManager::run(ir::Module &module, const PassOptions &opt
   bool changed = false;
   for (size_t i = 0; i < passes_.size(); ++i) {
     Pass &pass = *passes_[i];
-    bool typedBefore = fullyTyped(module);
+    bool typedBefore = options_.verifyEach && fullyTyped(module);
     llvm::Expected<bool> passChanged = pass.run(module, options);
     if (!passChanged)
       return blamePass(pass.name(), passChanged.takeError());

@@ -83,6 +83,8 @@ ParallelPipelineOptions pipelineOptions(const cluster::Cluster &cluster, int64_t
   pipeline.routing = options.routing;
   pipeline.fuse = options.fuse;
   pipeline.precision = options.precision;
+  // The plan verifier verifies the programs made from the result: every op of it is in one.
+  pipeline.verify = false;
   return pipeline;
 }
 
@@ -171,14 +173,14 @@ void eraseUnreadVariables(Module &module) {
 
 // The worker program: the routed module without what runs on the PS tasks, and without what
 // only those ops read.
-llvm::Expected<std::unique_ptr<Module>> workerProgram(const Module &routed) {
-  auto worker = routed.clone();
+llvm::Expected<std::unique_ptr<Module>> workerProgram(std::unique_ptr<Module> worker) {
   llvm::DenseSet<const Op *> keep;
   for (const auto &op : worker->ops())
     if (!op->def().has(ir::kOnParameterServer) && !updatesPsVariable(*op))
       keep.insert(op.get());
   eraseOpsNotIn(*worker, keep);
-  if (auto e = runPipeline(*worker, "dce"))
+  // Not verified here: verifyPlan verifies every program.
+  if (auto e = runPipeline(*worker, "dce", {}, nullptr, /*verify=*/false))
     return std::move(e);
   eraseUnreadVariables(*worker);
   return std::move(worker);
@@ -277,23 +279,21 @@ llvm::Error shrinkToHeldRows(Module &ps, int64_t task) {
   for (const auto &op : ps.ops())
     for (unsigned i = 0; i < op->numResults(); ++i)
       op->result(i)->setType(std::nullopt);
-  return runPipeline(ps, "infer-shapes");
+  return runPipeline(ps, "infer-shapes", {}, nullptr, /*verify=*/false);
 }
 
 // The program of PS task `task`: the updates of the variables it holds rows of, and what they
 // read (the combined gradients, the step counter), over its rows only.
 llvm::Expected<std::unique_ptr<Module>> psProgram(const Module &routed, const cluster::Task &task) {
-  auto ps = routed.clone();
-  ps->setName(routed.name() + ".ps" + std::to_string(task.index));
-  auto keep = opsOfPsTask(*ps, task.index, {routed.sourceFile(), task.name});
+  std::string name = routed.name() + ".ps" + std::to_string(task.index);
+  auto keep = opsOfPsTask(routed, task.index, {routed.sourceFile(), task.name});
   if (!keep)
     return keep.takeError();
   if (keep->empty())
-    return std::make_unique<Module>(ps->name());
-  ps->loss.reset();
-  ps->optimizer.reset();
-  ps->gradients.clear();
-  eraseOpsNotIn(*ps, *keep);
+    return std::make_unique<Module>(name);
+  // Only the kept ops are copied: a PS task's part of a large model is small.
+  auto ps = routed.cloneOps(*keep);
+  ps->setName(name);
   eraseUnreadVariables(*ps);
   if (auto e = shrinkToHeldRows(*ps, task.index))
     return std::move(e);
@@ -403,10 +403,11 @@ void fillGroups(const Module &worker, const cluster::Cluster &cluster, Plan &pla
   }
 }
 
-// The worker program, run by every worker, with the group its all_reduce ops form.
+// The worker program, run by every worker, with the group its all_reduce ops form: made from
+// the routed module itself, the last use of it.
 llvm::Expected<std::unique_ptr<Module>>
-addWorkerProgram(const Module &routed, const cluster::Cluster &cluster, Plan &plan) {
-  auto worker = workerProgram(routed);
+addWorkerProgram(std::unique_ptr<Module> routed, const cluster::Cluster &cluster, Plan &plan) {
+  auto worker = workerProgram(std::move(routed));
   if (!worker)
     return worker.takeError();
   Program *entry = plan.add_programs();
@@ -419,25 +420,33 @@ addWorkerProgram(const Module &routed, const cluster::Cluster &cluster, Plan &pl
 }
 
 // One program per PS task, in PS task order.
-llvm::Expected<std::vector<std::unique_ptr<Module>>>
-addPsPrograms(const Module &routed, const cluster::Cluster &cluster, Plan &plan) {
+llvm::Expected<std::vector<std::unique_ptr<Module>>> psPrograms(const Module &routed,
+                                                                const cluster::Cluster &cluster) {
   std::vector<std::unique_ptr<Module>> programs;
   for (const cluster::Task *task : cluster.parameterServers()) {
     auto ps = psProgram(routed, *task);
     if (!ps)
       return ps.takeError();
-    Program *entry = plan.add_programs();
-    entry->set_name(task->name);
-    entry->add_tasks(task->name);
-    entry->set_ir(ir::printModule(**ps));
     programs.push_back(std::move(*ps));
   }
   return std::move(programs);
 }
 
+void addPsPrograms(const std::vector<std::unique_ptr<Module>> &programs,
+                   const cluster::Cluster &cluster, Plan &plan) {
+  size_t i = 0;
+  for (const cluster::Task *task : cluster.parameterServers()) {
+    Program *entry = plan.add_programs();
+    entry->set_name(task->name);
+    entry->add_tasks(task->name);
+    entry->set_ir(ir::printModule(*programs[i++]));
+  }
+}
+
 // `scaled` is the model's optimizer with the lr scaling rule applied.
-void fillRunConfig(const Module &model, const std::optional<ir::Optimizer> &scaled,
-                   const PartitionOptions &options, int64_t towers, RunConfig &run) {
+void fillRunConfig(const std::optional<ir::Optimizer> &model,
+                   const std::optional<ir::Optimizer> &scaled, const PartitionOptions &options,
+                   int64_t towers, RunConfig &run) {
   run.set_global_batch(options.globalBatch);
   run.set_steps(options.steps);
   run.set_seed(options.seed);
@@ -445,7 +454,7 @@ void fillRunConfig(const Module &model, const std::optional<ir::Optimizer> &scal
   run.set_lr_base_batch(options.lrScaling.baseBatch);
   if (scaled) {
     run.set_optimizer(ir::printOptimizer(*scaled));
-    run.set_base_lr(model.optimizer->params.getFloat("lr"));
+    run.set_base_lr(model->params.getFloat("lr"));
     run.set_lr(scaled->params.getFloat("lr"));
     if (!scaled->schedule.empty())
       run.set_lr_schedule(ir::printSchedule(scaled->schedule));
@@ -462,6 +471,16 @@ void fillRunConfig(const Module &model, const std::optional<ir::Optimizer> &scal
 
 llvm::Expected<PartitionResult> partition(const ir::Module &model, const cluster::Cluster &cluster,
                                           const PartitionOptions &options) {
+  auto copy = model.clone();
+  copy->setSourceFile(model.sourceFile());
+  return partition(std::move(copy), cluster, options);
+}
+
+llvm::Expected<PartitionResult> partition(std::unique_ptr<ir::Module> routed,
+                                          const cluster::Cluster &cluster,
+                                          const PartitionOptions &options) {
+  const std::string modelName = routed->name(), sourceFile = routed->sourceFile();
+  const std::optional<ir::Optimizer> optimizer = routed->optimizer;
   auto towers = towersPerWorker(cluster, options.globalBatch);
   if (!towers)
     return towers.takeError();
@@ -469,8 +488,6 @@ llvm::Expected<PartitionResult> partition(const ir::Module &model, const cluster
                                  cluster.numWorkers() * *towers))
     return std::move(e);
   PartitionResult result;
-  auto routed = model.clone();
-  routed->setSourceFile(model.sourceFile());
   if (auto e = scaleLearningRate(*routed, options.lrScaling, options.globalBatch))
     return std::move(e);
   const std::optional<ir::Optimizer> scaled = routed->optimizer; // lower-optimizer removes it
@@ -479,29 +496,38 @@ llvm::Expected<PartitionResult> partition(const ir::Module &model, const cluster
 
   Plan &plan = result.plan;
   plan.set_version(kPlanVersion);
-  plan.set_model(model.name());
-  plan.set_source(model.sourceFile());
+  plan.set_model(modelName);
+  plan.set_source(sourceFile);
   plan.set_strategy(passes::strategyName(options.placement.strategy).str());
   plan.set_replication(cluster::replicationName(cluster.replication).str());
   fillCluster(cluster, *plan.mutable_cluster());
   fillVariables(*routed, cluster, plan);
-  auto worker = addWorkerProgram(*routed, cluster, plan);
+  // The PS programs first (copies of parts of the routed module), then the worker program,
+  // which takes the routed module itself.
+  auto ps = psPrograms(*routed, cluster);
+  if (!ps)
+    return ps.takeError();
+  auto worker = addWorkerProgram(std::move(routed), cluster, plan);
   if (!worker)
     return worker.takeError();
-  auto psPrograms = addPsPrograms(*routed, cluster, plan);
-  if (!psPrograms)
-    return psPrograms.takeError();
-  fillRunConfig(model, scaled, options, *towers, *plan.mutable_run());
+  addPsPrograms(*ps, cluster, plan);
+  fillRunConfig(optimizer, scaled, options, *towers, *plan.mutable_run());
 
   std::vector<const Module *> psModules;
-  for (const auto &ps : *psPrograms)
-    psModules.push_back(ps.get());
+  for (const auto &program : *ps)
+    psModules.push_back(program.get());
   estimatePlan(plan, **worker, psModules, options.rowsPerStep);
   if (auto e = checkTaskMemory(plan, cluster))
     return std::move(e);
-  if (auto e = verifyPlan(plan))
+  // The plan's programs are the worker's, then the PS tasks', as made above.
+  std::vector<const Module *> programs = {worker->get()};
+  programs.insert(programs.end(), psModules.begin(), psModules.end());
+  if (auto e = verifyPlan(plan, programs))
     return ir::withNote(ir::withContext(std::move(e), "the emitted plan does not verify"),
                         "this is a bug in Prism's partitioner");
+  result.programs.push_back(std::move(*worker));
+  for (auto &program : *ps)
+    result.programs.push_back(std::move(program));
   return std::move(result);
 }
 

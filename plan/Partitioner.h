@@ -38,11 +38,18 @@ struct PartitionOptions {
 struct PartitionResult {
   Plan plan;
   PassStatistics statistics; // every pass's, in pipeline order (for `--stats`)
+  // The modules plan.programs' texts were printed from, in the same order.
+  std::vector<std::unique_ptr<ir::Module>> programs;
 };
 
 // `model` is the user's module (forward, loss, optimizer). Errors name the option, the cluster
 // or the model location at fault.
 llvm::Expected<PartitionResult> partition(const ir::Module &model, const cluster::Cluster &cluster,
+                                          const PartitionOptions &options);
+// The same, consuming `model` (no copy of it is made: on a large model the copy is a few
+// percent of the time).
+llvm::Expected<PartitionResult> partition(std::unique_ptr<ir::Module> model,
+                                          const cluster::Cluster &cluster,
                                           const PartitionOptions &options);
 
 } // namespace prism::plan

@@ -3,6 +3,7 @@
 
 #include "ir/Diagnostic.h"
 #include "ir/VariablePlacement.h"
+#include "ir/Verifier.h"
 #include "passes/PassManager.h"
 
 namespace prism::plan {
@@ -49,6 +50,15 @@ void addLossScaling(passes::PassOptions &options, ir::ComputePrecision precision
     options.set("loss-scale", "dynamic");
 }
 
+// Every pipeline here ends in a typed module: the runtime needs the types.
+llvm::Error verifyTyped(const ir::Module &module, llvm::StringRef after) {
+  ir::VerifyOptions verifyOptions;
+  verifyOptions.requireTypes = true;
+  if (auto e = ir::verify(module, verifyOptions))
+    return ir::withContext(std::move(e), "the module is invalid after the passes " + after);
+  return llvm::Error::success();
+}
+
 } // namespace
 
 // Last, so that every matrix product and convolution (backward and fused ones too) is marked.
@@ -58,12 +68,17 @@ static llvm::Error applyPrecision(ir::Module &module, ir::ComputePrecision preci
     return llvm::Error::success();
   passes::PassOptions options;
   options.set("precision", ir::precisionName(precision));
-  return runPipeline(module, "mixed-precision", options, statistics);
+  return runPipeline(module, "mixed-precision", options, statistics, /*verify=*/false);
 }
 
 llvm::Error runPipeline(ir::Module &module, llvm::StringRef pipeline,
-                        const passes::PassOptions &options, PassStatistics *statistics) {
-  auto manager = passes::PassManager::fromPipeline(pipeline);
+                        const passes::PassOptions &options, PassStatistics *statistics,
+                        bool verify) {
+  // Verified once, not after every pass: on a 500,000-op model the verifier after each pass
+  // took as long as the passes.
+  passes::PassManagerOptions managerOptions;
+  managerOptions.verifyEach = false;
+  auto manager = passes::PassManager::fromPipeline(pipeline, managerOptions);
   if (!manager)
     return manager.takeError();
   // The caller may set options for several stages; each stage takes the ones its passes read.
@@ -74,6 +89,9 @@ llvm::Error runPipeline(ir::Module &module, llvm::StringRef pipeline,
         read.set(key, options.get(key));
   if (auto changed = manager->run(module, read); !changed)
     return changed.takeError();
+  if (verify)
+    if (auto e = verifyTyped(module, pipeline))
+      return e;
   if (statistics)
     for (const auto &pass : manager->passes())
       for (const auto &statistic : pass->statistics())
@@ -97,9 +115,12 @@ llvm::Error compileTrainingStep(ir::Module &module, const TrainingStepOptions &o
                                 PassStatistics *statistics) {
   passes::PassOptions passOptions;
   addLossScaling(passOptions, options.precision);
-  if (auto e = runPipeline(module, trainingPipeline(options.fuse), passOptions, statistics))
+  std::string pipeline = trainingPipeline(options.fuse);
+  if (auto e = runPipeline(module, pipeline, passOptions, statistics, /*verify=*/false))
     return e;
-  return applyPrecision(module, options.precision, statistics);
+  if (auto e = applyPrecision(module, options.precision, statistics))
+    return e;
+  return verifyTyped(module, pipeline);
 }
 
 llvm::Error parallelize(ir::Module &module, const ParallelPipelineOptions &options,
@@ -109,16 +130,23 @@ llvm::Error parallelize(ir::Module &module, const ParallelPipelineOptions &optio
   options.placement.addTo(passOptions);
   options.routing.addTo(passOptions);
   addLossScaling(passOptions, options.precision);
-  if (auto e = runPipeline(module, replicationPipeline(options.replicate), passOptions, statistics))
+  // One verification at the end: the stages' passes are named in its error.
+  std::string pipeline = replicationPipeline(options.replicate);
+  if (auto e = runPipeline(module, pipeline, passOptions, statistics, /*verify=*/false))
     return e;
   if (auto e = checkParameterServers(module, options.placement))
     return e;
-  if (auto e = runPipeline(module, kPlaceAndRoutePasses, passOptions, statistics))
+  pipeline += std::string(",") + kPlaceAndRoutePasses;
+  if (auto e = runPipeline(module, kPlaceAndRoutePasses, passOptions, statistics, false))
     return e;
-  if (options.fuse)
-    if (auto e = runPipeline(module, kFusionPasses, passOptions, statistics))
+  if (options.fuse) {
+    pipeline += std::string(",") + kFusionPasses;
+    if (auto e = runPipeline(module, kFusionPasses, passOptions, statistics, false))
       return e;
-  return applyPrecision(module, options.precision, statistics);
+  }
+  if (auto e = applyPrecision(module, options.precision, statistics))
+    return e;
+  return options.verify ? verifyTyped(module, pipeline) : llvm::Error::success();
 }
 
 } // namespace prism::plan

@@ -21,10 +21,12 @@ namespace prism::plan {
 using PassStatistics = std::vector<std::pair<std::string, passes::Pass::Statistic>>;
 
 // Runs `pipeline` (pass names, comma-separated) with those of `options` its passes read, and
-// appends each pass's statistics to `statistics` when given.
+// appends each pass's statistics to `statistics` when given. The module is verified once at the
+// end (`prism opt` verifies after every pass), unless `verify` is false: a caller that runs
+// several pipelines, or verifies the result itself, verifies once.
 llvm::Error runPipeline(ir::Module &module, llvm::StringRef pipeline,
                         const passes::PassOptions &options = {},
-                        PassStatistics *statistics = nullptr);
+                        PassStatistics *statistics = nullptr, bool verify = true);
 
 // The single-device training step: infer-shapes, autodiff, lower-optimizer, cse, dce, and with
 // `fuse` the fusion passes (fuse-bias-activation, fuse-elementwise).
@@ -49,6 +51,7 @@ struct ParallelPipelineOptions {
   passes::RouteGradientsOptions routing;   // all-reduce bucket size
   bool fuse = true;                        // the fusion passes at the end
   ir::ComputePrecision precision = ir::ComputePrecision::F32; // mixed-precision when below f32
+  bool verify = true; // the result, once; false for a caller that verifies what it makes of it
 };
 
 // The parallelizing pipeline: the training step (unfused), classify-variables,

@@ -8,9 +8,10 @@
 
 namespace prism::plan {
 
-llvm::Error writePlan(const Plan &plan, llvm::StringRef path) {
-  if (auto e = verifyPlan(plan))
-    return e;
+llvm::Error writePlan(const Plan &plan, llvm::StringRef path, PlanCheck check) {
+  if (check == PlanCheck::Verify)
+    if (auto e = verifyPlan(plan))
+      return e;
   std::string bytes;
   if (!plan.SerializeToString(&bytes))
     return ir::makeError(ir::ErrorCode::Internal, "cannot serialize the plan for " + path);

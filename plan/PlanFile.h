@@ -14,8 +14,12 @@ namespace prism::plan {
 constexpr uint32_t kPlanVersion = 2;
 constexpr uint32_t kOldestPlanVersion = 1;
 
+// Whether writePlan verifies the plan first: a plan partition() just made (and verified) need
+// not be verified again.
+enum class PlanCheck { Verify, AlreadyVerified };
+
 // Verifies the plan, then writes it (temporary file + rename).
-llvm::Error writePlan(const Plan &plan, llvm::StringRef path);
+llvm::Error writePlan(const Plan &plan, llvm::StringRef path, PlanCheck check = PlanCheck::Verify);
 // Reads, checks the version, and verifies; every error names the file.
 llvm::Expected<Plan> readPlan(llvm::StringRef path);
 

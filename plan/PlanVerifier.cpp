@@ -391,26 +391,36 @@ llvm::Error verifyProgramOwners(const Plan &plan) {
 
 // Each program parses and agrees with the plan; what the worker program routes and how often
 // each PS task updates each variable are gathered for verifyRouting.
-llvm::Error verifyPrograms(const Plan &plan, llvm::StringMap<Routing> &routing,
-                           llvm::StringMap<int> &updates) {
+llvm::Error verifyPrograms(const Plan &plan, llvm::ArrayRef<const ir::Module *> modules,
+                           llvm::StringMap<Routing> &routing, llvm::StringMap<int> &updates) {
   const TaskIndex tasks(plan);
-  for (const Program &p : plan.programs()) {
+  for (int i = 0; i < plan.programs_size(); ++i) {
+    const Program &p = plan.programs(i);
     const Task *first = tasks.find(p.tasks_size() ? p.tasks(0) : "");
     if (!first)
       return fail("program " + quoted(p.name()) + " has no tasks");
     for (const std::string &t : p.tasks())
       if (tasks.find(t)->role() != first->role())
         return fail("program " + quoted(p.name()) + " mixes worker and PS tasks");
-    auto module = parseProgram(p);
-    if (!module) // its place (<plan program NAME>:line:column) names the program
-      return ir::withContext(module.takeError(), "invalid plan: program " + quoted(p.name()));
+    std::unique_ptr<ir::Module> parsed;
+    const ir::Module *module = modules.empty() ? nullptr : modules[static_cast<size_t>(i)];
+    if (module) {
+      if (auto e = ir::verify(*module))
+        return ir::withContext(std::move(e), "invalid plan: program " + quoted(p.name()));
+    } else {
+      auto read = parseProgram(p);
+      if (!read) // its place (<plan program NAME>:line:column) names the program
+        return ir::withContext(read.takeError(), "invalid plan: program " + quoted(p.name()));
+      parsed = std::move(*read);
+      module = parsed.get();
+    }
     if (first->role() == "worker") {
       llvm::StringMap<Routing> programRouting;
-      if (auto e = verifyWorkerProgram(plan, p, **module, programRouting))
+      if (auto e = verifyWorkerProgram(plan, p, *module, programRouting))
         return e;
       if (routing.empty())
         routing = std::move(programRouting);
-    } else if (auto e = verifyPsProgram(plan, p, **module, updates)) {
+    } else if (auto e = verifyPsProgram(plan, p, *module, updates)) {
       return e;
     }
   }
@@ -468,6 +478,14 @@ llvm::Expected<std::unique_ptr<ir::Module>> parseProgram(const Program &program)
 }
 
 llvm::Error verifyPlan(const Plan &plan) {
+  return verifyPlan(plan, {});
+}
+
+llvm::Error verifyPlan(const Plan &plan, llvm::ArrayRef<const ir::Module *> programs) {
+  if (!programs.empty() && programs.size() != static_cast<size_t>(plan.programs_size()))
+    return ir::makeError(ir::ErrorCode::Internal,
+                         "verifyPlan: " + std::to_string(programs.size()) + " modules for " +
+                             std::to_string(plan.programs_size()) + " programs");
   if (auto e = verifyHeader(plan))
     return e;
   if (auto e = verifyCluster(plan))
@@ -480,7 +498,7 @@ llvm::Error verifyPlan(const Plan &plan) {
     return e;
   llvm::StringMap<Routing> routing;
   llvm::StringMap<int> updates;
-  if (auto e = verifyPrograms(plan, routing, updates))
+  if (auto e = verifyPrograms(plan, programs, routing, updates))
     return e;
   return verifyRouting(plan, routing, updates);
 }

@@ -17,9 +17,9 @@ inline uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// 64-bit FNV-1a of the bytes of `text`.
-inline uint64_t fnv1a64(llvm::StringRef text) {
-  uint64_t h = 0xcbf29ce484222325ULL;
+// 64-bit FNV-1a of the bytes of `text`; `h`: the hash of the bytes before them, to hash a
+// sequence of pieces.
+inline uint64_t fnv1a64(llvm::StringRef text, uint64_t h = 0xcbf29ce484222325ULL) {
   for (unsigned char c : text) {
     h ^= c;
     h *= 0x100000001b3ULL;

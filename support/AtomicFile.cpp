@@ -9,6 +9,13 @@
 namespace prism::support {
 
 llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef contents, FileAccess access) {
+  return writeFileAtomically(
+      path, [&](llvm::raw_ostream &os) { os << contents; }, access);
+}
+
+llvm::Error writeFileAtomically(llvm::StringRef path,
+                                llvm::function_ref<void(llvm::raw_ostream &)> write,
+                                FileAccess access) {
   llvm::SmallString<256> temp;
   int fd;
   // The temporary file gets the final mode when it is made, so the contents are never readable
@@ -21,7 +28,7 @@ llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef contents, 
     return ir::makeError("cannot write " + path + ": " + ec.message());
   {
     llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << contents;
+    write(os);
     os.close();
     if (os.has_error()) {
       std::string msg = os.error().message();

@@ -3,8 +3,10 @@
 // file where a good one stood.
 #pragma once
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
 
 namespace prism::support {
 
@@ -13,6 +15,11 @@ namespace prism::support {
 enum class FileAccess { Everyone, OwnerOnly };
 
 llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef contents,
+                                FileAccess access = FileAccess::Everyone);
+// The same with the contents written by `write` to the temporary file's stream, piece by piece
+// (a checkpoint's tensors go out without being copied into one buffer first).
+llvm::Error writeFileAtomically(llvm::StringRef path,
+                                llvm::function_ref<void(llvm::raw_ostream &)> write,
                                 FileAccess access = FileAccess::Everyone);
 
 } // namespace prism::support

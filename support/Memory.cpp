@@ -1,11 +1,14 @@
 // Memory limits: the machine's memory, --memory-limit, and the check before large allocations.
 #include "support/Memory.h"
 
+#include <malloc.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "ir/Diagnostic.h"
 #include "llvm/Support/Format.h"
@@ -100,6 +103,26 @@ std::string formatBytes(double bytes) {
   std::string s;
   llvm::raw_string_ostream(s) << llvm::format(u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
   return s;
+}
+
+void tuneAllocatorForLargeModules(uint64_t expectedBytes) {
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+  mallopt(M_TOP_PAD, 64 << 20);
+  // The heap grows to `expectedBytes` once, advised for huge pages, and is handed back to malloc
+  // (not to the system): later allocations carve it. Nothing is touched here, so nothing is
+  // committed before it is used.
+  constexpr uintptr_t kHugePage = 2 << 20;
+  if (expectedBytes < 2 * kHugePage || expectedBytes > machineMemoryBytes() / 2)
+    return;
+  void *block = std::malloc(static_cast<size_t>(expectedBytes));
+  if (!block)
+    return;
+  uintptr_t begin = (reinterpret_cast<uintptr_t>(block) + kHugePage - 1) & ~(kHugePage - 1);
+  uintptr_t end = (reinterpret_cast<uintptr_t>(block) + expectedBytes) & ~(kHugePage - 1);
+  if (end > begin)
+    madvise(reinterpret_cast<void *>(begin), end - begin, MADV_HUGEPAGE);
+  std::free(block);
 }
 
 } // namespace prism::support

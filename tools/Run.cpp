@@ -39,6 +39,13 @@ void RunOptionArgs::addOptions(CLI::App &cmd, bool all) {
       ->capture_default_str();
   cmd.add_option("--variables-out", variablesOut,
                  "Every task writes its variables to a directory here at the end");
+  cmd.add_flag("--tls", tls,
+               "TLS on every gRPC channel, with a CA and a certificate per task made for this job");
+  cmd.add_option("--tls-ca", tlsCa, "TLS with this CA certificate (PEM) ...");
+  cmd.add_option("--tls-cert", tlsCert,
+                 "... each task's certificate, {task} standing for its name (certs/{task}.pem: "
+                 "worker-0, ps-1, coordinator-0) ...");
+  cmd.add_option("--tls-key", tlsKey, "... and its key (certs/{task}.key)");
 }
 
 void RunOptionArgs::addRecoveryOptions(CLI::App &cmd) {
@@ -81,6 +88,10 @@ api::RunOptions RunOptionArgs::toApiOptions() const {
   options.checkpointEvery = checkpointEvery;
   options.keepCheckpoints = keepCheckpoints;
   options.maxRestarts = maxRestarts;
+  options.tls = tls;
+  options.tlsCa = tlsCa;
+  options.tlsCert = tlsCert;
+  options.tlsKey = tlsKey;
   return options;
 }
 

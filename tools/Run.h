@@ -33,6 +33,8 @@ struct RunOptionArgs {
   int64_t checkpointEvery = 0;
   int64_t keepCheckpoints = runtime::train::PeriodicCheckpoints().keep;
   int maxRestarts = 0;
+  bool tls = false;
+  std::string tlsCa, tlsCert, tlsKey;
 
   // With `all` false, only what `train` and `verify` lack of their own (they have --data,
   // --steps, --epochs, --threads, --metrics-out, --quiet, --no-eval).

@@ -263,6 +263,10 @@ struct RunOptions {
   int64_t checkpointEvery = 0;
   std::optional<int64_t> keepCheckpoints;
   int maxRestarts = 0;
+  // TLS on every gRPC channel of the job (docs/security.md): tls makes a CA and a certificate
+  // per task for this job; or the files, {task} standing for each task's file name (worker-0).
+  bool tls = false;
+  std::string tlsCa, tlsCert, tlsKey;
 };
 
 // Starts every task of the plan (local processes, or through options.launcher) and watches

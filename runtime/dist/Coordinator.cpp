@@ -13,6 +13,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "ir/Diagnostic.h"
+#include "runtime/dist/Tls.h"
 #include "runtime/dist/coordinator.grpc.pb.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -126,7 +127,10 @@ public:
 
 private:
   // OK when the call carries the job token; UNAUTHENTICATED (and a log line) otherwise.
-  grpc::Status checkToken(grpc::ServerContext *context, const char *method) const;
+  // The job token, and with TLS that the task a request names (`claimed`) is the one its
+  // certificate names.
+  grpc::Status checkToken(grpc::ServerContext *context, const char *method,
+                          const std::string *claimed = nullptr) const;
   bool ended() const { return abortReason_.has_value() || stopping_; }
   // What every call returns once the job is aborted or the server is stopping.
   std::optional<grpc::Status> endStatus() const;
@@ -147,12 +151,21 @@ private:
   std::thread monitor_;
 };
 
-grpc::Status Coordinator::Impl::checkToken(grpc::ServerContext *context, const char *method) const {
+grpc::Status Coordinator::Impl::checkToken(grpc::ServerContext *context, const char *method,
+                                           const std::string *claimed) const {
   const auto &metadata = context->client_metadata();
   auto token = metadata.find(kJobTokenMetadata);
   if (token != metadata.end() &&
-      sameToken(llvm::StringRef(token->second.data(), token->second.size()), options.jobToken))
-    return grpc::Status::OK;
+      sameToken(llvm::StringRef(token->second.data(), token->second.size()), options.jobToken)) {
+    std::optional<std::string> caller = callerTask(*context);
+    if (!claimed || !caller || *caller == *claimed)
+      return grpc::Status::OK;
+    logLine(llvm::Twine("refused ") + method + " as " + *claimed + " from " + context->peer() +
+            ", whose certificate is " + *caller + "'s");
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        std::string(method) + " as " + *claimed + " with the certificate of " +
+                            *caller);
+  }
   const char *problem = token == metadata.end() ? "missing" : "wrong";
   logLine(llvm::Twine("refused ") + method + " from " + context->peer() + ": " + problem +
           " job token");
@@ -198,7 +211,7 @@ void Coordinator::Impl::abortLocked(std::string reason) {
 
 grpc::Status Coordinator::Impl::Register(grpc::ServerContext *context,
                                          const proto::RegisterRequest *request, proto::Ack *) {
-  if (grpc::Status refused = checkToken(context, "Register"); !refused.ok())
+  if (grpc::Status refused = checkToken(context, "Register", &request->task()); !refused.ok())
     return refused;
   std::lock_guard<std::mutex> lock(mutex_);
   if (auto status = endStatus())
@@ -281,7 +294,7 @@ grpc::Status Coordinator::Impl::Check(grpc::ServerContext *context,
 
 grpc::Status Coordinator::Impl::Barrier(grpc::ServerContext *context,
                                         const proto::BarrierRequest *request, proto::Ack *) {
-  if (grpc::Status refused = checkToken(context, "Barrier"); !refused.ok())
+  if (grpc::Status refused = checkToken(context, "Barrier", &request->task()); !refused.ok())
     return refused;
   const std::string &name = request->name(), &taskName = request->task();
   std::unique_lock<std::mutex> lock(mutex_);
@@ -325,7 +338,7 @@ grpc::Status Coordinator::Impl::Barrier(grpc::ServerContext *context,
 
 grpc::Status Coordinator::Impl::Heartbeat(grpc::ServerContext *context,
                                           const proto::TaskRequest *request, proto::Ack *) {
-  if (grpc::Status refused = checkToken(context, "Heartbeat"); !refused.ok())
+  if (grpc::Status refused = checkToken(context, "Heartbeat", &request->task()); !refused.ok())
     return refused;
   std::lock_guard<std::mutex> lock(mutex_);
   if (auto status = endStatus())
@@ -343,7 +356,7 @@ grpc::Status Coordinator::Impl::Heartbeat(grpc::ServerContext *context,
 grpc::Status Coordinator::Impl::ReportFailure(grpc::ServerContext *context,
                                               const proto::ReportFailureRequest *request,
                                               proto::Ack *) {
-  if (grpc::Status refused = checkToken(context, "ReportFailure"); !refused.ok())
+  if (grpc::Status refused = checkToken(context, "ReportFailure", &request->task()); !refused.ok())
     return refused;
   std::lock_guard<std::mutex> lock(mutex_);
   if (auto status = endStatus())
@@ -356,7 +369,7 @@ grpc::Status Coordinator::Impl::ReportFailure(grpc::ServerContext *context,
 
 grpc::Status Coordinator::Impl::Finish(grpc::ServerContext *context,
                                        const proto::TaskRequest *request, proto::Ack *) {
-  if (grpc::Status refused = checkToken(context, "Finish"); !refused.ok())
+  if (grpc::Status refused = checkToken(context, "Finish", &request->task()); !refused.ok())
     return refused;
   std::lock_guard<std::mutex> lock(mutex_);
   if (auto status = endStatus())
@@ -423,7 +436,7 @@ llvm::Expected<std::unique_ptr<Coordinator>> Coordinator::start(CoordinatorOptio
     return ir::makeError("coordinator: the heartbeat timeout must be positive");
   auto impl = std::make_unique<Impl>(std::move(options));
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(impl->options.listenAddress, grpc::InsecureServerCredentials(),
+  builder.AddListeningPort(impl->options.listenAddress, serverCredentials(impl->options.tls),
                            &impl->port);
   // gRPC binds with SO_REUSEPORT by default: a second server on a taken port would "succeed".
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);

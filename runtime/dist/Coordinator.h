@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/dist/Tls.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -23,6 +24,9 @@ struct CoordinatorOptions {
   std::vector<std::string> expectedTasks;    // "worker:0", "ps:1": the only tasks that may register
   // A registered, unfinished task silent for this long aborts the job.
   std::chrono::milliseconds heartbeatTimeout{5000};
+  // TLS (Tls.h): the coordinator's identity; a call that names a task must come with that
+  // task's certificate. None: plaintext.
+  std::optional<TlsIdentity> tls;
 };
 
 class Coordinator {

@@ -52,8 +52,8 @@ CoordinatorClient::CoordinatorClient(CoordinatorClientOptions options)
   arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  connection_->channel =
-      grpc::CreateCustomChannel(options_.address, grpc::InsecureChannelCredentials(), arguments);
+  auto credentials = channelCredentials(options_.tls, options_.coordinatorTask, arguments);
+  connection_->channel = grpc::CreateCustomChannel(options_.address, credentials, arguments);
   connection_->stub = proto::CoordinatorService::NewStub(connection_->channel);
 }
 

@@ -8,10 +8,12 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "runtime/dist/Tls.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -28,6 +30,10 @@ struct CoordinatorClientOptions {
   std::string taskName; // this task, e.g. "worker:1"
   // The deadline of calls that do not wait by design; waiting calls get their timeout on top.
   std::chrono::milliseconds callTimeout{10000};
+  // TLS (Tls.h): this task's identity; the coordinator must present the certificate of
+  // `coordinatorTask`. None: plaintext.
+  std::optional<TlsIdentity> tls;
+  std::string coordinatorTask = "coordinator:0";
 };
 
 class CoordinatorClient {

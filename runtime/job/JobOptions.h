@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "runtime/dist/Tls.h"
 #include "runtime/train/CheckpointDir.h"
 
 namespace prism::runtime::job {
@@ -41,6 +42,14 @@ struct JobOptions {
   int maxRestarts = 0;
   // A fault this task injects into itself (InjectedFault.h); empty: none.
   std::string injectFault;
+  // TLS on every gRPC channel (runtime/dist/Tls.h). A task's own files; for the launcher, paths
+  // in which {task} stands for each task's file name (worker-0, ps-1, coordinator).
+  dist::TlsFiles tls;
+  // The launcher makes a CA and a certificate per task for this job (removed when it ends).
+  bool generateTls = false;
+  // Whose certificate the coordinator presents: empty, the plan's coordinator task's (the
+  // launcher's); "worker:0" when that process serves the coordinator (under mpirun or srun).
+  std::string coordinatorTask;
 };
 
 } // namespace prism::runtime::job

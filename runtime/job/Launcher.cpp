@@ -24,6 +24,7 @@
 #include "runtime/job/JobCheckpoints.h"
 #include "runtime/job/TaskCommand.h"
 #include "runtime/train/CheckpointDir.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
@@ -177,6 +178,13 @@ std::vector<const plan::Task *> tasksToStart(const plan::Plan &plan) {
   return tasks;
 }
 
+// The TLS files of `task`: {task} in the launcher's paths replaced by its file name.
+dist::TlsFiles tlsFilesOf(const JobOptions &options, llvm::StringRef task) {
+  std::string name = plan::taskFileName(task);
+  return {replaceAll(options.tls.ca, "{task}", name), replaceAll(options.tls.cert, "{task}", name),
+          replaceAll(options.tls.key, "{task}", name)};
+}
+
 // On loopback every task takes a free port (several jobs may share the machine); across hosts
 // the plan's ports are used.
 llvm::Expected<std::unique_ptr<dist::Coordinator>> startCoordinator(const plan::Plan &plan,
@@ -193,6 +201,10 @@ llvm::Expected<std::unique_ptr<dist::Coordinator>> startCoordinator(const plan::
   for (const plan::Task *t : tasksToStart(plan))
     coordinatorOptions.expectedTasks.push_back(t->name());
   coordinatorOptions.heartbeatTimeout = options.heartbeatTimeout;
+  auto tls = dist::readTlsFiles(tlsFilesOf(options, coordinatorTask->name()));
+  if (!tls)
+    return tls.takeError();
+  coordinatorOptions.tls = std::move(*tls);
   return dist::Coordinator::start(coordinatorOptions);
 }
 
@@ -223,6 +235,7 @@ llvm::Error startTasks(RunningJob &job, const plan::Plan &plan, const TaskComman
     command.task = t->name();
     if (fault && fault->task == t->name())
       command.options.injectFault = fault->str();
+    command.options.tls = tlsFilesOf(options, t->name());
     auto child = std::make_unique<Child>();
     child->task = t->name();
     llvm::Error e = spawn(*child, taskArgv(plan, *t, command, options));
@@ -372,6 +385,44 @@ llvm::Expected<std::string> runOnce(const plan::Plan &plan, const TaskCommand &c
   return "";
 }
 
+// TLS for the job: with --tls, a new CA and a certificate per task in a private temporary
+// directory (returned, for removal), which `options.tls` then names; with files given, each
+// task must have its own. Empty: no directory made.
+llvm::Expected<std::string> prepareTls(const plan::Plan &plan, JobOptions &options) {
+  if (options.generateTls && !options.tls.empty())
+    return ir::makeError("--tls makes the job's certificates and --tls-ca, --tls-cert and "
+                         "--tls-key give them: use one or the other");
+  if (!options.tls.empty()) {
+    bool shared = llvm::StringRef(options.tls.cert).find("{task}") == llvm::StringRef::npos ||
+                  llvm::StringRef(options.tls.key).find("{task}") == llvm::StringRef::npos;
+    if (shared)
+      return ir::makeError("--tls-cert " + options.tls.cert + " --tls-key " + options.tls.key +
+                           ": each task needs its own certificate; put {task} in both paths "
+                           "(certs/{task}.pem: worker-0, ps-0, coordinator-0)");
+    for (const plan::Task &t : plan.cluster().tasks())
+      for (const std::string &path :
+           {tlsFilesOf(options, t.name()).cert, tlsFilesOf(options, t.name()).key, options.tls.ca})
+        if (!llvm::sys::fs::exists(path))
+          return ir::makeError("TLS: " + path + " (for " + t.name() + ") does not exist");
+    return std::string();
+  }
+  if (!options.generateTls)
+    return std::string();
+  llvm::SmallString<256> dir;
+  if (auto ec = llvm::sys::fs::createUniqueDirectory("prism-tls", dir))
+    return ir::makeError("cannot make a directory for the job's certificates: " + ec.message());
+  std::vector<std::string> tasks;
+  for (const plan::Task &t : plan.cluster().tasks())
+    tasks.push_back(t.name());
+  if (auto e = dist::writeJobCertificates(dir, tasks)) {
+    llvm::sys::fs::remove_directories(dir);
+    return std::move(e);
+  }
+  dist::TlsFiles files = dist::jobCertificateFiles(dir, "{task}");
+  options.tls = {files.ca, files.cert, files.key};
+  return std::string(dir);
+}
+
 // A fault that could never fire is a mistake in the test that injects it.
 llvm::Error checkFaults(const plan::Plan &plan, const JobOptions &options,
                         const std::vector<InjectedFault> &faults) {
@@ -428,11 +479,22 @@ llvm::Error runPlan(const plan::Plan &plan, const std::string &planPath,
   if (auto e = checkFaults(plan, options, *faults))
     return e;
 
+  // The job's own CA and certificates, when asked for: in a private directory, removed when
+  // the job ends however it ends.
+  JobOptions jobOptions = options;
+  auto tlsDir = prepareTls(plan, jobOptions);
+  if (!tlsDir)
+    return tlsDir.takeError();
+  auto removeTls = llvm::make_scope_exit([&] {
+    if (!tlsDir->empty())
+      llvm::sys::fs::remove_directories(*tlsDir);
+  });
+
   TaskCommand common;
   llvm::SmallString<256> absolutePlan(planPath);
   llvm::sys::fs::make_absolute(absolutePlan);
   common.plan = std::string(absolutePlan);
-  common.options = options;
+  common.options = jobOptions;
   std::string partialSave =
       options.saveDir.empty() ? "" : options.saveDir + ".partial-" + std::to_string(getpid());
   common.options.saveDir = partialSave;

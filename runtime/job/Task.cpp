@@ -97,9 +97,10 @@ void injectAtStep(const std::optional<InjectedFault> &fault, int64_t step) {
 // where they listen), or null when none does.
 llvm::Expected<std::unique_ptr<ps::PsClient>>
 connectToParameterServers(const plan::Plan &plan, dist::CoordinatorClient &client,
-                          const JobOptions &options) {
+                          const JobOptions &options, const std::optional<dist::TlsIdentity> &tls) {
   ps::PsClientOptions psOptions;
   psOptions.jobToken = options.jobToken;
+  psOptions.tls = tls;
   psOptions.rpcDeadline = options.rpcTimeout;
   for (const plan::Variable &v : plan.variables()) {
     if (v.placement() != "ps" || !v.trainable())
@@ -152,7 +153,8 @@ workerTrainOptions(const plan::Plan &plan, const plan::Task &task, const JobOpti
 
 llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
                       dist::CoordinatorClient &client, const JobOptions &options,
-                      const std::optional<InjectedFault> &fault) {
+                      const std::optional<InjectedFault> &fault,
+                      const std::optional<dist::TlsIdentity> &tls) {
   auto module = plan::parseProgram(*plan::findProgram(plan, task.name()));
   if (!module)
     return module.takeError();
@@ -160,7 +162,7 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
                                              numWorkers(plan), task.address(), options.rpcTimeout);
   if (!collective)
     return collective.takeError();
-  auto psClient = connectToParameterServers(plan, client, options);
+  auto psClient = connectToParameterServers(plan, client, options, tls);
   if (!psClient)
     return psClient.takeError();
   WorkerCommunication communication(task.index(), std::move(*collective), std::move(*psClient));
@@ -313,7 +315,8 @@ llvm::Error waitForJobEnd(dist::CoordinatorClient &client) {
 
 llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
                                dist::CoordinatorClient &client, const JobOptions &options,
-                               const std::optional<InjectedFault> &fault) {
+                               const std::optional<InjectedFault> &fault,
+                               const std::optional<dist::TlsIdentity> &tls) {
   auto module = plan::parseProgram(*plan::findProgram(plan, task.name()));
   if (!module)
     return module.takeError();
@@ -337,6 +340,7 @@ llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
   serverOptions.address =
       task.address() + ":" + (plan::onLoopback(plan) ? "0" : std::to_string(task.port()));
   serverOptions.jobToken = options.jobToken;
+  serverOptions.tls = tls;
   serverOptions.variables = store;
   serverOptions.contributors = numWorkers(plan);
   serverOptions.waitTimeout = options.rpcTimeout;
@@ -422,7 +426,16 @@ int runTask(const plan::Plan &plan, llvm::StringRef taskName, const std::string 
       return fail(parsed.takeError());
     fault = *parsed;
   }
+  auto tls = dist::readTlsFiles(options.tls);
+  if (!tls)
+    return fail(tls.takeError());
   dist::CoordinatorClientOptions clientOptions;
+  clientOptions.tls = *tls;
+  clientOptions.coordinatorTask = options.coordinatorTask;
+  if (clientOptions.coordinatorTask.empty())
+    for (const plan::Task &t : plan.cluster().tasks())
+      if (t.role() == "coordinator")
+        clientOptions.coordinatorTask = t.name();
   clientOptions.address = coordinator;
   clientOptions.jobToken = options.jobToken;
   clientOptions.taskName = task->name();
@@ -435,8 +448,8 @@ int runTask(const plan::Plan &plan, llvm::StringRef taskName, const std::string 
           options.heartbeatTimeout))
     return fail(std::move(e));
   llvm::Error e = task->role() == "worker"
-                      ? runWorker(plan, *task, client, options, fault)
-                      : runParameterServer(plan, *task, client, options, fault);
+                      ? runWorker(plan, *task, client, options, fault, *tls)
+                      : runParameterServer(plan, *task, client, options, fault, *tls);
   if (e) {
     std::string message = llvm::toString(std::move(e));
     std::fprintf(stderr, "%s: %s\n", name.c_str(), message.c_str());

@@ -154,6 +154,24 @@ const std::vector<Flag> &flags() {
            return std::nullopt;
          return std::to_string(c.options.checkpoints.every);
        }},
+      {"--tls-ca", "F", "The job's CA certificate (PEM): TLS on every gRPC channel",
+       [](TaskCommand &c, llvm::StringRef v) {
+         c.options.tls.ca = v.str();
+         return llvm::Error::success();
+       },
+       [](const TaskCommand &c) { return unlessEmpty(c.options.tls.ca); }},
+      {"--tls-cert", "F", "This task's certificate (PEM), signed by the CA",
+       [](TaskCommand &c, llvm::StringRef v) {
+         c.options.tls.cert = v.str();
+         return llvm::Error::success();
+       },
+       [](const TaskCommand &c) { return unlessEmpty(c.options.tls.cert); }},
+      {"--tls-key", "F", "This task's private key (PEM)",
+       [](TaskCommand &c, llvm::StringRef v) {
+         c.options.tls.key = v.str();
+         return llvm::Error::success();
+       },
+       [](const TaskCommand &c) { return unlessEmpty(c.options.tls.key); }},
       {"--inject-fault", "KIND@STEP",
        "Kill (kill), stop (stop) or kill while checkpointing (kill-in-checkpoint) this task at "
        "a step: for recovery tests",
@@ -227,6 +245,10 @@ serveCoordinator(const plan::Plan &plan, const std::string &address, const JobOp
     if (t.role() != "coordinator")
       coordinatorOptions.expectedTasks.push_back(t.name());
   coordinatorOptions.heartbeatTimeout = options.heartbeatTimeout;
+  auto tls = dist::readTlsFiles(options.tls);
+  if (!tls)
+    return tls.takeError();
+  coordinatorOptions.tls = std::move(*tls);
   return dist::Coordinator::start(coordinatorOptions);
 }
 
@@ -312,13 +334,20 @@ llvm::Expected<int> runTaskCommand(const TaskCommand &command) {
   // Under mpirun or srun no launcher runs the coordinator: worker:0's process does, at the
   // plan's address.
   std::unique_ptr<dist::Coordinator> served;
+  JobOptions options = command.options;
+  if (fromRank && command.coordinator.empty())
+    options.coordinatorTask = "worker:0";
+  // One command line for every rank: {task} in the TLS paths is this task's file name.
+  for (std::string *path : {&options.tls.ca, &options.tls.cert, &options.tls.key})
+    for (size_t at = path->find("{task}"); at != std::string::npos; at = path->find("{task}"))
+      path->replace(at, 6, plan::taskFileName(task));
   if (fromRank && task == "worker:0" && command.coordinator.empty()) {
-    auto started = serveCoordinator(*plan, coordinator, command.options);
+    auto started = serveCoordinator(*plan, coordinator, options);
     if (!started)
       return started.takeError();
     served = std::move(*started);
   }
-  int status = runTask(*plan, task, coordinator, command.options);
+  int status = runTask(*plan, task, coordinator, options);
   // The coordinator stays until every task said it finished (or the job failed).
   if (served)
     served->waitUntilAllFinished(std::chrono::seconds(30));

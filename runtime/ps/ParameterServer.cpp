@@ -8,10 +8,12 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <optional>
 
 #include <grpcpp/grpcpp.h>
 
 #include "ir/Diagnostic.h"
+#include "runtime/dist/Tls.h"
 #include "runtime/ps/ShardCheckpoint.h"
 #include "runtime/ps/Wire.h"
 #include "runtime/ps/ps.grpc.pb.h"
@@ -67,7 +69,9 @@ public:
                       wire::StatusResponse *response) override;
 
 private:
-  grpc::Status authenticate(grpc::ServerContext *context, llvm::StringRef method) const;
+  // The job token; with TLS, that the caller is a worker (for a push: the contributor).
+  grpc::Status authenticate(grpc::ServerContext *context, llvm::StringRef method,
+                            std::optional<int64_t> contributor = std::nullopt) const;
   // Waits (lock held) until `ready()`, failing when the server failed or shuts down, or when
   // neither the wait timeout nor the client's deadline leaves time.
   grpc::Status waitUntil(std::unique_lock<std::mutex> &lock, grpc::ServerContext *context,
@@ -130,11 +134,25 @@ void ParameterServer::Service::shutdown() {
 }
 
 grpc::Status ParameterServer::Service::authenticate(grpc::ServerContext *context,
-                                                    llvm::StringRef method) const {
+                                                    llvm::StringRef method,
+                                                    std::optional<int64_t> contributor) const {
   const auto &metadata = context->client_metadata();
   auto token = metadata.find(kJobTokenKey);
-  if (token != metadata.end() && sameToken(token->second, options_.jobToken))
-    return grpc::Status::OK;
+  if (token != metadata.end() && sameToken(token->second, options_.jobToken)) {
+    // With TLS only workers call, and a push comes from the worker it is counted for.
+    std::optional<std::string> caller = dist::callerTask(*context);
+    if (!caller)
+      return grpc::Status::OK;
+    std::string expected = contributor ? "worker:" + std::to_string(*contributor) : "worker:";
+    if (contributor ? *caller == expected : llvm::StringRef(*caller).startswith(expected))
+      return grpc::Status::OK;
+    std::string line = "prism-ps: refused " + method.str() + " from " + context->peer() +
+                       ": its certificate is " + *caller + "'s\n";
+    llvm::errs() << line;
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        method.str() + " with the certificate of " + *caller +
+                            (contributor ? ", not of " + expected : ", not a worker's"));
+  }
   std::string line;
   llvm::raw_string_ostream(line) << "prism-ps: refused " << method << " from " << context->peer()
                                  << ": " << (token == metadata.end() ? "no" : "wrong")
@@ -319,7 +337,7 @@ void ParameterServer::Service::applyCompleteSteps() {
 grpc::Status ParameterServer::Service::PushStep(grpc::ServerContext *context,
                                                 const wire::PushStepRequest *request,
                                                 wire::PushStepResponse *response) {
-  if (auto status = authenticate(context, "PushStep"); !status.ok())
+  if (auto status = authenticate(context, "PushStep", request->contributor()); !status.ok())
     return status;
   int64_t step = request->step(), contributor = request->contributor();
   std::string what =
@@ -434,13 +452,14 @@ ParameterServer::start(ParameterServerOptions options) {
   }
   std::string address = options.address;
   const int64_t requestLimit = largestRequestBytes(options.shards);
+  auto credentials = dist::serverCredentials(options.tls);
   auto service = std::make_unique<Service>(std::move(options));
   if (auto error = service->prepareShards())
     return std::move(error);
 
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(address, credentials, &port);
   builder.RegisterService(service.get());
   builder.SetMaxReceiveMessageSize(static_cast<int>(requestLimit));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

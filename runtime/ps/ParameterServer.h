@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "runtime/dist/Tls.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/ps/GradientAggregator.h"
 #include "runtime/ps/PsShard.h"
@@ -45,6 +47,9 @@ struct ParameterServerOptions {
   // The longest a call waits for a step (pull) or for its step to be applied (push); a client's
   // earlier deadline and shutdown end the wait sooner.
   std::chrono::milliseconds waitTimeout{60000};
+  // TLS (runtime/dist/Tls.h): this server's identity; callers must be workers, and a push must
+  // come from the worker it is counted for. None: plaintext.
+  std::optional<dist::TlsIdentity> tls;
 };
 
 class ParameterServer {

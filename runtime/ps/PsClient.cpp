@@ -12,6 +12,7 @@
 
 #include "ir/Diagnostic.h"
 #include "runtime/dist/RpcStatus.h"
+#include "runtime/dist/Tls.h"
 #include "runtime/ps/Wire.h"
 #include "runtime/ps/ps.grpc.pb.h"
 
@@ -84,14 +85,21 @@ llvm::Expected<std::unique_ptr<PsClient>> PsClient::create(PsClientOptions optio
       return ir::makeError("two shards of " + name + " on one parameter server");
   }
   std::unique_ptr<PsClient> client(new PsClient(std::move(options)));
-  grpc::ChannelArguments arguments;
-  arguments.SetMaxReceiveMessageSize(-1); // whole shards travel in one message
   for (const auto &[name, layout] : client->options_.variables)
     for (const ShardLocation &shard : layout.shards)
       if (!client->channels_->stubs.count(shard.endpoint)) {
-        client->channels_->stubs[shard.endpoint] =
-            wire::ParameterServer::NewStub(grpc::CreateCustomChannel(
-                shard.endpoint, grpc::InsecureChannelCredentials(), arguments));
+        grpc::ChannelArguments arguments;
+        arguments.SetMaxReceiveMessageSize(-1); // whole shards travel in one message
+        // With TLS the server must present the certificate of the task that holds the shard.
+        auto server = client->options_.serverNames.find(shard.endpoint);
+        if (client->options_.tls && server == client->options_.serverNames.end())
+          return ir::makeError("parameter server " + shard.endpoint +
+                               ": TLS needs its task name, to check its certificate");
+        auto credentials = dist::channelCredentials(
+            client->options_.tls,
+            server == client->options_.serverNames.end() ? "" : server->second, arguments);
+        client->channels_->stubs[shard.endpoint] = wire::ParameterServer::NewStub(
+            grpc::CreateCustomChannel(shard.endpoint, credentials, arguments));
         client->endpoints_.push_back(shard.endpoint);
       }
   std::sort(client->endpoints_.begin(), client->endpoints_.end());

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/Tensor.h"
+#include "runtime/dist/Tls.h"
 #include "runtime/ps/PsShard.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringMap.h"
@@ -41,6 +42,9 @@ struct PsClientOptions {
   // The servers' task names by endpoint (host:port), for messages: "parameter server ps:0
   // (127.0.0.1:7003)". Without one a server is named by its endpoint.
   std::map<std::string, std::string> serverNames;
+  // TLS (runtime/dist/Tls.h): this worker's identity; each server must present the certificate
+  // of its task in serverNames. None: plaintext.
+  std::optional<dist::TlsIdentity> tls;
 };
 
 // A gradient of a whole variable: dense, of its full shape; or rows by global row index.

@@ -40,18 +40,23 @@ llvm::Error writeShardCheckpoint(llvm::StringRef path, int64_t version,
     values.push_back(value);
     offset += value->numBytes();
   }
-  std::string contents(kMagic);
-  contents += header.dump() + "\n";
-  size_t at = contents.size();
-  contents.resize(at + static_cast<size_t>(offset));
-  for (const Tensor *value : values) {
-    if (value->numBytes())
-      std::memcpy(&contents[at], value->raw(), static_cast<size_t>(value->numBytes()));
-    at += static_cast<size_t>(value->numBytes());
-  }
-  uint64_t sum = fnv1a64(contents);
-  contents.append(reinterpret_cast<const char *>(&sum), sizeof(sum));
-  return support::writeFileAtomically(path, contents, support::FileAccess::OwnerOnly);
+  // Written piece by piece, the checksum taken along: no copy of the shards.
+  auto bytesOf = [](const Tensor *t) {
+    return llvm::StringRef(static_cast<const char *>(t->raw()), static_cast<size_t>(t->numBytes()));
+  };
+  std::string head = std::string(kMagic) + header.dump() + "\n";
+  uint64_t sum = fnv1a64(head);
+  for (const Tensor *value : values)
+    sum = fnv1a64(bytesOf(value), sum);
+  return support::writeFileAtomically(
+      path,
+      [&](llvm::raw_ostream &os) {
+        os << head;
+        for (const Tensor *value : values)
+          os << bytesOf(value);
+        os.write(reinterpret_cast<const char *>(&sum), sizeof(sum));
+      },
+      support::FileAccess::OwnerOnly);
 }
 
 llvm::Expected<ShardCheckpoint> readShardCheckpoint(llvm::StringRef path,

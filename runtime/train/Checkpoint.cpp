@@ -24,6 +24,10 @@ uint64_t fnv1a(const char *data, size_t size) {
   return fnv1a64(llvm::StringRef(data, size));
 }
 
+llvm::StringRef bytesOf(const Tensor &t) {
+  return llvm::StringRef(static_cast<const char *>(t.raw()), static_cast<size_t>(t.numBytes()));
+}
+
 } // namespace
 
 std::string checkpointPath(llvm::StringRef dir) {
@@ -60,19 +64,20 @@ llvm::Error saveCheckpoint(llvm::StringRef dir, const TrainingPosition &position
                                    {"bytes", t->numBytes()}});
     offset += t->numBytes();
   }
-  std::string contents(kMagic);
-  contents += header.dump() + "\n";
-  size_t dataStart = contents.size();
-  contents.resize(dataStart + static_cast<size_t>(offset));
-  for (const auto &[name, t] : sorted) {
-    std::memcpy(&contents[dataStart], t->raw(), static_cast<size_t>(t->numBytes()));
-    dataStart += static_cast<size_t>(t->numBytes());
-  }
-  uint64_t sum = fnv1a(contents.data(), contents.size());
-  contents.append(reinterpret_cast<const char *>(&sum), sizeof(sum));
-
-  return support::writeFileAtomically(checkpointPath(dir), contents,
-                                      support::FileAccess::OwnerOnly);
+  // Written piece by piece, the checksum taken along: no copy of the tensors.
+  std::string head = kMagic.str() + header.dump() + "\n";
+  uint64_t sum = fnv1a64(head);
+  for (const auto &[name, t] : sorted)
+    sum = fnv1a64(bytesOf(*t), sum);
+  return support::writeFileAtomically(
+      checkpointPath(dir),
+      [&](llvm::raw_ostream &os) {
+        os << head;
+        for (const auto &[name, t] : sorted)
+          os << bytesOf(*t);
+        os.write(reinterpret_cast<const char *>(&sum), sizeof(sum));
+      },
+      support::FileAccess::OwnerOnly);
 }
 
 llvm::Expected<Checkpoint> loadCheckpoint(llvm::StringRef dir) {

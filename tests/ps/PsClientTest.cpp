@@ -5,10 +5,13 @@
 
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "PsTestCluster.h"
+#include "runtime/dist/Tls.h"
 #include "runtime/ps/Wire.h"
 #include "runtime/ps/ps.grpc.pb.h"
+#include "llvm/Support/FileSystem.h"
 
 using namespace prism::runtime;
 using namespace prism::runtime::ps;
@@ -164,6 +167,59 @@ TEST(PsClient, WrongOrMissingTokenIsRefused) {
   EXPECT_EQ(status->shards[0].name, "emb");
   EXPECT_EQ(status->shards[0].rowBegin, 4);
   EXPECT_EQ(status->shards[0].fullShape, (std::vector<int64_t>{10, 3}));
+}
+
+// With TLS every caller is a worker of the job, and a push counts for the worker whose
+// certificate sent it: worker:1's certificate cannot push as contributor 0, and a client
+// without the job's certificates reaches nothing.
+TEST(PsClient, WithTlsAPushComesFromTheWorkerItCountsFor) {
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("prism-ps-tls", dir));
+  ASSERT_FALSE(bool(
+      prism::runtime::dist::writeJobCertificates(dir, {"ps:0", "ps:1", "worker:0", "worker:1"})));
+  auto identity = [&](const std::string &task) {
+    auto read =
+        prism::runtime::dist::readTlsFiles(prism::runtime::dist::jobCertificateFiles(dir, task));
+    EXPECT_TRUE(bool(read)) << llvm::toString(read.takeError());
+    return read ? *read : std::nullopt;
+  };
+  TestCluster cluster(2, std::chrono::milliseconds(20000), -1,
+                      {identity("ps:0"), identity("ps:1")});
+  auto clientAs = [&](std::optional<prism::runtime::dist::TlsIdentity> tls) {
+    PsClientOptions options = cluster.clientOptions();
+    options.rpcDeadline = std::chrono::milliseconds(3000);
+    options.tls = std::move(tls);
+    for (size_t i = 0; i < cluster.servers.size(); ++i)
+      options.serverNames[cluster.servers[i]->endpoint()] = "ps:" + std::to_string(i);
+    auto created = PsClient::create(std::move(options));
+    EXPECT_TRUE(bool(created)) << llvm::toString(created.takeError());
+    return created ? std::move(*created) : nullptr;
+  };
+  auto worker1 = clientAs(identity("worker:1"));
+  ASSERT_TRUE(bool(worker1->pull("w", 0))) << "a worker pulls";
+  Tensor w(prism::ir::DType::F32, {4, 2});
+  w.fillZero();
+  llvm::Error forged = worker1->push(0, 1, /*contributor=*/0, {Gradient::ofDense("w", w)});
+  ASSERT_TRUE(bool(forged));
+  EXPECT_EQ(prism::ir::errorCode(forged), prism::ir::ErrorCode::PermissionDenied);
+  EXPECT_NE(llvm::toString(std::move(forged))
+                .find("PushStep with the certificate of worker:1, not of worker:0"),
+            std::string::npos);
+  // A server's certificate is not a worker's.
+  auto server = clientAs(identity("ps:1"));
+  EXPECT_FALSE(bool(server->pull("w", 0)));
+  // No certificate at all: the TLS handshake fails before any request.
+  auto plaintext = clientAs(std::nullopt);
+  EXPECT_FALSE(bool(plaintext->pull("w", 0)));
+  EXPECT_EQ(cluster.servers[0]->version(), 0);
+  // The two workers' own pushes make step 0.
+  auto worker0 = clientAs(identity("worker:0"));
+  std::thread first(
+      [&] { EXPECT_FALSE(bool(worker0->push(0, 1, 0, {Gradient::ofDense("w", w)}))); });
+  EXPECT_FALSE(bool(worker1->push(0, 1, 1, {Gradient::ofDense("w", w)})));
+  first.join();
+  EXPECT_EQ(cluster.servers[0]->version(), 1);
+  llvm::sys::fs::remove_directories(dir);
 }
 
 TEST(PsClient, RejectsLayoutsThatDoNotCoverTheRows) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,13 +66,17 @@ inline llvm::Error applySgd(runtime::VariableStore &store, const GradientSet &gr
 class TestCluster {
 public:
   // `apply` defaults to SGD on the server's store; `failAtStep` >= 0 makes that step fail.
+  // `tls`: each server's identity (TLS), or none (plaintext).
   explicit TestCluster(int64_t contributors,
                        std::chrono::milliseconds waitTimeout = std::chrono::milliseconds(20000),
-                       int64_t failAtStep = -1) {
+                       int64_t failAtStep = -1,
+                       std::vector<std::optional<dist::TlsIdentity>> tls = {}) {
     for (size_t server = 0; server < 2; ++server) {
       auto store = std::make_shared<runtime::VariableStore>();
       ParameterServerOptions options;
       options.jobToken = kToken;
+      if (server < tls.size())
+        options.tls = tls[server];
       options.contributors = contributors;
       options.variables = store;
       options.waitTimeout = waitTimeout;
