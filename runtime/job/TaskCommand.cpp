@@ -59,6 +59,16 @@ Flag optionTextFlag(const char *name, const char *value, const char *help,
           [field](const TaskCommand &c) { return unlessEmpty(c.options.*field); }};
 }
 
+// One of the task's TLS files, kept in `field`.
+Flag tlsFlag(const char *name, const char *help, std::string dist::TlsFiles::*field) {
+  return {name, "F", help,
+          [field](TaskCommand &c, llvm::StringRef v) {
+            c.options.tls.*field = v.str();
+            return llvm::Error::success();
+          },
+          [field](const TaskCommand &c) { return unlessEmpty(c.options.tls.*field); }};
+}
+
 // A positive count kept in `field` (steps, epochs).
 Flag countFlag(const char *name, const char *help, std::optional<int64_t> JobOptions::*field) {
   return {name, "N", help,
@@ -154,24 +164,11 @@ const std::vector<Flag> &flags() {
            return std::nullopt;
          return std::to_string(c.options.checkpoints.every);
        }},
-      {"--tls-ca", "F", "The job's CA certificate (PEM): TLS on every gRPC channel",
-       [](TaskCommand &c, llvm::StringRef v) {
-         c.options.tls.ca = v.str();
-         return llvm::Error::success();
-       },
-       [](const TaskCommand &c) { return unlessEmpty(c.options.tls.ca); }},
-      {"--tls-cert", "F", "This task's certificate (PEM), signed by the CA",
-       [](TaskCommand &c, llvm::StringRef v) {
-         c.options.tls.cert = v.str();
-         return llvm::Error::success();
-       },
-       [](const TaskCommand &c) { return unlessEmpty(c.options.tls.cert); }},
-      {"--tls-key", "F", "This task's private key (PEM)",
-       [](TaskCommand &c, llvm::StringRef v) {
-         c.options.tls.key = v.str();
-         return llvm::Error::success();
-       },
-       [](const TaskCommand &c) { return unlessEmpty(c.options.tls.key); }},
+      tlsFlag("--tls-ca", "The job's CA certificate (PEM): TLS on every gRPC channel",
+              &dist::TlsFiles::ca),
+      tlsFlag("--tls-cert", "This task's certificate (PEM), signed by the CA",
+              &dist::TlsFiles::cert),
+      tlsFlag("--tls-key", "This task's private key (PEM)", &dist::TlsFiles::key),
       {"--inject-fault", "KIND@STEP",
        "Kill (kill), stop (stop) or kill while checkpointing (kill-in-checkpoint) this task at "
        "a step: for recovery tests",

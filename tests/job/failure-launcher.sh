@@ -5,13 +5,8 @@
 # stopped and continued, the launcher finds its tasks gone and restarts them (--max-restarts).
 # Either way the final variables equal an uninterrupted run's, byte for byte.
 set -uo pipefail
-prism="$1"; source_dir="$2"
-work=$(mktemp -d)
-cleanup() { pkill -KILL -f "$work/plan.pb" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-timeout 60 "$prism" partition "$source_dir/models/embedding_classifier.prism" --cluster local:2,ps=2 \
-  --batch 64 -o "$work/plan.pb" >/dev/null || exit 1
-job=(timeout 200 "$prism" run "$work/plan.pb" --data zipf:100000,tokens=20,classes=10 --no-eval
+source "$(dirname "$0")/embedding-job.sh"
+job=(timeout 200 "$prism" run "$work/plan.pb" --data $data --no-eval
      --heartbeat-timeout 2 --checkpoint-dir "$work/checkpoints" --checkpoint-every 10)
 
 # (The launcher is the `prism run` process: `timeout` above it is left alone.)
@@ -28,7 +23,7 @@ tasks_exit_within() {
 same_as_straight() {
   mkdir -p "$work/straight"
   [ -f "$work/straight/ps-0/checkpoint.prism" ] ||
-    "$prism" run "$work/plan.pb" --data zipf:100000,tokens=20,classes=10 --no-eval --quiet \
+    "$prism" run "$work/plan.pb" --data $data --no-eval --quiet \
       --steps 150 --variables-out "$work/straight" || exit 1
   for file in "$work"/straight/*/checkpoint.prism; do
     task=$(basename "$(dirname "$file")")

@@ -3,12 +3,7 @@
 # line names that server, not a task that exited because the job was aborted (a stopped ps:0
 # used to be reported as "ps:1 exited with status 1").
 set -uo pipefail
-prism="$1"; source_dir="$2"
-work=$(mktemp -d)
-cleanup() { pkill -KILL -f "$work/plan.pb" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-timeout 60 "$prism" partition "$source_dir/models/embedding_classifier.prism" --cluster local:2,ps=2 \
-  --batch 64 -o "$work/plan.pb" >/dev/null || exit 1
+source "$(dirname "$0")/embedding-job.sh"
 
 wait_for() {
   for _ in $(seq 100); do pgrep -f "$1" >/dev/null && return 0; sleep 0.1; done
@@ -16,7 +11,7 @@ wait_for() {
 }
 
 for how in KILL STOP; do
-  timeout 60 "$prism" run "$work/plan.pb" --data zipf:100000,tokens=20,classes=10 --steps 1000000 \
+  timeout 60 "$prism" run "$work/plan.pb" --data $data --steps 1000000 \
     --no-eval --quiet --heartbeat-timeout 2 >"$work/out" 2>&1 &
   launcher=$!
   wait_for "$work/plan.pb --task ps:0" || exit 1
