@@ -4,7 +4,7 @@
 prism="$1"; source_dir="$2"
 work=$(mktemp -d)
 # Tasks a failed test left behind go with the directory.
-trap 'pkill -KILL -f "$work/plan.pb" 2>/dev/null; rm -rf "$work"' EXIT
+trap 'pkill -KILL -f "$work/plan.pb" 2>/dev/null || true; rm -rf "$work"' EXIT
 data=zipf:100000,tokens=20,classes=10
 timeout 60 "$prism" partition "$source_dir/models/embedding_classifier.prism" --cluster local:2,ps=2 \
   --batch 64 -o "$work/plan.pb" >/dev/null || exit 1
