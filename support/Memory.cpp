@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -115,6 +116,9 @@ void tuneAllocatorForLargeModules(uint64_t expectedBytes) {
   constexpr uintptr_t kHugePage = 2 << 20;
   if (expectedBytes < 2 * kHugePage || expectedBytes > machineMemoryBytes() / 2)
     return;
+  // Below the trim threshold (an int), or freeing the block would hand it back to the system
+  // and the advice with it.
+  expectedBytes = std::min<uint64_t>(expectedBytes, (uint64_t(1) << 31) - (256 << 20));
   void *block = std::malloc(static_cast<size_t>(expectedBytes));
   if (!block)
     return;

@@ -45,10 +45,10 @@ std::string formatBytes(double bytes);
 
 // Tunes malloc for building large IR modules, about `expectedBytes` of them: every allocation
 // comes from the heap (none from fresh mappings), freed memory stays with the process, and the
-// heap's first `expectedBytes` are advised to use transparent huge pages. A million ops allocate
-// millions of small objects and some very large tables; with 4 KiB pages faulted in one by one
-// (and every growth of a table mapped anew), a 500,000-op model spent a fifth of
-// `prism partition` in the kernel. For the compiling commands, before they load a model.
+// heap's first `expectedBytes` (at most 1.75 GiB) are advised to use transparent huge pages. A
+// million ops allocate millions of small objects and some very large tables; with 4 KiB pages
+// faulted in one by one (and every growth of a table mapped anew), a 500,000-op model spent a fifth
+// of `prism partition` in the kernel. For the compiling commands, before they load a model.
 void tuneAllocatorForLargeModules(uint64_t expectedBytes);
 
 } // namespace prism::support
