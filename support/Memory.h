@@ -48,7 +48,7 @@ std::string formatBytes(double bytes);
 // heap's first `expectedBytes` (at most 1.75 GiB) are advised to use transparent huge pages. A
 // million ops allocate millions of small objects and some very large tables; with 4 KiB pages
 // faulted in one by one (and every growth of a table mapped anew), a 500,000-op model spent a fifth
-// of `prism partition` in the kernel. For the compiling commands, before they load a model.
+// of `prism partition` in the kernel. `prism partition` calls it before it loads the model.
 void tuneAllocatorForLargeModules(uint64_t expectedBytes);
 
 } // namespace prism::support
