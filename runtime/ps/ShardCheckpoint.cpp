@@ -6,6 +6,7 @@
 
 #include "ir/Diagnostic.h"
 #include "nlohmann/json.hpp"
+#include "runtime/JsonFields.h"
 #include "runtime/SeedRule.h"
 #include "support/AtomicFile.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -85,7 +86,7 @@ llvm::Expected<ShardCheckpoint> readShardCheckpoint(llvm::StringRef path,
   ShardCheckpoint checkpoint;
   try {
     auto header = nlohmann::json::parse(body.slice(kMagic.size(), headerEnd));
-    checkpoint.version = header.at("version").get<int64_t>();
+    checkpoint.version = jsonInteger(header, "version");
     const auto &entries = header.at("shards");
     if (entries.size() != shards.size())
       return corrupt("it holds " + llvm::Twine(entries.size()) + " shards, the server " +
@@ -97,16 +98,16 @@ llvm::Expected<ShardCheckpoint> readShardCheckpoint(llvm::StringRef path,
       if (entry == entries.end())
         return corrupt("it has no shard of " + shard.name);
       if (entry->at("dtype").get<std::string>() != ir::dtypeName(shard.dtype) ||
-          entry->at("row_begin").get<int64_t>() != shard.rowBegin ||
-          entry->at("row_end").get<int64_t>() != shard.rowEnd ||
-          entry->at("full_shape").get<std::vector<int64_t>>() != shard.fullShape)
+          jsonInteger(*entry, "row_begin") != shard.rowBegin ||
+          jsonInteger(*entry, "row_end") != shard.rowEnd ||
+          jsonIntegers(*entry, "full_shape") != shard.fullShape)
         return corrupt("its shard of " + shard.name +
                        " has another dtype, row range or shape than the server's");
       Tensor value(shard.dtype, shard.shape());
-      int64_t offset = entry->at("offset").get<int64_t>();
-      int64_t size = entry->at("bytes").get<int64_t>();
-      if (size != value.numBytes() || offset < 0 ||
-          static_cast<uint64_t>(offset + size) > data.size())
+      int64_t offset = jsonInteger(*entry, "offset");
+      int64_t size = jsonInteger(*entry, "bytes");
+      if (size != value.numBytes() || offset < 0 || static_cast<uint64_t>(offset) > data.size() ||
+          static_cast<uint64_t>(size) > data.size() - static_cast<uint64_t>(offset))
         return corrupt("its shard of " + shard.name + " is out of bounds");
       if (size)
         std::memcpy(value.raw(), data.data() + offset, static_cast<size_t>(size));

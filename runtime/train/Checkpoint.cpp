@@ -8,6 +8,7 @@
 
 #include "ir/Diagnostic.h"
 #include "nlohmann/json.hpp"
+#include "runtime/JsonFields.h"
 #include "runtime/SeedRule.h"
 #include "support/AtomicFile.h"
 #include "llvm/Support/FileSystem.h"
@@ -22,6 +23,20 @@ constexpr llvm::StringLiteral kMagic = "PRISM-CHECKPOINT 1\n";
 
 uint64_t fnv1a(const char *data, size_t size) {
   return fnv1a64(llvm::StringRef(data, size));
+}
+
+// Whether `shape` of `dtype` is exactly `bytes` long: no dimension negative, and no product
+// larger than `bytes` (so none overflows).
+bool fitsIn(const std::vector<int64_t> &shape, ir::DType dtype, int64_t bytes) {
+  if (bytes < 0)
+    return false;
+  uint64_t total = static_cast<uint64_t>(ir::dtypeBytes(dtype));
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && total > static_cast<uint64_t>(bytes) / static_cast<uint64_t>(d)))
+      return false;
+    total *= static_cast<uint64_t>(d);
+  }
+  return total == static_cast<uint64_t>(bytes);
 }
 
 llvm::StringRef bytesOf(const Tensor &t) {
@@ -105,11 +120,11 @@ llvm::Expected<Checkpoint> loadCheckpoint(llvm::StringRef dir) {
   try {
     auto header = nlohmann::json::parse(bytes.substr(kMagic.size(), headerEnd - kMagic.size()));
     TrainingPosition &p = ckpt.position;
-    p.globalStep = header.at("global_step").get<int64_t>();
-    p.epoch = header.at("epoch").get<int64_t>();
-    p.batchInEpoch = header.at("batch_in_epoch").get<int64_t>();
-    p.seed = header.at("seed").get<uint64_t>();
-    p.batchSize = header.at("batch_size").get<int64_t>();
+    p.globalStep = jsonInteger(header, "global_step");
+    p.epoch = jsonInteger(header, "epoch");
+    p.batchInEpoch = jsonInteger(header, "batch_in_epoch");
+    p.seed = static_cast<uint64_t>(jsonInteger(header, "seed"));
+    p.batchSize = jsonInteger(header, "batch_size");
     p.model = header.at("model").get<std::string>();
     p.data = header.at("data").get<std::string>();
     size_t dataStart = headerEnd + 1;
@@ -118,10 +133,13 @@ llvm::Expected<Checkpoint> loadCheckpoint(llvm::StringRef dir) {
       auto dtype = ir::parseDType(v.at("dtype").get<std::string>());
       if (!dtype)
         return corrupt("variable " + v.at("name").get<std::string>() + " has an unknown dtype");
-      Tensor t(*dtype, v.at("shape").get<std::vector<int64_t>>());
-      int64_t offset = v.at("offset").get<int64_t>(), size = v.at("bytes").get<int64_t>();
-      if (size != t.numBytes() || offset < 0 || static_cast<size_t>(offset + size) > dataSize)
+      std::vector<int64_t> shape = jsonIntegers(v, "shape");
+      int64_t offset = jsonInteger(v, "offset"), size = jsonInteger(v, "bytes");
+      // The shape must fit the bytes the file holds before anything is allocated for it.
+      if (!fitsIn(shape, *dtype, size) || offset < 0 || static_cast<uint64_t>(offset) > dataSize ||
+          static_cast<uint64_t>(size) > dataSize - static_cast<uint64_t>(offset))
         return corrupt("variable " + v.at("name").get<std::string>() + " is out of bounds");
+      Tensor t(*dtype, shape);
       std::memcpy(t.raw(), bytes.data() + dataStart + offset, static_cast<size_t>(size));
       ckpt.variables[v.at("name").get<std::string>()] = std::move(t);
     }

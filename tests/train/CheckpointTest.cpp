@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "runtime/SeedRule.h"
 #include "runtime/train/Checkpoint.h"
 #include "llvm/Support/FileSystem.h"
 
@@ -90,6 +91,51 @@ TEST(Checkpoint, DamagedFilesAreErrorsNotCrashes) {
   auto missing = loadCheckpoint(dir + "/nowhere");
   ASSERT_FALSE(bool(missing));
   EXPECT_NE(llvm::toString(missing.takeError()).find("cannot read checkpoint"), std::string::npos);
+}
+
+// Headers with a right checksum and hostile values (the checkpoint fuzz target's finds): a
+// step that is a float out of any integer's range used to be undefined behaviour, and a shape
+// of 10^12 elements was allocated before its bytes were checked. Each is an error naming the
+// file.
+TEST(Checkpoint, HostileHeadersAreErrorsNotCrashes) {
+  std::string dir = scratchDir("ckpt-hostile");
+  auto withHeader = [&](const std::string &header, const std::string &data) {
+    std::string contents = "PRISM-CHECKPOINT 1\n" + header + "\n" + data;
+    uint64_t sum = prism::runtime::fnv1a64(contents);
+    contents.append(reinterpret_cast<const char *>(&sum), sizeof(sum));
+    std::ofstream(checkpointPath(dir), std::ios::binary | std::ios::trunc) << contents;
+    auto ckpt = loadCheckpoint(dir);
+    return ckpt ? std::string("loaded") : llvm::toString(ckpt.takeError());
+  };
+  const std::string position = R"("epoch":0,"batch_in_epoch":0,"seed":0,"batch_size":8,)"
+                               R"("model":"m","data":"d")";
+  EXPECT_NE(withHeader(R"({"global_step":7.7e88,)" + position + "}", "").find("is corrupt"),
+            std::string::npos);
+  EXPECT_NE(withHeader(R"({"global_step":1,)" + position +
+                           R"(,"variables":[{"name":"w","dtype":"f32","shape":[1000000,1000000],)"
+                           R"("offset":0,"bytes":4}]})",
+                       "abcd")
+                .find("variable w is out of bounds"),
+            std::string::npos);
+  EXPECT_NE(withHeader(R"({"global_step":1,)" + position +
+                           R"(,"variables":[{"name":"w","dtype":"f32","shape":[1.5],)"
+                           R"("offset":0,"bytes":4}]})",
+                       "abcd")
+                .find("is corrupt"),
+            std::string::npos);
+  EXPECT_NE(withHeader(R"({"global_step":1,)" + position +
+                           R"(,"variables":[{"name":"w","dtype":"f32","shape":[1],)"
+                           R"("offset":9223372036854775807,"bytes":4}]})",
+                       "abcd")
+                .find("variable w is out of bounds"),
+            std::string::npos);
+  // The same header with sane values loads.
+  EXPECT_EQ(withHeader(R"({"global_step":1,)" + position +
+                           R"(,"variables":[{"name":"w","dtype":"f32","shape":[1],)"
+                           R"("offset":0,"bytes":4}]})",
+                       "abcd"),
+            "loaded");
+  llvm::sys::fs::remove_directories(dir);
 }
 
 } // namespace
