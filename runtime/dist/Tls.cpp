@@ -25,6 +25,8 @@ namespace {
 constexpr const char *kDomain = ".prism";
 constexpr long kValidSeconds = 30L * 24 * 3600;
 
+// A task's name in file names, as plan::taskFileName makes it ("ps:0" -> "ps-0"; this library
+// does not link the plan's).
 std::string fileName(llvm::StringRef task) {
   std::string name = task.str();
   std::replace(name.begin(), name.end(), ':', '-');
@@ -208,13 +210,24 @@ std::optional<std::string> callerTask(const grpc::ServerContext &context) {
   return std::string(names[0].data(), names[0].size());
 }
 
-TlsFiles jobCertificateFiles(llvm::StringRef dir, llvm::StringRef task) {
-  auto in = [&](const std::string &name) {
+TlsFiles TlsFiles::forTask(llvm::StringRef task) const {
+  auto replaced = [&](std::string path) {
+    std::string name = fileName(task);
+    for (size_t at = path.find("{task}"); at != std::string::npos;
+         at = path.find("{task}", at + name.size()))
+      path.replace(at, 6, name);
+    return path;
+  };
+  return {replaced(ca), replaced(cert), replaced(key)};
+}
+
+TlsFiles jobCertificateFiles(llvm::StringRef dir) {
+  auto in = [&](const char *name) {
     llvm::SmallString<256> path(dir);
     llvm::sys::path::append(path, name);
     return std::string(path);
   };
-  return {in("ca.pem"), in(fileName(task) + ".pem"), in(fileName(task) + ".key")};
+  return {in("ca.pem"), in("{task}.pem"), in("{task}.key")};
 }
 
 llvm::Error writeJobCertificates(llvm::StringRef dir, llvm::ArrayRef<std::string> tasks) {
@@ -231,7 +244,7 @@ llvm::Error writeJobCertificates(llvm::StringRef dir, llvm::ArrayRef<std::string
   auto caPem = pemOfCert(ca->get());
   if (!caPem)
     return caPem.takeError();
-  if (auto e = writePrivate(jobCertificateFiles(dir, "").ca, *caPem))
+  if (auto e = writePrivate(jobCertificateFiles(dir).ca, *caPem))
     return e;
   for (const std::string &task : tasks) {
     auto key = makeKey();

@@ -31,6 +31,9 @@ struct TlsFiles {
   std::string cert; // this task's certificate
   std::string key;  // its private key
   bool empty() const { return ca.empty() && cert.empty() && key.empty(); }
+  // The files of `task`: "{task}" in the paths replaced by its file name ("ps:0" -> "ps-0"), so
+  // one set of paths names every task's certificate.
+  TlsFiles forTask(llvm::StringRef task) const;
 };
 
 // A task's credentials, read.
@@ -58,8 +61,11 @@ channelCredentials(const std::optional<TlsIdentity> &identity, llvm::StringRef p
 // The task the caller's verified certificate names; nullopt on a plaintext channel.
 std::optional<std::string> callerTask(const grpc::ServerContext &context);
 
-// The files of `task` in a directory writeJobCertificates filled.
-TlsFiles jobCertificateFiles(llvm::StringRef dir, llvm::StringRef task);
+// The files in a directory writeJobCertificates filled, with "{task}" for the task (forTask).
+TlsFiles jobCertificateFiles(llvm::StringRef dir);
+inline TlsFiles jobCertificateFiles(llvm::StringRef dir, llvm::StringRef task) {
+  return jobCertificateFiles(dir).forTask(task);
+}
 // A new CA (EC P-256, valid for 30 days) and a key and certificate for each of `tasks`, written
 // to `dir`, which is created readable by its owner alone (files 0600): ca.pem, and per task
 // <task file name>.pem and .key.

@@ -178,13 +178,6 @@ std::vector<const plan::Task *> tasksToStart(const plan::Plan &plan) {
   return tasks;
 }
 
-// The TLS files of `task`: {task} in the launcher's paths replaced by its file name.
-dist::TlsFiles tlsFilesOf(const JobOptions &options, llvm::StringRef task) {
-  std::string name = plan::taskFileName(task);
-  return {replaceAll(options.tls.ca, "{task}", name), replaceAll(options.tls.cert, "{task}", name),
-          replaceAll(options.tls.key, "{task}", name)};
-}
-
 // On loopback every task takes a free port (several jobs may share the machine); across hosts
 // the plan's ports are used.
 llvm::Expected<std::unique_ptr<dist::Coordinator>> startCoordinator(const plan::Plan &plan,
@@ -201,7 +194,7 @@ llvm::Expected<std::unique_ptr<dist::Coordinator>> startCoordinator(const plan::
   for (const plan::Task *t : tasksToStart(plan))
     coordinatorOptions.expectedTasks.push_back(t->name());
   coordinatorOptions.heartbeatTimeout = options.heartbeatTimeout;
-  auto tls = dist::readTlsFiles(tlsFilesOf(options, coordinatorTask->name()));
+  auto tls = dist::readTlsFiles(options.tls.forTask(coordinatorTask->name()));
   if (!tls)
     return tls.takeError();
   coordinatorOptions.tls = std::move(*tls);
@@ -235,7 +228,7 @@ llvm::Error startTasks(RunningJob &job, const plan::Plan &plan, const TaskComman
     command.task = t->name();
     if (fault && fault->task == t->name())
       command.options.injectFault = fault->str();
-    command.options.tls = tlsFilesOf(options, t->name());
+    command.options.tls = options.tls.forTask(t->name());
     auto child = std::make_unique<Child>();
     child->task = t->name();
     llvm::Error e = spawn(*child, taskArgv(plan, *t, command, options));
@@ -399,11 +392,12 @@ llvm::Expected<std::string> prepareTls(const plan::Plan &plan, JobOptions &optio
       return ir::makeError("--tls-cert " + options.tls.cert + " --tls-key " + options.tls.key +
                            ": each task needs its own certificate; put {task} in both paths "
                            "(certs/{task}.pem: worker-0, ps-0, coordinator-0)");
-    for (const plan::Task &t : plan.cluster().tasks())
-      for (const std::string &path :
-           {tlsFilesOf(options, t.name()).cert, tlsFilesOf(options, t.name()).key, options.tls.ca})
+    for (const plan::Task &t : plan.cluster().tasks()) {
+      dist::TlsFiles files = options.tls.forTask(t.name());
+      for (const std::string &path : {files.ca, files.cert, files.key})
         if (!llvm::sys::fs::exists(path))
           return ir::makeError("TLS: " + path + " (for " + t.name() + ") does not exist");
+    }
     return std::string();
   }
   if (!options.generateTls)
@@ -418,8 +412,7 @@ llvm::Expected<std::string> prepareTls(const plan::Plan &plan, JobOptions &optio
     llvm::sys::fs::remove_directories(dir);
     return std::move(e);
   }
-  dist::TlsFiles files = dist::jobCertificateFiles(dir, "{task}");
-  options.tls = {files.ca, files.cert, files.key};
+  options.tls = dist::jobCertificateFiles(dir);
   return std::string(dir);
 }
 
@@ -431,9 +424,7 @@ llvm::Error checkFaults(const plan::Plan &plan, const JobOptions &options,
     const plan::Task *task = plan::findTask(plan, fault.task);
     if (!task || task->role() == "coordinator")
       return ir::makeError("injected fault " + fault.str(true) +
-                           ": the plan has no worker or PS "
-                           "task '" +
-                           fault.task + "'");
+                           ": the plan has no worker or PS task '" + fault.task + "'");
     if (fault.kind == InjectedFault::Kind::KillCheckpoint &&
         (options.checkpoints.dir.empty() ||
          std::find(writers.begin(), writers.end(), fault.task) == writers.end()))

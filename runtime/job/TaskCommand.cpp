@@ -49,24 +49,22 @@ Flag textFlag(const char *name, const char *value, const char *help,
           [field](const TaskCommand &c) { return unlessEmpty(c.*field); }};
 }
 
-Flag optionTextFlag(const char *name, const char *value, const char *help,
-                    std::string JobOptions::*field) {
+// A text option the accessor `field` reaches (a generic lambda: JobOptions, const or not, to
+// the string), e.g. [](auto &o) -> auto & { return o.tls.ca; }.
+template <typename Field>
+Flag optionText(const char *name, const char *value, const char *help, Field field) {
   return {name, value, help,
           [field](TaskCommand &c, llvm::StringRef v) {
-            c.options.*field = v.str();
+            field(c.options) = v.str();
             return llvm::Error::success();
           },
-          [field](const TaskCommand &c) { return unlessEmpty(c.options.*field); }};
+          [field](const TaskCommand &c) { return unlessEmpty(field(c.options)); }};
 }
 
-// One of the task's TLS files, kept in `field`.
-Flag tlsFlag(const char *name, const char *help, std::string dist::TlsFiles::*field) {
-  return {name, "F", help,
-          [field](TaskCommand &c, llvm::StringRef v) {
-            c.options.tls.*field = v.str();
-            return llvm::Error::success();
-          },
-          [field](const TaskCommand &c) { return unlessEmpty(c.options.tls.*field); }};
+Flag optionTextFlag(const char *name, const char *value, const char *help,
+                    std::string JobOptions::*member) {
+  return optionText(
+      name, value, help, [member](auto &o) -> auto & { return o.*member; });
 }
 
 // A positive count kept in `field` (steps, epochs).
@@ -145,18 +143,13 @@ const std::vector<Flag> &flags() {
       optionTextFlag("--save", "DIR", "Write the task's part of a job checkpoint here",
                      &JobOptions::saveDir),
       optionTextFlag("--restore", "DIR", "Start from a job checkpoint", &JobOptions::restoreDir),
-      {"--checkpoint-dir", "DIR", "Write the task's part of periodic checkpoints under DIR",
-       [](TaskCommand &c, llvm::StringRef v) {
-         c.options.checkpoints.dir = v.str();
-         return llvm::Error::success();
-       },
-       [](const TaskCommand &c) { return unlessEmpty(c.options.checkpoints.dir); }},
+      optionText(
+          "--checkpoint-dir", "DIR", "Write the task's part of periodic checkpoints under DIR",
+          [](auto &o) -> auto & { return o.checkpoints.dir; }),
       {"--checkpoint-every", "N", "Steps between periodic checkpoints",
        [](TaskCommand &c, llvm::StringRef v) -> llvm::Error {
-         int64_t n = 0;
-         if (v.getAsInteger(10, n) || n < 1)
+         if (v.getAsInteger(10, c.options.checkpoints.every) || c.options.checkpoints.every < 1)
            return expected("--checkpoint-every", "a positive integer", v);
-         c.options.checkpoints.every = n;
          return llvm::Error::success();
        },
        [](const TaskCommand &c) -> std::optional<std::string> {
@@ -164,11 +157,15 @@ const std::vector<Flag> &flags() {
            return std::nullopt;
          return std::to_string(c.options.checkpoints.every);
        }},
-      tlsFlag("--tls-ca", "The job's CA certificate (PEM): TLS on every gRPC channel",
-              &dist::TlsFiles::ca),
-      tlsFlag("--tls-cert", "This task's certificate (PEM), signed by the CA",
-              &dist::TlsFiles::cert),
-      tlsFlag("--tls-key", "This task's private key (PEM)", &dist::TlsFiles::key),
+      optionText(
+          "--tls-ca", "F", "The job's CA certificate (PEM): TLS on every gRPC channel",
+          [](auto &o) -> auto & { return o.tls.ca; }),
+      optionText(
+          "--tls-cert", "F", "This task's certificate (PEM), signed by the CA",
+          [](auto &o) -> auto & { return o.tls.cert; }),
+      optionText(
+          "--tls-key", "F", "This task's private key (PEM)",
+          [](auto &o) -> auto & { return o.tls.key; }),
       {"--inject-fault", "KIND@STEP",
        "Kill (kill), stop (stop) or kill while checkpointing (kill-in-checkpoint) this task at "
        "a step: for recovery tests",
@@ -335,9 +332,7 @@ llvm::Expected<int> runTaskCommand(const TaskCommand &command) {
   if (fromRank && command.coordinator.empty())
     options.coordinatorTask = "worker:0";
   // One command line for every rank: {task} in the TLS paths is this task's file name.
-  for (std::string *path : {&options.tls.ca, &options.tls.cert, &options.tls.key})
-    for (size_t at = path->find("{task}"); at != std::string::npos; at = path->find("{task}"))
-      path->replace(at, 6, plan::taskFileName(task));
+  options.tls = options.tls.forTask(task);
   if (fromRank && task == "worker:0" && command.coordinator.empty()) {
     auto started = serveCoordinator(*plan, coordinator, options);
     if (!started)

@@ -6,9 +6,9 @@
 
 #include "ir/Diagnostic.h"
 #include "nlohmann/json.hpp"
+#include "runtime/CheckpointFile.h"
 #include "runtime/JsonFields.h"
 #include "runtime/SeedRule.h"
-#include "support/AtomicFile.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 namespace prism::runtime::ps {
@@ -41,23 +41,7 @@ llvm::Error writeShardCheckpoint(llvm::StringRef path, int64_t version,
     values.push_back(value);
     offset += value->numBytes();
   }
-  // Written piece by piece, the checksum taken along: no copy of the shards.
-  auto bytesOf = [](const Tensor *t) {
-    return llvm::StringRef(static_cast<const char *>(t->raw()), static_cast<size_t>(t->numBytes()));
-  };
-  std::string head = std::string(kMagic) + header.dump() + "\n";
-  uint64_t sum = fnv1a64(head);
-  for (const Tensor *value : values)
-    sum = fnv1a64(bytesOf(value), sum);
-  return support::writeFileAtomically(
-      path,
-      [&](llvm::raw_ostream &os) {
-        os << head;
-        for (const Tensor *value : values)
-          os << bytesOf(value);
-        os.write(reinterpret_cast<const char *>(&sum), sizeof(sum));
-      },
-      support::FileAccess::OwnerOnly);
+  return writeChecksummedFile(path, std::string(kMagic) + header.dump() + "\n", values);
 }
 
 llvm::Expected<ShardCheckpoint> readShardCheckpoint(llvm::StringRef path,

@@ -8,9 +8,9 @@
 
 #include "ir/Diagnostic.h"
 #include "nlohmann/json.hpp"
+#include "runtime/CheckpointFile.h"
 #include "runtime/JsonFields.h"
 #include "runtime/SeedRule.h"
-#include "support/AtomicFile.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -37,10 +37,6 @@ bool fitsIn(const std::vector<int64_t> &shape, ir::DType dtype, int64_t bytes) {
     total *= static_cast<uint64_t>(d);
   }
   return total == static_cast<uint64_t>(bytes);
-}
-
-llvm::StringRef bytesOf(const Tensor &t) {
-  return llvm::StringRef(static_cast<const char *>(t.raw()), static_cast<size_t>(t.numBytes()));
 }
 
 } // namespace
@@ -79,20 +75,10 @@ llvm::Error saveCheckpoint(llvm::StringRef dir, const TrainingPosition &position
                                    {"bytes", t->numBytes()}});
     offset += t->numBytes();
   }
-  // Written piece by piece, the checksum taken along: no copy of the tensors.
-  std::string head = kMagic.str() + header.dump() + "\n";
-  uint64_t sum = fnv1a64(head);
+  std::vector<const Tensor *> tensors;
   for (const auto &[name, t] : sorted)
-    sum = fnv1a64(bytesOf(*t), sum);
-  return support::writeFileAtomically(
-      checkpointPath(dir),
-      [&](llvm::raw_ostream &os) {
-        os << head;
-        for (const auto &[name, t] : sorted)
-          os << bytesOf(*t);
-        os.write(reinterpret_cast<const char *>(&sum), sizeof(sum));
-      },
-      support::FileAccess::OwnerOnly);
+    tensors.push_back(t);
+  return writeChecksummedFile(checkpointPath(dir), kMagic.str() + header.dump() + "\n", tensors);
 }
 
 llvm::Expected<Checkpoint> loadCheckpoint(llvm::StringRef dir) {
