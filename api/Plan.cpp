@@ -2,6 +2,7 @@
 #include "api/Internal.h"
 #include "cluster/ClusterParser.h"
 #include "ir/Diagnostic.h"
+#include "plan/CommunicationCost.h"
 #include "plan/Partitioner.h"
 #include "plan/PlanDump.h"
 #include "plan/PlanFile.h"
@@ -79,6 +80,15 @@ llvm::Expected<plan::PartitionOptions> partitionOptions(const CompileOptions &op
     }
     result.precision = *precision;
   }
+  if (!options.compress.empty()) {
+    auto compress = plan::parseCompression(options.compress);
+    if (!compress) {
+      llvm::consumeError(compress.takeError());
+      return badOption("compress", "none, fp16 or bf16", "'" + options.compress + "'");
+    }
+    result.compress = *compress;
+  }
+  result.errorFeedback = options.errorFeedback;
   return result;
 }
 

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "ir/Diagnostic.h"
+
 namespace prism::plan {
 
 double tableRows(const Variable &v) {
@@ -19,6 +21,34 @@ double shardFraction(const Variable &v, const Shard &shard) {
 
 double shardBytes(const Variable &v, const Shard &shard) {
   return static_cast<double>(v.bytes()) * shardFraction(v, shard);
+}
+
+llvm::Expected<ir::ComputePrecision> parseCompression(llvm::StringRef text) {
+  if (text.empty() || text == "none")
+    return ir::ComputePrecision::F32;
+  if (text == "fp16")
+    return ir::ComputePrecision::FP16;
+  if (text == "bf16")
+    return ir::ComputePrecision::BF16;
+  return ir::makeError("expected none, fp16 or bf16, got '" + text + "'");
+}
+
+llvm::StringRef compressionName(ir::ComputePrecision compress) {
+  return compress == ir::ComputePrecision::F32 ? "none" : ir::precisionName(compress);
+}
+
+double wireScale(const RunConfig &run, llvm::StringRef dtype) {
+  return !run.compress().empty() && dtype == "f32" ? 0.5 : 1.0;
+}
+
+double bucketWireBytes(const Plan &plan, const Bucket &bucket) {
+  const double bytes = static_cast<double>(bucket.bytes());
+  if (bucket.id() < 0 || bucket.variables().empty())
+    return bytes;
+  for (const Variable &v : plan.variables())
+    if (v.name() == bucket.variables(0))
+      return bytes * wireScale(plan.run(), v.dtype());
+  return bytes;
 }
 
 double ringAllReduceBytes(double bytes, int64_t ranks) {
@@ -43,23 +73,24 @@ bool movesRows(PsTransfer transfer) {
   return transfer == PsTransfer::PullRows || transfer == PsTransfer::PushRows;
 }
 
-ShardTraffic psShardTraffic(PsTransfer transfer, const Variable &v, const Shard &shard,
-                            double rows) {
+ShardTraffic psShardTraffic(const RunConfig &run, PsTransfer transfer, const Variable &v,
+                            const Shard &shard, double rows) {
   const double fraction = shardFraction(v, shard);
+  const double scale = wireScale(run, v.dtype());
   ShardTraffic traffic;
   switch (transfer) {
-  case PsTransfer::Pull: // the shard's part of the variable
+  case PsTransfer::Pull: // the shard's part of the variable, never compressed
     traffic.fromPs = fraction * static_cast<double>(v.bytes());
     break;
   case PsTransfer::Push:
-    traffic.toPs = fraction * static_cast<double>(v.bytes());
+    traffic.toPs = fraction * static_cast<double>(v.bytes()) * scale;
     break;
   case PsTransfer::PullRows: // the indices out, the rows back
     traffic.toPs = rows * fraction * kIndexBytes;
-    traffic.fromPs = rows * fraction * rowBytes(v);
+    traffic.fromPs = rows * fraction * rowBytes(v) * scale;
     break;
   case PsTransfer::PushRows: // the rows with their indices
-    traffic.toPs = rows * fraction * (rowBytes(v) + kIndexBytes);
+    traffic.toPs = rows * fraction * (rowBytes(v) * scale + kIndexBytes);
     break;
   }
   return traffic;

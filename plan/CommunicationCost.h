@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <optional>
 
+#include "ir/Precision.h"
 #include "plan/plan.pb.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
 
 namespace prism::plan {
 
@@ -20,6 +22,18 @@ double rowBytes(const Variable &v);
 double shardFraction(const Variable &v, const Shard &shard);
 double shardBytes(const Variable &v, const Shard &shard);
 
+// Compressed communication (--compress, run.compress): "fp16" or "bf16", or "none" (also
+// empty) for float32 on the wire. The error names the text and the choices.
+llvm::Expected<ir::ComputePrecision> parseCompression(llvm::StringRef text);
+llvm::StringRef compressionName(ir::ComputePrecision compress); // "none", "fp16", "bf16"
+// The size of a `dtype` value on the wire relative to its size in memory: 0.5 for f32 values of
+// a compressed plan, 1 otherwise.
+double wireScale(const RunConfig &run, llvm::StringRef dtype);
+
+// A bucket's bytes on the wire: gradient buckets as wireScale says for their variables' dtype;
+// the loss (bucket -1) always in float32.
+double bucketWireBytes(const Plan &plan, const Bucket &bucket);
+
 // A ring all-reduce of `bytes` over `ranks` tasks: what each rank sends to the next (and
 // receives from the previous) per step, 2(N−1)/N of the bytes; nothing for one rank.
 double ringAllReduceBytes(double bytes, int64_t ranks);
@@ -31,13 +45,14 @@ std::optional<PsTransfer> psTransferOf(llvm::StringRef op);
 bool movesRows(PsTransfer transfer);
 
 // What one worker's PS op moves to and from one shard's task per step. `rows` is the distinct
-// rows the op moves in all (row ops only); the shard takes its fraction of them.
+// rows the op moves in all (row ops only); the shard takes its fraction of them. Gradients and
+// pulled rows are compressed as the plan says (wireScale); dense pulls never are.
 struct ShardTraffic {
   double toPs = 0;
   double fromPs = 0;
 };
-ShardTraffic psShardTraffic(PsTransfer transfer, const Variable &v, const Shard &shard,
-                            double rows = 0);
+ShardTraffic psShardTraffic(const RunConfig &run, PsTransfer transfer, const Variable &v,
+                            const Shard &shard, double rows = 0);
 
 // How often a worker runs the op per optimizer step: a `ps_pull` runs once per micro-batch with
 // gradient accumulation (run.accumulate); row pulls count their micro-batches in their rows.

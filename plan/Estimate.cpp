@@ -118,10 +118,10 @@ private:
 using Flows = std::map<std::string, std::map<std::string, double>>;
 
 // Adds what one worker's PS op on `v` moves to and from each shard's task.
-void addPsFlows(Flows &flows, const std::string &worker, PsTransfer transfer, const Variable &v,
-                double rows, double times) {
+void addPsFlows(Flows &flows, const RunConfig &run, const std::string &worker, PsTransfer transfer,
+                const Variable &v, double rows, double times) {
   for (const Shard &s : v.shards()) {
-    ShardTraffic traffic = psShardTraffic(transfer, v, s, rows);
+    ShardTraffic traffic = psShardTraffic(run, transfer, v, s, rows);
     flows[worker][s.task()] += times * traffic.toPs;
     flows[s.task()][worker] += times * traffic.fromPs;
   }
@@ -143,9 +143,14 @@ Flows workerFlows(const Plan &plan, const ir::Module &worker, const WorkerBatche
       if (op->name() == "all_reduce") {
         if (n < 2)
           continue;
+        // The loss (bucket -1) always travels in float32; gradient buckets as run.compress says.
+        const bool loss = op->attrs.getInt("bucket") < 0;
         double bucket = 0;
-        for (unsigned i = 0; i < op->numResults(); ++i)
-          bucket += bytesOf(op->result(i)->type(), 1);
+        for (unsigned i = 0; i < op->numResults(); ++i) {
+          const ir::TensorType &type = op->result(i)->type();
+          bucket +=
+              bytesOf(type, 1) * (loss ? 1.0 : wireScale(plan.run(), ir::dtypeName(type.dtype)));
+        }
         flows[w][workers[static_cast<size_t>((rank + 1) % n)]] += ringAllReduceBytes(bucket, n);
         continue;
       }
@@ -158,7 +163,7 @@ Flows workerFlows(const Plan &plan, const ir::Module &worker, const WorkerBatche
         moved = rows.pulledPerStep(*op, batches);
       else if (*transfer == PsTransfer::PushRows)
         moved = rows.perStep(v->name());
-      addPsFlows(flows, w, *transfer, *v, moved, timesPerStep(plan, *transfer));
+      addPsFlows(flows, plan.run(), w, *transfer, *v, moved, timesPerStep(plan, *transfer));
     }
   }
   return flows;

@@ -464,6 +464,9 @@ void fillRunConfig(const std::optional<ir::Optimizer> &model,
   if (options.precision != ir::ComputePrecision::F32)
     run.set_precision(ir::precisionName(options.precision).str());
   run.set_accumulate(static_cast<int32_t>(options.accumulate));
+  if (options.compress != ir::ComputePrecision::F32)
+    run.set_compress(ir::precisionName(options.compress).str());
+  run.set_error_feedback(options.errorFeedback);
   run.set_job_token(options.jobToken.empty() ? makeJobToken() : options.jobToken);
 }
 
@@ -484,6 +487,8 @@ llvm::Expected<PartitionResult> partition(std::unique_ptr<ir::Module> routed,
   auto towers = towersPerWorker(cluster, options.globalBatch);
   if (!towers)
     return towers.takeError();
+  if (options.errorFeedback && options.compress == ir::ComputePrecision::F32)
+    return ir::makeError("--error-feedback needs --compress fp16 or bf16");
   if (auto e = checkAccumulation(options.accumulate, options.globalBatch,
                                  cluster.numWorkers() * *towers))
     return std::move(e);

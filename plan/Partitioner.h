@@ -32,6 +32,10 @@ struct PartitionOptions {
   bool fuse = true;              // run the fusion passes on the programs
   // Matrix products and convolutions compute in this (mixed-precision); variables stay f32.
   ir::ComputePrecision precision = ir::ComputePrecision::F32;
+  // Gradients (and pulled rows) on the wire: f32, or fp16/bf16 (--compress), optionally with
+  // error feedback.
+  ir::ComputePrecision compress = ir::ComputePrecision::F32;
+  bool errorFeedback = false;
   std::string jobToken; // empty: a fresh random token
 };
 

@@ -150,7 +150,7 @@ Communication psCommunication(const PlanView &view, llvm::StringRef op, PsTransf
   for (const Shard &s : v.shards()) {
     Peer p{s.task(), std::make_pair(s.row_begin(), s.row_end()), std::nullopt, std::nullopt};
     if (!movesRows(transfer) || rows) {
-      ShardTraffic traffic = psShardTraffic(transfer, v, s, rows.value_or(0));
+      ShardTraffic traffic = psShardTraffic(view.plan.run(), transfer, v, s, rows.value_or(0));
       double times = timesPerStep(view.plan, transfer);
       p.sent = times * traffic.toPs;
       p.received = times * traffic.fromPs;
@@ -184,7 +184,7 @@ Communication allReduceCommunication(const PlanView &view, const ir::Op &op,
     return c;
   std::optional<double> share;
   if (c.bucketDef)
-    share = ringAllReduceBytes(static_cast<double>(c.bucketDef->bytes()), n);
+    share = ringAllReduceBytes(bucketWireBytes(view.plan, *c.bucketDef), n);
   const std::string &next = group->tasks((rank + 1) % n), &prev = group->tasks((rank + n - 1) % n);
   if (next == prev) {
     c.peers.push_back({next, std::nullopt, share, share});
@@ -430,6 +430,10 @@ void printHeader(const Plan &plan, llvm::raw_ostream &os) {
   if (plan.run().precision() == "fp16")
     run += " and dynamic loss scaling";
   header.add({"run", run});
+  if (!plan.run().compress().empty())
+    header.add({"compress", plan.run().compress() +
+                                " on the wire: all-reduce buckets, PS pushes and row pulls" +
+                                (plan.run().error_feedback() ? ", with error feedback" : "")});
   if (std::string lr = learningRateLine(plan.run()); !lr.empty())
     header.add({"lr", lr});
   header.print(os, "");
@@ -699,7 +703,9 @@ std::string printJson(PlanView &view, const TaskView *only) {
               {"data_sharding", run.data_sharding()},
               {"towers_per_worker", run.towers_per_worker()},
               {"precision", run.precision().empty() ? "f32" : run.precision()},
-              {"accumulate", std::max(1, run.accumulate())}}}};
+              {"accumulate", std::max(1, run.accumulate())},
+              {"compress", run.compress().empty() ? "none" : run.compress()},
+              {"error_feedback", run.error_feedback()}}}};
   return j.dump(2) + "\n";
 }
 
@@ -782,7 +788,7 @@ void printDotRings(const Plan &plan, const DotScope &scope, llvm::raw_ostream &o
       continue;
     double bytes = 0;
     for (const Bucket &b : g.buckets())
-      bytes += static_cast<double>(b.bytes());
+      bytes += bucketWireBytes(plan, b);
     // Every edge carries as much; the first one (or the task's own) says what the ring is.
     std::string perEdge = humanBytes(ringAllReduceBytes(bytes, n)) + "/step";
     std::string label = "all-reduce " + g.name() + ": " + std::to_string(g.buckets_size()) +

@@ -11,7 +11,8 @@ namespace prism::plan {
 
 // The plan format this build writes, and the oldest it reads. Version 2 added
 // run.accumulate (gradient accumulation); a version-1 plan runs one micro-batch per step.
-constexpr uint32_t kPlanVersion = 2;
+// Version 3 added run.compress and run.error_feedback (an older runtime would ignore them).
+constexpr uint32_t kPlanVersion = 3;
 constexpr uint32_t kOldestPlanVersion = 1;
 
 // Whether writePlan verifies the plan first: a plan partition() just made (and verified) need

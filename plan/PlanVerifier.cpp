@@ -14,6 +14,7 @@
 #include "ir/VariablePlacement.h"
 #include "ir/Verifier.h"
 #include "passes/ParallelizeOptions.h"
+#include "plan/CommunicationCost.h"
 #include "plan/PlanFile.h"
 #include "plan/PlanTasks.h"
 #include "plan/PlanVariables.h"
@@ -84,6 +85,13 @@ llvm::Error verifyCluster(const Plan &plan) {
   if (!plan.run().precision().empty())
     if (auto precision = ir::parsePrecision(plan.run().precision()); !precision)
       return fail("run.precision: " + ir::messageOf(precision.takeError()));
+  if (auto compress = parseCompression(plan.run().compress()); !compress) {
+    llvm::consumeError(compress.takeError());
+    return fail("run.compress: expected fp16 or bf16 (or empty), got " +
+                quoted(plan.run().compress()));
+  }
+  if (plan.run().error_feedback() && plan.run().compress().empty())
+    return fail("run.error_feedback: error feedback needs run.compress");
   // Every micro-batch of every worker has an example for each tower.
   const int64_t accumulate = std::max(1, plan.run().accumulate());
   if (plan.run().accumulate() < 0 || plan.run().global_batch() < towers * accumulate)

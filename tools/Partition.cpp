@@ -2,6 +2,7 @@
 #include "tools/Partition.h"
 
 #include "ir/Diagnostic.h"
+#include "plan/CommunicationCost.h"
 #include "plan/PlanDump.h"
 #include "plan/PlanTasks.h"
 #include "plan/PlanVariables.h"
@@ -39,6 +40,12 @@ void CompileArgs::addOptions(CLI::App &cmd, bool runOptions, bool clusterRequire
   cmd.add_option("--lr-base-batch", options.lrScaling.baseBatch,
                  "The batch the model's lr is for (--lr-scale-rule linear)")
       ->capture_default_str();
+  cmd.add_option("--compress", compress,
+                 "none, fp16 or bf16: gradients (all-reduce buckets, PS pushes) and pulled rows "
+                 "travel as 16-bit floats")
+      ->capture_default_str();
+  cmd.add_flag("--error-feedback", options.errorFeedback,
+               "With --compress: add each worker's rounding error to its next contribution");
   if (!runOptions)
     return;
   cmd.add_option("--batch", options.globalBatch, "Global batch size (all workers together)")
@@ -91,6 +98,12 @@ llvm::Expected<plan::PartitionOptions> CompileArgs::toOptions() const {
   if (!parsedPrecision)
     return ir::withContext(parsedPrecision.takeError(), "option --precision");
   checked.precision = *parsedPrecision;
+  auto parsedCompress = plan::parseCompression(compress);
+  if (!parsedCompress)
+    return ir::withContext(parsedCompress.takeError(), "option --compress");
+  checked.compress = *parsedCompress;
+  if (checked.errorFeedback && checked.compress == ir::ComputePrecision::F32)
+    return ir::makeError("option --error-feedback: it needs --compress fp16 or bf16");
   return checked;
 }
 
@@ -113,6 +126,8 @@ llvm::Expected<api::CompileOptions> CompileArgs::toApiOptions() const {
   result.accumulate = checked->accumulate;
   result.lrScaleRule = plan::lrScaleRuleName(checked->lrScaling.rule).str();
   result.lrBaseBatch = checked->lrScaling.baseBatch;
+  result.compress = plan::compressionName(checked->compress).str();
+  result.errorFeedback = checked->errorFeedback;
   return result;
 }
 

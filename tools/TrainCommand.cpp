@@ -91,6 +91,10 @@ int runTrain(const TrainArgs &args) {
   auto compileOptions = args.compile.toOptions();
   if (!compileOptions)
     return reportError(compileOptions.takeError());
+  if (compileOptions->compress != ir::ComputePrecision::F32)
+    return reportError(ir::makeError("--compress " + args.compile.compress +
+                                     " compresses what the tasks of a job send each other: it "
+                                     "needs --cluster"));
   auto scaled =
       model->scaledLearningRate(plan::lrScaleRuleName(compileOptions->lrScaling.rule).str(),
                                 compileOptions->lrScaling.baseBatch, args.batch);

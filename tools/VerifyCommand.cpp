@@ -106,6 +106,12 @@ int runVerify(const VerifyArgs &args) {
   auto partitionOptions = args.compile.toOptions();
   if (!partitionOptions)
     return reportError(partitionOptions.takeError());
+  if (partitionOptions->compress != ir::ComputePrecision::F32)
+    return reportError(ir::makeError(
+        "prism verify checks that a plan trains exactly like one device, and --compress " +
+        args.compile.compress +
+        " rounds every gradient a worker sends: compressed training is close to, not equal to, "
+        "single-device training (docs/distributed.md, \"Compressed communication\")"));
   if (partitionOptions->steps == 0)
     partitionOptions->steps = runtime::job::kDefaultVerifySteps;
   if (args.compile.cluster.empty()) {

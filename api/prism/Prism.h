@@ -87,6 +87,8 @@ struct CompileOptions {
   std::optional<int64_t> accumulate;  // micro-batches per optimizer step; 1: none
   std::string lrScaleRule;            // none or linear (lr × batch / lrBaseBatch)
   std::optional<int64_t> lrBaseBatch; // the batch the model's lr is for; default 128
+  std::string compress;               // none, fp16 or bf16: gradients on the wire; empty: none
+  bool errorFeedback = false;         // with compress: rounding errors carried to the next step
 };
 
 // A compiled plan: the cluster, the placement of every variable, each task's program. Copies

@@ -9,9 +9,13 @@
 #include <gloo/transport/tcp/device.h>
 
 #include "ir/Diagnostic.h"
+#include "runtime/HalfFloat.h"
 #include "runtime/dist/CoordinatorStore.h"
 
 namespace prism::runtime::dist {
+namespace {
+using ReduceFunction = void (*)(void *, const void *, const void *, size_t);
+} // namespace
 
 Collective::Collective(std::string groupName, int rank, int size, std::chrono::milliseconds timeout,
                        std::shared_ptr<gloo::Context> context)
@@ -56,15 +60,16 @@ llvm::Expected<std::unique_ptr<Collective>> Collective::create(CoordinatorClient
 }
 
 template <typename T>
-llvm::Error Collective::allReduceSumOf(T *data, size_t count, const char *typeName) {
+llvm::Error
+Collective::allReduceSumOf(T *data, size_t count, const char *typeName,
+                           std::function<void(void *, const void *, const void *, size_t)> sum) {
   // Gloo's ring needs a peer on each side; one rank's sum is its own buffer.
   if (count == 0 || size_ == 1)
     return llvm::Error::success();
   try {
     gloo::AllreduceOptions options(context_);
     options.setOutput(data, count);
-    options.setReduceFunction(
-        static_cast<void (*)(void *, const void *, const void *, size_t)>(&gloo::sum<T>));
+    options.setReduceFunction(std::move(sum));
     // The ring (reduce-scatter, then all-gather) is bandwidth-optimal; bcube only pays off with
     // many hosts and small buffers.
     options.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
@@ -77,11 +82,23 @@ llvm::Error Collective::allReduceSumOf(T *data, size_t count, const char *typeNa
 }
 
 llvm::Error Collective::allReduceSum(float *data, size_t count) {
-  return allReduceSumOf(data, count, "float");
+  return allReduceSumOf(data, count, "float", static_cast<ReduceFunction>(&gloo::sum<float>));
 }
 
 llvm::Error Collective::allReduceSum(double *data, size_t count) {
-  return allReduceSumOf(data, count, "double");
+  return allReduceSumOf(data, count, "double", static_cast<ReduceFunction>(&gloo::sum<double>));
+}
+
+llvm::Error Collective::allReduceSum(uint16_t *data, size_t count, ir::ComputePrecision precision) {
+  if (precision == ir::ComputePrecision::F32)
+    return ir::makeError("a 16-bit all-reduce needs bf16 or fp16");
+  // Gloo calls it with element counts: c = a + b, where c may be a.
+  auto sum = [precision](void *c, const void *a, const void *b, size_t n) {
+    addHalf(static_cast<const uint16_t *>(a), static_cast<const uint16_t *>(b),
+            static_cast<uint16_t *>(c), static_cast<int64_t>(n), precision);
+  };
+  return allReduceSumOf(data, count, precision == ir::ComputePrecision::FP16 ? "fp16" : "bf16",
+                        sum);
 }
 
 llvm::Error Collective::barrier() {

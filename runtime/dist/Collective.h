@@ -4,9 +4,11 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "ir/Precision.h"
 #include "runtime/dist/CoordinatorClient.h"
 #include "llvm/Support/Error.h"
 
@@ -33,6 +35,9 @@ public:
   // 2 * (size - 1) / size of the buffer, whatever the number of ranks).
   llvm::Error allReduceSum(float *data, size_t count);
   llvm::Error allReduceSum(double *data, size_t count);
+  // The same for 16-bit floats (`precision` BF16 or FP16, runtime/HalfFloat.h): each hop adds
+  // in float32 and rounds the partial sum back to 16 bits (compressed all-reduce).
+  llvm::Error allReduceSum(uint16_t *data, size_t count, ir::ComputePrecision precision);
   // Returns once every rank has entered it.
   llvm::Error barrier();
 
@@ -43,7 +48,9 @@ public:
 private:
   Collective(std::string groupName, int rank, int size, std::chrono::milliseconds timeout,
              std::shared_ptr<gloo::Context> context);
-  template <typename T> llvm::Error allReduceSumOf(T *data, size_t count, const char *typeName);
+  template <typename T>
+  llvm::Error allReduceSumOf(T *data, size_t count, const char *typeName,
+                             std::function<void(void *, const void *, const void *, size_t)> sum);
   llvm::Error failure(const llvm::Twine &operation, const std::exception &exception) const;
 
   std::string groupName_;

@@ -10,6 +10,7 @@
 
 #include "ir/Collectives.h"
 #include "ir/Diagnostic.h"
+#include "plan/CommunicationCost.h"
 #include "plan/PlanTasks.h"
 #include "plan/PlanVerifier.h"
 #include "runtime/dist/CoordinatorClient.h"
@@ -31,6 +32,16 @@ constexpr const char *kDoneKey = "job/done";
 
 std::string endpointKey(llvm::StringRef task) {
   return "endpoint/" + task.str();
+}
+
+// How gradients travel (the plan is verified: run.compress is empty, fp16 or bf16).
+ir::ComputePrecision compressionOf(const plan::Plan &plan) {
+  auto compress = plan::parseCompression(plan.run().compress());
+  if (!compress) {
+    llvm::consumeError(compress.takeError());
+    return ir::ComputePrecision::F32;
+  }
+  return *compress;
 }
 
 // A PS task's step after a restore, for the workers to compare with theirs.
@@ -102,6 +113,7 @@ connectToParameterServers(const plan::Plan &plan, dist::CoordinatorClient &clien
   psOptions.jobToken = options.jobToken;
   psOptions.tls = tls;
   psOptions.rpcDeadline = options.rpcTimeout;
+  psOptions.compress = compressionOf(plan);
   for (const plan::Variable &v : plan.variables()) {
     if (v.placement() != "ps" || !v.trainable())
       continue;
@@ -165,7 +177,8 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
   auto psClient = connectToParameterServers(plan, client, options, tls);
   if (!psClient)
     return psClient.takeError();
-  WorkerCommunication communication(task.index(), std::move(*collective), std::move(*psClient));
+  WorkerCommunication communication(task.index(), std::move(*collective), std::move(*psClient),
+                                    {compressionOf(plan), plan.run().error_feedback()});
 
   train::WorkerRole role;
   role.rank = task.index();
@@ -183,6 +196,17 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
     return llvm::Error::success();
   };
   role.afterStep = [&](int64_t) { return communication.finishStep(); };
+  // What this worker sent and received in the step (worker:0's metrics lines carry it).
+  uint64_t sentBefore = 0, receivedBefore = 0;
+  role.stepMetrics = [&] {
+    uint64_t sent = communication.bytesSent(), received = communication.bytesReceived();
+    std::vector<std::pair<std::string, double>> counters = {
+        {"bytes_sent", static_cast<double>(sent - sentBefore)},
+        {"bytes_received", static_cast<double>(received - receivedBefore)}};
+    sentBefore = sent;
+    receivedBefore = received;
+    return counters;
+  };
   auto train = workerTrainOptions(plan, task, options);
   if (!train)
     return train.takeError();

@@ -6,6 +6,7 @@
 
 #include "ir/Collectives.h"
 #include "ir/Diagnostic.h"
+#include "runtime/HalfFloat.h"
 #include "runtime/cpu/Kernel.h"
 
 namespace prism::runtime::job {
@@ -40,11 +41,38 @@ llvm::Error weightedMean(dist::Collective &collective, llvm::ArrayRef<Tensor *> 
   return llvm::Error::success();
 }
 
+// Copies the tensors' elements into one buffer, in order.
+void gather(llvm::ArrayRef<Tensor *> tensors, float *to) {
+  for (const Tensor *t : tensors) {
+    std::memcpy(to, t->data<float>(), static_cast<size_t>(t->numBytes()));
+    to += t->numElements();
+  }
+}
+
+void scatter(const float *from, llvm::ArrayRef<Tensor *> tensors) {
+  for (Tensor *t : tensors) {
+    std::memcpy(t->data<float>(), from, static_cast<size_t>(t->numBytes()));
+    from += t->numElements();
+  }
+}
+
+// Error feedback: values += residual, then residual = what rounding to `precision` takes away.
+void feedBackError(float *values, std::vector<float> &residual, int64_t n,
+                   ir::ComputePrecision precision) {
+  if (residual.size() != static_cast<size_t>(n))
+    residual.assign(static_cast<size_t>(n), 0.0f);
+  for (int64_t i = 0; i < n; ++i)
+    values[i] += residual[static_cast<size_t>(i)];
+  for (int64_t i = 0; i < n; ++i)
+    residual[static_cast<size_t>(i)] = values[i] - ir::roundToPrecision(values[i], precision);
+}
+
 } // namespace
 
 WorkerCommunication::WorkerCommunication(int64_t rank, std::unique_ptr<dist::Collective> collective,
-                                         std::unique_ptr<ps::PsClient> ps)
-    : rank_(rank), collective_(std::move(collective)), ps_(std::move(ps)) {
+                                         std::unique_ptr<ps::PsClient> ps, Compression compression)
+    : rank_(rank), collective_(std::move(collective)), ps_(std::move(ps)),
+      compression_(compression) {
   reducer_ = std::thread([this] {
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
@@ -123,9 +151,20 @@ llvm::Error WorkerCommunication::allReduce(llvm::StringRef group, int64_t bucket
   if (buffers_.size() <= slot) {
     buffers_.resize(slot + 1);
     buffers64_.resize(slot + 1);
+    halfBuffers_.resize(slot + 1);
   }
+  size_t elements = 0;
+  for (const Tensor *t : tensors)
+    elements += static_cast<size_t>(t->numElements());
+  // The loss (bucket -1) always travels in float32, so the reported loss is exact.
+  const bool compressed =
+      compression_.precision != ir::ComputePrecision::F32 && !f64 && bucket >= 0;
+  countAllReduce(elements * (compressed ? sizeof(uint16_t) : f64 ? sizeof(double) : sizeof(float)));
   dist::Collective *collective = collective_.get();
-  if (f64)
+  if (compressed)
+    queue_.push_back(
+        [=, buffer = &halfBuffers_[slot]] { return compressedMean(targets, *buffer, mine / all); });
+  else if (f64)
     queue_.push_back([=, buffer = &buffers64_[slot]] {
       return weightedMean(*collective, targets, *buffer, mine, all);
     });
@@ -135,6 +174,45 @@ llvm::Error WorkerCommunication::allReduce(llvm::StringRef group, int64_t bucket
     });
   changed_.notify_all();
   return llvm::Error::success();
+}
+
+llvm::Error WorkerCommunication::compressedMean(llvm::ArrayRef<Tensor *> tensors,
+                                                HalfBuffer &buffer, double fraction) {
+  size_t total = 0;
+  for (const Tensor *t : tensors)
+    total += static_cast<size_t>(t->numElements());
+  const auto n = static_cast<int64_t>(total);
+  buffer.values.resize(total);
+  buffer.wire.resize(total);
+  gather(tensors, buffer.values.data());
+  // Each worker's share of the batch-weighted mean, so the 16-bit sum is the mean itself.
+  const auto weight = static_cast<float>(fraction);
+  for (float &v : buffer.values)
+    v *= weight;
+  if (compression_.errorFeedback)
+    feedBackError(buffer.values.data(), buffer.residual, n, compression_.precision);
+  encodeHalf(buffer.values.data(), buffer.wire.data(), n, compression_.precision);
+  if (auto e = collective_->allReduceSum(buffer.wire.data(), total, compression_.precision))
+    return e;
+  decodeHalf(buffer.wire.data(), buffer.values.data(), n, compression_.precision);
+  scatter(buffer.values.data(), tensors);
+  return llvm::Error::success();
+}
+
+void WorkerCommunication::countAllReduce(size_t bytes) {
+  const int64_t ranks = collective_->size();
+  if (ranks > 1)
+    allReduceBytes_ +=
+        static_cast<uint64_t>(2.0 * static_cast<double>(ranks - 1) / static_cast<double>(ranks) *
+                              static_cast<double>(bytes));
+}
+
+uint64_t WorkerCommunication::bytesSent() const {
+  return allReduceBytes_ + (ps_ ? ps_->bytesSent() : 0);
+}
+
+uint64_t WorkerCommunication::bytesReceived() const {
+  return allReduceBytes_ + (ps_ ? ps_->bytesReceived() : 0);
 }
 
 llvm::Expected<Tensor> WorkerCommunication::pull(llvm::StringRef variable) {
@@ -154,7 +232,13 @@ llvm::Expected<Tensor> WorkerCommunication::pullRows(llvm::StringRef variable,
 llvm::Error WorkerCommunication::push(llvm::StringRef variable,
                                       const runtime::RuntimeValue &gradient) {
   if (!gradient.sparse) {
-    pending_.push_back(ps::Gradient::ofDense(variable.str(), gradient.dense));
+    Tensor dense = gradient.dense;
+    if (compression_.errorFeedback && dense.dtype() == ir::DType::F32) {
+      dense = dense.clone(); // the step's own gradient stays as computed
+      feedBackError(dense.data<float>(), pushResiduals_[variable.str()], dense.numElements(),
+                    compression_.precision);
+    }
+    pending_.push_back(ps::Gradient::ofDense(variable.str(), dense));
     return llvm::Error::success();
   }
   // Rows of one id add up: send each id once (fewer bytes; the servers' sum is the same).

@@ -2,9 +2,11 @@
 // pushes to the parameter servers. Implements the Communication the executor's kernels use.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -16,11 +18,20 @@
 
 namespace prism::runtime::job {
 
+// Compressed communication (run.compress): float32 gradient buckets are all-reduced as 16-bit
+// floats (the PS client compresses pushes and row pulls itself); with error feedback each worker
+// adds what rounding took from its last contribution of a bucket, or of a dense PS gradient, to
+// the next one.
+struct Compression {
+  ir::ComputePrecision precision = ir::ComputePrecision::F32;
+  bool errorFeedback = false;
+};
+
 class WorkerCommunication : public runtime::Communication {
 public:
   // `collective` joins every worker; `ps` is null when no variable lives on parameter servers.
   WorkerCommunication(int64_t rank, std::unique_ptr<dist::Collective> collective,
-                      std::unique_ptr<ps::PsClient> ps);
+                      std::unique_ptr<ps::PsClient> ps, Compression compression = {});
   ~WorkerCommunication() override;
 
   // Before step `step`: this worker's examples and all workers' (the weights of means).
@@ -38,8 +49,21 @@ public:
   llvm::Error synchronize() override;
 
   ps::PsClient *psClient() { return ps_.get(); }
+  // Payload bytes this worker sent and received so far: what a ring all-reduce moves each way,
+  // 2(N−1)/N of each bucket, and the serialized PS messages.
+  uint64_t bytesSent() const;
+  uint64_t bytesReceived() const;
 
 private:
+  // A 16-bit bucket's staging: the weighted values, their wire form, what rounding left.
+  struct HalfBuffer {
+    std::vector<float> values;
+    std::vector<uint16_t> wire;
+    std::vector<float> residual;
+  };
+  llvm::Error compressedMean(llvm::ArrayRef<Tensor *> tensors, HalfBuffer &buffer, double fraction);
+  void countAllReduce(size_t bytes);
+
   int64_t rank_;
   std::unique_ptr<dist::Collective> collective_;
   std::unique_ptr<ps::PsClient> ps_;
@@ -55,6 +79,10 @@ private:
   llvm::Error firstError_ = llvm::Error::success();
   std::deque<std::vector<float>> buffers_; // a deque: growing keeps the others in place
   std::deque<std::vector<double>> buffers64_;
+  std::deque<HalfBuffer> halfBuffers_;
+  Compression compression_;
+  std::map<std::string, std::vector<float>> pushResiduals_; // dense PS gradients, error feedback
+  std::atomic<uint64_t> allReduceBytes_{0};
   size_t nextBuffer_ = 0;
 };
 

@@ -229,6 +229,9 @@ grpc::Status ParameterServer::Service::PullRows(grpc::ServerContext *context,
   const PsShard *shard = findShard(request->name());
   if (!shard)
     return grpc::Status(grpc::StatusCode::NOT_FOUND, "no shard of " + request->name() + " here");
+  auto encoding = parseWireEncoding(request->encoding());
+  if (!encoding)
+    return statusOf(grpc::StatusCode::INVALID_ARGUMENT, encoding.takeError());
   for (int64_t row : request->indices())
     if (!shard->ownsRow(row))
       return grpc::Status(grpc::StatusCode::OUT_OF_RANGE,
@@ -256,7 +259,7 @@ grpc::Status ParameterServer::Service::PullRows(grpc::ServerContext *context,
     std::memcpy(to, from + static_cast<size_t>(row - shard->rowBegin) * rowBytes, rowBytes);
     to += rowBytes;
   }
-  toWire(rows, response->mutable_rows());
+  toWire(rows, response->mutable_rows(), *encoding);
   response->set_version(version_);
   return grpc::Status::OK;
 }

@@ -234,6 +234,8 @@ llvm::Expected<Tensor> PsClient::pullRows(llvm::StringRef name, const Tensor &in
       calls.back()->endpoint = shard.endpoint;
       calls.back()->request.set_name(name.str());
       calls.back()->request.set_step(step);
+      if (options_.compress != ir::ComputePrecision::F32 && (*layout)->dtype == ir::DType::F32)
+        calls.back()->request.set_encoding(ir::precisionName(options_.compress).str());
     }
     calls.back()->request.add_indices(row);
   }
@@ -248,12 +250,16 @@ llvm::Expected<Tensor> PsClient::pullRows(llvm::StringRef name, const Tensor &in
   std::string uniqueRows;
   uniqueRows.reserve(unique.size() * static_cast<size_t>(bytesPerRow));
   for (const auto &call : calls) {
-    const wire::Tensor &received = call->response.rows();
-    if (received.dtype() != ir::dtypeName((*layout)->dtype) ||
-        static_cast<int64_t>(received.data().size()) != call->request.indices_size() * bytesPerRow)
+    auto received = fromWire(call->response.rows());
+    if (!received)
+      return ir::withContext(received.takeError(), "rows of " + name + " from parameter server " +
+                                                       serverName(call->endpoint));
+    if (received->dtype() != (*layout)->dtype ||
+        received->numBytes() != call->request.indices_size() * bytesPerRow)
       return ir::makeError("parameter server " + serverName(call->endpoint) + " sent rows of " +
                            name + " with another dtype or size than asked");
-    uniqueRows += received.data();
+    uniqueRows.append(static_cast<const char *>(received->raw()),
+                      static_cast<size_t>(received->numBytes()));
   }
   std::vector<int64_t> shape = indices.shape();
   shape.insert(shape.end(), (*layout)->shape.begin() + 1, (*layout)->shape.end());
@@ -288,12 +294,13 @@ llvm::Error PsClient::push(int64_t step, double weight, int64_t contributor,
     ir::DType dtype = (*layout)->dtype;
     int64_t bytesPerRow = rowBytes(**layout);
     std::vector<int64_t> rowShape((*layout)->shape.begin() + 1, (*layout)->shape.end());
-    auto addTensor = [&](wire::Tensor *message, int64_t rows, std::string bytes) {
+    const int64_t elementsPerRow = bytesPerRow / ir::dtypeBytes(dtype);
+    auto addTensor = [&](wire::Tensor *message, int64_t rows, const char *bytes) {
       message->set_dtype(ir::dtypeName(dtype).str());
       message->add_shape(rows);
       for (int64_t d : rowShape)
         message->add_shape(d);
-      message->set_data(std::move(bytes));
+      setWireData(bytes, rows * elementsPerRow, dtype, options_.compress, message);
     };
 
     if (gradient.indices.empty()) {
@@ -305,8 +312,7 @@ llvm::Error PsClient::push(int64_t step, double weight, int64_t contributor,
         wire::Gradient *out = requestOf[shard.endpoint]->add_gradients();
         out->set_name(gradient.name);
         addTensor(out->mutable_dense(), shard.rowEnd - shard.rowBegin,
-                  std::string(bytes + shard.rowBegin * bytesPerRow,
-                              static_cast<size_t>((shard.rowEnd - shard.rowBegin) * bytesPerRow)));
+                  bytes + shard.rowBegin * bytesPerRow);
       }
       continue;
     }
@@ -332,7 +338,7 @@ llvm::Error PsClient::push(int64_t step, double weight, int64_t contributor,
       wire::SparseGradient *sparse = out->mutable_sparse();
       sparse->mutable_indices()->Assign(part.first.begin(), part.first.end());
       addTensor(sparse->mutable_rows(), static_cast<int64_t>(part.first.size()),
-                std::move(part.second));
+                part.second.data());
     }
   }
   return runAll("PushStep", calls,

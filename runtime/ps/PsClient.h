@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/Precision.h"
 #include "runtime/Tensor.h"
 #include "runtime/dist/Tls.h"
 #include "runtime/ps/PsShard.h"
@@ -45,6 +46,8 @@ struct PsClientOptions {
   // TLS (runtime/dist/Tls.h): this worker's identity; each server must present the certificate
   // of its task in serverNames. None: plaintext.
   std::optional<dist::TlsIdentity> tls;
+  // BF16 or FP16 (--compress): f32 gradients are pushed, and rows pulled, as 16-bit floats.
+  ir::ComputePrecision compress = ir::ComputePrecision::F32;
 };
 
 // A gradient of a whole variable: dense, of its full shape; or rows by global row index.

@@ -401,14 +401,17 @@ void TrainingRun::reportStep(int64_t examples, double loss) {
                static_cast<double>(result_.steps);
   progress_.step(position_.epoch + 1, epochs_, position_.batchInEpoch, perEpoch_,
                  position_.globalStep, target_, loss, rate_, eta);
-  if (metrics_)
-    *metrics_ << nlohmann::json({{"step", position_.globalStep},
-                                 {"epoch", position_.epoch + 1},
-                                 {"loss", loss},
-                                 {"samples_per_sec", examples / seconds(now - stepStart_)},
-                                 {"time", unixSeconds()}})
-                     .dump()
-              << "\n";
+  if (metrics_) {
+    nlohmann::json line = {{"step", position_.globalStep},
+                           {"epoch", position_.epoch + 1},
+                           {"loss", loss},
+                           {"samples_per_sec", examples / seconds(now - stepStart_)},
+                           {"time", unixSeconds()}};
+    if (worker_ && worker_->stepMetrics)
+      for (const auto &[name, value] : worker_->stepMetrics())
+        line[name] = value;
+    *metrics_ << line.dump() << "\n";
+  }
   stepStart_ = Clock::now();
 }
 

@@ -7,6 +7,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ir/Module.h"
 #include "runtime/data/DataSpec.h"
@@ -27,6 +29,8 @@ struct WorkerRole {
   std::function<llvm::Error(int64_t step, int64_t examples, int64_t globalExamples)> beforeStep;
   // After each step (its number): e.g. sends what the step pushed to the parameter servers.
   std::function<llvm::Error(int64_t step)> afterStep;
+  // Counters added to each step's metrics line (e.g. bytes sent this step), by name.
+  std::function<std::vector<std::pair<std::string, double>>()> stepMetrics;
 };
 
 struct TrainOptions {

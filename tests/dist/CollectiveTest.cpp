@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "DistTestSupport.h"
+#include "runtime/HalfFloat.h"
 
 namespace prism::runtime::dist {
 namespace {
@@ -66,6 +67,48 @@ TEST(CollectiveTest, ThreeRanksAllReduceDoubles) {
       double expected = (i + 1.0) / 3.0 + (i + 1.0) / 4.0 + (i + 1.0) / 5.0;
       if (std::abs(data[i] - expected) > 1e-12 * expected)
         return "element " + std::to_string(i) + ": " + std::to_string(data[i]);
+    }
+    return std::string("success");
+  });
+  EXPECT_EQ(messages, std::vector<std::string>(3, "success"));
+}
+
+// 16-bit all-reduce (--compress): small integers add up exactly in fp16 and bf16; other values
+// within the rounding of each hop.
+TEST(CollectiveTest, ThreeRanksAllReduceHalfFloats) {
+  auto coordinator = testing::startCoordinator(3);
+  ASSERT_TRUE(coordinator);
+  auto messages = onEachRank(*coordinator, 3, [](int rank, CoordinatorClient &client) {
+    auto collective = Collective::create(client, "halves", rank, 3, "127.0.0.1", 30s);
+    if (!collective)
+      return llvm::toString(collective.takeError());
+    for (ir::ComputePrecision precision :
+         {ir::ComputePrecision::FP16, ir::ComputePrecision::BF16}) {
+      const size_t n = 100003;
+      std::vector<float> exact(n), inexact(n);
+      for (size_t i = 0; i < n; ++i) {
+        exact[i] = static_cast<float>((i % 32) * (rank + 1)); // sums to 6 (i % 32) <= 186
+        inexact[i] = 0.01f * std::sin(0.001f * static_cast<float>(i)) / (rank + 3.0f);
+      }
+      for (auto *values : {&exact, &inexact}) {
+        std::vector<uint16_t> wire(n);
+        encodeHalf(values->data(), wire.data(), static_cast<int64_t>(n), precision);
+        if (llvm::Error error = (*collective)->allReduceSum(wire.data(), n, precision))
+          return llvm::toString(std::move(error));
+        decodeHalf(wire.data(), values->data(), static_cast<int64_t>(n), precision);
+      }
+      // Three rounded inputs and two rounded additions, each off by at most half a unit in the
+      // last place (2^-11 of the value in fp16, 2^-8 in bf16; fp16 subnormals by 2^-25).
+      const double unit = precision == ir::ComputePrecision::FP16 ? 0x1p-11 : 0x1p-8;
+      for (size_t i = 0; i < n; ++i) {
+        if (exact[i] != static_cast<float>(6 * (i % 32)))
+          return "exact element " + std::to_string(i) + ": " + std::to_string(exact[i]);
+        double x = 0.01 * std::sin(0.001 * static_cast<double>(i));
+        double expected = x / 3 + x / 4 + x / 5;
+        if (std::abs(inexact[i] - expected) > 5 * unit * std::abs(expected) + 2e-7)
+          return "element " + std::to_string(i) + ": " + std::to_string(inexact[i]) +
+                 ", expected " + std::to_string(expected);
+      }
     }
     return std::string("success");
   });

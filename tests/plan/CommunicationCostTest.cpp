@@ -42,19 +42,65 @@ TEST(CommunicationCost, ShardsTakeTheirPartOfTheRows) {
 TEST(CommunicationCost, EachPsTransferMovesWhatTheTableSays) {
   Variable v = table();
   const Shard &s = v.shards(1);
-  ShardTraffic pull = psShardTraffic(PsTransfer::Pull, v, s);
+  const RunConfig run;
+  ShardTraffic pull = psShardTraffic(run, PsTransfer::Pull, v, s);
   EXPECT_EQ(pull.toPs, 0);
   EXPECT_EQ(pull.fromPs, 2400);
-  ShardTraffic push = psShardTraffic(PsTransfer::Push, v, s);
+  ShardTraffic push = psShardTraffic(run, PsTransfer::Push, v, s);
   EXPECT_EQ(push.toPs, 2400);
   EXPECT_EQ(push.fromPs, 0);
   // 40 distinct rows, 30 of them on this shard: their indices out, the rows back.
-  ShardTraffic pullRows = psShardTraffic(PsTransfer::PullRows, v, s, 40);
+  ShardTraffic pullRows = psShardTraffic(run, PsTransfer::PullRows, v, s, 40);
   EXPECT_EQ(pullRows.toPs, 30 * kIndexBytes);
   EXPECT_EQ(pullRows.fromPs, 30 * 32);
-  ShardTraffic pushRows = psShardTraffic(PsTransfer::PushRows, v, s, 40);
+  ShardTraffic pushRows = psShardTraffic(run, PsTransfer::PushRows, v, s, 40);
   EXPECT_EQ(pushRows.toPs, 30 * (32 + kIndexBytes));
   EXPECT_EQ(pushRows.fromPs, 0);
+}
+
+// --compress: gradient values and pulled rows travel in half the bytes; indices, dense pulls of
+// variables, float64 values and the loss bucket do not shrink.
+TEST(CommunicationCost, CompressionHalvesFloatValuesOnly) {
+  Variable v = table();
+  const Shard &s = v.shards(1);
+  RunConfig run;
+  run.set_compress("fp16");
+  EXPECT_EQ(psShardTraffic(run, PsTransfer::Pull, v, s).fromPs, 2400);
+  EXPECT_EQ(psShardTraffic(run, PsTransfer::Push, v, s).toPs, 1200);
+  EXPECT_EQ(psShardTraffic(run, PsTransfer::PullRows, v, s, 40).fromPs, 30 * 16);
+  EXPECT_EQ(psShardTraffic(run, PsTransfer::PullRows, v, s, 40).toPs, 30 * kIndexBytes);
+  EXPECT_EQ(psShardTraffic(run, PsTransfer::PushRows, v, s, 40).toPs, 30 * (16 + kIndexBytes));
+  EXPECT_EQ(wireScale(run, "f32"), 0.5);
+  EXPECT_EQ(wireScale(run, "f64"), 1);
+  EXPECT_EQ(wireScale(RunConfig(), "f32"), 1);
+
+  Plan plan;
+  *plan.mutable_run() = run;
+  *plan.add_variables() = v;
+  Bucket gradients;
+  gradients.set_id(0);
+  gradients.add_variables("emb");
+  gradients.set_bytes(3200);
+  EXPECT_EQ(bucketWireBytes(plan, gradients), 1600);
+  Bucket loss;
+  loss.set_id(-1);
+  loss.set_bytes(4);
+  EXPECT_EQ(bucketWireBytes(plan, loss), 4);
+  plan.mutable_variables(0)->set_dtype("f64");
+  EXPECT_EQ(bucketWireBytes(plan, gradients), 3200);
+}
+
+TEST(CommunicationCost, CompressionNamesAreChecked) {
+  EXPECT_EQ(*parseCompression("fp16"), ir::ComputePrecision::FP16);
+  EXPECT_EQ(*parseCompression("bf16"), ir::ComputePrecision::BF16);
+  EXPECT_EQ(*parseCompression("none"), ir::ComputePrecision::F32);
+  EXPECT_EQ(*parseCompression(""), ir::ComputePrecision::F32);
+  auto bad = parseCompression("int8");
+  ASSERT_FALSE(bool(bad));
+  EXPECT_NE(llvm::toString(bad.takeError()).find("expected none, fp16 or bf16, got 'int8'"),
+            std::string::npos);
+  EXPECT_EQ(compressionName(ir::ComputePrecision::BF16), "bf16");
+  EXPECT_EQ(compressionName(ir::ComputePrecision::F32), "none");
 }
 
 TEST(CommunicationCost, OnlyPsOpsArePsTransfers) {

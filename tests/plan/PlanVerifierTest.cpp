@@ -62,8 +62,12 @@ TEST(PlanVerifier, TheEmittedPlanVerifies) {
 
 TEST(PlanVerifier, EveryCorruptionIsNamed) {
   const Corruption corruptions[] = {
-      {"version", [](Plan &p) { p.set_version(3); },
-       "version 3: this prism reads plan versions 1 to 2"},
+      {"version", [](Plan &p) { p.set_version(4); },
+       "version 4: this prism reads plan versions 1 to 3"},
+      {"compress", [](Plan &p) { p.mutable_run()->set_compress("int8"); },
+       "run.compress: expected fp16 or bf16 (or empty), got 'int8'"},
+      {"error feedback", [](Plan &p) { p.mutable_run()->set_error_feedback(true); },
+       "run.error_feedback: error feedback needs run.compress"},
       {"accumulate", [](Plan &p) { p.mutable_run()->set_accumulate(1000); },
        "run.accumulate: 1000 micro-batches per step need a global batch of at least"},
       {"strategy", [](Plan &p) { p.set_strategy("gossip"); },

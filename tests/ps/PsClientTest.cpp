@@ -110,6 +110,69 @@ TEST(PsClient, CountsPayloadBytes) {
   EXPECT_GE(client->bytesSent() - sent, 8u * sizeof(float));
 }
 
+// --compress: f32 gradients are pushed, and rows pulled, as 16-bit floats. The rows come back
+// rounded; the server applies the rounded gradient; a compressed tensor is half the bytes.
+TEST(PsClient, CompressedPushesAndRowPullsTravelAs16BitFloats) {
+  using prism::ir::ComputePrecision;
+  TestCluster cluster(1);
+  PsClientOptions options = cluster.clientOptions();
+  options.compress = ComputePrecision::BF16;
+  auto compressed = PsClient::create(options);
+  ASSERT_TRUE(bool(compressed)) << llvm::toString(compressed.takeError());
+  auto plain = cluster.client();
+  auto table = plain->pull("emb", 0);
+  ASSERT_TRUE(bool(table)) << llvm::toString(table.takeError());
+
+  std::vector<int64_t> rows = {9, 0, 4, 3};
+  auto got = (*compressed)->pullRows("emb", indices<int64_t>({4}, rows), 0);
+  ASSERT_TRUE(bool(got)) << llvm::toString(got.takeError());
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (int64_t k = 0; k < 3; ++k) {
+      float exact = table->data<float>()[rows[i] * 3 + k];
+      EXPECT_EQ(got->data<float>()[i * 3 + k],
+                prism::ir::roundToPrecision(exact, ComputePrecision::BF16));
+    }
+
+  Tensor gradient(prism::ir::DType::F32, {2, 3});
+  for (int64_t i = 0; i < 6; ++i)
+    gradient.data<float>()[i] = 0.1f + 0.013f * static_cast<float>(i);
+  std::vector<int64_t> pushed = {1, 7};
+  ASSERT_FALSE(bool(
+      (*compressed)
+          ->push(0, 1, 0, {Gradient::ofRows("emb", indices<int64_t>({2}, pushed), gradient)})));
+  auto after = plain->pull("emb", 1);
+  ASSERT_TRUE(bool(after)) << llvm::toString(after.takeError());
+  for (size_t r = 0; r < pushed.size(); ++r)
+    for (int64_t k = 0; k < 3; ++k) {
+      float g =
+          prism::ir::roundToPrecision(gradient.data<float>()[r * 3 + k], ComputePrecision::BF16);
+      EXPECT_EQ(after->data<float>()[pushed[r] * 3 + k],
+                table->data<float>()[pushed[r] * 3 + k] - static_cast<float>(kLearningRate) * g);
+    }
+
+  Tensor big(prism::ir::DType::F32, {1000});
+  for (int64_t i = 0; i < 1000; ++i)
+    big.data<float>()[i] = 1.0f / static_cast<float>(i + 3);
+  for (ComputePrecision precision : {ComputePrecision::FP16, ComputePrecision::BF16}) {
+    ::prism::ps::Tensor message;
+    toWire(big, &message, precision);
+    EXPECT_EQ(message.data().size(), 2000u);
+    auto back = fromWire(message);
+    ASSERT_TRUE(bool(back)) << llvm::toString(back.takeError());
+    for (int64_t i = 0; i < 1000; ++i)
+      EXPECT_EQ(back->data<float>()[i],
+                prism::ir::roundToPrecision(big.data<float>()[i], precision));
+  }
+  // Only f32 travels compressed, and a bad encoding is named.
+  ::prism::ps::Tensor ints;
+  toWire(indices<int64_t>({2}, {1, 2}), &ints, ComputePrecision::FP16);
+  EXPECT_TRUE(ints.encoding().empty());
+  ints.set_encoding("int4");
+  auto refused = fromWire(ints);
+  ASSERT_FALSE(bool(refused));
+  EXPECT_NE(llvm::toString(refused.takeError()).find("unknown encoding 'int4'"), std::string::npos);
+}
+
 // A server buffers a request whole before it can read its token, so it takes none larger than
 // the largest legitimate push (its shards' gradients, twice over, plus 4 MiB): a 64 MB PushStep
 // sent straight to the service is turned away by gRPC itself, with or without the token, and
