@@ -190,8 +190,11 @@ void printPlanSummary(const plan::Plan &plan, llvm::StringRef path, llvm::raw_os
   for (const plan::TaskEstimate &t : plan.estimate().tasks())
     if (t.task() == "worker:0")
       workerBytes = t.bytes_sent_per_step() + t.bytes_received_per_step();
-  os << "  worker:0 sends and receives " << plan::formatBytes(workerBytes)
-     << " per step (estimate)";
+  os << "  worker:0 sends and receives " << plan::formatBytes(workerBytes) << " per step (estimate";
+  if (!plan.run().compress().empty())
+    os << ", gradients in " << plan.run().compress()
+       << (plan.run().error_feedback() ? " with error feedback" : "");
+  os << ")";
   if (temporary)
     os << "; the plan goes when the job ends (`prism partition -o FILE` keeps one)\n";
   else
