@@ -98,6 +98,7 @@ runtime::job::JobOptions toJobOptions(const RunOptions &options) {
   result.variablesDir = options.variablesDir;
   result.saveDir = options.saveDir;
   result.restoreDir = options.restoreDir;
+  result.traceDir = options.traceDir;
   result.jobToken = options.jobToken;
   result.checkpoints.dir = options.checkpointDir;
   result.checkpoints.every = options.checkpointEvery;

@@ -39,6 +39,8 @@ void RunOptionArgs::addOptions(CLI::App &cmd, bool all) {
       ->capture_default_str();
   cmd.add_option("--variables-out", variablesOut,
                  "Every task writes its variables to a directory here at the end");
+  cmd.add_option("--trace", traceDir,
+                 "Every task writes its timeline to DIR/<task>.json (`prism trace merge DIR`)");
   cmd.add_flag("--tls", tls,
                "TLS on every gRPC channel, with a CA and a certificate per task made for this job");
   cmd.add_option("--tls-ca", tlsCa, "TLS with this CA certificate (PEM) ...");
@@ -92,6 +94,7 @@ api::RunOptions RunOptionArgs::toApiOptions() const {
   options.tlsCa = tlsCa;
   options.tlsCert = tlsCert;
   options.tlsKey = tlsKey;
+  options.traceDir = traceDir;
   return options;
 }
 

@@ -35,6 +35,7 @@ struct RunOptionArgs {
   int maxRestarts = 0;
   bool tls = false;
   std::string tlsCa, tlsCert, tlsKey;
+  std::string traceDir; // --trace
 
   // With `all` false, only what `train` and `verify` lack of their own (they have --data,
   // --steps, --epochs, --threads, --metrics-out, --quiet, --no-eval).

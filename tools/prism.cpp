@@ -36,6 +36,7 @@ int main(int argc, char **argv) {
   prism::tools::registerOpsCommand(app);
   prism::tools::registerPartitionCommand(app);
   prism::tools::registerRunCommand(app);
+  prism::tools::registerTraceCommand(app);
   prism::tools::registerTrainCommand(app);
   prism::tools::registerVerifyCommand(app);
   // `--memory-limit` may also come after these commands (their tasks inherit it). Not after

@@ -269,6 +269,9 @@ struct RunOptions {
   // per task for this job; or the files, {task} standing for each task's file name (worker-0).
   bool tls = false;
   std::string tlsCa, tlsCert, tlsKey;
+  // Every task writes its timeline here, DIR/<task>.json (Chrome trace events; `prism trace
+  // merge` joins them); empty: none.
+  std::string traceDir;
 };
 
 // Starts every task of the plan (local processes, or through options.launcher) and watches

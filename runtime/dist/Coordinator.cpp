@@ -100,6 +100,8 @@ public:
                              const proto::ReportFailureRequest *request, proto::Ack *) override;
   grpc::Status Finish(grpc::ServerContext *context, const proto::TaskRequest *request,
                       proto::Ack *) override;
+  grpc::Status Now(grpc::ServerContext *context, const proto::TaskRequest *request,
+                   proto::NowReply *reply) override;
 
   void startMonitor() {
     monitor_ = std::thread([this] { monitorHeartbeats(); });
@@ -350,6 +352,16 @@ grpc::Status Coordinator::Impl::Heartbeat(grpc::ServerContext *context,
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "heartbeat from " + request->task() + " before it registered");
   task->lastHeartbeat = Clock::now();
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::Impl::Now(grpc::ServerContext *context, const proto::TaskRequest *request,
+                                    proto::NowReply *reply) {
+  if (grpc::Status refused = checkToken(context, "Now", &request->task()); !refused.ok())
+    return refused;
+  reply->set_unix_micros(std::chrono::duration_cast<std::chrono::microseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count());
   return grpc::Status::OK;
 }
 

@@ -162,6 +162,32 @@ llvm::Error CoordinatorClient::finish() {
   return error;
 }
 
+llvm::Expected<int64_t> CoordinatorClient::clockOffsetMicros(int samples) {
+  // Cristian's method: the coordinator's clock at the middle of the round trip, from the
+  // sample with the shortest round trip (the least room for error).
+  auto unixMicros = [] {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  int64_t best = -1, offset = 0;
+  for (int i = 0; i < std::max(1, samples); ++i) {
+    proto::TaskRequest request;
+    request.set_task(options_.taskName);
+    proto::NowReply reply;
+    int64_t sent = unixMicros();
+    if (auto error = call("Now", &proto::CoordinatorService::Stub::Now, request, reply,
+                          options_.callTimeout))
+      return std::move(error);
+    int64_t received = unixMicros(), roundTrip = received - sent;
+    if (best < 0 || roundTrip < best) {
+      best = roundTrip;
+      offset = reply.unix_micros() - (sent + roundTrip / 2);
+    }
+  }
+  return offset;
+}
+
 llvm::Error CoordinatorClient::startHeartbeats(milliseconds interval, AbortHandler onAbort,
                                                milliseconds giveUpAfter) {
   if (interval <= milliseconds(0) || giveUpAfter <= milliseconds(0))

@@ -65,6 +65,10 @@ public:
   // Returns once `count` tasks entered the barrier `name`; an error after `timeout`.
   llvm::Error barrier(llvm::StringRef name, int count, std::chrono::milliseconds timeout);
 
+  // Microseconds to add to this host's clock to read the coordinator's: the best of `samples`
+  // round trips (for aligned trace timelines).
+  llvm::Expected<int64_t> clockOffsetMicros(int samples = 5);
+
   // Sends a heartbeat every `interval` from a background thread. `onAbort` is called once, with
   // the coordinator's reason, when the job is aborted, when a heartbeat is refused, or when the
   // coordinator has been unreachable for `giveUpAfter`; then the thread ends.

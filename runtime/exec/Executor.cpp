@@ -331,23 +331,47 @@ llvm::Error Executor::bindFeedsAndVariables(Program &p, const Feeds &feeds) {
 // Runs order_[begin, end); waits for its communication and the device at the end.
 llvm::Error Executor::runKernels(Program &p, size_t begin, size_t end) {
   Communication *communication = options_.communication;
+  TraceRecorder *trace = options_.trace;
+  if (trace && traceNames_.size() != order_.size()) {
+    traceNames_.clear();
+    for (const ir::Op *op : order_)
+      traceNames_.push_back(traceName(*op));
+  }
   for (size_t i = begin; i < end; ++i) {
     const ir::Op &op = *order_[i];
-    if (communication && syncBefore_[i])
+    if (communication && syncBefore_[i]) {
+      TraceSpan wait(trace, "ops", "wait for all-reduce", "wait");
       if (auto err = communication->synchronize())
         return ir::withLocation(ir::withContext(std::move(err), "before '" + op.name() + "'"),
                                 module_.sourceFile(), op.loc);
-    if (auto err = p.kernels[i]->run(p.inputs[i], p.outputs[i])) {
+    }
+    auto started = trace ? TraceRecorder::Clock::now() : TraceRecorder::Clock::time_point();
+    llvm::Error ran = p.kernels[i]->run(p.inputs[i], p.outputs[i]);
+    if (trace)
+      trace->span("ops", traceNames_[i], "op", started, TraceRecorder::Clock::now());
+    if (auto err = std::move(ran)) {
       if (communication)
         llvm::consumeError(communication->synchronize());
       return ir::withLocation(ir::withContext(std::move(err), "'" + op.name() + "'"),
                               module_.sourceFile(), op.loc);
     }
   }
-  if (communication)
+  if (communication) {
+    TraceSpan wait(trace, "ops", "wait for all-reduce", "wait");
     if (auto err = communication->synchronize())
       return err;
+  }
   return device_->synchronize();
+}
+
+std::string Executor::traceName(const ir::Op &op) const {
+  // The op and what it computes: "matmul %h1", "all_reduce %loss", "sgd w".
+  std::string name = op.name().str();
+  if (op.numResults() > 0)
+    name += " %" + op.result(0)->name();
+  else if (op.numOperands() > 0)
+    name += " " + op.operand(0)->name();
+  return name;
 }
 
 llvm::Error Executor::step(const Feeds &feeds) {

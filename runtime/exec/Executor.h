@@ -17,6 +17,7 @@
 #include "runtime/exec/Communication.h"
 #include "runtime/exec/Device.h"
 #include "runtime/exec/Kernel.h"
+#include "runtime/exec/Trace.h"
 #include "runtime/exec/VariableStore.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
@@ -39,6 +40,9 @@ struct ExecutorOptions {
   // (AccumulationSplit.h) and runs through accumulatedStep(); an evaluation step (`outputs`)
   // ignores it.
   bool accumulate = false;
+  // Records each op's kernel (and waits for all-reduces) on the track "ops" when set
+  // (`--trace`); must outlive the executor.
+  TraceRecorder *trace = nullptr;
 };
 
 using Feeds = std::map<std::string, Tensor>;
@@ -93,6 +97,7 @@ private:
   llvm::Error addMicroBatch(Program &program, int64_t batch);
   llvm::Error writeMeans(Program &program, int64_t examples);
   ir::TensorType boundType(const ir::Value *v, int64_t batch) const;
+  std::string traceName(const ir::Op &op) const;
 
   const ir::Module &module_;
   std::shared_ptr<VariableStore> variables_;
@@ -107,6 +112,7 @@ private:
   int64_t globalBatch_ = 0; // this step's (KernelSpec::globalBatch points here)
   llvm::StringMap<const ir::Value *> outputValues_;
   Program *last_ = nullptr;
+  std::vector<std::string> traceNames_; // parallel to order_, made at the first traced step
   // Gradient accumulation: order_[0, microEnd_) is the micro-step; the values it hands to the
   // step part, and their running sums Σ bᵢ vᵢ (dense; sparse: indices and rows appended).
   struct Accumulator {

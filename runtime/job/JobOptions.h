@@ -50,6 +50,9 @@ struct JobOptions {
   // Whose certificate the coordinator presents: empty, the plan's coordinator task's (the
   // launcher's); "worker:0" when that process serves the coordinator (under mpirun or srun).
   std::string coordinatorTask;
+  // Every task records its timeline (runtime/exec/Trace.h) and writes it to
+  // DIR/<task file name>.json when it ends; empty: no trace.
+  std::string traceDir;
 };
 
 } // namespace prism::runtime::job

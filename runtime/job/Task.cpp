@@ -166,7 +166,7 @@ workerTrainOptions(const plan::Plan &plan, const plan::Task &task, const JobOpti
 llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
                       dist::CoordinatorClient &client, const JobOptions &options,
                       const std::optional<InjectedFault> &fault,
-                      const std::optional<dist::TlsIdentity> &tls) {
+                      const std::optional<dist::TlsIdentity> &tls, TraceRecorder *trace) {
   auto module = plan::parseProgram(*plan::findProgram(plan, task.name()));
   if (!module)
     return module.takeError();
@@ -179,6 +179,7 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
     return psClient.takeError();
   WorkerCommunication communication(task.index(), std::move(*collective), std::move(*psClient),
                                     {compressionOf(plan), plan.run().error_feedback()});
+  communication.setTrace(trace);
 
   train::WorkerRole role;
   role.rank = task.index();
@@ -211,6 +212,7 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
   if (!train)
     return train.takeError();
   train->worker = &role;
+  train->trace = trace;
   // worker:0 writes the workers' part of periodic checkpoints: every worker's state is its.
   const train::PeriodicCheckpoints &checkpoints = options.checkpoints;
   if (!checkpoints.dir.empty() && task.index() == 0) {
@@ -340,7 +342,7 @@ llvm::Error waitForJobEnd(dist::CoordinatorClient &client) {
 llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
                                dist::CoordinatorClient &client, const JobOptions &options,
                                const std::optional<InjectedFault> &fault,
-                               const std::optional<dist::TlsIdentity> &tls) {
+                               const std::optional<dist::TlsIdentity> &tls, TraceRecorder *trace) {
   auto module = plan::parseProgram(*plan::findProgram(plan, task.name()));
   if (!module)
     return module.takeError();
@@ -369,7 +371,10 @@ llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
   serverOptions.contributors = numWorkers(plan);
   serverOptions.waitTimeout = options.rpcTimeout;
   runtime::Executor *update = executor->get();
-  serverOptions.apply = [gradients, update](int64_t, const ps::GradientSet &set) -> llvm::Error {
+  serverOptions.apply = [gradients, update, trace](int64_t step,
+                                                   const ps::GradientSet &set) -> llvm::Error {
+    TraceSpan span(trace, "apply", "apply step " + std::to_string(step), "ps_apply");
+    span.addArg("variables", static_cast<double>(set.size()));
     gradients->current = &set;
     auto e = update->step({});
     gradients->current = nullptr;
@@ -471,9 +476,29 @@ int runTask(const plan::Plan &plan, llvm::StringRef taskName, const std::string 
           std::chrono::milliseconds(500), [name](std::string reason) { exitOnAbort(name, reason); },
           options.heartbeatTimeout))
     return fail(std::move(e));
+  std::unique_ptr<TraceRecorder> trace;
+  if (!options.traceDir.empty()) {
+    trace = std::make_unique<TraceRecorder>(name);
+    auto offset = client.clockOffsetMicros();
+    if (!offset)
+      return fail(ir::withContext(offset.takeError(), "aligning the trace's clock"));
+    trace->setClockOffset(*offset);
+  }
   llvm::Error e = task->role() == "worker"
-                      ? runWorker(plan, *task, client, options, fault, *tls)
-                      : runParameterServer(plan, *task, client, options, fault, *tls);
+                      ? runWorker(plan, *task, client, options, fault, *tls, trace.get())
+                      : runParameterServer(plan, *task, client, options, fault, *tls, trace.get());
+  // The timeline is written however the task ended: a failed one is what it is for.
+  if (trace) {
+    std::string path = options.traceDir + "/" + plan::taskFileName(name) + ".json";
+    llvm::Error written =
+        llvm::errorCodeToError(llvm::sys::fs::create_directories(options.traceDir));
+    if (!written)
+      written = trace->write(path);
+    if (written) {
+      std::string message = llvm::toString(std::move(written));
+      std::fprintf(stderr, "%s: the trace: %s\n", name.c_str(), message.c_str());
+    }
+  }
   if (e) {
     std::string message = llvm::toString(std::move(e));
     std::fprintf(stderr, "%s: %s\n", name.c_str(), message.c_str());

@@ -96,46 +96,9 @@ std::string secondsText(std::chrono::milliseconds duration) {
   return text;
 }
 
-const std::vector<Flag> &flags() {
-  static const std::vector<Flag> all = {
-      textFlag("--task", "T",
-               "worker:N or ps:N (default: from OMPI_COMM_WORLD_RANK, PMI_RANK, "
-               "PMIX_RANK, SLURM_PROCID)",
-               &TaskCommand::task),
-      textFlag("--coordinator", "HOST:PORT", "The coordinator (default: the plan's)",
-               &TaskCommand::coordinator),
-      optionTextFlag("--data", "D",
-                     "fashion-mnist[:DIR], zipf:VOCAB[,tokens=T,classes=C], text:FILE",
-                     &JobOptions::data),
-      countFlag("--steps", "Steps to train", &JobOptions::steps),
-      countFlag("--epochs", "Epochs to train (default: the plan's steps, else 1)",
-                &JobOptions::epochs),
-      {"--threads", "N", "CPU threads",
-       [](TaskCommand &c, llvm::StringRef v) -> llvm::Error {
-         int threads = 0;
-         if (v.getAsInteger(10, threads) || threads < 1 || threads > 1024)
-           return expected("--threads", "an integer in 1..1024", v);
-         c.options.threads = threads;
-         return llvm::Error::success();
-       },
-       [](const TaskCommand &c) -> std::optional<std::string> {
-         if (c.options.threads == JobOptions().threads)
-           return std::nullopt;
-         return std::to_string(c.options.threads);
-       }},
-      {"--heartbeat-timeout", "S", "Seconds without a heartbeat before a task counts as gone",
-       [](TaskCommand &c, llvm::StringRef v) -> llvm::Error {
-         double seconds = 0;
-         if (v.getAsDouble(seconds) || !(seconds >= 0.5 && seconds <= 3600))
-           return expected("--heartbeat-timeout", "seconds in 0.5..3600", v);
-         c.options.heartbeatTimeout = std::chrono::milliseconds(std::llround(seconds * 1000));
-         return llvm::Error::success();
-       },
-       [](const TaskCommand &c) -> std::optional<std::string> {
-         if (c.options.heartbeatTimeout == JobOptions().heartbeatTimeout)
-           return std::nullopt;
-         return secondsText(c.options.heartbeatTimeout);
-       }},
+// What a task writes and reads besides its training: metrics, variables, checkpoints, traces.
+std::vector<Flag> outputFlags() {
+  return {
       optionTextFlag("--metrics-out", "F", "Write worker:0's JSON lines of metrics here",
                      &JobOptions::metricsOut),
       optionTextFlag("--variables-out", "DIR", "Write the task's variables to DIR/<task>",
@@ -157,43 +120,94 @@ const std::vector<Flag> &flags() {
            return std::nullopt;
          return std::to_string(c.options.checkpoints.every);
        }},
-      optionText(
-          "--tls-ca", "F", "The job's CA certificate (PEM): TLS on every gRPC channel",
-          [](auto &o) -> auto & { return o.tls.ca; }),
-      optionText(
-          "--tls-cert", "F", "This task's certificate (PEM), signed by the CA",
-          [](auto &o) -> auto & { return o.tls.cert; }),
-      optionText(
-          "--tls-key", "F", "This task's private key (PEM)",
-          [](auto &o) -> auto & { return o.tls.key; }),
-      {"--inject-fault", "KIND@STEP",
-       "Kill (kill), stop (stop) or kill while checkpointing (kill-in-checkpoint) this task at "
-       "a step: for recovery tests",
-       [](TaskCommand &c, llvm::StringRef v) -> llvm::Error {
-         auto fault = parseInjectedFault(v);
-         if (!fault)
-           return fault.takeError();
-         c.options.injectFault = v.str();
-         return llvm::Error::success();
-       },
-       [](const TaskCommand &c) { return unlessEmpty(c.options.injectFault); }},
-      {"--quiet", nullptr, "Print only errors (also -q)",
-       [](TaskCommand &c, llvm::StringRef) {
-         c.options.quiet = true;
-         return llvm::Error::success();
-       },
-       [](const TaskCommand &c) {
-         return c.options.quiet ? std::optional<std::string>("") : std::nullopt;
-       }},
-      {"--no-eval", nullptr, "Skip test-set evaluation",
-       [](TaskCommand &c, llvm::StringRef) {
-         c.options.evaluate = false;
-         return llvm::Error::success();
-       },
-       [](const TaskCommand &c) {
-         return c.options.evaluate ? std::nullopt : std::optional<std::string>("");
-       }},
+      optionTextFlag("--trace-dir", "DIR", "Write the task's timeline to DIR/<task>.json",
+                     &JobOptions::traceDir),
   };
+}
+
+const std::vector<Flag> &flags() {
+  static const std::vector<Flag> all = [] {
+    std::vector<Flag> flags = {
+        textFlag("--task", "T",
+                 "worker:N or ps:N (default: from OMPI_COMM_WORLD_RANK, PMI_RANK, "
+                 "PMIX_RANK, SLURM_PROCID)",
+                 &TaskCommand::task),
+        textFlag("--coordinator", "HOST:PORT", "The coordinator (default: the plan's)",
+                 &TaskCommand::coordinator),
+        optionTextFlag("--data", "D",
+                       "fashion-mnist[:DIR], zipf:VOCAB[,tokens=T,classes=C], text:FILE",
+                       &JobOptions::data),
+        countFlag("--steps", "Steps to train", &JobOptions::steps),
+        countFlag("--epochs", "Epochs to train (default: the plan's steps, else 1)",
+                  &JobOptions::epochs),
+        {"--threads", "N", "CPU threads",
+         [](TaskCommand &c, llvm::StringRef v) -> llvm::Error {
+           int threads = 0;
+           if (v.getAsInteger(10, threads) || threads < 1 || threads > 1024)
+             return expected("--threads", "an integer in 1..1024", v);
+           c.options.threads = threads;
+           return llvm::Error::success();
+         },
+         [](const TaskCommand &c) -> std::optional<std::string> {
+           if (c.options.threads == JobOptions().threads)
+             return std::nullopt;
+           return std::to_string(c.options.threads);
+         }},
+        {"--heartbeat-timeout", "S", "Seconds without a heartbeat before a task counts as gone",
+         [](TaskCommand &c, llvm::StringRef v) -> llvm::Error {
+           double seconds = 0;
+           if (v.getAsDouble(seconds) || !(seconds >= 0.5 && seconds <= 3600))
+             return expected("--heartbeat-timeout", "seconds in 0.5..3600", v);
+           c.options.heartbeatTimeout = std::chrono::milliseconds(std::llround(seconds * 1000));
+           return llvm::Error::success();
+         },
+         [](const TaskCommand &c) -> std::optional<std::string> {
+           if (c.options.heartbeatTimeout == JobOptions().heartbeatTimeout)
+             return std::nullopt;
+           return secondsText(c.options.heartbeatTimeout);
+         }},
+        optionText(
+            "--tls-ca", "F", "The job's CA certificate (PEM): TLS on every gRPC channel",
+            [](auto &o) -> auto & { return o.tls.ca; }),
+        optionText(
+            "--tls-cert", "F", "This task's certificate (PEM), signed by the CA",
+            [](auto &o) -> auto & { return o.tls.cert; }),
+        optionText(
+            "--tls-key", "F", "This task's private key (PEM)",
+            [](auto &o) -> auto & { return o.tls.key; }),
+        {"--inject-fault", "KIND@STEP",
+         "Kill (kill), stop (stop) or kill while checkpointing (kill-in-checkpoint) this task at "
+         "a step: for recovery tests",
+         [](TaskCommand &c, llvm::StringRef v) -> llvm::Error {
+           auto fault = parseInjectedFault(v);
+           if (!fault)
+             return fault.takeError();
+           c.options.injectFault = v.str();
+           return llvm::Error::success();
+         },
+         [](const TaskCommand &c) { return unlessEmpty(c.options.injectFault); }},
+        {"--quiet", nullptr, "Print only errors (also -q)",
+         [](TaskCommand &c, llvm::StringRef) {
+           c.options.quiet = true;
+           return llvm::Error::success();
+         },
+         [](const TaskCommand &c) {
+           return c.options.quiet ? std::optional<std::string>("") : std::nullopt;
+         }},
+        {"--no-eval", nullptr, "Skip test-set evaluation",
+         [](TaskCommand &c, llvm::StringRef) {
+           c.options.evaluate = false;
+           return llvm::Error::success();
+         },
+         [](const TaskCommand &c) {
+           return c.options.evaluate ? std::nullopt : std::optional<std::string>("");
+         }},
+    };
+    std::vector<Flag> outputs = outputFlags();
+    // After the seven that say what to run (--task to --heartbeat-timeout), as --help lists them.
+    flags.insert(flags.begin() + 7, outputs.begin(), outputs.end());
+    return flags;
+  }();
   return all;
 }
 

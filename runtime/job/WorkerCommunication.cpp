@@ -122,10 +122,24 @@ void WorkerCommunication::beginStep(int64_t step, int64_t examples, int64_t glob
   pending_.clear();
 }
 
+template <typename Call>
+auto WorkerCommunication::tracedPsCall(const char *category, std::string name, Call call) {
+  if (!trace_ || !ps_)
+    return call();
+  uint64_t sent = ps_->bytesSent(), received = ps_->bytesReceived();
+  TraceSpan span(trace_, "ps", std::move(name), category);
+  auto result = call();
+  span.addArg("bytes_sent", static_cast<double>(ps_->bytesSent() - sent));
+  span.addArg("bytes_received", static_cast<double>(ps_->bytesReceived() - received));
+  return result;
+}
+
 llvm::Error WorkerCommunication::finishStep() {
   if (!ps_)
     return llvm::Error::success();
-  auto e = ps_->push(step_, static_cast<double>(examples_), rank_, pending_);
+  auto e = tracedPsCall("ps_push", "push step " + std::to_string(step_), [&] {
+    return ps_->push(step_, static_cast<double>(examples_), rank_, pending_);
+  });
   pending_.clear();
   return e;
 }
@@ -159,19 +173,33 @@ llvm::Error WorkerCommunication::allReduce(llvm::StringRef group, int64_t bucket
   // The loss (bucket -1) always travels in float32, so the reported loss is exact.
   const bool compressed =
       compression_.precision != ir::ComputePrecision::F32 && !f64 && bucket >= 0;
-  countAllReduce(elements * (compressed ? sizeof(uint16_t) : f64 ? sizeof(double) : sizeof(float)));
+  const size_t wireBytes = elements * (compressed ? sizeof(uint16_t)
+                                       : f64      ? sizeof(double)
+                                                  : sizeof(float));
+  countAllReduce(wireBytes);
   dist::Collective *collective = collective_.get();
+  std::function<llvm::Error()> job;
   if (compressed)
-    queue_.push_back(
-        [=, buffer = &halfBuffers_[slot]] { return compressedMean(targets, *buffer, mine / all); });
+    job = [=, buffer = &halfBuffers_[slot]] {
+      return compressedMean(targets, *buffer, mine / all);
+    };
   else if (f64)
-    queue_.push_back([=, buffer = &buffers64_[slot]] {
+    job = [=, buffer = &buffers64_[slot]] {
       return weightedMean(*collective, targets, *buffer, mine, all);
-    });
+    };
   else
-    queue_.push_back([=, buffer = &buffers_[slot]] {
+    job = [=, buffer = &buffers_[slot]] {
       return weightedMean(*collective, targets, *buffer, mine, all);
-    });
+    };
+  if (trace_)
+    job = [this, job = std::move(job), bucket, wireBytes] {
+      TraceSpan span(trace_, "all-reduce",
+                     bucket < 0 ? std::string("loss") : "bucket " + std::to_string(bucket),
+                     "all_reduce");
+      span.addArg("bytes", static_cast<double>(wireBytes));
+      return job();
+    };
+  queue_.push_back(std::move(job));
   changed_.notify_all();
   return llvm::Error::success();
 }
@@ -218,7 +246,8 @@ uint64_t WorkerCommunication::bytesReceived() const {
 llvm::Expected<Tensor> WorkerCommunication::pull(llvm::StringRef variable) {
   if (!ps_)
     return ir::makeError("'" + variable.str() + "' is pulled, but the job has no PS variables");
-  return ps_->pull(variable, step_);
+  return tracedPsCall("ps_pull", "pull " + variable.str(),
+                      [&] { return ps_->pull(variable, step_); });
 }
 
 llvm::Expected<Tensor> WorkerCommunication::pullRows(llvm::StringRef variable,
@@ -226,7 +255,8 @@ llvm::Expected<Tensor> WorkerCommunication::pullRows(llvm::StringRef variable,
   if (!ps_)
     return ir::makeError("rows of '" + variable.str() +
                          "' are pulled, but the job has no PS variables");
-  return ps_->pullRows(variable, indices, step_);
+  return tracedPsCall("ps_pull_rows", "pull rows of " + variable.str(),
+                      [&] { return ps_->pullRows(variable, indices, step_); });
 }
 
 llvm::Error WorkerCommunication::push(llvm::StringRef variable,

@@ -14,6 +14,7 @@
 
 #include "runtime/dist/Collective.h"
 #include "runtime/exec/Communication.h"
+#include "runtime/exec/Trace.h"
 #include "runtime/ps/PsClient.h"
 
 namespace prism::runtime::job {
@@ -53,6 +54,9 @@ public:
   // 2(N−1)/N of each bucket, and the serialized PS messages.
   uint64_t bytesSent() const;
   uint64_t bytesReceived() const;
+  // Records each all-reduce bucket (track "all-reduce") and PS call (track "ps") with its
+  // bytes; null: none. Set before the first step.
+  void setTrace(TraceRecorder *trace) { trace_ = trace; }
 
 private:
   // A 16-bit bucket's staging: the weighted values, their wire form, what rounding left.
@@ -83,6 +87,9 @@ private:
   Compression compression_;
   std::map<std::string, std::vector<float>> pushResiduals_; // dense PS gradients, error feedback
   std::atomic<uint64_t> allReduceBytes_{0};
+  TraceRecorder *trace_ = nullptr;
+  // Traces a PS call: its span with the bytes it sent and received.
+  template <typename Call> auto tracedPsCall(const char *category, std::string name, Call call);
   size_t nextBuffer_ = 0;
 };
 

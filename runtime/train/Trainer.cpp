@@ -245,6 +245,7 @@ llvm::Error TrainingRun::createExecutors() {
   trainOptions.device = options_.device;
   trainOptions.threads = options_.threads;
   trainOptions.communication = worker_ ? worker_->communication : nullptr;
+  trainOptions.trace = options_.trace;
   trainOptions.accumulate = options_.accumulate > 1;
   auto trainer = runtime::Executor::create(module_, store_, trainOptions);
   if (!trainer)
@@ -254,6 +255,7 @@ llvm::Error TrainingRun::createExecutors() {
   if (!testSet_)
     return llvm::Error::success();
   runtime::ExecutorOptions evalOptions = trainOptions;
+  evalOptions.trace = nullptr;
   evalOptions.outputs = {localLoss(module_)->name()};
   evalOptions.accumulate = false;
   if (classifier_.logits)
@@ -345,7 +347,12 @@ llvm::Error TrainingRun::openMetrics() {
 
 llvm::Error TrainingRun::trainStep() {
   // A step's time includes assembling its batch, as a user's loop would.
+  runtime::TraceSpan stepSpan(options_.trace, "steps",
+                              "step " + std::to_string(position_.globalStep), "step");
+  runtime::TraceSpan loading(options_.trace, "steps", "load batch", "data");
   data::Batch batch = batches_->batch(position_.batchInEpoch);
+  loading.addArg("examples", static_cast<double>(batch.size()));
+  loading.finish();
   if (worker_ && worker_->beforeStep)
     if (auto err = worker_->beforeStep(position_.globalStep, batch.size(), batch.globalSize))
       return err;
@@ -356,9 +363,12 @@ llvm::Error TrainingRun::trainStep() {
                                                batch.tensors, batch.size(), options_.accumulate))
                                          : trainer_->step(batch.tensors))
     return err;
-  if (worker_ && worker_->afterStep)
+  if (worker_ && worker_->afterStep) {
+    runtime::TraceSpan finishing(options_.trace, "steps", "after step", "after_step");
     if (auto err = worker_->afterStep(position_.globalStep))
       return err;
+  }
+  stepSpan.finish();
   double loss = *trainer_->loss();
   if (!std::isfinite(loss))
     return ir::makeError("the loss became " + std::to_string(loss) + " at step " +

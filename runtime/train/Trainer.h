@@ -53,6 +53,8 @@ struct TrainOptions {
   // called with the position and the variables (it writes them: see CheckpointDir.h).
   int64_t checkpointEvery = 0;
   std::function<llvm::Error(const TrainingPosition &, const llvm::StringMap<Tensor> &)> checkpoint;
+  // The timeline (`--trace`): each step, its batch's loading and its ops; null: none.
+  runtime::TraceRecorder *trace = nullptr;
   bool evaluate = true; // test-set evaluation at epoch ends and at the end
   bool quiet = false;   // no progress output
   // Set for a worker of a distributed run: batches are global, this worker trains on its
