@@ -169,10 +169,12 @@ grpc::Status ParameterServer::Service::waitUntil(std::unique_lock<std::mutex> &l
   for (;;) {
     if (!failure_.empty())
       return failedStatus();
-    if (shuttingDown_)
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "parameter server is shutting down");
+    // Before the shutdown check: a push answered by the last step's apply succeeds even when the
+    // job's end (and this server's shutdown) comes right after that apply.
     if (ready())
       return grpc::Status::OK;
+    if (shuttingDown_)
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "parameter server is shutting down");
     if (changed_.wait_until(lock, deadline) == std::cv_status::timeout && !ready() &&
         failure_.empty() && !shuttingDown_)
       return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
