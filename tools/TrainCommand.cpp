@@ -84,6 +84,10 @@ int runTrain(const TrainArgs &args) {
     return reportStatus(model.status());
   if (!args.compile.cluster.empty())
     return runDistributedTrain(args, *model);
+  if (!args.run.traceDir.empty())
+    return reportError(ir::makeError("--trace " + args.run.traceDir +
+                                     " records the timelines of a job's tasks: it needs --cluster "
+                                     "(`--cluster local:1` traces one worker)"));
   if (args.run.maxRestarts > 0)
     return reportError(ir::makeError("--max-restarts " + std::to_string(args.run.maxRestarts) +
                                      " restarts the tasks of a job: it needs --cluster (one "

@@ -15,6 +15,8 @@ expect_error() { # expected text, then the command
   [ $status -ne 0 ] && grep -qF -- "$expected" <<<"$out"
 }
 expect_error "not a directory (give the DIR of \`--trace DIR\`)" "$prism" trace merge "$work/none"
+expect_error "records the timelines of a job's tasks: it needs --cluster" \
+  "$prism" train "$source_dir/models/mlp.prism" --steps 1 --trace "$work/t"
 mkdir "$work/empty"
 expect_error "no task traces (*.json) in it" "$prism" trace merge "$work/empty"
 
