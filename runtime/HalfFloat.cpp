@@ -4,22 +4,18 @@
 
 #include <cmath>
 #include <cpuid.h>
-#include <cstring>
 #include <immintrin.h>
+
+#include "llvm/ADT/bit.h"
 
 namespace prism::runtime {
 namespace {
 
 uint32_t bitsOf(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return bits;
+  return llvm::bit_cast<uint32_t>(value);
 }
-
 float floatOf(uint32_t bits) {
-  float value;
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
+  return llvm::bit_cast<float>(bits);
 }
 
 uint16_t bf16Bits(float value) {

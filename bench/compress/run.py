@@ -7,13 +7,13 @@ in bytes and speed, against float32, in one run. Prints markdown tables for BENC
       Fashion-MNIST, one epoch per run; the test accuracy after the epoch for float32, fp16,
       fp16 with --error-feedback and bf16.
   (b) speed and bytes (root only): cnn on 2 hosts (network namespaces from tests/netns/hosts.sh)
-      over 1 Gbit links, one worker (1 thread) each; samples/s of --steps steps after --warmup,
+      over 1 Gbit links (--rates), one worker (1 thread) each; samples/s of --steps steps after --warmup,
       --repeat times (median and spread), and the bytes that left the hosts per step (veth
       tx_bytes: a long run minus a short one over their step difference) next to the plan's
       estimate and the workers' own count (metrics `bytes_sent`).
 
 Usage: bench/compress/run.py [--prism build/tools/prism] [--steps N] [--repeat R]
-                             [--skip-accuracy] [--skip-netns]
+                             [--skip-accuracy] [--skip-netns] [--rates 1gbit,100mbit]
 """
 import argparse
 import json
@@ -72,11 +72,11 @@ def accuracy(a, tmp):
     sys.stdout.flush()
 
 
-def speed(a, tmp):
+def speed(a, tmp, rate):
     if os.geteuid() != 0:
         print("### Namespaces: skipped (needs root for ip netns)\n")
         return
-    n, rate, G = 2, "1gbit", 128
+    n, G = 2, 128
     data = "fashion-mnist"
     short = max(a.warmup + 1, a.steps // 4)
     model = os.path.join(ROOT, "models", "cnn.prism")
@@ -126,6 +126,7 @@ def main():
     p.add_argument("--warmup", type=int, default=5, help="steps left out of samples/s")
     p.add_argument("--skip-accuracy", action="store_true")
     p.add_argument("--skip-netns", action="store_true")
+    p.add_argument("--rates", default="1gbit", help="link rates to run (tc tbf), e.g. 1gbit,100mbit")
     p.add_argument("--netns-prefix", default=os.environ.get("PRISM_NETNS_PREFIX", "prism-bench-"))
     p.add_argument("--timeout", type=int, default=1200, help="seconds per command")
     a = p.parse_args()
@@ -143,7 +144,8 @@ def main():
             if not a.skip_accuracy:
                 accuracy(a, tmp)
             if not a.skip_netns:
-                speed(a, tmp)
+                for rate in a.rates.split(","):
+                    speed(a, tmp, rate)
     except common.Failed as e:
         sys.exit(f"run.py: a command failed: {e}")
 

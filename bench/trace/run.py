@@ -3,8 +3,8 @@
 (median and spread of --repeat runs each), and how many spans a step records. Prints a markdown
 table for BENCHMARKS.md (commands on stderr).
 
-  cnn (allreduce) and embedding_classifier (hybrid, 1 PS) on `local:2`, 1 thread per task,
-  global batch 128, --steps steps, the first --warmup left out.
+  cnn (allreduce, 300 steps) and embedding_classifier (hybrid, 1 PS, 2500 steps) on `local:2`,
+  1 thread per task, global batch 128, the first --warmup steps left out.
 
 Usage: bench/trace/run.py [--prism build/tools/prism] [--steps N] [--repeat R]
 """
@@ -22,8 +22,10 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "bench", "distributed"))
 import run as common  # noqa: E402  (bench/distributed/run.py: commands, formatting)
 
-MODELS = [("cnn", "allreduce", "local:2", "fashion-mnist"),
-          ("embedding_classifier", "hybrid", "local:2,ps=1", "zipf:100000,tokens=20,classes=10")]
+# model, strategy, cluster, data, steps (windows of 10 s or more here)
+MODELS = [("cnn", "allreduce", "local:2", "fashion-mnist", 300),
+          ("embedding_classifier", "hybrid", "local:2,ps=1", "zipf:100000,tokens=20,classes=10",
+           2500)]
 
 
 def samples_per_sec(metrics, batch, warmup):
@@ -35,7 +37,7 @@ def samples_per_sec(metrics, batch, warmup):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--prism", default=os.path.join(ROOT, "build", "tools", "prism"))
-    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--steps", type=int, default=0, help="steps per run (default: per model)")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--warmup", type=int, default=5)
     a = p.parse_args()
@@ -46,7 +48,8 @@ def main():
           f"cores, load average {os.getloadavg()[0]:.2f} at start, {time.strftime('%Y-%m-%d')})\n")
     rows = []
     with tempfile.TemporaryDirectory(prefix="prism-bench-") as tmp:
-        for model, strategy, cluster, data in MODELS:
+        for model, strategy, cluster, data, steps in MODELS:
+            steps = a.steps or steps
             plan = os.path.join(tmp, f"{model}.pb")
             common.run([a.prism, "partition", os.path.join(ROOT, "models", f"{model}.prism"),
                         "--cluster", cluster, "--strategy", strategy, "--batch", str(G), "-o",
@@ -56,7 +59,7 @@ def main():
             for i in range(a.repeat):
                 for traced in (False, True):
                     metrics = os.path.join(tmp, f"{model}-{i}-{traced}.jsonl")
-                    cmd = [a.prism, "run", plan, "--data", data, "--steps", str(a.steps),
+                    cmd = [a.prism, "run", plan, "--data", data, "--steps", str(steps),
                            "--threads", "1", "--no-eval", "--quiet", "--metrics-out", metrics]
                     trace_dir = os.path.join(tmp, f"trace-{model}-{i}")
                     if traced:
@@ -65,17 +68,16 @@ def main():
                     rates[traced].append(samples_per_sec(metrics, G, a.warmup))
                     if traced:
                         trace = json.load(open(os.path.join(trace_dir, "worker-0.json")))
-                        spans = sum(1 for e in trace["traceEvents"] if e["ph"] == "X") / a.steps
-            rows.append((model, strategy, rates, spans))
-    print(f"### Trace overhead (`local:2`, global batch {G}, {a.steps} steps, {a.repeat} "
-          "alternating runs each)\n")
-    print("| model | strategy | samples/s without | with `--trace` | overhead (medians) | "
+                        spans = sum(1 for e in trace["traceEvents"] if e["ph"] == "X") / steps
+            rows.append((model, strategy, steps, rates, spans))
+    print(f"### Trace overhead (`local:2`, global batch {G}, {a.repeat} alternating runs each)\n")
+    print("| model | strategy | steps | samples/s without | with `--trace` | overhead (medians) | "
           "spans per step (worker:0) |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for model, strategy, rates, spans in rows:
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for model, strategy, steps, rates, spans in rows:
         off, on = statistics.median(rates[False]), statistics.median(rates[True])
         spread = lambda r: f"{common.fmt(min(r))}–{common.fmt(max(r))}"
-        print(f"| {model} | {strategy} | {common.fmt(off)} ({spread(rates[False])}) | "
+        print(f"| {model} | {strategy} | {steps} | {common.fmt(off)} ({spread(rates[False])}) | "
               f"{common.fmt(on)} ({spread(rates[True])}) | {100 * (off - on) / off:+.1f}% | "
               f"{spans:.0f} |")
     print()

@@ -24,7 +24,7 @@ int64_t TraceRecorder::unixMicros(Clock::time_point t) const {
          std::chrono::duration_cast<std::chrono::microseconds>(t - steadyStart_).count();
 }
 
-void TraceRecorder::span(llvm::StringRef track, std::string name, llvm::StringRef category,
+void TraceRecorder::span(llvm::StringRef track, std::string name, const char *category,
                          Clock::time_point begin, Clock::time_point end, Args args) {
   int64_t beginMicros = unixMicros(begin);
   int64_t duration = std::max<int64_t>(0, unixMicros(end) - beginMicros);
@@ -32,8 +32,7 @@ void TraceRecorder::span(llvm::StringRef track, std::string name, llvm::StringRe
   size_t index = std::find(tracks_.begin(), tracks_.end(), track) - tracks_.begin();
   if (index == tracks_.size())
     tracks_.push_back(track.str());
-  events_.push_back(
-      {index, std::move(name), category.str(), beginMicros, duration, std::move(args)});
+  events_.push_back({index, std::move(name), category, beginMicros, duration, std::move(args)});
 }
 
 void TraceRecorder::setClockOffset(int64_t micros) {

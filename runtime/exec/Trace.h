@@ -28,9 +28,10 @@ public:
   explicit TraceRecorder(std::string task);
 
   // A span [begin, end) named `name` on `track` ("ops", "all-reduce", "ps"), of `category`
-  // ("op", "all_reduce", "ps_pull", ...), with numeric arguments (bytes, rows). Thread-safe.
-  void span(llvm::StringRef track, std::string name, llvm::StringRef category,
-            Clock::time_point begin, Clock::time_point end, Args args = {});
+  // ("op", "all_reduce", "ps_pull", ...: a string literal, kept by pointer), with numeric
+  // arguments (bytes, rows). Thread-safe.
+  void span(llvm::StringRef track, std::string name, const char *category, Clock::time_point begin,
+            Clock::time_point end, Args args = {});
   // Microseconds to add to this process's clock to read the coordinator's.
   void setClockOffset(int64_t micros);
   int64_t clockOffset() const;
@@ -45,7 +46,7 @@ private:
   struct Event {
     size_t track;
     std::string name;
-    std::string category;
+    const char *category;
     int64_t beginMicros; // Unix time, before the offset
     int64_t durationMicros;
     Args args;
@@ -68,8 +69,7 @@ llvm::Expected<std::string> mergeTraceFiles(llvm::ArrayRef<std::string> paths);
 // Records a span from construction to destruction (or finish()) when `recorder` is non-null.
 class TraceSpan {
 public:
-  TraceSpan(TraceRecorder *recorder, llvm::StringRef track, std::string name,
-            llvm::StringRef category)
+  TraceSpan(TraceRecorder *recorder, llvm::StringRef track, std::string name, const char *category)
       : recorder_(recorder), track_(track), name_(std::move(name)), category_(category),
         begin_(recorder ? TraceRecorder::Clock::now() : TraceRecorder::Clock::time_point()) {}
   TraceSpan(const TraceSpan &) = delete;
@@ -91,7 +91,7 @@ private:
   TraceRecorder *recorder_;
   llvm::StringRef track_;
   std::string name_;
-  llvm::StringRef category_;
+  const char *category_;
   TraceRecorder::Clock::time_point begin_;
   TraceRecorder::Args args_;
 };

@@ -56,15 +56,19 @@ void scatter(const float *from, llvm::ArrayRef<Tensor *> tensors) {
   }
 }
 
-// Error feedback: values += residual, then residual = what rounding to `precision` takes away.
-void feedBackError(float *values, std::vector<float> &residual, int64_t n,
+// Error feedback: values += residual; wire = values in `precision`; residual = what that
+// rounding took away (values − decode(wire)).
+void feedBackError(float *values, std::vector<float> &residual, uint16_t *wire, int64_t n,
                    ir::ComputePrecision precision) {
   if (residual.size() != static_cast<size_t>(n))
     residual.assign(static_cast<size_t>(n), 0.0f);
+  float *r = residual.data();
   for (int64_t i = 0; i < n; ++i)
-    values[i] += residual[static_cast<size_t>(i)];
+    values[i] += r[i];
+  encodeHalf(values, wire, n, precision);
+  decodeHalf(wire, r, n, precision);
   for (int64_t i = 0; i < n; ++i)
-    residual[static_cast<size_t>(i)] = values[i] - ir::roundToPrecision(values[i], precision);
+    r[i] = values[i] - r[i];
 }
 
 } // namespace
@@ -218,8 +222,10 @@ llvm::Error WorkerCommunication::compressedMean(llvm::ArrayRef<Tensor *> tensors
   for (float &v : buffer.values)
     v *= weight;
   if (compression_.errorFeedback)
-    feedBackError(buffer.values.data(), buffer.residual, n, compression_.precision);
-  encodeHalf(buffer.values.data(), buffer.wire.data(), n, compression_.precision);
+    feedBackError(buffer.values.data(), buffer.residual, buffer.wire.data(), n,
+                  compression_.precision);
+  else
+    encodeHalf(buffer.values.data(), buffer.wire.data(), n, compression_.precision);
   if (auto e = collective_->allReduceSum(buffer.wire.data(), total, compression_.precision))
     return e;
   decodeHalf(buffer.wire.data(), buffer.values.data(), n, compression_.precision);
@@ -265,8 +271,9 @@ llvm::Error WorkerCommunication::push(llvm::StringRef variable,
     Tensor dense = gradient.dense;
     if (compression_.errorFeedback && dense.dtype() == ir::DType::F32) {
       dense = dense.clone(); // the step's own gradient stays as computed
-      feedBackError(dense.data<float>(), pushResiduals_[variable.str()], dense.numElements(),
-                    compression_.precision);
+      std::vector<uint16_t> wire(static_cast<size_t>(dense.numElements()));
+      feedBackError(dense.data<float>(), pushResiduals_[variable.str()], wire.data(),
+                    dense.numElements(), compression_.precision);
     }
     pending_.push_back(ps::Gradient::ofDense(variable.str(), dense));
     return llvm::Error::success();

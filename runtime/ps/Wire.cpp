@@ -33,11 +33,10 @@ void toWire(const Tensor &tensor, ::prism::ps::Tensor *message, ir::ComputePreci
 llvm::Expected<ir::ComputePrecision> parseWireEncoding(const std::string &text) {
   if (text.empty())
     return ir::ComputePrecision::F32;
-  if (text == "fp16")
-    return ir::ComputePrecision::FP16;
-  if (text == "bf16")
-    return ir::ComputePrecision::BF16;
-  return ir::makeError("unknown encoding '" + text + "' (expected fp16 or bf16)");
+  auto precision = ir::parsePrecision(text);
+  if (!precision)
+    return ir::withContext(precision.takeError(), "encoding");
+  return *precision;
 }
 
 llvm::Expected<Tensor> fromWire(const ::prism::ps::Tensor &message) {

@@ -19,7 +19,7 @@ void toWire(const Tensor &tensor, ::prism::ps::Tensor *message,
 // The same for `elements` elements of `dtype` at `data`, with the shape already set.
 void setWireData(const void *data, int64_t elements, ir::DType dtype, ir::ComputePrecision encoding,
                  ::prism::ps::Tensor *message);
-// Parses Tensor.encoding and PullRowsRequest.encoding: empty (none), "fp16" or "bf16".
+// Parses Tensor.encoding and PullRowsRequest.encoding: empty (none, as "f32"), "fp16" or "bf16".
 llvm::Expected<ir::ComputePrecision> parseWireEncoding(const std::string &text);
 // Checks dtype, shape, encoding and byte count; the tensor owns a copy of the elements (decoded
 // to float32 when they came as 16-bit floats).

@@ -4,12 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <vector>
 
 #include "ir/Precision.h"
 #include "runtime/HalfFloat.h"
+#include "llvm/ADT/bit.h"
 
 namespace prism::runtime {
 namespace {
@@ -17,15 +17,10 @@ namespace {
 using ir::ComputePrecision;
 
 uint32_t bitsOf(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return bits;
+  return llvm::bit_cast<uint32_t>(value);
 }
-
 float floatOf(uint32_t bits) {
-  float value;
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
+  return llvm::bit_cast<float>(bits);
 }
 
 // Edge cases, then random bit patterns (every exponent, NaNs included) and random values of

@@ -6,13 +6,7 @@ prism="$1"; source_dir="$2"
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 data=zipf:100000,tokens=20,classes=10
 
-expect_error() { # expected text, then the command
-  local expected="$1"; shift
-  local out status=0
-  out=$("$@" 2>&1) || status=$?
-  echo "$out"
-  [ $status -ne 0 ] && grep -qF -- "$expected" <<<"$out"
-}
+source "$source_dir/tests/job/expect-error.sh"
 expect_error "option --accumulate: expected a number of micro-batches per step, at least 1, got 0" \
   "$prism" partition "$source_dir/models/mlp.prism" --cluster local:2 --accumulate 0 -o "$work/x.pb"
 expect_error "give a --batch of at least 80 or a smaller --accumulate" \

@@ -7,13 +7,7 @@ set -euo pipefail
 prism="$1"; source_dir="$2"
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 
-expect_error() { # expected text, then the command
-  local expected="$1"; shift
-  local out status=0
-  out=$("$@" 2>&1) || status=$?
-  echo "$out"
-  [ $status -ne 0 ] && grep -qF -- "$expected" <<<"$out"
-}
+source "$source_dir/tests/job/expect-error.sh"
 mlp="$source_dir/models/mlp.prism"
 expect_error "option --compress: expected none, fp16 or bf16, got 'int8'" \
   "$prism" partition "$mlp" --cluster local:2 --compress int8 -o "$work/x.pb"

@@ -7,13 +7,7 @@ set -euo pipefail
 prism="$1"; source_dir="$2"
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 
-expect_error() { # expected text, then the command
-  local expected="$1"; shift
-  local out status=0
-  out=$("$@" 2>&1) || status=$?
-  echo "$out"
-  [ $status -ne 0 ] && grep -qF -- "$expected" <<<"$out"
-}
+source "$source_dir/tests/job/expect-error.sh"
 expect_error "not a directory (give the DIR of \`--trace DIR\`)" "$prism" trace merge "$work/none"
 expect_error "records the timelines of a job's tasks: it needs --cluster" \
   "$prism" train "$source_dir/models/mlp.prism" --steps 1 --trace "$work/t"

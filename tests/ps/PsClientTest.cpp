@@ -170,7 +170,7 @@ TEST(PsClient, CompressedPushesAndRowPullsTravelAs16BitFloats) {
   ints.set_encoding("int4");
   auto refused = fromWire(ints);
   ASSERT_FALSE(bool(refused));
-  EXPECT_NE(llvm::toString(refused.takeError()).find("unknown encoding 'int4'"), std::string::npos);
+  EXPECT_NE(llvm::toString(refused.takeError()).find("encoding: unknown precision 'int4'"), std::string::npos);
 }
 
 // A server buffers a request whole before it can read its token, so it takes none larger than
