@@ -177,9 +177,11 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
   auto psClient = connectToParameterServers(plan, client, options, tls);
   if (!psClient)
     return psClient.takeError();
+  StallWatch stalls(kStallBound);
   WorkerCommunication communication(task.index(), std::move(*collective), std::move(*psClient),
                                     {compressionOf(plan), plan.run().error_feedback()});
   communication.setTrace(trace);
+  communication.setStallWatch(&stalls);
 
   train::WorkerRole role;
   role.rank = task.index();

@@ -2,6 +2,7 @@
 #include "runtime/job/WorkerCommunication.h"
 
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 
 #include "ir/Collectives.h"
@@ -114,7 +115,18 @@ WorkerCommunication::~WorkerCommunication() {
 
 llvm::Error WorkerCommunication::synchronize() {
   std::unique_lock<std::mutex> lock(mutex_);
+  std::optional<StallWatch::Wait> wait;
+  if (stalls_ && (!queue_.empty() || busy_)) {
+    std::string what;
+    for (int64_t bucket : inFlight_)
+      what += (what.empty() ? "" : ", ") +
+              (bucket < 0 ? std::string("the loss") : "bucket " + std::to_string(bucket));
+    wait.emplace(stalls_,
+                 "the all-reduce over group '" + std::string(ir::kWorkerGroup) + "' of " + what);
+  }
   changed_.wait(lock, [this] { return queue_.empty() && !busy_; });
+  wait.reset();
+  inFlight_.clear();
   nextBuffer_ = 0;
   return std::move(firstError_);
 }
@@ -127,7 +139,8 @@ void WorkerCommunication::beginStep(int64_t step, int64_t examples, int64_t glob
 }
 
 template <typename Call>
-auto WorkerCommunication::tracedPsCall(const char *category, std::string name, Call call) {
+auto WorkerCommunication::watchedPsCall(const char *category, std::string name, Call call) {
+  StallWatch::Wait wait(stalls_, "the parameter servers: " + name);
   if (!trace_ || !ps_)
     return call();
   uint64_t sent = ps_->bytesSent(), received = ps_->bytesReceived();
@@ -141,7 +154,7 @@ auto WorkerCommunication::tracedPsCall(const char *category, std::string name, C
 llvm::Error WorkerCommunication::finishStep() {
   if (!ps_)
     return llvm::Error::success();
-  auto e = tracedPsCall("ps_push", "push step " + std::to_string(step_), [&] {
+  auto e = watchedPsCall("ps_push", "push step " + std::to_string(step_), [&] {
     return ps_->push(step_, static_cast<double>(examples_), rank_, pending_);
   });
   pending_.clear();
@@ -204,6 +217,7 @@ llvm::Error WorkerCommunication::allReduce(llvm::StringRef group, int64_t bucket
       return job();
     };
   queue_.push_back(std::move(job));
+  inFlight_.push_back(bucket);
   changed_.notify_all();
   return llvm::Error::success();
 }
@@ -252,8 +266,8 @@ uint64_t WorkerCommunication::bytesReceived() const {
 llvm::Expected<Tensor> WorkerCommunication::pull(llvm::StringRef variable) {
   if (!ps_)
     return ir::makeError("'" + variable.str() + "' is pulled, but the job has no PS variables");
-  return tracedPsCall("ps_pull", "pull " + variable.str(),
-                      [&] { return ps_->pull(variable, step_); });
+  return watchedPsCall("ps_pull", "pull " + variable.str(),
+                       [&] { return ps_->pull(variable, step_); });
 }
 
 llvm::Expected<Tensor> WorkerCommunication::pullRows(llvm::StringRef variable,
@@ -261,8 +275,8 @@ llvm::Expected<Tensor> WorkerCommunication::pullRows(llvm::StringRef variable,
   if (!ps_)
     return ir::makeError("rows of '" + variable.str() +
                          "' are pulled, but the job has no PS variables");
-  return tracedPsCall("ps_pull_rows", "pull rows of " + variable.str(),
-                      [&] { return ps_->pullRows(variable, indices, step_); });
+  return watchedPsCall("ps_pull_rows", "pull rows of " + variable.str(),
+                       [&] { return ps_->pullRows(variable, indices, step_); });
 }
 
 llvm::Error WorkerCommunication::push(llvm::StringRef variable,

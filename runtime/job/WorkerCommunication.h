@@ -15,6 +15,7 @@
 #include "runtime/dist/Collective.h"
 #include "runtime/exec/Communication.h"
 #include "runtime/exec/Trace.h"
+#include "runtime/job/StallWatch.h"
 #include "runtime/ps/PsClient.h"
 
 namespace prism::runtime::job {
@@ -57,6 +58,8 @@ public:
   // Records each all-reduce bucket (track "all-reduce") and PS call (track "ps") with its
   // bytes; null: none. Set before the first step.
   void setTrace(TraceRecorder *trace) { trace_ = trace; }
+  // Reports waits for all-reduces and parameter servers longer than its bound; null: none.
+  void setStallWatch(StallWatch *stalls) { stalls_ = stalls; }
 
 private:
   // A 16-bit bucket's staging: the weighted values, their wire form, what rounding left.
@@ -88,8 +91,10 @@ private:
   std::map<std::string, std::vector<float>> pushResiduals_; // dense PS gradients, error feedback
   std::atomic<uint64_t> allReduceBytes_{0};
   TraceRecorder *trace_ = nullptr;
-  // Traces a PS call: its span with the bytes it sent and received.
-  template <typename Call> auto tracedPsCall(const char *category, std::string name, Call call);
+  StallWatch *stalls_ = nullptr;
+  std::vector<int64_t> inFlight_; // buckets started since the last synchronize (guarded by mutex_)
+  // A PS call, traced (its span with the bytes it sent and received) and watched for stalls.
+  template <typename Call> auto watchedPsCall(const char *category, std::string name, Call call);
   size_t nextBuffer_ = 0;
 };
 
