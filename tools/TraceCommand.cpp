@@ -26,8 +26,10 @@ llvm::Expected<std::vector<std::string>> traceFiles(const std::string &dir, llvm
   std::error_code ec;
   for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec; it.increment(ec)) {
     llvm::StringRef path = it->path();
-    if (path.endswith(".json") &&
-        llvm::sys::path::filename(path) != llvm::sys::path::filename(skip))
+    bool isOutput = false; // the same file as -o, however it is spelled
+    if (!skip.empty() && llvm::sys::fs::equivalent(path, skip, isOutput))
+      isOutput = false;
+    if (path.endswith(".json") && !isOutput)
       files.push_back(path.str());
   }
   if (ec)

@@ -127,6 +127,11 @@ llvm::Expected<std::string> mergeTraceFiles(llvm::ArrayRef<std::string> paths) {
       return ir::makeError(path + ": " + text.getError().message());
     nlohmann::json trace = nlohmann::json::parse((*text)->getBuffer().begin(),
                                                  (*text)->getBuffer().end(), nullptr, false);
+    // An earlier merge in the same directory (otherData.tasks) is left out.
+    if (!trace.is_discarded() && trace.is_object() && trace.contains("otherData") &&
+        trace["otherData"].is_object() && trace["otherData"].contains("tasks") &&
+        trace["otherData"]["tasks"].is_array())
+      continue;
     if (trace.is_discarded() || !trace.is_object() || !trace.contains("traceEvents") ||
         !trace["traceEvents"].is_array() || !trace.contains("otherData") ||
         !trace["otherData"].is_object() || !trace["otherData"].contains("task") ||
@@ -135,6 +140,8 @@ llvm::Expected<std::string> mergeTraceFiles(llvm::ArrayRef<std::string> paths) {
     traces.push_back(
         {trace["otherData"]["task"].get<std::string>(), std::move(trace["traceEvents"])});
   }
+  if (traces.empty())
+    return ir::makeError("no task traces among the files, only merged ones");
   std::sort(traces.begin(), traces.end(), [](const TaskTrace &a, const TaskTrace &b) {
     return taskOrder(a.task) < taskOrder(b.task);
   });

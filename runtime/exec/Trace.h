@@ -63,7 +63,8 @@ private:
 };
 
 // The tasks' timelines in `paths` (TraceRecorder::write's files) as one trace: a process per
-// task (workers, then parameter servers, by index), each with its tracks. Errors name the file.
+// task (workers, then parameter servers, by index), each with its tracks; merged traces among
+// the files (an earlier merge into the same directory) are left out. Errors name the file.
 llvm::Expected<std::string> mergeTraceFiles(llvm::ArrayRef<std::string> paths);
 
 // Records a span from construction to destruction (or finish()) when `recorder` is non-null.

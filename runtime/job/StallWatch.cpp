@@ -46,19 +46,21 @@ uint64_t StallWatch::open(std::string what) {
 }
 
 void StallWatch::close(uint64_t id) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto it = open_.find(id);
+  if (it == open_.end())
+    return;
   std::string line;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = open_.find(id);
-    if (it == open_.end())
-      return;
-    if (it->second.reported)
-      line = "done waiting for " + it->second.what + " after " +
-             seconds(Clock::now() - it->second.since) + " s";
-    open_.erase(it);
-  }
-  if (!line.empty())
-    report_(line);
+  if (it->second.reported)
+    line = "done waiting for " + it->second.what + " after " +
+           seconds(Clock::now() - it->second.since) + " s";
+  open_.erase(it);
+  if (line.empty())
+    return;
+  // After the watcher's report of this wait, which holds reportMutex_ until it is out.
+  std::lock_guard<std::mutex> reporting(reportMutex_);
+  lock.unlock();
+  report_(line);
 }
 
 void StallWatch::watch() {
@@ -72,9 +74,13 @@ void StallWatch::watch() {
         wait.reported = true;
         lines.push_back("waiting " + seconds(now - wait.since) + " s so far for " + wait.what);
       }
+    if (lines.empty())
+      continue;
+    std::unique_lock<std::mutex> reporting(reportMutex_);
     lock.unlock();
     for (const std::string &line : lines)
       report_(line);
+    reporting.unlock();
     lock.lock();
   }
 }

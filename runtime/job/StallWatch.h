@@ -54,6 +54,9 @@ private:
   std::chrono::milliseconds bound_;
   std::function<void(const std::string &)> report_;
   std::mutex mutex_;
+  // Held from marking a wait reported until its line is out (taken under mutex_), so a wait's
+  // end is never printed before its report.
+  std::mutex reportMutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
   uint64_t nextId_ = 1;

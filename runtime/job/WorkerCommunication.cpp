@@ -1,6 +1,7 @@
 // A worker's all-reduce and parameter-server traffic (see WorkerCommunication.h).
 #include "runtime/job/WorkerCommunication.h"
 
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <unordered_map>
@@ -68,8 +69,9 @@ void feedBackError(float *values, std::vector<float> &residual, uint16_t *wire, 
     values[i] += r[i];
   encodeHalf(values, wire, n, precision);
   decodeHalf(wire, r, n, precision);
+  // An infinite or NaN value has no rounding error to carry: the next step starts clean.
   for (int64_t i = 0; i < n; ++i)
-    r[i] = values[i] - r[i];
+    r[i] = std::isfinite(values[i]) && std::isfinite(r[i]) ? values[i] - r[i] : 0.0f;
 }
 
 } // namespace
@@ -91,6 +93,8 @@ WorkerCommunication::WorkerCommunication(int64_t rank, std::unique_ptr<dist::Col
       llvm::Error e = job();
       lock.lock();
       busy_ = false;
+      if (!inFlight_.empty())
+        inFlight_.pop_front();
       if (e) {
         if (!firstError_)
           firstError_ = std::move(e);
@@ -107,6 +111,7 @@ WorkerCommunication::~WorkerCommunication() {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
     queue_.clear();
+    inFlight_.clear();
   }
   changed_.notify_all();
   reducer_.join();
@@ -126,7 +131,6 @@ llvm::Error WorkerCommunication::synchronize() {
   }
   changed_.wait(lock, [this] { return queue_.empty() && !busy_; });
   wait.reset();
-  inFlight_.clear();
   nextBuffer_ = 0;
   return std::move(firstError_);
 }
@@ -182,7 +186,6 @@ llvm::Error WorkerCommunication::allReduce(llvm::StringRef group, int64_t bucket
   if (buffers_.size() <= slot) {
     buffers_.resize(slot + 1);
     buffers64_.resize(slot + 1);
-    halfBuffers_.resize(slot + 1);
   }
   size_t elements = 0;
   for (const Tensor *t : tensors)
@@ -197,7 +200,7 @@ llvm::Error WorkerCommunication::allReduce(llvm::StringRef group, int64_t bucket
   dist::Collective *collective = collective_.get();
   std::function<llvm::Error()> job;
   if (compressed)
-    job = [=, buffer = &halfBuffers_[slot]] {
+    job = [=, buffer = &halfBuffers_[bucket]] {
       return compressedMean(targets, *buffer, mine / all);
     };
   else if (f64)

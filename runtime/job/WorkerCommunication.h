@@ -86,13 +86,13 @@ private:
   llvm::Error firstError_ = llvm::Error::success();
   std::deque<std::vector<float>> buffers_; // a deque: growing keeps the others in place
   std::deque<std::vector<double>> buffers64_;
-  std::deque<HalfBuffer> halfBuffers_;
+  std::map<int64_t, HalfBuffer> halfBuffers_; // by bucket: the residual is that bucket's
   Compression compression_;
   std::map<std::string, std::vector<float>> pushResiduals_; // dense PS gradients, error feedback
   std::atomic<uint64_t> allReduceBytes_{0};
   TraceRecorder *trace_ = nullptr;
   StallWatch *stalls_ = nullptr;
-  std::vector<int64_t> inFlight_; // buckets started since the last synchronize (guarded by mutex_)
+  std::deque<int64_t> inFlight_; // buckets started and not yet done, in order (guarded by mutex_)
   // A PS call, traced (its span with the bytes it sent and received) and watched for stalls.
   template <typename Call> auto watchedPsCall(const char *category, std::string name, Call call);
   size_t nextBuffer_ = 0;

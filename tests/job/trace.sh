@@ -22,6 +22,10 @@ ls "$work/trace"
 for task in worker-0 worker-1 ps-0; do [ -s "$work/trace/$task.json" ]; done
 "$prism" trace merge "$work/trace" -o "$work/trace/job.json"
 "$prism" trace merge "$work/trace" -o "$work/trace/job.json" # its own output is left out
+# However -o spells it; and a file of a task's name elsewhere is not the output.
+(cd "$work" && "$prism" trace merge trace -o ./trace/../trace/job.json)
+"$prism" trace merge "$work/trace" -o "$work/worker-0.json"
+python3 -c "import json,sys; t=json.load(open(sys.argv[1])); assert t['otherData']['tasks'] == ['worker:0', 'worker:1', 'ps:0'], t['otherData']" "$work/worker-0.json"
 python3 - "$work/trace/job.json" <<'PY'
 import json, sys
 trace = json.load(open(sys.argv[1]))
