@@ -95,7 +95,7 @@ static bool isIdentifier(llvm::StringRef s) {
   });
 }
 
-static std::string quote(llvm::StringRef s) {
+std::string quoted(llvm::StringRef s) {
   std::string out = "\"";
   for (char c : s) {
     if (c == '"' || c == '\\')
@@ -122,7 +122,7 @@ std::string Attr::str() const {
     if (isIdentifier(string_) && string_ != "true" && string_ != "false" && string_ != "B" &&
         string_ != "nan" && string_ != "inf")
       return string_;
-    return quote(string_);
+    return quoted(string_);
   case AttrKind::Ints: {
     std::string s = "[";
     for (size_t i = 0; i < ints_.size(); ++i) {

@@ -15,6 +15,8 @@ namespace prism::ir {
 enum class AttrKind : uint8_t { Int, Float, Bool, String, Ints };
 
 llvm::StringRef attrKindName(AttrKind kind);
+// `s` in double quotes with `"`, `\\` and newlines escaped, as the text format reads strings.
+std::string quoted(llvm::StringRef s);
 
 // One attribute value. Ints may hold kBatchDim (printed `B`) so shapes can name the batch.
 // A String prints bare when it is an identifier (`padding = same`), quoted otherwise.

@@ -394,6 +394,7 @@ std::unique_ptr<Module> Module::cloneSelected(llvm::DenseMap<const Value *, Valu
     }
     out->insertOp(std::move(copy), nullptr);
   }
+  out->data = data;
   if (keep)
     return out;
   out->optimizer = optimizer;

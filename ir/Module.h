@@ -236,6 +236,15 @@ struct Gradient {
   Trivia trivia;
 };
 
+// `data "zipf:100000,tokens=20,classes=10"`: the data set the model is written for, in the syntax
+// of `--data` (docs/data.md), which `prism train` and `prism verify` use when given none. The IR
+// keeps the text; whoever opens the data parses it and places its errors at `loc`.
+struct DataDefault {
+  std::string spec;
+  SourceLoc loc;
+  Trivia trivia;
+};
+
 // The ops of a module in program order. Iterators stay valid while other ops are inserted or
 // erased.
 using OpList = std::list<std::unique_ptr<Op>>;
@@ -276,6 +285,7 @@ public:
   const std::vector<std::unique_ptr<Variable>> &variables() const { return variables_; }
   const OpList &ops() const { return ops_; }
 
+  std::optional<DataDefault> data;
   std::optional<Loss> loss;
   std::optional<Optimizer> optimizer; // set only together with `loss`
   std::vector<Gradient> gradients;

@@ -39,6 +39,11 @@ public:
       os_ << "input " << in->name() << " : " << typeOf(*in->value);
       endLine(in->trivia);
     }
+    if (m.data) {
+      begin(m.data->trivia);
+      os_ << "data " << quoted(m.data->spec);
+      endLine(m.data->trivia);
+    }
     for (const auto &var : m.variables()) {
       begin(var->trivia);
       os_ << "var " << var->name() << " : " << typeOf(*var->value) << " = " << var->init.kind;

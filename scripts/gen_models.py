@@ -42,6 +42,9 @@ class Model:
         self.inputs += self._group(["input %s : %s" % (name, typestr(dtype, dims))], comment,
                                    blank)
 
+    def data(self, spec, comment=None, blank=False):
+        self.inputs += self._group(['data "%s"' % spec], comment, blank)
+
     def var(self, name, dims, init, comment=None, blank=False):
         self.params += product(dims)
         self.variables += self._group(["var %s : %s = %s" % (name, typestr("f32", dims), init)],
@@ -116,6 +119,8 @@ def lstm_lm():
     m.input("tokens", "i32", ["B", STEPS],
             comment=["Token ids of each sequence and the next token at each position."])
     m.input("targets", "i32", ["B", STEPS])
+    m.data("zipf:%d,tokens=%d" % (VOCAB, STEPS),
+           comment=["Trained on Zipf token streams unless --data says otherwise (text:FILE: a corpus)."])
 
     emb = m.var("emb", [VOCAB, EMBED], "uniform(min = -0.05, max = 0.05)",
                 comment=["Word embeddings, read only by gather: the sparse variable."])
@@ -209,6 +214,7 @@ def resnet():
     m.input("x", "f32", ["B", IMAGE, IMAGE, 1],
             comment=["Images (NHWC, one channel) and their class labels."])
     m.input("y", "i32", ["B"])
+    m.data("fashion-mnist")
 
     stem_c = STAGES[0][0]
     sw = m.var("stem.w", [3, 3, 1, stem_c], "glorot_uniform",

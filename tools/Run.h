@@ -6,14 +6,19 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "ir/Module.h"
 #include "prism/Prism.h"
 #include "runtime/job/JobOptions.h"
 #include "llvm/Support/Error.h"
 
 namespace prism::tools {
 
-// The data set the commands train on when --data is not given.
+// The data set the commands train on when neither --data nor the model names one.
 constexpr const char *kDefaultData = "fashion-mnist";
+
+// The data `prism train` and `prism verify` use: `given` (--data) when not empty, else the one
+// the model names (`data "..."`, whose errors are placed at that statement), else kDefaultData.
+llvm::Expected<std::string> dataFor(llvm::StringRef given, const ir::Module &model);
 
 struct RunOptionArgs {
   std::string data = kDefaultData;

@@ -19,7 +19,7 @@ namespace {
 
 struct TrainArgs {
   std::string model;
-  std::string data = kDefaultData;
+  std::string data; // empty: the model's, else kDefaultData (dataFor)
   int64_t epochs = 0;
   int64_t steps = 0;
   int64_t batch = runtime::train::TrainOptions().batchSize;
@@ -78,10 +78,15 @@ int runDistributedTrain(const TrainArgs &args, const api::Model &model) {
   return ran.ok() ? 0 : reportStatus(ran);
 }
 
-int runTrain(const TrainArgs &args) {
-  auto model = api::Model::load(args.model);
+int runTrain(const TrainArgs &given) {
+  auto model = api::Model::load(given.model);
   if (!model.ok())
     return reportStatus(model.status());
+  TrainArgs args = given;
+  auto data = dataFor(given.data, api::ModelAccess::module(*model));
+  if (!data)
+    return reportError(data.takeError());
+  args.data = *data;
   if (!args.compile.cluster.empty())
     return runDistributedTrain(args, *model);
   if (!args.run.traceDir.empty())
@@ -175,8 +180,9 @@ void registerTrainCommand(CLI::App &app) {
       "train", "Train a model on one device, or data-parallel with --cluster local:N[,ps=M]");
   cmd->add_option("model", args->model, "Model file (.prism)")->required();
   cmd->add_option("--data", args->data,
-                  "fashion-mnist[:DIR], zipf:VOCAB[,tokens=T,classes=C], text:FILE")
-      ->capture_default_str();
+                  "fashion-mnist[:DIR], zipf:VOCAB[,tokens=T,classes=C], text:FILE (default: "
+                  "the one the model names, else " +
+                      std::string(kDefaultData) + ")");
   auto *epochs = cmd->add_option("--epochs", args->epochs, "Epochs to train (default 1)")
                      ->check(CLI::PositiveNumber);
   cmd->add_option("--steps", args->steps, "Steps to train in all (instead of --epochs)")

@@ -20,7 +20,7 @@ namespace {
 
 struct VerifyArgs {
   std::string model;
-  std::string data = kDefaultData;
+  std::string data; // empty: the model's, else kDefaultData (dataFor)
   int threads = runtime::job::JobOptions().threads;
   double tolerance = runtime::job::kDefaultVerifyTolerance;
   bool keep = false;
@@ -99,10 +99,15 @@ int runAccumulationVerify(const VerifyArgs &args, const ir::Module &model,
   return finishVerify(*result, args, run.workDir, "training with whole batches");
 }
 
-int runVerify(const VerifyArgs &args) {
-  auto model = loadModule(args.model, /*inferShapes=*/false);
+int runVerify(const VerifyArgs &given) {
+  auto model = loadModule(given.model, /*inferShapes=*/false);
   if (!model)
     return reportError(model.takeError());
+  VerifyArgs args = given;
+  auto data = dataFor(given.data, **model);
+  if (!data)
+    return reportError(data.takeError());
+  args.data = *data;
   auto partitionOptions = args.compile.toOptions();
   if (!partitionOptions)
     return reportError(partitionOptions.takeError());
@@ -157,7 +162,9 @@ void registerVerifyCommand(CLI::App &app) {
                                  "Check that the distributed plan trains exactly like one device");
   cmd->add_option("model", args->model, "Model file (.prism)")->required();
   args->compile.addOptions(*cmd, /*runOptions=*/true, /*clusterRequired=*/false);
-  cmd->add_option("--data", args->data, "Data set (as for prism train)")->capture_default_str();
+  cmd->add_option("--data", args->data,
+                  "Data set (as for prism train; default: the one the model names, else " +
+                      std::string(kDefaultData) + ")");
   cmd->add_option("--threads", args->threads, "CPU threads per task")->capture_default_str();
   cmd->add_option("--tolerance", args->tolerance,
                   "Largest relative difference accepted (losses and variables)")

@@ -211,6 +211,7 @@ private:
   llvm::Error parseVariable(ir::Trivia trivia);
   llvm::Error parseOpStatement(ir::Trivia trivia);
   llvm::Error parseLoss(ir::Trivia trivia, bool withOptimizer);
+  llvm::Error parseData(ir::Trivia trivia);
   llvm::Error parseGradient(ir::Trivia trivia);
 
   llvm::StringRef text_;
@@ -292,7 +293,7 @@ llvm::Error Parser::parseStatement(ir::Trivia trivia) {
   if (kind() != TokenKind::Identifier) {
     if (kind() == TokenKind::EndOfFile)
       return unexpected("'}'");
-    return unexpected("a statement (input, var, an op, minimize, loss, gradient) or '}'");
+    return unexpected("a statement (input, data, var, an op, minimize, loss, gradient) or '}'");
   }
   // Keywords are reserved only at the start of a statement and never name ops.
   bool call = peek().kind == TokenKind::LParen;
@@ -306,6 +307,8 @@ llvm::Error Parser::parseStatement(ir::Trivia trivia) {
     return parseLoss(std::move(trivia), /*withOptimizer=*/false);
   if (isWord("gradient") && !call)
     return parseGradient(std::move(trivia));
+  if (isWord("data") && !call)
+    return parseData(std::move(trivia));
   return parseOpStatement(std::move(trivia));
 }
 
@@ -575,6 +578,23 @@ llvm::Error Parser::parseGradient(ir::Trivia trivia) {
   gradient.trivia = std::move(trivia);
   module_->gradients.push_back(std::move(gradient));
   leadingTrivia_ = lastTrivia_ = &module_->gradients.back().trivia;
+  return llvm::Error::success();
+}
+
+llvm::Error Parser::parseData(ir::Trivia trivia) {
+  ir::SourceLoc loc = tok().loc;
+  if (module_->data)
+    return errorAt(loc, "the data is named twice (first at " + locString(module_->data->loc) + ")");
+  advance(); // `data`
+  if (kind() != TokenKind::String)
+    return unexpected("the data set as a string, such as \"zipf:1000,tokens=20\" (the syntax of "
+                      "--data)");
+  std::string spec = Lexer::unescape(tok().text);
+  if (spec.empty())
+    return errorAt(tok().loc, "the data set is empty");
+  module_->data = ir::DataDefault{std::move(spec), tok().loc, std::move(trivia)};
+  advance();
+  leadingTrivia_ = lastTrivia_ = &module_->data->trivia;
   return llvm::Error::success();
 }
 

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "ir/Diagnostic.h"
+#include "llvm/ADT/StringExtras.h"
 
 namespace prism::runtime::data {
 
@@ -144,9 +145,19 @@ llvm::Expected<std::vector<FieldRequest>> requestsForInputs(const Dataset &datas
       return ir::makeError("input '" + input.name + "' (" + type.str() +
                            ") cannot be fed from data: it needs the batch dimension B first");
     std::optional<size_t> found = dataset.findField(input.name);
-    if (!found)
-      return ir::makeError("input '" + input.name + "': " + dataset.description() +
-                           " has no field of that name");
+    if (!found) {
+      std::string fields;
+      for (const FieldInfo &field : dataset.fields()) {
+        fields += (fields.empty() ? "" : ", ") + field.name;
+        if (!field.aliases.empty())
+          fields += " (" + llvm::join(field.aliases, ", ") + ")";
+      }
+      return ir::makeError(
+          "input '" + input.name + "': " + dataset.description() +
+          " has no field of that name; its fields are " + fields +
+          ". The model is written for other data: pass it with --data "
+          "(docs/data.md), or name it in the model (data \"zipf:1000,tokens=20\")");
+    }
     const FieldInfo &info = dataset.fields()[*found];
     if (info.dtype != type.dtype)
       return ir::makeError("input '" + input.name + "' (" + type.str() + ") cannot be fed from " +
