@@ -21,7 +21,7 @@ constexpr const char *kDefaultData = "fashion-mnist";
 llvm::Expected<std::string> dataFor(llvm::StringRef given, const ir::Module &model);
 
 struct RunOptionArgs {
-  std::string data = kDefaultData;
+  std::string data; // `prism run`: empty is the data the plan's model names, else kDefaultData
   int64_t steps = 0;
   int64_t epochs = 0;
   int threads = runtime::job::JobOptions().threads;
