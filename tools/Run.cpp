@@ -12,10 +12,11 @@ namespace prism::tools {
 
 void RunOptionArgs::addOptions(CLI::App &cmd, bool all) {
   if (all) {
-    cmd.add_option("--data", data,
-                   "fashion-mnist[:DIR], zipf:VOCAB[,tokens=T,classes=C], text:FILE (default: the "
-                   "one the model names, else " +
-                       std::string(kDefaultData) + ")");
+    cmd.add_option(
+        "--data", data,
+        "fashion-mnist[:DIR], zipf:VOCAB[,tokens=T,classes=C], text:FILE, npy:DIR (default: the "
+        "one the model names, else " +
+            std::string(kDefaultData) + ")");
     auto *epochsOption =
         cmd.add_option("--epochs", epochs, "Epochs to train (default: the plan's steps, else 1)")
             ->check(CLI::PositiveNumber);

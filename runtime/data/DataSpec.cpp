@@ -8,6 +8,7 @@
 
 #include "ir/Diagnostic.h"
 #include "runtime/data/FashionMnist.h"
+#include "runtime/data/Npy.h"
 #include "llvm/ADT/SmallVector.h"
 
 namespace prism::runtime::data {
@@ -16,7 +17,7 @@ namespace {
 
 constexpr const char *kSyntax = "fashion-mnist, fashion-mnist:DIR, "
                                 "zipf:VOCAB[,tokens=T][,classes=C][,exponent=S][,examples=N] or "
-                                "text:FILE[,tokens=T][,vocab=V]";
+                                "text:FILE[,tokens=T][,vocab=V] or npy:DIR";
 
 llvm::Error specError(llvm::StringRef spec, const llvm::Twine &message) {
   return ir::makeError("data spec '" + spec + "': " + message);
@@ -104,6 +105,13 @@ llvm::Expected<DataSpec> parseDataSpec(llvm::StringRef spec) {
       return specError(spec, "expected a directory after 'fashion-mnist:'");
     return std::move(out);
   }
+  if (kind == "npy") {
+    out.source = DataSource::Npy;
+    out.path = rest.str();
+    if (out.path.empty())
+      return specError(spec, "expected npy:DIR, the directory with train/ and test/");
+    return std::move(out);
+  }
   if (kind != "zipf" && kind != "text")
     return specError(spec, "unknown data source '" + kind + "' (expected " + kSyntax + ")");
   llvm::SmallVector<llvm::StringRef, 6> parts;
@@ -140,6 +148,8 @@ std::string DataSpec::str() const {
   case DataSource::Text:
     return "text:" + path + ",tokens=" + std::to_string(text.tokens) +
            ",vocab=" + std::to_string(text.vocab);
+  case DataSource::Npy:
+    return "npy:" + path;
   }
   return "";
 }
@@ -161,6 +171,12 @@ llvm::Expected<std::unique_ptr<Dataset>> openDataset(const DataSpec &spec, Split
   }
   case DataSource::Text: {
     auto d = loadTextCorpus(spec.path, spec.text, split);
+    if (!d)
+      return d.takeError();
+    return std::unique_ptr<Dataset>(std::move(*d));
+  }
+  case DataSource::Npy: {
+    auto d = loadNpyDirectory(spec.path, split);
     if (!d)
       return d.takeError();
     return std::unique_ptr<Dataset>(std::move(*d));

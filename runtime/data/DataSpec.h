@@ -13,16 +13,17 @@
 
 namespace prism::runtime::data {
 
-enum class DataSource { FashionMnist, Zipf, Text };
+enum class DataSource { FashionMnist, Zipf, Text, Npy };
 
 // A parsed data spec. Syntax (docs/data.md):
 //   fashion-mnist                 the files of Debian's dataset-fashion-mnist
 //   fashion-mnist:DIR             the same files in DIR
 //   zipf:VOCAB[,tokens=T][,classes=C][,exponent=S][,examples=N]
 //   text:FILE[,tokens=T][,vocab=V]
+//   npy:DIR                       DIR/train/NAME.npy and DIR/test/NAME.npy, one per model input
 struct DataSpec {
   DataSource source = DataSource::FashionMnist;
-  std::string path; // DIR or FILE
+  std::string path; // DIR or FILE (fashion-mnist, text, npy)
   ZipfOptions zipf;
   TextOptions text;
 

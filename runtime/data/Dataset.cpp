@@ -108,8 +108,9 @@ llvm::Expected<std::vector<ResolvedField>> resolveFields(const Dataset &dataset,
         return ir::makeError("field '" + request.field + "' cannot take the shape " +
                              shapeString(shape) + ": dimensions must be static");
     if (product(shape) != info.exampleElements())
-      return ir::makeError("field '" + request.field + "' of " + dataset.description() +
-                           " has shape " + shapeString(info.exampleShape) +
+      return ir::makeError("field '" + request.field + "'" +
+                           (info.file.empty() ? "" : " (" + info.file + ")") + " of " +
+                           dataset.description() + " has shape " + shapeString(info.exampleShape) +
                            " per example, which cannot be read as " + shapeString(shape));
     std::string key = request.key.empty() ? request.field : request.key;
     if (!keys.insert(key).second)
@@ -161,9 +162,10 @@ llvm::Expected<std::vector<FieldRequest>> requestsForInputs(const Dataset &datas
     const FieldInfo &info = dataset.fields()[*found];
     if (info.dtype != type.dtype)
       return ir::makeError("input '" + input.name + "' (" + type.str() + ") cannot be fed from " +
-                           "field '" + info.name + "' of " + dataset.description() + ", which is " +
-                           ir::dtypeName(info.dtype) + shapeString(info.exampleShape) +
-                           " per example");
+                           "field '" + info.name + "'" +
+                           (info.file.empty() ? "" : " (" + info.file + ")") + " of " +
+                           dataset.description() + ", which is " + ir::dtypeName(info.dtype) +
+                           shapeString(info.exampleShape) + " per example");
     std::vector<int64_t> shape(type.dims.begin() + 1, type.dims.end());
     requests.push_back({input.name, input.name, shape});
   }

@@ -27,6 +27,7 @@ struct FieldInfo {
   std::vector<std::string> aliases;
   ir::DType dtype = ir::DType::F32;
   std::vector<int64_t> exampleShape;
+  std::string file; // the file its values come from (npy:DIR), for messages; empty: none
 
   int64_t exampleElements() const;
   bool answersTo(llvm::StringRef fieldName) const;

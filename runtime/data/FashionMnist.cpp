@@ -21,8 +21,8 @@ ImageDataset::ImageDataset(std::string description, int64_t height, int64_t widt
                            std::vector<uint8_t> pixels, std::vector<int32_t> labels)
     : description_(std::move(description)), height_(height), width_(width), channels_(channels),
       pixels_(std::move(pixels)), labels_(std::move(labels)) {
-  fields_.push_back({"image", {"x", "images"}, ir::DType::F32, {height_, width_, channels_}});
-  fields_.push_back({"label", {"y", "labels"}, ir::DType::I32, {}});
+  fields_.push_back({"image", {"x", "images"}, ir::DType::F32, {height_, width_, channels_}, {}});
+  fields_.push_back({"label", {"y", "labels"}, ir::DType::I32, {}, {}});
 }
 
 void ImageDataset::scaleImages(float *dst) const {

@@ -113,9 +113,9 @@ llvm::Expected<std::unique_ptr<TextDataset>> makeTextDataset(llvm::ArrayRef<std:
     }
   auto dataset = std::make_unique<TextDataset>(
       ("text " + llvm::Twine(source) + " " + splitName(split)).str(), std::move(vocab));
-  if (auto err = dataset->addField({"tokens", {"x"}, ir::DType::I32, {t}}, std::move(tokens)))
+  if (auto err = dataset->addField({"tokens", {"x"}, ir::DType::I32, {t}, {}}, std::move(tokens)))
     return std::move(err);
-  if (auto err = dataset->addField({"targets", {"y"}, ir::DType::I32, {t}}, std::move(targets)))
+  if (auto err = dataset->addField({"targets", {"y"}, ir::DType::I32, {t}, {}}, std::move(targets)))
     return std::move(err);
   return std::move(dataset);
 }

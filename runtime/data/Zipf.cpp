@@ -126,11 +126,11 @@ llvm::Expected<std::unique_ptr<TensorDataset>> makeZipfDataset(const ZipfOptions
         zipfLabel(llvm::ArrayRef<int32_t>(window, static_cast<size_t>(t)), votes, options.classes);
   }
   auto dataset = std::make_unique<TensorDataset>("zipf " + splitName(split).str());
-  if (auto err = dataset->addField({"tokens", {"x"}, ir::DType::I32, {t}}, std::move(tokens)))
+  if (auto err = dataset->addField({"tokens", {"x"}, ir::DType::I32, {t}, {}}, std::move(tokens)))
     return std::move(err);
-  if (auto err = dataset->addField({"targets", {}, ir::DType::I32, {t}}, std::move(targets)))
+  if (auto err = dataset->addField({"targets", {}, ir::DType::I32, {t}, {}}, std::move(targets)))
     return std::move(err);
-  if (auto err = dataset->addField({"label", {"y"}, ir::DType::I32, {}}, std::move(labels)))
+  if (auto err = dataset->addField({"label", {"y"}, ir::DType::I32, {}, {}}, std::move(labels)))
     return std::move(err);
   return std::move(dataset);
 }

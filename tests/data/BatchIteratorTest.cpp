@@ -25,8 +25,8 @@ std::unique_ptr<TensorDataset> numbered(int64_t n) {
     pairs.data<float>()[2 * i] = static_cast<float>(i);
     pairs.data<float>()[2 * i + 1] = -static_cast<float>(i);
   }
-  EXPECT_FALSE(bool(d->addField({"id", {"y"}, ir::DType::I32, {}}, ids)));
-  EXPECT_FALSE(bool(d->addField({"pair", {"x"}, ir::DType::F32, {2}}, pairs)));
+  EXPECT_FALSE(bool(d->addField({"id", {"y"}, ir::DType::I32, {}, {}}, ids)));
+  EXPECT_FALSE(bool(d->addField({"pair", {"x"}, ir::DType::F32, {2}, {}}, pairs)));
   return d;
 }
 
