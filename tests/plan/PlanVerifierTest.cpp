@@ -122,7 +122,7 @@ TEST(PlanVerifier, EveryCorruptionIsNamed) {
          replaceIn(*programNamed(p, "worker").mutable_ir(), "var out.b : f32[10]",
                    "var out.b : f32[11]");
        },
-       "<plan program worker>:33:3: error: invalid plan: program 'worker': 'fused_matmul' "
+       "<plan program worker>:35:3: error: invalid plan: program 'worker': 'fused_matmul' "
        "defining %logits: bias f32[11]"},
       {"plan shape",
        [](Plan &p) {
