@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The stall report: a task stopped for longer than the stall bound (3 s) but shorter than the
 # heartbeat timeout makes the others name what they wait for in the job's log (a stopped ps:0:
-# the parameter servers; a stopped worker:1: worker:0's all-reduce), and again when the wait
-# ends; the job then goes on.
+# the parameter servers; a stopped worker:1: worker:0's all-reduce, or the parameter servers
+# when worker:1 stopped between its all-reduce and its push), and again when the wait ends; the
+# job then goes on.
 set -uo pipefail
 source "$(dirname "$0")/embedding-job.sh"
 
@@ -16,21 +17,23 @@ stall() {
   sleep 2
   pkill -STOP -f "$work/plan.pb --task $task" || { echo "no $task to stop"; return 1; }
   local line="^\[$waiter\] waiting [3-9]\.[0-9] s so far for $what"
-  for _ in $(seq 100); do grep -q "$line" "$work/out" && break; sleep 0.1; done
+  for _ in $(seq 100); do grep -Eq "$line" "$work/out" && break; sleep 0.1; done
   pkill -CONT -f "$work/plan.pb --task $task"
   local done_line="^\[$waiter\] done waiting for $what.* after [0-9.]* s$"
-  for _ in $(seq 100); do grep -q "$done_line" "$work/out" && break; sleep 0.1; done
+  for _ in $(seq 100); do grep -Eq "$done_line" "$work/out" && break; sleep 0.1; done
   kill -INT $launcher 2>/dev/null
   wait $launcher
   pkill -KILL -f "$work/plan.pb" 2>/dev/null
   echo "$task stopped:"; grep "waiting" "$work/out"
-  if ! grep -q "$line" "$work/out"; then
+  if ! grep -Eq "$line" "$work/out"; then
     echo "no line '$line' 10 s after $task stopped"; cat "$work/out"; return 1
   fi
-  if ! grep -q "$done_line" "$work/out"; then
+  if ! grep -Eq "$done_line" "$work/out"; then
     echo "the end of the wait is not reported ('$done_line')"; cat "$work/out"; return 1
   fi
 }
 
-stall ps:0 "worker:[01]" "the parameter servers: push step [0-9]*" || exit 1
-stall worker:1 worker:0 "the all-reduce over group 'workers' of .*bucket [0-9]" || exit 1
+stall ps:0 "worker:[01]" "the parameter servers: push step [0-9]+" || exit 1
+stall worker:1 worker:0 \
+  "(the all-reduce over group 'workers' of .*bucket [0-9]|the parameter servers: push step [0-9]+)" ||
+  exit 1
