@@ -109,6 +109,16 @@ void tanhGrad(GradientContext &c) {
     c.setGrad(0, c.emit("tanh_grad", {dy, c.result()}));
 }
 
+void erfGrad(GradientContext &c) {
+  if (Value *dy = c.resultGrad())
+    c.setGrad(0, c.emit("erf_grad", {dy, c.operand(0)}));
+}
+
+void geluGrad(GradientContext &c) {
+  if (Value *dy = c.resultGrad())
+    c.setGrad(0, c.emit("gelu_grad", {dy, c.operand(0)}));
+}
+
 OpDef binary(const char *name, const char *summary, GradRule grad, uint32_t traits) {
   OpDef d;
   d.name = name;
@@ -155,9 +165,16 @@ void registerElementwiseOps(std::vector<OpDef> &t) {
   t.push_back(unary("relu", "max(x, 0)", unaryFloatShape, reluGrad));
   t.push_back(unary("sigmoid", "1 / (1 + e^-x)", unaryFloatShape, sigmoidGrad));
   t.push_back(unary("tanh", "hyperbolic tangent of x", unaryFloatShape, tanhGrad));
+  t.push_back(unary("erf", "error function of x, 2/sqrt(pi) * integral of e^-t^2 over [0, x]",
+                    unaryFloatShape, erfGrad));
+  t.push_back(unary("gelu", "x * Phi(x) = x/2 * (1 + erf(x / sqrt(2))), the exact GELU",
+                    unaryFloatShape, geluGrad));
   t.push_back(activationGrad("relu_grad", "dy where x > 0, else 0", "x"));
   t.push_back(activationGrad("sigmoid_grad", "dy * y * (1 - y), y = sigmoid(x)", "y"));
   t.push_back(activationGrad("tanh_grad", "dy * (1 - y^2), y = tanh(x)", "y"));
+  t.push_back(activationGrad("erf_grad", "dy * 2/sqrt(pi) * e^(-x^2)", "x"));
+  t.push_back(
+      activationGrad("gelu_grad", "dy * (Phi(x) + x * phi(x)), phi the normal density", "x"));
 }
 
 } // namespace prism::ir::ops

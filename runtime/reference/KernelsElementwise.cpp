@@ -98,6 +98,30 @@ llvm::Expected<KernelResults> tanhKernel(const KernelArgs &args) {
   return single(unaryMap(args, [](double x) { return std::tanh(x); }));
 }
 
+constexpr double kSqrtHalf = 0.70710678118654752440;       // 1 / sqrt(2)
+constexpr double kTwoOverSqrtPi = 1.12837916709551257390;  // 2 / sqrt(pi)
+constexpr double kNormalDensity0 = 0.39894228040143267794; // 1 / sqrt(2 pi)
+
+llvm::Expected<KernelResults> erfKernel(const KernelArgs &args) {
+  return single(unaryMap(args, [](double x) { return std::erf(x); }));
+}
+
+llvm::Expected<KernelResults> geluKernel(const KernelArgs &args) {
+  return single(unaryMap(args, [](double x) { return 0.5 * x * (1 + std::erf(x * kSqrtHalf)); }));
+}
+
+llvm::Expected<KernelResults> erfGradKernel(const KernelArgs &args) {
+  return single(
+      pairMap(args, [](double dy, double x) { return dy * kTwoOverSqrtPi * std::exp(-x * x); }));
+}
+
+llvm::Expected<KernelResults> geluGradKernel(const KernelArgs &args) {
+  return single(pairMap(args, [](double dy, double x) {
+    double cdf = 0.5 * (1 + std::erf(x * kSqrtHalf));
+    return dy * (cdf + x * kNormalDensity0 * std::exp(-0.5 * x * x));
+  }));
+}
+
 llvm::Expected<KernelResults> reluGradKernel(const KernelArgs &args) {
   return single(pairMap(args, [](double dy, double x) { return x > 0 ? dy : 0.0; }));
 }
@@ -124,6 +148,10 @@ void registerElementwiseKernels(KernelTable &t) {
   t["relu"] = {reluKernel};
   t["sigmoid"] = {sigmoidKernel};
   t["tanh"] = {tanhKernel};
+  t["erf"] = {erfKernel};
+  t["gelu"] = {geluKernel};
+  t["erf_grad"] = {erfGradKernel};
+  t["gelu_grad"] = {geluGradKernel};
   t["relu_grad"] = {reluGradKernel};
   t["sigmoid_grad"] = {sigmoidGradKernel};
   t["tanh_grad"] = {tanhGradKernel};

@@ -138,9 +138,10 @@ TEST(ElementwiseKernels, UnaryMath) {
     const char *op;
     double low, high;
   };
-  for (const Case &c : {Case{"neg", -1, 1}, Case{"exp", -20, 20}, Case{"log", 1e-3, 100},
-                        Case{"sqrt", 1e-3, 100}, Case{"relu", -1, 1}, Case{"sigmoid", -30, 30},
-                        Case{"tanh", -6, 6}, Case{"tanh", -0.7, 0.7}}) {
+  for (const Case &c :
+       {Case{"neg", -1, 1}, Case{"exp", -20, 20}, Case{"log", 1e-3, 100}, Case{"sqrt", 1e-3, 100},
+        Case{"relu", -1, 1}, Case{"sigmoid", -30, 30}, Case{"tanh", -6, 6}, Case{"tanh", -0.7, 0.7},
+        Case{"erf", -4, 4}, Case{"erf", -0.3, 0.3}, Case{"gelu", -6, 6}}) {
     ReferenceCheckOptions options;
     options.low = c.low;
     options.high = c.high;
@@ -157,7 +158,7 @@ TEST(ElementwiseKernels, NegOnIntegers) {
 }
 
 TEST(ElementwiseKernels, ActivationGradients) {
-  for (const char *op : {"relu_grad", "sigmoid_grad", "tanh_grad"})
+  for (const char *op : {"relu_grad", "sigmoid_grad", "tanh_grad", "erf_grad", "gelu_grad"})
     for (DType dtype : {DType::F32, DType::F64})
       for (const std::vector<int64_t> &dims : {std::vector<int64_t>{B, 33}, {B, 2, 3, 4}})
         expectOpMatches(op, {TensorType(dtype, dims), TensorType(dtype, dims)});
@@ -211,8 +212,9 @@ TEST(ElementwiseKernels, EveryOutputElementIsWrittenEachStep) {
 
 TEST(ElementwiseKernels, EveryElementwiseOpHasACpuKernel) {
   const std::set<std::string> family = {
-      "add",  "sub",     "mul",  "div",       "neg",          "exp",       "log",     "sqrt",
-      "relu", "sigmoid", "tanh", "relu_grad", "sigmoid_grad", "tanh_grad", "bias_add"};
+      "add",          "sub",       "mul",      "div",       "neg",     "exp",  "log",
+      "sqrt",         "relu",      "sigmoid",  "tanh",      "erf",     "gelu", "relu_grad",
+      "sigmoid_grad", "tanh_grad", "erf_grad", "gelu_grad", "bias_add"};
   size_t found = 0;
   for (const ir::OpDef *def : ir::allOps()) {
     if (!family.count(def->name))

@@ -48,6 +48,8 @@ const ExprCase kExprs[] = {
      {{kBatchDim, 9}, {kBatchDim, 9}, {kBatchDim, 9}}},
     {"add(log($0), sqrt(mul($0, $1)))", {{kBatchDim, 6}, {}}, true},
     {"relu(sub($0, $1))", {{}, {kBatchDim, 2}}},
+    {"gelu_grad(erf($0), gelu($1))", {{kBatchDim, 11}, {kBatchDim, 11}}},
+    {"erf_grad(gelu($0), add(erf($1), $2))", {{kBatchDim, 4}, {kBatchDim, 4}, {}}},
     {"mul($0, $1)", {{}, {}}},
     {"$0", {{kBatchDim, 3}}},
 };

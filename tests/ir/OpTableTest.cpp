@@ -24,7 +24,8 @@ TEST(OpTable, RequiredOpsExist) {
                            "tanh",       "softmax",     "log_softmax", "softmax_cross_entropy",
                            "reduce_sum", "reduce_mean", "reshape",     "transpose",
                            "concat",     "slice",       "conv2d",      "max_pool2d",
-                           "avg_pool2d", "gather",      "constant",    "cast"})
+                           "avg_pool2d", "gather",      "constant",    "cast",
+                           "erf",        "gelu"})
     EXPECT_NE(lookupOp(name), nullptr) << name;
   EXPECT_TRUE(getOp("gather").sparseGradient(0));
   EXPECT_FALSE(getOp("gather").sparseGradient(1));

@@ -78,7 +78,7 @@ std::vector<GradCase> allCases() {
     add(op, {f32({}), f32({2, B})});
     add(op, {f32({B, 2}), f32({B, 2})});
   }
-  for (const char *op : {"neg", "exp", "relu", "sigmoid", "tanh"})
+  for (const char *op : {"neg", "exp", "relu", "sigmoid", "tanh", "erf", "gelu"})
     add(op, {f32({B, 4})});
   for (const char *op : {"log", "sqrt"})
     add(op, {f32({B, 4})}, {}, Fill::Positive);

@@ -167,6 +167,14 @@ TEST(ReferenceInterpreterTest, UnaryOpsAndActivations) {
   expectTensor(runSingleOp("sigmoid_grad", {f32({1}, {2}), f32({1}, {0.25})}).y, {1},
                {2 * 0.25 * 0.75});
   expectTensor(runSingleOp("tanh_grad", {f32({1}, {2}), f32({1}, {0.5})}).y, {1}, {2 * 0.75});
+  // Tabulated values: erf(0.5); gelu(1) = Phi(1); gelu(-2) = -2 Phi(-2).
+  expectTensor(runSingleOp("erf", {f32({1}, {0.5})}).y, {1}, {0.5204998778130465});
+  expectTensor(runSingleOp("gelu", {f32({2}, {1, -2})}).y, {2},
+               {0.8413447460685429, -0.04550026389635842});
+  expectTensor(runSingleOp("erf_grad", {f32({1}, {2}), f32({1}, {0.5})}).y, {1},
+               {1.7575651578708895});
+  expectTensor(runSingleOp("gelu_grad", {f32({1}, {3}), f32({1}, {1.5})}).y, {1},
+               {3.3824075766899386});
 }
 
 // x[0, i, j, 0] = 4 i + j + 1 on a 4x4 image.

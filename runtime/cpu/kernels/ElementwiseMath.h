@@ -78,6 +78,33 @@ struct Tanh : OpTraits<1, kCostlyGrain, false> {
   template <typename T> T operator()(T x) const { return fastmath::tanh(x); }
 };
 
+// std::erf: accurate to the last bit or two, but a scalar call (gelu likewise).
+struct Erf : OpTraits<1, kCostlyGrain, false> {
+  template <typename T> T operator()(T x) const { return std::erf(x); }
+};
+
+struct Gelu : OpTraits<1, kCostlyGrain, false> {
+  template <typename T> T operator()(T x) const {
+    return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
+  }
+};
+
+// (dy, x): dy * 2/sqrt(pi) * e^(-x^2).
+struct ErfGrad : OpTraits<2, kCostlyGrain, false> {
+  template <typename T> T operator()(T dy, T x) const {
+    return dy * T(1.12837916709551257390) * fastmath::exp(-x * x);
+  }
+};
+
+// (dy, x): dy * (Phi(x) + x phi(x)), Phi and phi the standard normal's distribution and density.
+struct GeluGrad : OpTraits<2, kCostlyGrain, false> {
+  template <typename T> T operator()(T dy, T x) const {
+    T cdf = T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
+    T pdf = T(0.39894228040143267794) * fastmath::exp(T(-0.5) * x * x);
+    return dy * (cdf + x * pdf);
+  }
+};
+
 // (dy, x): dy where x > 0.
 struct ReluGrad : OpTraits<2, kCheapGrain, false> {
   template <typename T> T operator()(T dy, T x) const { return x > T(0) ? dy : T(0); }
@@ -107,9 +134,13 @@ struct TanhGrad : OpTraits<2, kCheapGrain, false> {
   X("relu", Relu)                                                                                  \
   X("sigmoid", Sigmoid)                                                                            \
   X("tanh", Tanh)                                                                                  \
+  X("erf", Erf)                                                                                    \
+  X("gelu", Gelu)                                                                                  \
   X("relu_grad", ReluGrad)                                                                         \
   X("sigmoid_grad", SigmoidGrad)                                                                   \
-  X("tanh_grad", TanhGrad)
+  X("tanh_grad", TanhGrad)                                                                         \
+  X("erf_grad", ErfGrad)                                                                           \
+  X("gelu_grad", GeluGrad)
 
 // Calls visit(Functor{}) for the op called `name` and returns its result, or returns
 // `otherwise` when no op has that name.
