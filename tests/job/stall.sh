@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The stall report: a task stopped for longer than the stall bound (3 s) but shorter than the
-# heartbeat timeout makes the others name what they wait for in the job's log (a stopped ps:0:
-# the parameter servers; a stopped worker:1: worker:0's all-reduce, or the parameter servers
-# when worker:1 stopped between its all-reduce and its push), and again when the wait ends; the
-# job then goes on.
+# heartbeat timeout makes the others name what they wait for in the job's log, and again when the
+# wait ends; the job then goes on. What a worker waits for depends on where in the step the stop
+# finds it: a stopped ps:0 holds up a push or a row pull (and a worker whose peer waits on ps:0
+# waits for the all-reduce); a stopped worker:1 holds up worker:0's all-reduce, or the parameter
+# servers when it stopped between its all-reduce and its push.
 set -uo pipefail
 source "$(dirname "$0")/embedding-job.sh"
 
@@ -33,7 +34,8 @@ stall() {
   fi
 }
 
-stall ps:0 "worker:[01]" "the parameter servers: push step [0-9]+" || exit 1
+stall ps:0 "worker:[01]" "the parameter servers: (push step [0-9]+|pull .+)" ||
+  exit 1
 stall worker:1 worker:0 \
-  "(the all-reduce over group 'workers' of .*bucket [0-9]|the parameter servers: push step [0-9]+)" ||
+  "(the all-reduce over group 'workers' of .*bucket [0-9]|the parameter servers: .+)" ||
   exit 1
