@@ -26,6 +26,15 @@ template <typename T> Result<T> toResult(llvm::Expected<T> value) {
 // The runtime's options of a job: its defaults, with the fields the caller set.
 runtime::job::JobOptions toJobOptions(const RunOptions &options);
 
+// The data set the commands train on when neither --data nor the model names one.
+constexpr const char *kDefaultData = "fashion-mnist";
+
+// The data set without an explicit one: `given` when not empty, else the one the model names
+// (`data "..."`, whose errors are placed at that statement), else fashion-mnist.
+llvm::Expected<std::string> dataFor(llvm::StringRef given, const ir::Module &model);
+// The same for a plan: the `data` its worker program keeps.
+llvm::Expected<std::string> dataFor(llvm::StringRef given, const plan::Plan &plan);
+
 struct Tensor::Impl {
   runtime::Tensor tensor;
 };

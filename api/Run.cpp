@@ -3,6 +3,7 @@
 #include "ir/Diagnostic.h"
 #include "plan/LearningRateScaling.h"
 #include "plan/PlanFile.h"
+#include "plan/PlanVerifier.h"
 #include "runtime/data/DataSpec.h"
 #include "runtime/job/JobOptions.h"
 #include "runtime/job/Launcher.h"
@@ -109,6 +110,34 @@ runtime::job::JobOptions toJobOptions(const RunOptions &options) {
   return result;
 }
 
+llvm::Expected<std::string> dataFor(llvm::StringRef given, const ir::Module &model) {
+  if (!given.empty())
+    return given.str();
+  if (!model.data)
+    return std::string(kDefaultData);
+  if (auto spec = runtime::data::parseDataSpec(model.data->spec); !spec)
+    return ir::withLocation(ir::withContext(spec.takeError(), "data"), model.sourceFile(),
+                            model.data->loc);
+  return model.data->spec;
+}
+
+llvm::Expected<std::string> dataFor(llvm::StringRef given, const plan::Plan &plan) {
+  if (!given.empty())
+    return given.str();
+  for (const plan::Task &task : plan.cluster().tasks()) {
+    if (task.role() != "worker")
+      continue;
+    const plan::Program *program = plan::findProgram(plan, task.name());
+    if (!program)
+      break;
+    auto module = plan::parseProgram(*program);
+    if (!module)
+      return module.takeError();
+    return dataFor("", **module);
+  }
+  return std::string(kDefaultData);
+}
+
 const char *version() {
   return PRISM_VERSION;
 }
@@ -126,10 +155,15 @@ Result<TrainSummary> train(const Model &model, const TrainOptions &options) {
   auto step = scaled.trainingStep(true, options.precision.empty() ? "f32" : options.precision);
   if (!step.ok())
     return step.status();
-  auto converted = trainOptions(options);
+  TrainOptions resolved = options;
+  auto data = dataFor(options.data, ModelAccess::module(model));
+  if (!data)
+    return toStatus(data.takeError());
+  resolved.data = *data;
+  auto converted = trainOptions(resolved);
   if (!converted)
     return toStatus(converted.takeError());
-  if (auto e = addPeriodicCheckpoints(*converted, options))
+  if (auto e = addPeriodicCheckpoints(*converted, resolved))
     return toStatus(std::move(e));
   auto result = runtime::train::train(ModelAccess::module(*step), *converted);
   if (!result)
@@ -173,7 +207,15 @@ Status run(const Plan &plan, const RunOptions &options) {
     }
     path = std::string(file);
   }
-  auto ran = runtime::job::runPlan(PlanAccess::plan(plan), path, toJobOptions(options));
+  RunOptions resolved = options;
+  auto data = dataFor(options.data, PlanAccess::plan(plan));
+  if (!data) {
+    if (temporary)
+      llvm::sys::fs::remove(path);
+    return toStatus(data.takeError());
+  }
+  resolved.data = *data;
+  auto ran = runtime::job::runPlan(PlanAccess::plan(plan), path, toJobOptions(resolved));
   // A plan of ours holds the job's token: it goes with the job.
   if (temporary)
     llvm::sys::fs::remove(path);
@@ -184,7 +226,12 @@ Result<int> runTask(const Plan &plan, const std::string &task, const std::string
                     const RunOptions &options) {
   if (coordinator.empty())
     return toStatus(ir::makeError("runTask: name the coordinator (host:port)"));
-  return runtime::job::runTask(PlanAccess::plan(plan), task, coordinator, toJobOptions(options));
+  RunOptions resolved = options;
+  auto data = dataFor(options.data, PlanAccess::plan(plan));
+  if (!data)
+    return toStatus(data.takeError());
+  resolved.data = *data;
+  return runtime::job::runTask(PlanAccess::plan(plan), task, coordinator, toJobOptions(resolved));
 }
 
 Result<int> runTaskCommand(const std::vector<std::string> &args) {

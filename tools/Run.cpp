@@ -70,17 +70,6 @@ void RunOptionArgs::addRecoveryOptions(CLI::App &cmd) {
       ->capture_default_str();
 }
 
-llvm::Expected<std::string> dataFor(llvm::StringRef given, const ir::Module &model) {
-  if (!given.empty())
-    return given.str();
-  if (!model.data)
-    return std::string(kDefaultData);
-  if (auto spec = runtime::data::parseDataSpec(model.data->spec); !spec)
-    return ir::withLocation(ir::withContext(spec.takeError(), "data"), model.sourceFile(),
-                            model.data->loc);
-  return model.data->spec;
-}
-
 llvm::Expected<runtime::job::JobOptions> RunOptionArgs::toJobOptions() const {
   return api::toJobOptions(toApiOptions());
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "api/Internal.h"
 #include "ir/Module.h"
 #include "prism/Prism.h"
 #include "runtime/job/JobOptions.h"
@@ -13,12 +14,7 @@
 
 namespace prism::tools {
 
-// The data set the commands train on when neither --data nor the model names one.
-constexpr const char *kDefaultData = "fashion-mnist";
-
-// The data `prism train` and `prism verify` use: `given` (--data) when not empty, else the one
-// the model names (`data "..."`, whose errors are placed at that statement), else kDefaultData.
-llvm::Expected<std::string> dataFor(llvm::StringRef given, const ir::Module &model);
+using api::kDefaultData;
 
 struct RunOptionArgs {
   std::string data; // `prism run`: empty is the data the plan's model names, else kDefaultData

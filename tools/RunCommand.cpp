@@ -4,8 +4,6 @@
 #include <string>
 #include <vector>
 
-#include "api/Internal.h"
-#include "plan/PlanVerifier.h"
 #include "prism/Prism.h"
 #include "runtime/job/TaskCommand.h"
 #include "tools/Commands.h"
@@ -20,34 +18,10 @@ struct RunArgs {
   RunOptionArgs run;
 };
 
-// The data a plan trains on without --data: the one its model names (the `data` statement its
-// worker program keeps), else kDefaultData.
-llvm::Expected<std::string> planData(const plan::Plan &plan) {
-  for (const plan::Task &task : plan.cluster().tasks()) {
-    if (task.role() != "worker")
-      continue;
-    const plan::Program *program = plan::findProgram(plan, task.name());
-    if (!program)
-      break;
-    auto module = plan::parseProgram(*program);
-    if (!module)
-      return module.takeError();
-    return dataFor("", **module);
-  }
-  return std::string(kDefaultData);
-}
-
-int runRun(const RunArgs &given) {
-  auto plan = api::Plan::load(given.plan);
+int runRun(const RunArgs &args) {
+  auto plan = api::Plan::load(args.plan);
   if (!plan.ok())
     return reportStatus(plan.status());
-  RunArgs args = given;
-  if (args.run.data.empty()) {
-    auto data = planData(api::PlanAccess::plan(*plan));
-    if (!data)
-      return reportError(data.takeError());
-    args.run.data = *data;
-  }
   api::Status ran = api::run(*plan, args.run.toApiOptions());
   return ran.ok() ? 0 : reportStatus(ran);
 }

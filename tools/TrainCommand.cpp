@@ -83,7 +83,7 @@ int runTrain(const TrainArgs &given) {
   if (!model.ok())
     return reportStatus(model.status());
   TrainArgs args = given;
-  auto data = dataFor(given.data, api::ModelAccess::module(*model));
+  auto data = api::dataFor(given.data, api::ModelAccess::module(*model));
   if (!data)
     return reportError(data.takeError());
   args.data = *data;

@@ -104,7 +104,7 @@ int runVerify(const VerifyArgs &given) {
   if (!model)
     return reportError(model.takeError());
   VerifyArgs args = given;
-  auto data = dataFor(given.data, **model);
+  auto data = api::dataFor(given.data, **model);
   if (!data)
     return reportError(data.takeError());
   args.data = *data;

@@ -198,12 +198,13 @@ private:
 // terminal, test-set evaluation at epoch ends, metrics and checkpoints. Unset fields take the
 // defaults of `prism train`.
 struct TrainOptions {
-  std::string data = "fashion-mnist"; // a data spec (docs/data.md)
-  std::optional<int64_t> epochs;      // default 1 when neither is set
-  std::optional<int64_t> steps;       // steps in all, across a restore
-  std::optional<int64_t> batch;       // default 128
-  std::optional<int> threads;         // default 1
-  std::string device;                 // empty: cpu:0
+  // A data spec (docs/data.md); empty: the one the model names (`data "..."`), else fashion-mnist.
+  std::string data;
+  std::optional<int64_t> epochs; // default 1 when neither is set
+  std::optional<int64_t> steps;  // steps in all, across a restore
+  std::optional<int64_t> batch;  // default 128
+  std::optional<int> threads;    // default 1
+  std::string device;            // empty: cpu:0
   uint64_t seed = 0;
   std::string metricsOut; // JSON lines; empty: none
   std::string saveDir;    // empty: no checkpoint
@@ -242,7 +243,7 @@ Result<TrainSummary> train(const Model &model, const TrainOptions &options);
 // Running a plan (what `prism run` and `prism task` take besides it). Unset fields take the
 // defaults of `prism run`.
 struct RunOptions {
-  std::string data = "fashion-mnist";
+  std::string data; // empty: the one the plan's model names (`data "..."`), else fashion-mnist
   std::optional<int64_t> steps; // default: the plan's steps, else one epoch
   std::optional<int64_t> epochs;
   std::optional<int> threads; // per task; default 1

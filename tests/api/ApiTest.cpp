@@ -457,4 +457,52 @@ TEST(ApiRun, RunsAPlanThroughThePrismCommand) {
   llvm::sys::fs::remove_directories(dir);
 }
 
+// Without options.data, train and run take the data the model names; a spec there that does not
+// parse is an error at its statement; options.data wins.
+TEST(ApiData, TheModelsDataIsTheDefault) {
+  auto model = Model::load(PRISM_SOURCE_DIR "/models/embedding_classifier.prism");
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  TrainOptions train;
+  train.steps = 2;
+  train.batch = 16;
+  train.quiet = true;
+  train.evaluate = false;
+  auto trained = api::train(*model, train); // zipf tokens: fashion-mnist has no 'tokens'
+  ASSERT_TRUE(trained.ok()) << trained.status().message();
+  EXPECT_EQ(trained->steps, 2);
+  train.data = "fashion-mnist";
+  auto other = api::train(*model, train);
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("no field of that name"), std::string::npos)
+      << other.status().message();
+
+  auto bad = Model::parse("model bad {\n  input x : f32[B, 4]\n  data \"zipf:0\"\n  var w : "
+                          "f32[4, 1] = zeros\n  %p = matmul(x, w)\n  %l = reduce_sum(%p)\n  "
+                          "minimize %l with sgd(lr = 0.1)\n}\n",
+                          "bad.prism");
+  ASSERT_TRUE(bad.ok()) << bad.status().message();
+  TrainOptions plain;
+  plain.steps = 1;
+  plain.quiet = true;
+  auto refused = api::train(*bad, plain);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("bad.prism:3:8: error: data: data spec 'zipf:0'"),
+            std::string::npos)
+      << refused.status().message();
+
+  CompileOptions options;
+  options.cluster = "local:2,ps=1";
+  options.batch = 16;
+  auto plan = compile(*model, options);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  RunOptions run;
+  run.steps = 2;
+  run.quiet = true;
+  run.evaluate = false;
+  run.taskProgram = PRISM_BINARY_DIR "/tools/prism";
+  Status ran = api::run(*plan, run);
+  EXPECT_TRUE(ran.ok()) << ran.message();
+  llvm::sys::fs::remove(plan->path());
+}
+
 } // namespace
