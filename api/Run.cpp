@@ -138,6 +138,20 @@ llvm::Expected<std::string> dataFor(llvm::StringRef given, const plan::Plan &pla
   return std::string(kDefaultData);
 }
 
+namespace {
+
+// `options` with its data resolved against the plan (dataFor).
+llvm::Expected<RunOptions> withData(const RunOptions &options, const Plan &plan) {
+  auto data = dataFor(options.data, PlanAccess::plan(plan));
+  if (!data)
+    return data.takeError();
+  RunOptions resolved = options;
+  resolved.data = *data;
+  return resolved;
+}
+
+} // namespace
+
 const char *version() {
   return PRISM_VERSION;
 }
@@ -207,15 +221,13 @@ Status run(const Plan &plan, const RunOptions &options) {
     }
     path = std::string(file);
   }
-  RunOptions resolved = options;
-  auto data = dataFor(options.data, PlanAccess::plan(plan));
-  if (!data) {
+  auto resolved = withData(options, plan);
+  if (!resolved) {
     if (temporary)
       llvm::sys::fs::remove(path);
-    return toStatus(data.takeError());
+    return toStatus(resolved.takeError());
   }
-  resolved.data = *data;
-  auto ran = runtime::job::runPlan(PlanAccess::plan(plan), path, toJobOptions(resolved));
+  auto ran = runtime::job::runPlan(PlanAccess::plan(plan), path, toJobOptions(*resolved));
   // A plan of ours holds the job's token: it goes with the job.
   if (temporary)
     llvm::sys::fs::remove(path);
@@ -226,12 +238,10 @@ Result<int> runTask(const Plan &plan, const std::string &task, const std::string
                     const RunOptions &options) {
   if (coordinator.empty())
     return toStatus(ir::makeError("runTask: name the coordinator (host:port)"));
-  RunOptions resolved = options;
-  auto data = dataFor(options.data, PlanAccess::plan(plan));
-  if (!data)
-    return toStatus(data.takeError());
-  resolved.data = *data;
-  return runtime::job::runTask(PlanAccess::plan(plan), task, coordinator, toJobOptions(resolved));
+  auto resolved = withData(options, plan);
+  if (!resolved)
+    return toStatus(resolved.takeError());
+  return runtime::job::runTask(PlanAccess::plan(plan), task, coordinator, toJobOptions(*resolved));
 }
 
 Result<int> runTaskCommand(const std::vector<std::string> &args) {

@@ -5,18 +5,12 @@
 
 #include "api/Internal.h"
 #include "ir/Diagnostic.h"
-#include "ir/Module.h"
-#include "runtime/data/DataSpec.h"
 
 namespace prism::tools {
 
 void RunOptionArgs::addOptions(CLI::App &cmd, bool all) {
   if (all) {
-    cmd.add_option(
-        "--data", data,
-        "fashion-mnist[:DIR], zipf:VOCAB[,tokens=T,classes=C], text:FILE, npy:DIR (default: the "
-        "one the model names, else " +
-            std::string(kDefaultData) + ")");
+    cmd.add_option("--data", data, kDataHelp);
     auto *epochsOption =
         cmd.add_option("--epochs", epochs, "Epochs to train (default: the plan's steps, else 1)")
             ->check(CLI::PositiveNumber);

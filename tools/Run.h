@@ -7,7 +7,6 @@
 
 #include "CLI/CLI.hpp"
 #include "api/Internal.h"
-#include "ir/Module.h"
 #include "prism/Prism.h"
 #include "runtime/job/JobOptions.h"
 #include "llvm/Support/Error.h"
@@ -15,6 +14,12 @@
 namespace prism::tools {
 
 using api::kDefaultData;
+
+// What --data takes, for the commands' help.
+inline const std::string kDataHelp =
+    "fashion-mnist[:DIR], zipf:VOCAB[,tokens=T,classes=C], text:FILE, npy:DIR (default: the one "
+    "the model names, else " +
+    std::string(kDefaultData) + ")";
 
 struct RunOptionArgs {
   std::string data; // `prism run`: empty is the data the plan's model names, else kDefaultData

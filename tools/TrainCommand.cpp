@@ -179,11 +179,7 @@ void registerTrainCommand(CLI::App &app) {
   auto *cmd = app.add_subcommand(
       "train", "Train a model on one device, or data-parallel with --cluster local:N[,ps=M]");
   cmd->add_option("model", args->model, "Model file (.prism)")->required();
-  cmd->add_option(
-      "--data", args->data,
-      "fashion-mnist[:DIR], zipf:VOCAB[,tokens=T,classes=C], text:FILE, npy:DIR (default: "
-      "the one the model names, else " +
-          std::string(kDefaultData) + ")");
+  cmd->add_option("--data", args->data, kDataHelp);
   auto *epochs = cmd->add_option("--epochs", args->epochs, "Epochs to train (default 1)")
                      ->check(CLI::PositiveNumber);
   cmd->add_option("--steps", args->steps, "Steps to train in all (instead of --epochs)")

@@ -29,6 +29,22 @@ std::string shapeString(llvm::ArrayRef<int64_t> shape) {
   return text + "]";
 }
 
+// The data set's field names, with their aliases in parentheses when `aliases`.
+std::string fieldList(const Dataset &dataset, bool aliases) {
+  std::string text;
+  for (const FieldInfo &field : dataset.fields()) {
+    text += (text.empty() ? "" : ", ") + field.name;
+    if (aliases && !field.aliases.empty())
+      text += " (" + llvm::join(field.aliases, ", ") + ")";
+  }
+  return text;
+}
+
+// "field 'x'", naming the file its values come from when there is one.
+std::string fieldText(const std::string &name, const FieldInfo &info) {
+  return "field '" + name + "'" + (info.file.empty() ? "" : " (" + info.file + ")");
+}
+
 } // namespace
 
 int64_t FieldInfo::exampleElements() const {
@@ -94,13 +110,9 @@ llvm::Expected<std::vector<ResolvedField>> resolveFields(const Dataset &dataset,
   std::set<std::string> keys;
   for (const FieldRequest &request : requests) {
     std::optional<size_t> found = dataset.findField(request.field);
-    if (!found) {
-      std::string known;
-      for (const FieldInfo &info : dataset.fields())
-        known += (known.empty() ? "" : ", ") + info.name;
+    if (!found)
       return ir::makeError(dataset.description() + " has no field '" + request.field +
-                           "' (it has " + known + ")");
-    }
+                           "' (it has " + fieldList(dataset, /*aliases=*/false) + ")");
     const FieldInfo &info = dataset.fields()[*found];
     std::vector<int64_t> shape = request.exampleShape.value_or(info.exampleShape);
     for (int64_t d : shape)
@@ -108,9 +120,8 @@ llvm::Expected<std::vector<ResolvedField>> resolveFields(const Dataset &dataset,
         return ir::makeError("field '" + request.field + "' cannot take the shape " +
                              shapeString(shape) + ": dimensions must be static");
     if (product(shape) != info.exampleElements())
-      return ir::makeError("field '" + request.field + "'" +
-                           (info.file.empty() ? "" : " (" + info.file + ")") + " of " +
-                           dataset.description() + " has shape " + shapeString(info.exampleShape) +
+      return ir::makeError(fieldText(request.field, info) + " of " + dataset.description() +
+                           " has shape " + shapeString(info.exampleShape) +
                            " per example, which cannot be read as " + shapeString(shape));
     std::string key = request.key.empty() ? request.field : request.key;
     if (!keys.insert(key).second)
@@ -146,25 +157,17 @@ llvm::Expected<std::vector<FieldRequest>> requestsForInputs(const Dataset &datas
       return ir::makeError("input '" + input.name + "' (" + type.str() +
                            ") cannot be fed from data: it needs the batch dimension B first");
     std::optional<size_t> found = dataset.findField(input.name);
-    if (!found) {
-      std::string fields;
-      for (const FieldInfo &field : dataset.fields()) {
-        fields += (fields.empty() ? "" : ", ") + field.name;
-        if (!field.aliases.empty())
-          fields += " (" + llvm::join(field.aliases, ", ") + ")";
-      }
+    if (!found)
       return ir::makeError(
           "input '" + input.name + "': " + dataset.description() +
-          " has no field of that name; its fields are " + fields +
+          " has no field of that name; its fields are " + fieldList(dataset, /*aliases=*/true) +
           ". The model is written for other data: pass it with --data "
           "(docs/data.md), or name it in the model (data \"zipf:1000,tokens=20\")");
-    }
     const FieldInfo &info = dataset.fields()[*found];
     if (info.dtype != type.dtype)
       return ir::makeError("input '" + input.name + "' (" + type.str() + ") cannot be fed from " +
-                           "field '" + info.name + "'" +
-                           (info.file.empty() ? "" : " (" + info.file + ")") + " of " +
-                           dataset.description() + ", which is " + ir::dtypeName(info.dtype) +
+                           fieldText(info.name, info) + " of " + dataset.description() +
+                           ", which is " + ir::dtypeName(info.dtype) +
                            shapeString(info.exampleShape) + " per example");
     std::vector<int64_t> shape(type.dims.begin() + 1, type.dims.end());
     requests.push_back({input.name, input.name, shape});

@@ -1,9 +1,8 @@
 // The stall report: a task that waits longer than a bound on a collective or a parameter server
 // says so in the job's log, naming what it waits for ("[worker:1] waiting 3.0 s so far for the
 // parameter servers: push step 41"; the launcher adds the task), once per wait, and again when
-// that wait ends. A background thread
-// looks at the open waits a few times per bound; opening and closing a wait is a lock and a
-// clock read.
+// that wait ends. A background thread looks at the open waits a few times per bound; opening and
+// closing a wait is a lock and a clock read.
 #pragma once
 
 #include <chrono>
