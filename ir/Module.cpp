@@ -150,7 +150,9 @@ Op *Module::createOp(const OpDef &def, llvm::ArrayRef<Value *> operands, AttrMap
   std::unique_ptr<Op> op(new Op(&def, this));
   op->attrs = std::move(attrs);
   op->operands_.assign(operands.begin(), operands.end());
-  unsigned n = def.resultCount(static_cast<unsigned>(operands.size()));
+  // A call has its function's results, as many as the caller names.
+  unsigned n = def.has(kCall) ? static_cast<unsigned>(resultNames.size())
+                              : def.resultCount(static_cast<unsigned>(operands.size()));
   for (unsigned i = 0; i < n; ++i)
     op->addResult(i < resultNames.size() ? resultNames[i] : std::string());
   return insertOp(std::move(op), before);
@@ -245,6 +247,32 @@ void Module::eraseInputsIf(llvm::function_ref<bool(const Input &)> doomed) {
 void Module::moveOp(Op *op, Op *before) {
   ops_.splice(before ? before->position_ : ops_.end(), ops_, op->position_);
   placeOrder(op);
+}
+
+Function::Function() = default;
+Function::~Function() = default;
+Function::Function(Function &&) noexcept = default;
+Function &Function::operator=(Function &&) noexcept = default;
+
+Function Function::clone() const {
+  Function copy;
+  copy.name = name;
+  llvm::DenseMap<const Value *, Value *> map;
+  copy.body = body->clone(&map);
+  copy.params = params;
+  for (const ValueUse &result : results)
+    copy.results.emplace_back(map.lookup(result.get()));
+  copy.loc = loc;
+  copy.trivia = trivia;
+  copy.closing = closing;
+  return copy;
+}
+
+const Function *Module::findFunction(llvm::StringRef name) const {
+  for (const Function &f : functions)
+    if (f.name == name)
+      return &f;
+  return nullptr;
 }
 
 const Gradient *Module::gradientOf(const Variable *var) const {
@@ -397,6 +425,8 @@ std::unique_ptr<Module> Module::cloneSelected(llvm::DenseMap<const Value *, Valu
   out->data = data;
   if (keep)
     return out;
+  for (const Function &f : functions)
+    out->functions.push_back(f.clone());
   out->optimizer = optimizer;
   if (loss) {
     out->loss = Loss{loss->value ? map.lookup(loss->value) : nullptr, loss->loc, loss->trivia};

@@ -249,6 +249,34 @@ struct DataDefault {
 // erased.
 using OpList = std::list<std::unique_ptr<Op>>;
 
+// A parameter of a function: `%x` stands for any value of the caller, a bare `w` for one of its
+// inputs or variables (the weights a call shares with the model).
+struct FunctionParam {
+  bool isValue = true; // written `%x`
+  SourceLoc loc;
+};
+
+// `func @lstm_cell(%x, %h, %c, w, b) -> (%h2, %c2) { ... }`: ops defined once and called many
+// times (`%h1, %c1 = @lstm_cell(...)`). The body is a module of its own whose inputs are the
+// parameters (untyped: a body takes the types of each call) and whose ops compute the results.
+// The inline pass expands every call before autodiff (docs/ir.md, "Functions").
+struct Function {
+  std::string name; // without `@`
+  std::unique_ptr<Module> body;
+  std::vector<FunctionParam> params; // parallel to body->inputs()
+  std::vector<ValueUse> results;     // values of the body (a parameter may be one)
+  SourceLoc loc;
+  Trivia trivia;  // above `func`; its trailing comment ends the header's line
+  Trivia closing; // comments before the body's closing `}`, and after it on its line
+
+  Function();
+  ~Function();
+  Function(Function &&) noexcept;
+  Function &operator=(Function &&) noexcept;
+  // A copy whose body and results are new values.
+  Function clone() const;
+};
+
 class Module {
 public:
   explicit Module(std::string name = "model") : name_(std::move(name)) {}
@@ -286,6 +314,10 @@ public:
   const OpList &ops() const { return ops_; }
 
   std::optional<DataDefault> data;
+  // In definition order; a body may call only functions defined before it, so calls never
+  // recurse.
+  std::vector<Function> functions;
+  const Function *findFunction(llvm::StringRef name) const;
   std::optional<Loss> loss;
   std::optional<Optimizer> optimizer; // set only together with `loss`
   std::vector<Gradient> gradients;

@@ -27,6 +27,7 @@ struct Table {
     ops::registerOptimizerOps(defs);
     ops::registerCommunicationOps(defs);
     ops::registerFusedOps(defs);
+    ops::registerCallOps(defs);
     for (const OpDef &d : defs) {
       assert(d.shape && "every op needs a shape rule");
       bool inserted = byName.try_emplace(d.name, &d).second;

@@ -34,7 +34,10 @@ enum OpTrait : uint32_t {
   kOptimizerUpdate = 1u << 4,
   kRandom = 1u << 5,           // draws random numbers: never merged
   kGradientOnly = 1u << 6,     // exists to express a gradient rule
-  kOnParameterServer = 1u << 7 // runs on the PS task that holds its variable operand
+  kOnParameterServer = 1u << 7, // runs on the PS task that holds its variable operand
+  // Calls a function of the module (`callee`): as many results as the function has, no shape
+  // rule of its own; the inline pass replaces it with the function's body.
+  kCall = 1u << 8
 };
 
 struct OpCost {

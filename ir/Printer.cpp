@@ -6,6 +6,7 @@
 
 #include "ir/LearningRateSchedule.h"
 #include "ir/Module.h"
+#include "ir/OpTable.h"
 #include "llvm/ADT/StringRef.h"
 
 namespace prism::ir {
@@ -53,6 +54,8 @@ public:
         os_ << " {" << attrList(var->attrs) << "}";
       endLine(var->trivia);
     }
+    for (const Function &f : m.functions)
+      printFunction(f);
     for (const auto &op : m.ops())
       printOp(*op);
     if (m.loss) {
@@ -75,6 +78,29 @@ public:
   }
 
 private:
+  // `func @f(%x, w) -> (%y) {`, the body's ops one level deeper, `}`.
+  void printFunction(const Function &f) {
+    begin(f.trivia);
+    os_ << "func @" << f.name << "(";
+    for (size_t i = 0; i < f.params.size(); ++i)
+      os_ << (i ? ", " : "") << (f.params[i].isValue ? "%" : "") << f.body->inputs()[i]->name();
+    os_ << ") -> (";
+    function_ = &f;
+    for (size_t i = 0; i < f.results.size(); ++i)
+      os_ << (i ? ", " : "") << ref(f.results[i]);
+    os_ << ") {";
+    endLine(f.trivia);
+    indent_ = "    ";
+    for (const auto &op : f.body->ops())
+      printOp(*op);
+    for (const std::string &c : f.closing.leadingComments)
+      printComment(indent_, c);
+    indent_ = "  ";
+    function_ = nullptr;
+    os_ << indent_ << "}";
+    endLine(f.closing);
+  }
+
   void printOp(const Op &op) {
     begin(op.trivia);
     if (op.numResults()) {
@@ -82,13 +108,16 @@ private:
         os_ << (i ? ", " : "") << op.result(i)->ref();
       os_ << " = ";
     }
-    os_ << op.name() << "(";
+    if (op.def().has(kCall))
+      os_ << "@" << op.attrs.getString("callee") << "(";
+    else
+      os_ << op.name() << "(";
     bool first = true;
     for (const Value *v : op.operands()) {
       os_ << (first ? "" : ", ") << ref(v);
       first = false;
     }
-    if (!op.attrs.empty())
+    if (!op.attrs.empty() && !op.def().has(kCall))
       os_ << (first ? "" : ", ") << attrList(op.attrs);
     os_ << ")";
     bool allTyped = op.numResults() > 0;
@@ -107,8 +136,8 @@ private:
     if (trivia.blankLineBefore)
       os_ << "\n";
     for (const std::string &c : trivia.leadingComments)
-      printComment("  ", c);
-    os_ << "  ";
+      printComment(indent_, c);
+    os_ << indent_;
   }
 
   void endLine(const Trivia &trivia) {
@@ -133,9 +162,22 @@ private:
   }
 
   static std::string typeOf(const Value &v) { return v.hasType() ? v.type().str() : "<untyped>"; }
-  static std::string ref(const Value *v) { return v ? v->ref() : "<null>"; }
+  // Inside a body, a `%` parameter prints with its `%`.
+  std::string ref(const Value *v) const {
+    if (!v)
+      return "<null>";
+    if (function_ && v->input()) {
+      const auto &params = function_->body->inputs();
+      for (size_t i = 0; i < params.size(); ++i)
+        if (params[i].get() == v->input() && function_->params[i].isValue)
+          return "%" + v->name();
+    }
+    return v->ref();
+  }
 
   llvm::raw_ostream &os_;
+  std::string indent_ = "  ";
+  const Function *function_ = nullptr; // whose body is printing
 };
 
 } // namespace

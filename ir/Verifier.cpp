@@ -17,9 +17,14 @@ namespace {
 
 class Verifier {
 public:
-  Verifier(const Module &m, VerifyOptions o) : m_(m), options_(o) {}
+  // `callable`: the functions a call in `m` may name (a body's: those defined before it).
+  Verifier(const Module &m, VerifyOptions o, llvm::ArrayRef<Function> callable)
+      : m_(m), options_(o), callable_(callable) {}
 
   llvm::Error run() {
+    for (size_t i = 0; i < m_.functions.size(); ++i)
+      if (auto e = verifyFunction(m_.functions[i], llvm::ArrayRef(m_.functions).take_front(i)))
+        return e;
     for (const auto &in : m_.inputs())
       if (auto e = declare(in->value.get(), in->loc, "input"))
         return e;
@@ -99,9 +104,12 @@ private:
     }
     if (auto e = checkSignature(op.def(), op.numOperands(), op.attrs))
       return located(withContext(std::move(e), where), op.loc);
-    if (unsigned expected = op.def().resultCount(op.numOperands()); op.numResults() != expected)
+    if (unsigned expected = op.def().resultCount(op.numOperands());
+        !op.def().has(kCall) && op.numResults() != expected)
       return error(op.loc, where + ": has " + llvm::Twine(op.numResults()) + " results, expected " +
                                llvm::Twine(expected));
+    if (op.def().has(kCall))
+      return verifyCall(op);
     bool operandsTyped = true;
     for (const Value *v : op.operands())
       operandsTyped &= v->hasType();
@@ -115,6 +123,67 @@ private:
           return error(op.loc, where + ": result " + r->ref() + " is declared " + r->type().str() +
                                    " but the op gives " + (*types)[i].str());
       }
+    }
+    for (unsigned i = 0; i < op.numResults(); ++i) {
+      if (auto e = declare(op.result(i), op.loc, "result"))
+        return e;
+      if (auto e = checkShape(op.result(i), op.loc))
+        return e;
+    }
+    return llvm::Error::success();
+  }
+
+  // A body is verified as a module of its own (its parameters untyped), with the functions
+  // defined before it callable; the results must be its values.
+  llvm::Error verifyFunction(const Function &f, llvm::ArrayRef<Function> before) {
+    std::string what = "function @" + f.name;
+    if (!f.body || f.body->inputs().size() != f.params.size())
+      return error(f.loc, what + ": its parameters and its body's inputs differ");
+    for (const Function &other : before)
+      if (other.name == f.name)
+        return error(f.loc, what + " is defined twice");
+    if (f.params.empty())
+      return error(f.loc, what + " has no parameters");
+    if (f.results.empty())
+      return error(f.loc, what + " has no results");
+    VerifyOptions bodyOptions = options_;
+    bodyOptions.requireTypes = false;
+    Verifier body(*f.body, bodyOptions, before);
+    if (auto e = body.run())
+      return e;
+    for (const ValueUse &result : f.results)
+      if (!result || !body.defined_.count(result.get()))
+        return error(f.loc, what + ": a result is not a value of its body");
+    return llvm::Error::success();
+  }
+
+  // The callee exists, takes this many arguments, gives this many results, and each bare
+  // parameter is bound to an input or a variable.
+  llvm::Error verifyCall(const Op &op) {
+    std::string callee = op.attrs.getString("callee");
+    const Function *f = nullptr;
+    for (const Function &candidate : callable_)
+      if (candidate.name == callee)
+        f = &candidate;
+    if (!f)
+      return error(op.loc, "call of undefined function '@" + callee + "'" +
+                               (m_.findFunction(callee) ? " (a body calls only the functions "
+                                                          "defined before it)"
+                                                        : ""));
+    if (op.numOperands() != f->params.size())
+      return error(op.loc, "'@" + callee + "' takes " + llvm::Twine(f->params.size()) +
+                               " arguments, " + llvm::Twine(op.numOperands()) + " given");
+    if (op.numResults() != f->results.size())
+      return error(op.loc, "'@" + callee + "' gives " + llvm::Twine(f->results.size()) +
+                               " results, " + llvm::Twine(op.numResults()) + " named");
+    for (unsigned i = 0; i < op.numOperands(); ++i) {
+      const Value *v = op.operand(i);
+      if (!f->params[i].isValue && v->kind() == ValueKind::OpResult)
+        return error(op.loc, "argument " + llvm::Twine(i + 1) + " of '@" + callee +
+                                 "' is bound to parameter '" + f->body->inputs()[i]->name() +
+                                 "', which takes an input or a variable; " + v->ref() +
+                                 " is an op result (write the parameter as '%" +
+                                 f->body->inputs()[i]->name() + "' to take any value)");
     }
     for (unsigned i = 0; i < op.numResults(); ++i) {
       if (auto e = declare(op.result(i), op.loc, "result"))
@@ -205,6 +274,7 @@ private:
 
   const Module &m_;
   VerifyOptions options_;
+  llvm::ArrayRef<Function> callable_;
   llvm::StringSet<> names_;
   llvm::DenseSet<const Value *> defined_;
   llvm::DenseSet<const Value *> written_;
@@ -213,7 +283,7 @@ private:
 } // namespace
 
 llvm::Error verify(const Module &module, VerifyOptions options) {
-  return Verifier(module, options).run();
+  return Verifier(module, options, module.functions).run();
 }
 
 llvm::Error checkLossScaleParameters(const AttrMap &params) {

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Writes the generated reference models: models/lstm_lm.prism and models/resnet.prism.
+"""Writes the generated reference model models/resnet.prism.
 
-Both are too long to write by hand (an LSTM unrolled over 20 steps, a 56-layer ResNet), so
-this script builds them in the canonical text form, the form `prism` prints back unchanged.
+A 56-layer ResNet is too long to write by hand, so this script builds it in the canonical text
+form, the form `prism` prints back unchanged.
 The output is deterministic; the committed files are exactly what it writes.
 
-    python3 scripts/gen_models.py            # rewrite both files
+    python3 scripts/gen_models.py            # rewrite the file
     python3 scripts/gen_models.py --check    # exit 1 if a committed file differs
     python3 scripts/gen_models.py --out DIR  # write into another directory
 
@@ -106,100 +106,6 @@ def grouped(n):
 
 
 # ---------------------------------------------------------------------------------------------
-# lstm_lm: a word-level LSTM language model, unrolled over T steps from primitive ops.
-
-VOCAB = 10000
-EMBED = 128
-HIDDEN = 128
-STEPS = 20
-
-
-def lstm_lm():
-    m = Model("lstm_lm", [])
-    m.input("tokens", "i32", ["B", STEPS],
-            comment=["Token ids of each sequence and the next token at each position."])
-    m.input("targets", "i32", ["B", STEPS])
-    m.data("zipf:%d,tokens=%d" % (VOCAB, STEPS),
-           comment=["Trained on Zipf token streams unless --data says otherwise (text:FILE: a corpus)."])
-
-    emb = m.var("emb", [VOCAB, EMBED], "uniform(min = -0.05, max = 0.05)",
-                comment=["Word embeddings, read only by gather: the sparse variable."])
-    w = m.var("lstm.w", [EMBED + HIDDEN, 4 * HIDDEN], "glorot_uniform",
-              comment=["LSTM cell, shared by every step: [x_t, h_{t-1}] -> gates i, f, g, o."])
-    b = m.var("lstm.b", [4 * HIDDEN], "zeros")
-    sw = m.var("softmax.w", [HIDDEN, VOCAB], "glorot_uniform",
-               comment=["Output projection to the vocabulary, shared by every step."])
-    sb = m.var("softmax.b", [VOCAB], "zeros")
-
-    embedded = m.op("embedded", "gather", [emb, "tokens"],
-                    comment=["Embed the whole sequence at once: [B, %d, %d]." % (STEPS, EMBED)])
-    wx = m.op("lstm.w_x", "slice", [w], [("axis", 0), ("begin", 0), ("end", EMBED)],
-              comment=["Step 0 starts from h = c = 0: only the input rows of lstm.w contribute."])
-    inv = m.op("inv_steps", "constant", [], [("value", 1.0 / STEPS)],
-               comment=["1 / T, to average the per-step losses."])
-
-    h = c = total = None
-    gate_names = ["i", "f", "g", "o"]
-    for t in range(STEPS):
-        s = "." + str(t)
-        comment = ["Step %d." % t]
-        if t == 0:
-            comment[0] += (" The forget gate is not needed: c starts at zero, so"
-                           " c = sigmoid(i) * tanh(g).")
-        xs = m.op("x_slice" + s, "slice", [embedded], [("axis", 1), ("begin", t), ("end", t + 1)],
-                  comment=comment, blank=True)
-        x = m.op("x" + s, "reshape", [xs], [("shape", ["B", EMBED])])
-        if t == 0:
-            mm = m.op("gates_mm" + s, "matmul", [x, wx])
-        else:
-            xh = m.op("xh" + s, "concat", [x, h], [("axis", 1)])
-            mm = m.op("gates_mm" + s, "matmul", [xh, w])
-        gates = m.op("gates" + s, "bias_add", [mm, b])
-        acts = {}
-        for k, gname in enumerate(gate_names):
-            if t == 0 and gname == "f":
-                continue  # the forget gate would multiply a zero cell state
-            pre = m.op("gate_%s%s" % (gname, s), "slice", [gates],
-                       [("axis", 1), ("begin", k * HIDDEN), ("end", (k + 1) * HIDDEN)])
-            fn = "tanh" if gname == "g" else "sigmoid"
-            acts[gname] = m.op("%s_%s%s" % (fn, gname, s), fn, [pre])
-        if t == 0:
-            c = m.op("c" + s, "mul", [acts["i"], acts["g"]])
-        else:
-            ig = m.op("in_g" + s, "mul", [acts["i"], acts["g"]])
-            fc = m.op("keep_c" + s, "mul", [acts["f"], c])
-            c = m.op("c" + s, "add", [fc, ig])
-        tc = m.op("tanh_c" + s, "tanh", [c])
-        h = m.op("h" + s, "mul", [acts["o"], tc])
-        lmm = m.op("logits_mm" + s, "matmul", [h, sw])
-        logits = m.op("logits" + s, "bias_add", [lmm, sb])
-        ys = m.op("y_slice" + s, "slice", ["targets"], [("axis", 1), ("begin", t), ("end", t + 1)])
-        y = m.op("y" + s, "reshape", [ys], [("shape", ["B"])])
-        loss = m.op("loss" + s, "softmax_cross_entropy", [logits, y])
-        if t == 0:
-            total = loss
-        else:
-            total = m.op("loss_sum" + s, "add", [total, loss])
-
-    m.op("loss", "mul", [total, inv], comment=["The mean of the per-step losses."], blank=True)
-    m.minimize = "minimize %loss with adam(lr = 0.001)"
-    m.header = [
-        "A word-level LSTM language model in the manner of the LM1B model of the Parallax paper,",
-        "scaled for a CPU: vocabulary %s, embedding %d, one LSTM layer of %d units unrolled over"
-        % (grouped(VOCAB), EMBED, HIDDEN),
-        "%d steps from primitive ops (all steps share the cell and the softmax weights), full"
-        % STEPS,
-        "softmax over the vocabulary at every step, loss averaged over the steps.",
-        "%s parameters; the embedding table emb is read only by gather, so its gradient is"
-        % grouped(m.params),
-        "sparse (at most B x %d of its %s rows per step); everything else is dense."
-        % (STEPS, grouped(VOCAB)),
-        "Generated by scripts/gen_models.py.",
-    ]
-    return m
-
-
-# ---------------------------------------------------------------------------------------------
 # resnet: a ResNet-56-style network (3 stages x 9 basic blocks x 2 convolutions) for 28x28x1
 # images.
 
@@ -292,7 +198,7 @@ def resnet():
     return m
 
 
-MODELS = {"lstm_lm.prism": lstm_lm, "resnet.prism": resnet}
+MODELS = {"resnet.prism": resnet}
 
 
 def main():

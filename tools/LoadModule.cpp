@@ -1,4 +1,4 @@
-// Reading a module for a command: parse, then infer types.
+// Reading a module for a command: parse, then expand calls and infer types.
 #include "frontends/text/Parser.h"
 #include "passes/Passes.h"
 #include "tools/Commands.h"
@@ -10,10 +10,12 @@ llvm::Expected<std::unique_ptr<ir::Module>> loadModule(const std::string &path, 
   auto module = frontends::parseModuleFile(path);
   if (!module || !inferShapes)
     return module;
-  auto pass = passes::createPass("infer-shapes");
-  auto changed = pass->run(**module, passes::PassOptions());
-  if (!changed)
-    return changed.takeError();
+  // Calls have types once expanded.
+  for (const char *name : {"inline", "infer-shapes"}) {
+    auto changed = passes::createPass(name)->run(**module, passes::PassOptions());
+    if (!changed)
+      return changed.takeError();
+  }
   return module;
 }
 

@@ -22,6 +22,7 @@ std::string traitsOf(const ir::OpDef &def) {
   add(def.has(ir::kGradientOnly), "backward");
   add(def.has(ir::kOnParameterServer), "runs on the PS");
   add(def.resultPerOperand, "one result per operand");
+  add(def.has(ir::kCall), "expanded by the inline pass (no kernel)");
   add(ir::allowsReducedPrecision(def), "may compute in bf16 or fp16 (`compute`)");
   return s;
 }

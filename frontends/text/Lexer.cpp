@@ -73,6 +73,14 @@ Token Lexer::next() {
       ++pos_;
     return make(TokenKind::ValueName, begin, loc);
   }
+  if (c == '@') {
+    ++pos_;
+    if (pos_ >= text_.size() || !isIdentStart(text_[pos_]))
+      return error(begin, loc, "expected a function name after '@'");
+    while (pos_ < text_.size() && isNameChar(text_[pos_]))
+      ++pos_;
+    return make(TokenKind::FunctionName, begin, loc);
+  }
   if (llvm::isDigit(c) || (c == '-' && llvm::isDigit(nextChar)))
     return lexNumber(begin, loc);
   if (c == '"')
@@ -101,6 +109,10 @@ Token Lexer::next() {
   case '?':
     return make(TokenKind::Question, begin, loc);
   case '-':
+    if (pos_ < text_.size() && text_[pos_] == '>') {
+      ++pos_;
+      return make(TokenKind::Arrow, begin, loc);
+    }
     return make(TokenKind::Minus, begin, loc);
   default:
     return error(begin, loc, "unexpected character " + describeByte(c));

@@ -15,6 +15,7 @@ enum class TokenKind : uint8_t {
   Error,      // text is the message; loc is where the bad input starts
   Identifier, // input, w1, f32, relu, true, B ...: keywords are ordinary identifiers
   ValueName,  // %h (text includes the `%`)
+  FunctionName, // @lstm_cell (text includes the `@`)
   Integer,    // 784, -1
   Float,      // 0.001, -1e-05
   String,     // "text" (text includes the quotes; escapes are checked)
@@ -30,6 +31,7 @@ enum class TokenKind : uint8_t {
   Equal,
   Question,
   Minus, // only before `inf`: `-1` lexes as one Integer
+  Arrow, // `->`, between a function's parameters and its results
 };
 
 struct Token {

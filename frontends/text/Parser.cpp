@@ -12,6 +12,7 @@
 #include "ir/LearningRateSchedule.h"
 #include "ir/OpTable.h"
 #include "ir/Verifier.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
@@ -213,6 +214,10 @@ private:
   llvm::Error parseLoss(ir::Trivia trivia, bool withOptimizer);
   llvm::Error parseData(ir::Trivia trivia);
   llvm::Error parseGradient(ir::Trivia trivia);
+  // `func @name(params) -> (results) { ops }`
+  llvm::Error parseFunction(ir::Trivia trivia);
+  llvm::Error parseFunctionParams(ir::Function &function);
+  llvm::Error parseFunctionBody(ir::Function &function, llvm::ArrayRef<Token> results);
 
   llvm::StringRef text_;
   std::string file_;
@@ -221,7 +226,10 @@ private:
   std::optional<Lexed> peeked_;
   std::vector<std::string> midComments_;
 
-  std::unique_ptr<ir::Module> module_;
+  std::unique_ptr<ir::Module> module_; // the model, or the body of the function being read
+  ir::Module *model_ = nullptr;        // the model, which holds the functions
+  // Inside a body: its `%x` parameters, which are inputs of the body written with `%`.
+  llvm::DenseSet<const ir::Value *> valueParams_;
   llvm::StringMap<ir::SourceLoc> definedAt_;
   ir::Trivia *lastTrivia_ = nullptr;
   ir::Trivia *leadingTrivia_ = nullptr;
@@ -246,6 +254,7 @@ llvm::Expected<std::unique_ptr<ir::Module>> Parser::parseFile() {
     return unexpected("the model's name");
   module_ = std::make_unique<ir::Module>(tok().text.str());
   module_->setSourceFile(file_);
+  model_ = module_.get();
   advance();
   if (auto e = expect(TokenKind::LBrace, "'{'"))
     return std::move(e);
@@ -293,7 +302,8 @@ llvm::Error Parser::parseStatement(ir::Trivia trivia) {
   if (kind() != TokenKind::Identifier) {
     if (kind() == TokenKind::EndOfFile)
       return unexpected("'}'");
-    return unexpected("a statement (input, data, var, an op, minimize, loss, gradient) or '}'");
+    return unexpected(
+        "a statement (input, data, var, func, an op, minimize, loss, gradient) or '}'");
   }
   // Keywords are reserved only at the start of a statement and never name ops.
   bool call = peek().kind == TokenKind::LParen;
@@ -309,6 +319,8 @@ llvm::Error Parser::parseStatement(ir::Trivia trivia) {
     return parseGradient(std::move(trivia));
   if (isWord("data") && !call)
     return parseData(std::move(trivia));
+  if (isWord("func") && !call)
+    return parseFunction(std::move(trivia));
   return parseOpStatement(std::move(trivia));
 }
 
@@ -402,8 +414,8 @@ llvm::Error Parser::parseOpStatement(ir::Trivia trivia) {
     }
     if (auto e = expect(TokenKind::Equal, "',' or '='"))
       return e;
-    if (kind() != TokenKind::Identifier)
-      return unexpected("an op name");
+    if (kind() != TokenKind::Identifier && kind() != TokenKind::FunctionName)
+      return unexpected("an op name or a call such as @cell(...)");
   }
   auto op = parseExpr(1, &results, opLoc);
   if (!op)
@@ -441,9 +453,21 @@ llvm::Expected<ir::Op *> Parser::parseExpr(unsigned depth, const ResultNames *re
   Token nameToken = tok();
   if (depth > kMaxNesting)
     return errorAt(nameToken.loc, "expressions nested deeper than " + llvm::Twine(kMaxNesting));
-  const ir::OpDef *def = ir::lookupOp(nameToken.text);
-  if (!def)
-    return errorAt(nameToken.loc, unknownOpMessage(nameToken.text));
+  // `@f(...)`: a call, checked against the function by the verifier.
+  const ir::Function *callee = nullptr;
+  const ir::OpDef *def = nullptr;
+  if (nameToken.kind == TokenKind::FunctionName) {
+    callee = model_->findFunction(nameToken.text.drop_front());
+    if (!callee)
+      return errorAt(nameToken.loc, "call of undefined function '" + nameToken.text +
+                                        "' (a function is defined before its calls)");
+    def = &ir::getOp("call");
+  } else {
+    def = ir::lookupOp(nameToken.text);
+    if (!def)
+      return errorAt(nameToken.loc, unknownOpMessage(nameToken.text));
+  }
+  std::string shownName = callee ? nameToken.text.str() : def->name;
   advance();
   if (auto e = expect(TokenKind::LParen, "'(' after '" + nameToken.text + "'"))
     return std::move(e);
@@ -463,11 +487,13 @@ llvm::Expected<ir::Op *> Parser::parseExpr(unsigned depth, const ResultNames *re
         if (attrs.has(name))
           return errorAt(nameLoc, "attribute '" + name + "' is given twice");
         attrs.set(name, std::move(*value));
-      } else if (kind() == TokenKind::Identifier || kind() == TokenKind::ValueName) {
+      } else if (kind() == TokenKind::Identifier || kind() == TokenKind::ValueName ||
+                 kind() == TokenKind::FunctionName) {
         if (!attrs.empty())
           return errorAt(tok().loc, "operand " + describeToken(tok()) +
                                         " after attributes: operands come first");
-        if (kind() == TokenKind::Identifier && peek().kind == TokenKind::LParen) {
+        if (kind() == TokenKind::FunctionName ||
+            (kind() == TokenKind::Identifier && peek().kind == TokenKind::LParen)) {
           auto inner = parseExpr(depth + 1, nullptr, tok().loc);
           if (!inner)
             return inner.takeError();
@@ -490,20 +516,28 @@ llvm::Expected<ir::Op *> Parser::parseExpr(unsigned depth, const ResultNames *re
   }
   advance(); // `)`
 
+  if (callee) {
+    if (!attrs.empty())
+      return errorAt(nameToken.loc, "a call takes no attributes: '" + shownName +
+                                        "' has parameters (" + llvm::Twine(callee->params.size()) +
+                                        ") only");
+    attrs.set("callee", ir::Attr::string(callee->name));
+  }
   if (auto e = ir::checkSignature(*def, static_cast<unsigned>(operands.size()), attrs))
     return errorAt(opLoc, ir::messageOf(std::move(e)));
   std::vector<std::string> names;
-  unsigned numResults = def->resultCount(static_cast<unsigned>(operands.size()));
+  unsigned numResults = callee ? static_cast<unsigned>(callee->results.size())
+                               : def->resultCount(static_cast<unsigned>(operands.size()));
   if (results) {
     if (results->size() != numResults)
-      return errorAt(opLoc, "'" + def->name + "' gives " + plural(numResults, "result") + ", but " +
+      return errorAt(opLoc, "'" + shownName + "' gives " + plural(numResults, "result") + ", but " +
                                 plural(results->size(), "name") + " " +
                                 (results->size() > 1 ? "are" : "is") + " given");
     for (const auto &result : *results)
       names.push_back(result.first);
   } else {
     if (numResults != 1)
-      return errorAt(nameToken.loc, "'" + def->name + "' gives " + plural(numResults, "result") +
+      return errorAt(nameToken.loc, "'" + shownName + "' gives " + plural(numResults, "result") +
                                         ", so it cannot be an operand of another op");
     names.push_back(freshName());
     definedAt_[names.back()] = nameToken.loc;
@@ -598,15 +632,137 @@ llvm::Error Parser::parseData(ir::Trivia trivia) {
   return llvm::Error::success();
 }
 
+llvm::Error Parser::parseFunction(ir::Trivia trivia) {
+  if (module_.get() != model_)
+    return errorAt(tok().loc, "a function is defined in the model, not inside another function");
+  advance(); // `func`
+  if (kind() != TokenKind::FunctionName)
+    return unexpected("a function name such as @cell");
+  ir::Function function;
+  function.name = tok().text.drop_front().str();
+  function.loc = tok().loc;
+  if (const ir::Function *earlier = model_->findFunction(function.name))
+    return errorAt(tok().loc, "function '" + tok().text + "' is defined twice (first at " +
+                                  locString(earlier->loc) + ")");
+  advance();
+  function.body = std::make_unique<ir::Module>(function.name);
+  function.body->setSourceFile(file_);
+  if (auto e = parseFunctionParams(function))
+    return e;
+  if (auto e = expect(TokenKind::Arrow, "'->' and the function's results"))
+    return e;
+  if (auto e = expect(TokenKind::LParen, "'(' and the function's results, such as (%h, %c)"))
+    return e;
+  std::vector<Token> results;
+  for (;;) {
+    if (kind() != TokenKind::ValueName && kind() != TokenKind::Identifier)
+      return unexpected("a result of the function, such as %h");
+    results.push_back(tok());
+    advance();
+    if (kind() != TokenKind::Comma)
+      break;
+    advance();
+  }
+  if (auto e = expect(TokenKind::RParen, "',' or ')'"))
+    return e;
+  if (kind() != TokenKind::LBrace)
+    return unexpected("'{' and the function's body");
+  advance();
+  function.trivia = std::move(trivia);
+  function.trivia.leadingComments.insert(function.trivia.leadingComments.end(),
+                                         midComments_.begin(), midComments_.end());
+  midComments_.clear();
+  if (auto e = parseFunctionBody(function, results))
+    return e;
+  model_->functions.push_back(std::move(function));
+  leadingTrivia_ = &model_->functions.back().trivia;
+  lastTrivia_ = &model_->functions.back().closing;
+  return llvm::Error::success();
+}
+
+// `(%x, %h, w)`: `%` parameters take any value, bare ones an input or a variable of the caller.
+llvm::Error Parser::parseFunctionParams(ir::Function &function) {
+  if (auto e = expect(TokenKind::LParen, "'(' and the function's parameters"))
+    return e;
+  llvm::StringMap<ir::SourceLoc> seen;
+  for (;;) {
+    if (kind() != TokenKind::ValueName && kind() != TokenKind::Identifier)
+      return unexpected("a parameter such as %x (any value) or w (an input or a variable)");
+    bool isValue = kind() == TokenKind::ValueName;
+    std::string name = (isValue ? tok().text.drop_front() : tok().text).str();
+    auto [it, fresh] = seen.try_emplace(name, tok().loc);
+    if (!fresh)
+      return errorAt(tok().loc, "parameter '" + tok().text + "' is declared twice (first at " +
+                                    locString(it->second) + ")");
+    ir::Input *param = function.body->addInput(name, ir::TensorType());
+    param->value->setType(std::nullopt); // a body takes the types of each call
+    param->loc = tok().loc;
+    function.params.push_back(ir::FunctionParam{isValue, tok().loc});
+    advance();
+    if (kind() != TokenKind::Comma)
+      break;
+    advance();
+  }
+  return expect(TokenKind::RParen, "',' or ')'");
+}
+
+// The body's ops up to `}`, read with the body as the module (names are the body's own), then
+// the results the header named.
+llvm::Error Parser::parseFunctionBody(ir::Function &function, llvm::ArrayRef<Token> results) {
+  std::unique_ptr<ir::Module> model = std::move(module_);
+  module_ = std::move(function.body);
+  llvm::StringMap<ir::SourceLoc> modelNames = std::move(definedAt_);
+  definedAt_.clear();
+  for (size_t i = 0; i < function.params.size(); ++i) {
+    const ir::Input &param = *module_->inputs()[i];
+    definedAt_[param.name()] = param.loc;
+    if (function.params[i].isValue)
+      valueParams_.insert(param.value.get());
+  }
+  // Whatever happens, the model is the module again afterwards.
+  auto restore = [&](llvm::Error e) {
+    function.body = std::move(module_);
+    module_ = std::move(model);
+    definedAt_ = std::move(modelNames);
+    valueParams_.clear();
+    return e;
+  };
+  lastTrivia_ = &function.trivia;
+  for (;;) {
+    ir::Trivia trivia = takeTrivia(lastTrivia_);
+    if (kind() == TokenKind::RBrace) {
+      function.closing.leadingComments = std::move(trivia.leadingComments);
+      advance();
+      break;
+    }
+    if (kind() != TokenKind::ValueName)
+      return restore(unexpected("an op such as %y = relu(%x), or '}' ending @" + function.name));
+    if (auto e = parseOpStatement(std::move(trivia)))
+      return restore(std::move(e));
+    leadingTrivia_->leadingComments.insert(leadingTrivia_->leadingComments.end(),
+                                           midComments_.begin(), midComments_.end());
+    midComments_.clear();
+  }
+  for (const Token &result : results) {
+    auto value = resolveValue(result);
+    if (!value)
+      return restore(value.takeError());
+    function.results.emplace_back(*value);
+  }
+  return restore(llvm::Error::success());
+}
+
 llvm::Expected<ir::Value *> Parser::resolveValue(const Token &t) {
   bool isResultRef = t.kind == TokenKind::ValueName;
   llvm::StringRef name = isResultRef ? t.text.drop_front() : t.text;
   ir::Value *value = module_->lookup(name);
-  if (value && (value->kind() == ir::ValueKind::OpResult) == isResultRef)
+  bool writtenWithPercent =
+      value && (value->kind() == ir::ValueKind::OpResult || valueParams_.count(value));
+  if (value && writtenWithPercent == isResultRef)
     return value;
   std::string message = "use of undefined value '" + t.text.str() + "'";
   if (value)
-    message += "; did you mean '" + value->ref() + "'?";
+    message += "; did you mean '" + std::string(writtenWithPercent ? "%" : "") + name.str() + "'?";
   return errorAt(t.loc, message);
 }
 

@@ -82,7 +82,9 @@ TEST(Lexer, Errors) {
   EXPECT_EQ(t.message, "unexpected character '\\x01'");
   EXPECT_EQ(t.loc.column, 3);
   EXPECT_EQ(last("\xff").message, "unexpected character '\\xff'");
-  EXPECT_EQ(last("@").message, "unexpected character '@'");
+  EXPECT_EQ(last("$").message, "unexpected character '$'");
+  EXPECT_EQ(last("@").message, "expected a function name after '@'");
+  EXPECT_EQ(last("@1").message, "expected a function name after '@'");
   EXPECT_EQ(last("a / b").message, "unexpected character '/'");
   EXPECT_EQ(last("\"abc").message, "unterminated string");
   EXPECT_EQ(last("\"ab\ncd\"").message, "unterminated string");
@@ -92,6 +94,16 @@ TEST(Lexer, Errors) {
   EXPECT_EQ(last("% x").message, "expected a value name after '%'");
   EXPECT_EQ(last("784x").message, "invalid number '784x'");
   EXPECT_EQ(last("1.2.3").message, "invalid number '1.2.3'");
+}
+
+TEST(Lexer, FunctionNamesAndArrows) {
+  auto tokens = lexAll("func @lstm_cell.v2(%x) -> (%y) x - inf");
+  ASSERT_GE(tokens.size(), 11u);
+  EXPECT_EQ(tokens[1].kind, TokenKind::FunctionName);
+  EXPECT_EQ(tokens[1].text, "@lstm_cell.v2");
+  EXPECT_EQ(tokens[5].kind, TokenKind::Arrow);
+  EXPECT_EQ(tokens[9].kind, TokenKind::Identifier);
+  EXPECT_EQ(tokens[10].kind, TokenKind::Minus);
 }
 
 TEST(Lexer, EndOfFileRepeats) {

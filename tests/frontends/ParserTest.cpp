@@ -366,8 +366,8 @@ TEST(ParserErrors, Syntax) {
   EXPECT_EQ(parseError(body("  %h = relu(x,)\n")),
             "t.prism:3:15: error: expected an operand or an attribute, found ')'");
   EXPECT_EQ(parseError(body("  = relu(x)\n")),
-            "t.prism:3:3: error: expected a statement (input, data, var, an op, minimize, loss, "
-            "gradient) or '}', found '='");
+            "t.prism:3:3: error: expected a statement (input, data, var, func, an op, minimize, "
+            "loss, gradient) or '}', found '='");
   EXPECT_EQ(parseError(body("  %l = reduce_sum(x)\n  minimize %l using sgd(lr = 1)\n")),
             "t.prism:4:15: error: expected 'with' and an optimizer, found 'using'");
   EXPECT_EQ(parseError(body("  var w : f32[2]\n")),

@@ -1,6 +1,7 @@
 // Whole-model gradients from autodiff against central finite differences of the loss, in
 // float64 on the reference interpreter: small versions of the reference models (dense, conv,
-// sparse embedding with two lookups, an LSTM cell unrolled over steps, a residual block).
+// sparse embedding with two lookups, an LSTM cell unrolled over steps, written out and as a
+// function called at each step, a residual block).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -98,6 +99,39 @@ const Case kCases[] = {
 }
 )",
      {{"tokens", 7}, {"y", 5}}},
+    // The same cell as a function called at each step, with a shared weight passed bare and a
+    // function calling another: gradients flow through the inlined copies.
+    {"lstm_functions",
+     R"(model lstm_functions {
+  input tokens : i32[B, 3]
+  input y : i32[B]
+  var emb : f32[7, 4] = uniform(min = -0.5, max = 0.5)
+  var wx : f32[4, 12] = glorot_uniform
+  var wh : f32[3, 12] = glorot_uniform
+  var bias : f32[12] = uniform(min = -0.1, max = 0.1)
+  var out : f32[3, 5] = glorot_uniform
+  func @gate(%g, %x) -> (%s) {
+    %s = sigmoid(%g)
+  }
+  func @cell(%x, %h, %c, wx, wh, bias) -> (%h2, %c2) {
+    %g = bias_add(add(matmul(%x, wx), matmul(%h, wh)), bias)
+    %c2 = add(mul(@gate(slice(%g, axis = 1, begin = 3, end = 6), %x), %c), mul(sigmoid(slice(%g, axis = 1, begin = 0, end = 3)), tanh(slice(%g, axis = 1, begin = 6, end = 9))))
+    %h2 = mul(sigmoid(slice(%g, axis = 1, begin = 9, end = 12)), tanh(%c2))
+  }
+  %e = gather(emb, tokens)
+  %x0 = reshape(slice(%e, axis = 1, begin = 0, end = 1), shape = [B, 4])
+  %zero = mul(matmul(%x0, slice(wx, axis = 1, begin = 0, end = 3)), constant(value = 0.0))
+  %h0, %c0 = @cell(%x0, %zero, %zero, wx, wh, bias)
+  %x1 = reshape(slice(%e, axis = 1, begin = 1, end = 2), shape = [B, 4])
+  %h1, %c1 = @cell(%x1, %h0, %c0, wx, wh, bias)
+  %x2 = reshape(slice(%e, axis = 1, begin = 2, end = 3), shape = [B, 4])
+  %h2, %c2 = @cell(%x2, %h1, %c1, wx, wh, bias)
+  %logits = matmul(add(%h2, %c2), out)
+  %loss = softmax_cross_entropy(%logits, y)
+  minimize %loss with sgd(lr = 0.1)
+}
+)",
+     {{"tokens", 7}, {"y", 5}}},
     {"residual",
      R"(model residual {
   input x : f32[B, 4, 4, 2]
@@ -121,7 +155,7 @@ TEST_P(ModelGradient, MatchesFiniteDifferences) {
   const Case &c = GetParam();
   auto module = frontends::parseModule(c.text, std::string(c.name) + ".prism");
   ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
-  auto pm = passes::PassManager::fromPipeline("infer-shapes,autodiff");
+  auto pm = passes::PassManager::fromPipeline("inline,infer-shapes,autodiff");
   ASSERT_TRUE(bool(pm)) << llvm::toString(pm.takeError());
   auto changed = pm->run(**module, passes::PassOptions());
   ASSERT_TRUE(bool(changed)) << llvm::toString(changed.takeError());

@@ -74,7 +74,7 @@ TEST(PassRegistry, ListsEveryPassOnceWithNameAndSummary) {
     names.push_back(info.name);
   }
   EXPECT_EQ(names,
-            (std::vector<std::string>{"infer-shapes", "autodiff", "lower-optimizer", "dce", "cse",
+            (std::vector<std::string>{"inline", "infer-shapes", "autodiff", "lower-optimizer", "dce", "cse",
                                       "fuse-bias-activation", "fuse-elementwise", "mixed-precision",
                                       "classify-variables", "place-variables", "replicate-in-graph",
                                       "replicate-between-graph", "route-gradients"}));

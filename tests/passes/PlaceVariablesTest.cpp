@@ -27,7 +27,7 @@ std::unique_ptr<ir::Module> placeModel(const std::string &model, const std::stri
       frontends::parseModuleFile(std::string(PRISM_SOURCE_DIR) + "/models/" + model + ".prism");
   EXPECT_TRUE(static_cast<bool>(module)) << llvm::toString(module.takeError());
   auto manager = passes::PassManager::fromPipeline(
-      "infer-shapes,autodiff,lower-optimizer,classify-variables,place-variables");
+      "inline,infer-shapes,autodiff,lower-optimizer,classify-variables,place-variables");
   EXPECT_TRUE(static_cast<bool>(manager)) << llvm::toString(manager.takeError());
   passes::PassOptions options;
   options.set("strategy", strategy);
