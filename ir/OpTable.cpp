@@ -80,7 +80,7 @@ std::string OpDef::signature() const {
   for (const AttrSpec &a : attrs) {
     s += (s.back() == '(' ? "" : ", ") + a.name;
     if (!a.required)
-      s += " = " + a.dflt.str();
+      s += a.hasDefault ? " = " + a.dflt.str() : "?";
   }
   return s + ")";
 }
@@ -88,7 +88,7 @@ std::string OpDef::signature() const {
 AttrMap withDefaults(const OpDef &def, const AttrMap &attrs) {
   AttrMap out = attrs;
   for (const AttrSpec &s : def.attrs)
-    if (!s.required && !out.has(s.name))
+    if (!s.required && s.hasDefault && !out.has(s.name))
       out.set(s.name, s.dflt);
   return out;
 }

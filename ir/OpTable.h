@@ -24,6 +24,9 @@ struct AttrSpec {
   bool required = false;
   Attr dflt; // used when not required and absent
   std::string doc;
+  // False for an optional attribute whose absence is a case of its own (no label ignored):
+  // withDefaults leaves it out, and the signature writes `name?`.
+  bool hasDefault = true;
 };
 
 enum OpTrait : uint32_t {
@@ -104,6 +107,10 @@ AttrMap withDefaults(const OpDef &def, const AttrMap &attrs);
 
 // The attribute every op accepts: the device of its task it runs on (`device = "cpu:1"`).
 constexpr const char *kDeviceAttr = "device";
+
+// softmax_cross_entropy's optional label that counts for nothing: read by the kernels, the
+// trainer's accuracy, and prism verify (a mean over counted positions does not split exactly).
+constexpr const char *kIgnoreIndexAttr = "ignore_index";
 
 // Checks arity and attributes (unknown names, kinds, missing required ones) against the table.
 llvm::Error checkSignature(const OpDef &def, unsigned numOperands, const AttrMap &attrs);

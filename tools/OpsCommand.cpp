@@ -47,7 +47,10 @@ void printMarkdown(llvm::raw_ostream &os) {
     for (size_t i = 0; i < def->attrs.size(); ++i) {
       const ir::AttrSpec &a = def->attrs[i];
       os << (i ? "; " : "") << "`" << a.name << "` (" << ir::attrKindName(a.kind)
-         << (a.required ? ", required" : ", default " + a.dflt.str()) << "): " << a.doc;
+         << (a.required     ? ", required"
+             : a.hasDefault ? ", default " + a.dflt.str()
+                            : ", optional")
+         << "): " << a.doc;
     }
     os << "\n";
   }

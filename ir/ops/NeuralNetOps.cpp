@@ -1,8 +1,11 @@
-// Dense layers and losses: matmul, bias_add, softmax, log_softmax, softmax_cross_entropy.
+// Dense layers, normalization and losses: matmul, bias_add, softmax, log_softmax, layer_norm,
+// softmax_cross_entropy, sigmoid_cross_entropy.
 #include "ir/ops/OpHelpers.h"
 
 namespace prism::ir::ops {
 namespace {
+
+constexpr const char *kEpsilon = "epsilon";
 
 ShapeResult matmulShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
   for (int i = 0; i < 2; ++i) {
@@ -112,35 +115,136 @@ void logSoftmaxGrad(GradientContext &c) {
     c.setGrad(0, c.emit("log_softmax_grad", {dy, c.result()}));
 }
 
+// Logits [..., C] and integer labels of logits' shape without the classes: every position of the
+// leading dimensions is one example of C classes.
 ShapeResult xentShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
   if (auto e = expectDense(in[0], "logits"))
     return std::move(e);
   if (auto e = expectFloat(in[0], "logits"))
     return std::move(e);
-  if (auto e = expectRank(in[0], 2, "logits"))
-    return std::move(e);
+  if (in[0].rank() < 2)
+    return shapeError("logits must have rank 2 or more ([..., classes]), got " + in[0].str());
   if (auto e = expectInteger(in[1], "labels"))
     return std::move(e);
-  if (auto e = expectRank(in[1], 1, "labels"))
+  if (auto e = expectRank(in[1], in[0].rank() - 1, "labels"))
     return std::move(e);
-  if (in[1].dims[0] != in[0].dims[0])
+  if (!llvm::equal(in[1].dims, llvm::makeArrayRef(in[0].dims).drop_back()))
     return shapeError("labels " + in[1].str() + " do not match the rows of logits " + in[0].str());
   return Types{TensorType(in[0].dtype, {})};
 }
 
+// The backward op carries the forward op's ignore_index, when it has one.
+AttrMap ignoreIndexOf(const GradientContext &c) {
+  AttrMap m;
+  if (const Attr *ignore = c.attrs().find(kIgnoreIndexAttr))
+    m.set(kIgnoreIndexAttr, *ignore);
+  return m;
+}
+
 void xentGrad(GradientContext &c) {
   if (Value *dy = c.resultGrad())
-    c.setGrad(0, c.emit("softmax_cross_entropy_grad", {dy, c.operand(0), c.operand(1)}));
+    c.setGrad(0, c.emit("softmax_cross_entropy_grad", {dy, c.operand(0), c.operand(1)},
+                        ignoreIndexOf(c)));
 }
 
 // (dloss, logits, labels) -> type of logits, after checking that the forward op accepts them.
-ShapeResult xentGradShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
+template <ShapeRule Forward>
+ShapeResult lossGradShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
   if (auto e = expectRank(in[0], 0, "loss gradient"))
     return std::move(e);
-  auto fwd = xentShape(in.drop_front(), attrs);
+  auto fwd = Forward(in.drop_front(), attrs);
   if (!fwd)
     return fwd.takeError();
   return Types{in[1]};
+}
+
+ShapeResult sigmoidXentShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
+  if (auto e = expectDense(in[0], "logits"))
+    return std::move(e);
+  if (auto e = expectFloat(in[0], "logits"))
+    return std::move(e);
+  if (auto e = expectSameType(in[0], in[1], "logits and labels"))
+    return std::move(e);
+  return Types{TensorType(in[0].dtype, {})};
+}
+
+// d/dx = dloss * (sigmoid(x) - z) / count; d/dz = -dloss * x / count (labels may be computed).
+void sigmoidXentGrad(GradientContext &c) {
+  Value *dy = c.resultGrad();
+  if (!dy)
+    return;
+  c.setGrad(0, c.emit("sigmoid_cross_entropy_grad", {dy, c.operand(0), c.operand(1)}));
+  AttrMap mean;
+  mean.set("mean", Attr::boolean(true));
+  Value *perElement = c.emit("expand_like", {dy, c.operand(1)}, std::move(mean));
+  c.setGrad(1, c.emit("mul", {perElement, c.emit("neg", {c.operand(0)})}));
+}
+
+// x [..., D] with gamma (and beta) [D] of x's dtype.
+llvm::Error expectNormParameters(const TensorType &x, llvm::ArrayRef<TensorType> params,
+                                 const AttrMap &attrs) {
+  if (auto e = expectDense(x, "x"))
+    return e;
+  if (auto e = expectFloat(x, "x"))
+    return e;
+  if (x.rank() < 1)
+    return shapeError("x must have rank 1 or more, got " + x.str());
+  for (const TensorType &p : params)
+    if (p.rank() != 1 || p.dims[0] != x.dims.back() || p.dtype != x.dtype)
+      return shapeError("gamma and beta must be " + TensorType(x.dtype, {x.dims.back()}).str() +
+                        " to match the last dimension of " + x.str() + ", got " + p.str());
+  if (!(attrs.getFloat(kEpsilon) > 0))
+    return shapeError("epsilon must be positive, got " + formatDouble(attrs.getFloat(kEpsilon)));
+  return llvm::Error::success();
+}
+
+ShapeResult layerNormShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
+  if (auto e = expectNormParameters(in[0], in.drop_front(), attrs))
+    return std::move(e);
+  return Types{in[0]};
+}
+
+// (dy, x, gamma) -> type of x.
+ShapeResult layerNormGradShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
+  if (auto e = expectNormParameters(in[1], in.drop_front(2), attrs))
+    return std::move(e);
+  if (auto e = expectSameType(in[0], in[1], "gradient and x"))
+    return std::move(e);
+  return Types{in[1]};
+}
+
+// (dy, x) -> [D], the type of gamma.
+ShapeResult layerNormGammaGradShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
+  if (auto e = expectNormParameters(in[1], {}, attrs))
+    return std::move(e);
+  if (auto e = expectSameType(in[0], in[1], "gradient and x"))
+    return std::move(e);
+  return Types{TensorType(in[1].dtype, {in[1].dims.back()})};
+}
+
+AttrMap epsilonOf(const GradientContext &c) {
+  AttrMap m;
+  m.set(kEpsilon, *c.resolvedAttrs().find(kEpsilon));
+  return m;
+}
+
+void layerNormGrad(GradientContext &c) {
+  Value *dy = c.resultGrad();
+  if (!dy)
+    return;
+  c.setGrad(0, c.emit("layer_norm_grad", {dy, c.operand(0), c.operand(1)}, epsilonOf(c)));
+  c.setGrad(1, c.emit("layer_norm_gamma_grad", {dy, c.operand(0)}, epsilonOf(c)));
+  c.setGrad(2, c.emit("sum_like", {dy, c.operand(2)}));
+}
+
+// A few passes over x per op (mean, variance, write; the backward ops one more): flops per
+// element of x, the operand read from memory once.
+template <int FlopsPerElement>
+OpCost normCost(llvm::ArrayRef<TensorType> in, llvm::ArrayRef<TensorType> out, const AttrMap &attrs,
+                int64_t batch) {
+  OpCost c = elementwiseCost(in, out, attrs, batch);
+  c.flops = FlopsPerElement * elements(in[0], batch);
+  return c;
 }
 
 // Most of these ops take no attributes: their traits come right after the gradient rule.
@@ -164,15 +268,53 @@ void registerNeuralNetOps(std::vector<OpDef> &t) {
   t.push_back(def("softmax", "softmax over the last dimension", {"x"}, lastAxisShape, softmaxGrad));
   t.push_back(def("log_softmax", "log of softmax over the last dimension", {"x"}, lastAxisShape,
                   logSoftmaxGrad));
-  t.push_back(def("softmax_cross_entropy",
-                  "mean over rows of -log softmax(logits)[label]; labels are class indices",
-                  {"logits", "labels"}, xentShape, xentGrad));
+  AttrSpec ignore = optionalAttr(kIgnoreIndexAttr, AttrKind::Int,
+                                 "positions with this label count for nothing, not even in the "
+                                 "mean (PyTorch uses -100); absent: every label is a class");
+  OpDef xent = def("softmax_cross_entropy",
+                   "mean over positions of -log softmax(logits)[label] over the last dimension "
+                   "(the classes); labels are class indices of logits' other dimensions",
+                   {"logits", "labels"}, xentShape, xentGrad);
+  xent.attrs = {ignore};
+  t.push_back(xent);
+  t.push_back(def("sigmoid_cross_entropy",
+                  "mean over elements of max(x, 0) - x * z + log(1 + e^-|x|): binary cross-entropy "
+                  "of logits x against labels z in [0, 1]",
+                  {"logits", "labels"}, sigmoidXentShape, sigmoidXentGrad));
+  AttrSpec epsilon = attr(kEpsilon, AttrKind::Float, Attr::real(1e-5), "added to the variance");
+  OpDef norm = def("layer_norm",
+                   "gamma * (x - mean) / sqrt(var + epsilon) + beta, mean and (biased) variance "
+                   "over the last dimension",
+                   {"x", "gamma", "beta"}, layerNormShape, layerNormGrad);
+  norm.attrs = {epsilon};
+  norm.cost = normCost<8>;
+  t.push_back(norm);
   t.push_back(def("softmax_grad", "y * (dy - sum(dy * y)) over the last dimension", {"dy", "y"},
                   pairGradShape, nullptr, kGradientOnly));
   t.push_back(def("log_softmax_grad", "dy - exp(y) * sum(dy) over the last dimension", {"dy", "y"},
                   pairGradShape, nullptr, kGradientOnly));
-  t.push_back(def("softmax_cross_entropy_grad", "dloss * (softmax(logits) - onehot(labels)) / rows",
-                  {"dloss", "logits", "labels"}, xentGradShape, nullptr, kGradientOnly));
+  OpDef xentBack =
+      def("softmax_cross_entropy_grad",
+          "dloss * (softmax(logits) - onehot(labels)) / positions counted",
+          {"dloss", "logits", "labels"}, lossGradShape<xentShape>, nullptr, kGradientOnly);
+  xentBack.attrs = {ignore};
+  t.push_back(xentBack);
+  t.push_back(def("sigmoid_cross_entropy_grad", "dloss * (sigmoid(logits) - labels) / elements",
+                  {"dloss", "logits", "labels"}, lossGradShape<sigmoidXentShape>, nullptr,
+                  kGradientOnly));
+  OpDef normBack = def("layer_norm_grad",
+                       "dx of layer_norm: (g - mean(g) - xhat * mean(g * xhat)) / sqrt(var + "
+                       "epsilon), g = dy * gamma, over the last dimension",
+                       {"dy", "x", "gamma"}, layerNormGradShape, nullptr, kGradientOnly);
+  normBack.attrs = {epsilon};
+  normBack.cost = normCost<10>;
+  t.push_back(normBack);
+  OpDef gammaBack = def("layer_norm_gamma_grad",
+                        "dgamma of layer_norm: sum of dy * xhat over every dimension but the last",
+                        {"dy", "x"}, layerNormGammaGradShape, nullptr, kGradientOnly);
+  gammaBack.attrs = {epsilon};
+  gammaBack.cost = normCost<8>;
+  t.push_back(gammaBack);
 }
 
 } // namespace prism::ir::ops

@@ -110,4 +110,8 @@ AttrSpec attr(const char *name, AttrKind kind, Attr dflt, const char *doc) {
   return AttrSpec{name, kind, false, std::move(dflt), doc};
 }
 
+AttrSpec optionalAttr(const char *name, AttrKind kind, const char *doc) {
+  return AttrSpec{name, kind, false, Attr(), doc, false};
+}
+
 } // namespace prism::ir::ops

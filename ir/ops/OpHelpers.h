@@ -46,6 +46,8 @@ OpDef makeOp(const char *name, const char *summary, std::vector<std::string> ope
 
 AttrSpec attr(const char *name, AttrKind kind, const char *doc);            // required
 AttrSpec attr(const char *name, AttrKind kind, Attr dflt, const char *doc); // optional
+// Optional without a default: absent means the attribute's feature is off.
+AttrSpec optionalAttr(const char *name, AttrKind kind, const char *doc);
 
 void registerElementwiseOps(std::vector<OpDef> &table);
 void registerNeuralNetOps(std::vector<OpDef> &table);

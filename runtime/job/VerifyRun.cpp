@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/Diagnostic.h"
+#include "ir/OpTable.h"
 #include "plan/LearningRateScaling.h"
 #include "plan/Pipeline.h"
 #include "plan/PlanFile.h"
@@ -24,6 +25,24 @@ namespace {
 
 double elementAt(const Tensor &t, int64_t i) {
   return t.dtype() == ir::DType::F64 ? t.data<double>()[i] : t.data<float>()[i];
+}
+
+// A loss averaged over the positions it counts (ignore_index) is a mean over a number that
+// depends on the data: the parts of a split batch, each weighted by its examples, average it
+// differently from one device. prism verify says so instead of reporting a difference.
+llvm::Error checkSplitsExactly(const ir::Module &model) {
+  for (const auto &op : model.ops())
+    if (const ir::Attr *ignore = op->attrs.find(ir::kIgnoreIndexAttr))
+      return ir::makeError(
+          model.sourceFile(), op->loc,
+          "prism verify checks that a split batch trains exactly like one device, and " +
+              op->name() + " with " + ir::kIgnoreIndexAttr + " = " + ignore->str() +
+              " averages over the positions not ignored: workers and micro-batches each take the "
+              "mean of their own positions and are weighted by their examples, which equals one "
+              "device's mean only when every part ignores the same share (docs/ir.md, \"Losses "
+              "over positions and ignored labels\"); verify the model without " +
+              ir::kIgnoreIndexAttr);
+  return llvm::Error::success();
 }
 
 std::string taskDir(llvm::StringRef root, llvm::StringRef task) {
@@ -255,6 +274,8 @@ llvm::Expected<VerifyResult> verifyRun(const ir::Module &model, const plan::Plan
                                        const VerifyRunOptions &options) {
   if (plan.run().steps() < 1)
     return ir::makeError("prism verify needs a plan with a number of steps (--steps)");
+  if (auto e = checkSplitsExactly(model))
+    return std::move(e);
   std::string planPath = options.workDir + "/plan.pb";
   if (auto e = plan::writePlan(plan, planPath))
     return std::move(e);
@@ -282,6 +303,8 @@ llvm::Expected<VerifyResult> verifyAccumulation(const ir::Module &model,
   if (options.accumulate < 2)
     return ir::makeError("verifying accumulation needs --accumulate 2 or more, got " +
                          std::to_string(options.accumulate));
+  if (auto e = checkSplitsExactly(model))
+    return std::move(e);
   SingleDeviceRun run;
   run.data = options.data;
   run.threads = options.threads;

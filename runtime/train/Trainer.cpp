@@ -32,10 +32,12 @@ double unixSeconds() {
 }
 
 // The logits and labels behind the loss, when the loss is a cross-entropy of logits against an
-// input of labels: then evaluation can report accuracy.
+// input of labels: then evaluation can report accuracy, over every position of the labels
+// ([B] or [B, T, ...]) but the ignored ones.
 struct Classifier {
   const ir::Value *logits = nullptr;
   const ir::Input *labels = nullptr;
+  std::optional<int64_t> ignoredLabel;
 };
 
 // The loss this task computes itself: a worker's loss before it is all-reduced (evaluation runs
@@ -58,6 +60,8 @@ Classifier findClassifier(const ir::Module &m) {
     return c;
   c.logits = op->operand(0);
   c.labels = op->operand(1)->input();
+  if (const ir::Attr *ignore = op->attrs.find(ir::kIgnoreIndexAttr))
+    c.ignoredLabel = ignore->getInt();
   return c;
 }
 
@@ -113,7 +117,7 @@ llvm::Expected<Evaluation> evaluate(runtime::Executor &exec, const data::Dataset
   if (!it)
     return it.takeError();
   Evaluation result;
-  int64_t correct = 0;
+  int64_t correct = 0, positions = 0;
   double lossSum = 0;
   while (auto batch = it->next()) {
     if (batch->size() == 0)
@@ -128,18 +132,22 @@ llvm::Expected<Evaluation> evaluate(runtime::Executor &exec, const data::Dataset
       continue;
     const Tensor &logits = exec.output(classifier.logits->name())->dense;
     const Tensor &labels = batch->at(classifier.labels->name());
-    int64_t classes = logits.dim(1);
-    for (int64_t r = 0; r < logits.dim(0); ++r) {
+    int64_t classes = logits.shape().back();
+    for (int64_t r = 0; r < labels.numElements(); ++r) {
+      int64_t label = labelAt(labels, r);
+      if (classifier.ignoredLabel && label == *classifier.ignoredLabel)
+        continue;
       const float *row = logits.data<float>() + r * classes;
       int64_t best = std::max_element(row, row + classes) - row;
-      correct += best == labelAt(labels, r);
+      correct += best == label;
+      ++positions;
     }
   }
   if (result.examples == 0)
     return ir::makeError("the test set " + test.description() + " is empty");
   result.loss = lossSum / static_cast<double>(result.examples);
-  if (classifier.logits)
-    result.accuracy = static_cast<double>(correct) / static_cast<double>(result.examples);
+  if (classifier.logits && positions > 0)
+    result.accuracy = static_cast<double>(correct) / static_cast<double>(positions);
   return result;
 }
 

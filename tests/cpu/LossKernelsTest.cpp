@@ -1,6 +1,6 @@
-// The CPU softmax and cross-entropy kernels against the reference interpreter: row-wise ops of
-// several ranks and dtypes, labels of both integer dtypes, large logits, out-of-range labels,
-// and the parallel paths.
+// The CPU softmax, layer-norm and cross-entropy kernels against the reference interpreter:
+// row-wise ops of several ranks and dtypes, labels of both integer dtypes, ignored labels, large
+// logits, out-of-range labels, and the parallel paths.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -30,13 +30,13 @@ std::string describe(llvm::StringRef op, const std::vector<TensorType> &inputs) 
 
 // y = op(x0, x1, ...) over inputs of the given types, compared with the reference.
 void expectOpMatches(llvm::StringRef op, const std::vector<TensorType> &inputs,
-                     const ReferenceCheckOptions &options = {}) {
+                     const ReferenceCheckOptions &options = {}, ir::AttrMap attrs = {}) {
   SCOPED_TRACE(describe(op, inputs));
   ir::ModuleBuilder b("single_op");
   std::vector<ir::Value *> operands;
   for (size_t i = 0; i < inputs.size(); ++i)
     operands.push_back(b.input("x" + std::to_string(i), inputs[i]));
-  b.op(op, operands, {}, "y");
+  b.op(op, operands, std::move(attrs), "y");
   auto module = b.finish();
   ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
   prism::testing::expectMatchesReference(**module, {"y"}, options);
@@ -125,9 +125,89 @@ TEST(LossKernels, TwoThreadsOnLargeTensors) {
       options);
 }
 
+// Logits [B, T, C]: every position is an example, and positions labelled ignore_index count for
+// nothing (labels drawn from [0, 7), so about one in seven).
+TEST(LossKernels, CrossEntropyOverPositionsAndIgnoredLabels) {
+  ir::AttrMap ignore = ir::attrs({{"ignore_index", ir::Attr::integer(3)}});
+  for (DType dtype : {DType::F32, DType::F64})
+    for (DType labels : {DType::I32, DType::I64})
+      for (const ir::AttrMap &attrs : {ir::AttrMap(), ignore}) {
+        ReferenceCheckOptions loss = withClasses("x1", 7), grad = withClasses("x2", 7);
+        loss.batch = grad.batch = 5;
+        expectOpMatches("softmax_cross_entropy",
+                        {TensorType(dtype, {B, 4, 7}), TensorType(labels, {B, 4})}, loss, attrs);
+        expectOpMatches(
+            "softmax_cross_entropy_grad",
+            {TensorType(dtype, {}), TensorType(dtype, {B, 4, 7}), TensorType(labels, {B, 4})}, grad,
+            attrs);
+      }
+}
+
+TEST(LossKernels, SigmoidCrossEntropy) {
+  struct Range {
+    double low, high;
+  };
+  // Labels share the logits' range: [0, 1) is the usual one; the formula holds for any.
+  for (Range range : {Range{0, 1}, Range{-1, 1}, Range{-40, 40}})
+    for (DType dtype : {DType::F32, DType::F64})
+      for (const std::vector<int64_t> &dims : {std::vector<int64_t>{B, 33}, {B, 2, 3}, {7}}) {
+        ReferenceCheckOptions options;
+        options.low = range.low;
+        options.high = range.high;
+        expectOpMatches("sigmoid_cross_entropy", {TensorType(dtype, dims), TensorType(dtype, dims)},
+                        options);
+        expectOpMatches("sigmoid_cross_entropy_grad",
+                        {TensorType(dtype, {}), TensorType(dtype, dims), TensorType(dtype, dims)},
+                        options);
+      }
+}
+
+// (Rows of 1 or 2 elements normalize to constants, so their dx is rounding noise around 0.)
+TEST(LossKernels, LayerNorm) {
+  ir::AttrMap wide = ir::attrs({{"epsilon", ir::Attr::real(0.5)}});
+  for (DType dtype : {DType::F32, DType::F64})
+    for (const std::vector<int64_t> &dims : {std::vector<int64_t>{B, 33}, {B, 3, 8}, {4}})
+      for (const ir::AttrMap &attrs : {ir::AttrMap(), wide}) {
+        TensorType x(dtype, dims), d(dtype, {dims.back()});
+        expectOpMatches("layer_norm", {x, d, d}, {}, attrs);
+        expectOpMatches("layer_norm_grad", {x, x, d}, {}, attrs);
+        expectOpMatches("layer_norm_gamma_grad", {x, x}, {}, attrs);
+      }
+}
+
+// Values far from 0 with a small spread: the variance is taken around the mean, so the
+// cancellation of E[x^2] - E[x]^2 cannot hurt it.
+TEST(LossKernels, LayerNormOfOffsetRows) {
+  ReferenceCheckOptions options;
+  options.low = 1000;
+  options.high = 1001;
+  TensorType x(DType::F32, {B, 16}), d(DType::F32, {16});
+  expectOpMatches("layer_norm", {x, d, d}, options);
+  expectOpMatches("layer_norm_gamma_grad", {x, x}, options);
+}
+
+TEST(LossKernels, NormAndSigmoidLossOnTwoThreads) {
+  ReferenceCheckOptions options;
+  options.threads = 2;
+  options.batch = 256;
+  TensorType x(DType::F32, {B, 64}), d(DType::F32, {64});
+  expectOpMatches("layer_norm", {x, d, d}, options);
+  expectOpMatches("layer_norm_grad", {x, x, d}, options);
+  expectOpMatches("layer_norm_gamma_grad", {x, x}, options);
+  expectOpMatches("sigmoid_cross_entropy", {x, x}, options);
+  expectOpMatches("sigmoid_cross_entropy_grad", {TensorType(DType::F32, {}), x, x}, options);
+  options.intBound["x1"] = 64;
+  options.intBound["x2"] = 64;
+  ir::AttrMap ignore = ir::attrs({{"ignore_index", ir::Attr::integer(5)}});
+  expectOpMatches("softmax_cross_entropy", {x, TensorType(DType::I32, {B})}, options, ignore);
+  expectOpMatches("softmax_cross_entropy_grad",
+                  {TensorType(DType::F32, {}), x, TensorType(DType::I32, {B})}, options, ignore);
+}
+
 // Runs y = op(logits, labels) (or op(1, logits, labels) for the gradient) with the given
 // labels and returns the error message ("" when the step succeeded).
-std::string errorWithLabels(const char *op, const std::vector<int32_t> &labelValues) {
+std::string errorWithLabels(const char *op, const std::vector<int32_t> &labelValues,
+                            ir::AttrMap attrs = {}) {
   bool gradient = llvm::StringRef(op).endswith("_grad");
   int64_t rows = static_cast<int64_t>(labelValues.size());
   ir::ModuleBuilder b("labels");
@@ -136,7 +216,7 @@ std::string errorWithLabels(const char *op, const std::vector<int32_t> &labelVal
     operands.push_back(b.input("dloss", TensorType(DType::F32, {})));
   operands.push_back(b.input("logits", TensorType(DType::F32, {B, 10})));
   operands.push_back(b.input("labels", TensorType(DType::I32, {B})));
-  b.op(op, operands, {}, "y");
+  b.op(op, operands, std::move(attrs), "y");
   auto module = b.finish();
   if (!module)
     return llvm::toString(module.takeError());
@@ -170,10 +250,32 @@ TEST(LossKernels, LabelsOutsideTheClassesAreErrors) {
   }
 }
 
+// The ignored label may lie outside the classes (PyTorch's -100); other labels are still checked.
+TEST(LossKernels, IgnoredLabelsAreNotErrors) {
+  ir::AttrMap ignore = ir::attrs({{"ignore_index", ir::Attr::integer(-100)}});
+  for (const char *op : {"softmax_cross_entropy", "softmax_cross_entropy_grad"}) {
+    SCOPED_TRACE(op);
+    EXPECT_EQ(errorWithLabels(op, {3, -100, 0}, ignore), "");
+    EXPECT_EQ(errorWithLabels(op, {-100, -100, -100}, ignore), "");
+    std::string negative = errorWithLabels(op, {-100, 4, -1}, ignore);
+    EXPECT_NE(negative.find("label -1 of row 2 is outside [0, 10)"), std::string::npos) << negative;
+    std::string unignored = errorWithLabels(op, {3, -100, 0});
+    EXPECT_NE(unignored.find("label -100 of row 1"), std::string::npos) << unignored;
+  }
+}
+
 TEST(LossKernels, EveryLossOpHasACpuKernel) {
-  const std::set<std::string> family = {
-      "softmax",      "log_softmax",      "softmax_cross_entropy",
-      "softmax_grad", "log_softmax_grad", "softmax_cross_entropy_grad"};
+  const std::set<std::string> family = {"softmax",
+                                        "log_softmax",
+                                        "softmax_cross_entropy",
+                                        "softmax_grad",
+                                        "log_softmax_grad",
+                                        "softmax_cross_entropy_grad",
+                                        "layer_norm",
+                                        "layer_norm_grad",
+                                        "layer_norm_gamma_grad",
+                                        "sigmoid_cross_entropy",
+                                        "sigmoid_cross_entropy_grad"};
   size_t found = 0;
   for (const ir::OpDef *def : ir::allOps()) {
     if (!family.count(def->name))

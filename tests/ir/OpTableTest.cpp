@@ -25,7 +25,7 @@ TEST(OpTable, RequiredOpsExist) {
                            "reduce_sum", "reduce_mean", "reshape",     "transpose",
                            "concat",     "slice",       "conv2d",      "max_pool2d",
                            "avg_pool2d", "gather",      "constant",    "cast",
-                           "erf",        "gelu"})
+                           "erf",        "gelu",        "layer_norm",  "sigmoid_cross_entropy"})
     EXPECT_NE(lookupOp(name), nullptr) << name;
   EXPECT_TRUE(getOp("gather").sparseGradient(0));
   EXPECT_FALSE(getOp("gather").sparseGradient(1));
@@ -92,4 +92,83 @@ TEST(OpTable, UnknownAttributeAndArity) {
   auto m2 = b2.finish();
   ASSERT_FALSE(bool(m2));
   EXPECT_NE(llvm::toString(m2.takeError()).find("takes 2 operands, got 1"), std::string::npos);
+}
+
+namespace {
+// The error of building one op over inputs of the given types ("" when it type-checks).
+std::string opError(llvm::StringRef op, const std::vector<TensorType> &inputs, AttrMap a = {}) {
+  ModuleBuilder b("m");
+  std::vector<Value *> operands;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    operands.push_back(b.input("x" + std::to_string(i), inputs[i]));
+  b.op(op, operands, std::move(a));
+  auto m = b.finish();
+  return m ? "" : llvm::toString(m.takeError());
+}
+} // namespace
+
+TEST(OpTable, LayerNormShapeCostAndErrors) {
+  ModuleBuilder b("m");
+  Value *x = b.input("x", TensorType(DType::F32, {kBatchDim, 8, 16}));
+  Value *gamma = b.variable("gamma", TensorType(DType::F32, {16}));
+  Value *beta = b.variable("beta", TensorType(DType::F32, {16}));
+  Value *y = b.op("layer_norm", {x, gamma, beta});
+  EXPECT_EQ(y->type(), x->type());
+  EXPECT_DOUBLE_EQ(opCost(*y->definingOp(), 2).flops, 8.0 * 2 * 8 * 16);
+  EXPECT_EQ(getOp("layer_norm").signature(), "layer_norm(x, gamma, beta, epsilon = 1e-05)");
+  Value *dy = b.input("dy", x->type());
+  EXPECT_EQ(b.op("layer_norm_grad", {dy, x, gamma})->type(), x->type());
+  EXPECT_EQ(b.op("layer_norm_gamma_grad", {dy, x})->type(), gamma->type());
+  ASSERT_TRUE(bool(b.finish()));
+
+  TensorType rows(DType::F32, {kBatchDim, 16}), d16(DType::F32, {16}), d8(DType::F32, {8});
+  EXPECT_EQ(opError("layer_norm", {rows, d16, d16}), "");
+  std::string e = opError("layer_norm", {rows, d8, d16});
+  EXPECT_NE(e.find("gamma and beta must be f32[16] to match the last dimension of f32[B, 16], "
+                   "got f32[8]"),
+            std::string::npos)
+      << e;
+  e = opError("layer_norm", {rows, d16, TensorType(DType::F64, {16})});
+  EXPECT_NE(e.find("got f64[16]"), std::string::npos) << e;
+  e = opError("layer_norm", {rows, d16, d16}, attrs({{"epsilon", Attr::real(0)}}));
+  EXPECT_NE(e.find("epsilon must be positive"), std::string::npos) << e;
+  e = opError("layer_norm", {TensorType(DType::I32, {kBatchDim, 16}), d16, d16});
+  EXPECT_FALSE(e.empty());
+}
+
+// Logits [..., C] with labels of the leading dimensions; ignore_index is optional without a
+// default: absent, no label is ignored.
+TEST(OpTable, CrossEntropyOverPositions) {
+  TensorType logits(DType::F32, {kBatchDim, 6, 50});
+  EXPECT_EQ(opError("softmax_cross_entropy", {logits, TensorType(DType::I32, {kBatchDim, 6})}), "");
+  std::string e =
+      opError("softmax_cross_entropy", {logits, TensorType(DType::I32, {kBatchDim, 5})});
+  EXPECT_NE(e.find("labels i32[B, 5] do not match the rows of logits f32[B, 6, 50]"),
+            std::string::npos)
+      << e;
+  e = opError("softmax_cross_entropy", {logits, TensorType(DType::I32, {kBatchDim})});
+  EXPECT_NE(e.find("labels"), std::string::npos) << e;
+  e = opError("softmax_cross_entropy", {TensorType(DType::F32, {50}), TensorType(DType::I32, {})});
+  EXPECT_NE(e.find("logits must have rank 2 or more"), std::string::npos) << e;
+  e = opError("softmax_cross_entropy", {logits, TensorType(DType::I32, {kBatchDim, 6})},
+              attrs({{"ignore_index", Attr::real(0.5)}}));
+  EXPECT_NE(e.find("attribute 'ignore_index' of 'softmax_cross_entropy' must be a"),
+            std::string::npos)
+      << e;
+
+  const OpDef &xent = getOp("softmax_cross_entropy");
+  EXPECT_EQ(xent.signature(), "softmax_cross_entropy(logits, labels, ignore_index?)");
+  EXPECT_FALSE(withDefaults(xent, {}).has("ignore_index"));
+  EXPECT_EQ(
+      withDefaults(xent, attrs({{"ignore_index", Attr::integer(-100)}})).getInt("ignore_index"),
+      -100);
+}
+
+TEST(OpTable, SigmoidCrossEntropyShapes) {
+  TensorType x(DType::F32, {kBatchDim, 3});
+  EXPECT_EQ(opError("sigmoid_cross_entropy", {x, x}), "");
+  std::string e = opError("sigmoid_cross_entropy", {x, TensorType(DType::F32, {kBatchDim, 4})});
+  EXPECT_NE(e.find("logits and labels"), std::string::npos) << e;
+  e = opError("sigmoid_cross_entropy", {x, TensorType(DType::I32, {kBatchDim, 3})});
+  EXPECT_NE(e.find("logits and labels"), std::string::npos) << e;
 }

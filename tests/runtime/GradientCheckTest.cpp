@@ -95,6 +95,15 @@ std::vector<GradCase> allCases() {
     add(op, {f32({2, B, 4})});
   }
   add("softmax_cross_entropy", {f32({B, 5}), i32({B})}, {}, Fill::Signed, 5);
+  add("softmax_cross_entropy", {f32({B, 3, 5}), i32({B, 3})}, {}, Fill::Signed, 5);
+  // Labels drawn from [0, 5): the positions labelled 2 count for nothing.
+  add("softmax_cross_entropy", {f32({B, 4, 5}), i32({B, 4})},
+      ir::attrs({{"ignore_index", Attr::integer(2)}}), Fill::Signed, 5);
+  add("sigmoid_cross_entropy", {f32({B, 4}), f32({B, 4})});
+  add("sigmoid_cross_entropy", {f32({2, B, 3}), f32({2, B, 3})});
+  add("layer_norm", {f32({B, 5}), f32({5}), f32({5})});
+  add("layer_norm", {f32({2, B, 4}), f32({4}), f32({4})},
+      ir::attrs({{"epsilon", Attr::real(0.1)}}));
   // Filters [KH, KW, C, O] over x [B, 5, 5, 2]: both paddings, strides 1 and 2, odd and even
   // windows (an even window with `same` pads unevenly).
   struct ConvVariant {

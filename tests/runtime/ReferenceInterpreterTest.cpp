@@ -269,6 +269,66 @@ TEST(ReferenceInterpreterTest, SoftmaxAndCrossEntropy) {
                 std::exp(3.0) / z - 1});
 }
 
+// Logits [B, T, C]: every position is an example; ignored positions count for nothing.
+TEST(ReferenceInterpreterTest, CrossEntropyOverPositions) {
+  Tensor logits = f32({1, 2, 3}, {0, 0, 0, 1, 2, 3});
+  double z = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
+  Tensor labels = i32({1, 2}, {0, 2});
+  expectTensor(runSingleOp("softmax_cross_entropy", {logits, labels}).y, {},
+               {(std::log(3.0) + (std::log(z) - 3)) / 2});
+  ir::AttrMap ignoreZero = ir::attrs({{"ignore_index", Attr::integer(0)}});
+  expectTensor(runSingleOp("softmax_cross_entropy", {logits, labels}, ignoreZero).y, {},
+               {std::log(z) - 3});
+  // Position 0 is ignored: zeros there, and the mean is over one position.
+  expectTensor(
+      runSingleOp("softmax_cross_entropy_grad", {f32({}, {2}), logits, labels}, ignoreZero).y,
+      {1, 2, 3},
+      {0, 0, 0, 2 * std::exp(1.0) / z, 2 * std::exp(2.0) / z, 2 * (std::exp(3.0) / z - 1)});
+  // Every position ignored (-100 is out of range otherwise): loss and gradient are 0.
+  Tensor none = i32({1, 2}, {-100, -100});
+  ir::AttrMap ignoreDefault = ir::attrs({{"ignore_index", Attr::integer(-100)}});
+  expectTensor(runSingleOp("softmax_cross_entropy", {logits, none}, ignoreDefault).y, {}, {0});
+  expectTensor(
+      runSingleOp("softmax_cross_entropy_grad", {f32({}, {1}), logits, none}, ignoreDefault).y,
+      {1, 2, 3}, std::vector<double>(6, 0));
+}
+
+TEST(ReferenceInterpreterTest, SigmoidCrossEntropy) {
+  Tensor x = f32({3}, {0, 2, -3}), z = f32({3}, {1, 0, 0.5});
+  double loss =
+      (std::log(2.0) + (2 + std::log1p(std::exp(-2.0))) + (1.5 + std::log1p(std::exp(-3.0)))) / 3;
+  expectTensor(runSingleOp("sigmoid_cross_entropy", {x, z}).y, {}, {loss});
+  auto sigmoid = [](double v) { return 1 / (1 + std::exp(-v)); };
+  // dloss * (sigmoid(x) - z) / 3 with dloss = 3.
+  expectTensor(runSingleOp("sigmoid_cross_entropy_grad", {f32({}, {3}), x, z}).y, {3},
+               {0.5 - 1, sigmoid(2), sigmoid(-3) - 0.5});
+}
+
+// Row [1, 2, 3, 4]: mean 2.5, variance 1.25; epsilon 0.75 makes 1 / sqrt(var + eps) = 1 / sqrt(2).
+// A constant row normalizes to 0 and gives beta.
+TEST(ReferenceInterpreterTest, LayerNorm) {
+  Tensor x = f32({2, 4}, {1, 2, 3, 4, -1, -1, -1, -1});
+  Tensor gamma = f32({4}, {1, 2, 1, 2}), beta = f32({4}, {0, 0, 1, 1});
+  ir::AttrMap eps = ir::attrs({{"epsilon", Attr::real(0.75)}});
+  const double r = 1 / std::sqrt(2.0);
+  expectTensor(runSingleOp("layer_norm", {x, gamma, beta}, eps).y, {2, 4},
+               {-1.5 * r, -0.5 * 2 * r, 1 + 0.5 * r, 1 + 1.5 * 2 * r, 0, 0, 1, 1});
+  // dgamma = sum over rows of dy * xhat; dy = 1 everywhere.
+  Tensor ones = f32({2, 4}, std::vector<double>(8, 1));
+  expectTensor(runSingleOp("layer_norm_gamma_grad", {ones, x}, eps).y, {4},
+               {-1.5 * r, -0.5 * r, 0.5 * r, 1.5 * r});
+  // dx with dy = e0 on row 0, gamma = 1: r * (g - mean(g) - xhat * mean(g * xhat)).
+  Tensor dy = f32({2, 4}, {1, 0, 0, 0, 0, 0, 0, 0});
+  Tensor unit = f32({4}, {1, 1, 1, 1});
+  double meanGx = -1.5 * r / 4;
+  std::vector<double> dx;
+  for (double c : {-1.5, -0.5, 0.5, 1.5})
+    dx.push_back(r * ((dx.empty() ? 1 : 0) - 0.25 - c * r * meanGx));
+  for (int i = 0; i < 4; ++i)
+    dx.push_back(0);
+  expectTensor(runSingleOp("layer_norm_grad", {dy, x, unit}, eps).y, {2, 4}, dx);
+}
+
 TEST(ReferenceInterpreterTest, ShapeOps) {
   Tensor x = f32({2, 3}, {1, 2, 3, 4, 5, 6});
   expectTensor(runSingleOp("reshape", {x}, ir::attrs({{"shape", Attr::ints({3, 2})}})).y, {3, 2},
