@@ -48,6 +48,15 @@ struct Div : OpTraits<2, kCheapGrain, true> {
   }
 };
 
+// a on ties, as the gradient rules (maximum_grad, minimum_grad) assume.
+struct Maximum : OpTraits<2, kCheapGrain, true> {
+  template <typename T> T operator()(T a, T b) const { return a >= b ? a : b; }
+};
+
+struct Minimum : OpTraits<2, kCheapGrain, true> {
+  template <typename T> T operator()(T a, T b) const { return a <= b ? a : b; }
+};
+
 struct Neg : OpTraits<1, kCheapGrain, true> {
   template <typename T> T operator()(T x) const { return -x; }
 };
@@ -127,6 +136,8 @@ struct TanhGrad : OpTraits<2, kCheapGrain, false> {
   X("sub", Sub)                                                                                    \
   X("mul", Mul)                                                                                    \
   X("div", Div)                                                                                    \
+  X("maximum", Maximum)                                                                            \
+  X("minimum", Minimum)                                                                            \
   X("neg", Neg)                                                                                    \
   X("exp", Exp)                                                                                    \
   X("log", Log)                                                                                    \
