@@ -185,9 +185,9 @@ ShapeResult padShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
   auto pads = attrs.getInts("pads");
   int64_t rank = x.rank();
   if (static_cast<int64_t>(pads.size()) != 2 * rank)
-    return shapeError("pads " + Attr::ints(pads).str() + " must have 2 * rank = " +
-                      llvm::Twine(2 * rank) + " entries (all begins, then all ends) for " +
-                      x.str());
+    return shapeError("pads " + Attr::ints(pads).str() +
+                      " must have 2 * rank = " + llvm::Twine(2 * rank) +
+                      " entries (all begins, then all ends) for " + x.str());
   TensorType out = x;
   for (int64_t i = 0; i < rank; ++i) {
     int64_t begin = pads[i], end = pads[rank + i];

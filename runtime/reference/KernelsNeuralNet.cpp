@@ -1,5 +1,6 @@
-// Reference kernels of dense layers and losses: matmul, batch_matmul, bias_add, softmax, log_softmax,
-// softmax_cross_entropy and their backward ops. Row-wise ops work over the last dimension.
+// Reference kernels of dense layers and losses: matmul, batch_matmul, bias_add, softmax,
+// log_softmax, softmax_cross_entropy and their backward ops. Row-wise ops work over the last
+// dimension.
 #include <algorithm>
 #include <cmath>
 #include <limits>

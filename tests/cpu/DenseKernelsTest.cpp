@@ -1,6 +1,6 @@
-// The dense CPU kernels (matmul, batch_matmul, convolutions, pooling and their gradients) against the float64
-// reference interpreter, over shapes that exercise transposes, strides, both paddings, odd
-// extents and batch sizes, and two threads.
+// The dense CPU kernels (matmul, batch_matmul, convolutions, pooling and their gradients) against
+// the float64 reference interpreter, over shapes that exercise transposes, strides, both paddings,
+// odd extents and batch sizes, and two threads.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -119,10 +119,10 @@ TEST(DenseBatchMatmul, EveryTransposeAndSharedOperand) {
     int64_t m, k, n;
     bool aShared, bShared;
   };
-  for (const Case &c : {Case{{kBatchDim, 2}, 5, 4, 3, false, false},
-                        Case{{kBatchDim}, 7, 6, 5, false, true},
-                        Case{{kBatchDim, 3}, 4, 9, 2, true, false},
-                        Case{{2, 3, 2}, 17, 33, 9, false, false}, Case{{}, 6, 5, 4, false, false}})
+  for (const Case &c :
+       {Case{{kBatchDim, 2}, 5, 4, 3, false, false}, Case{{kBatchDim}, 7, 6, 5, false, true},
+        Case{{kBatchDim, 3}, 4, 9, 2, true, false}, Case{{2, 3, 2}, 17, 33, 9, false, false},
+        Case{{}, 6, 5, 4, false, false}})
     for (bool ta : {false, true})
       for (bool tb : {false, true})
         for (DType dtype : {DType::F32, DType::F64}) {

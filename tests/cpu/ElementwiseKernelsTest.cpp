@@ -103,7 +103,8 @@ TEST(ElementwiseKernels, MaximumAndMinimumGradients) {
       auto t = [&](llvm::ArrayRef<int64_t> dims) { return TensorType(dtype, dims); };
       expectOpMatches(op, {t({B, 7}), t({B, 7}), t({B, 7})});
       expectOpMatches(op, {t({B, 7}), t({7}), t({B, 1})});
-      expectOpMatches(op, {t({B, 3, 4, 5}), t({}), t({B, 3, 1, 5})});
+      expectOpMatches(op, {t({B, 3, 4, 5}), t({3, 1, 5}), t({B, 1, 4, 1})});
+      expectOpMatches(op, {t({B, 3, 4, 5}), t({}), t({B, 3, 4, 5})});
     }
 }
 
@@ -113,15 +114,15 @@ TEST(ElementwiseKernels, WhereSelectsLikeTheReference) {
   ReferenceCheckOptions options;
   options.intBound["x0"] = 2;
   const std::vector<std::vector<std::vector<int64_t>>> shapes = {
-      {{B, 5}, {B, 5}, {B, 5}},       {{B, 5}, {5}, {}},           {{5}, {B, 5}, {B, 1}},
+      {{B, 5}, {B, 5}, {B, 5}},       {{B, 5}, {5}, {}},          {{5}, {B, 5}, {B, 1}},
       {{B, 1, 4}, {3, 1}, {B, 3, 4}}, {{}, {B, 2, 3}, {B, 2, 3}}, {{B, 3, 4, 5}, {5}, {4, 1}}};
   for (DType cond : {DType::Bool, DType::I32, DType::I64, DType::F32, DType::F64})
     for (const auto &s : shapes)
       expectOpMatches("where", {TensorType(cond, s[0]), f32(s[1]), f32(s[2])}, {}, options);
-  expectOpMatches("where",
-                  {TensorType(DType::I32, {B, 4}), TensorType(DType::F64, {B, 4}),
-                   TensorType(DType::F64, {4})},
-                  {}, options);
+  expectOpMatches(
+      "where",
+      {TensorType(DType::I32, {B, 4}), TensorType(DType::F64, {B, 4}), TensorType(DType::F64, {4})},
+      {}, options);
 }
 
 // Integer division truncates toward zero: numerators in [-5, 5), divisors in [1, 10] or
@@ -256,10 +257,10 @@ TEST(ElementwiseKernels, EveryOutputElementIsWrittenEachStep) {
 
 TEST(ElementwiseKernels, EveryElementwiseOpHasACpuKernel) {
   const std::set<std::string> family = {
-      "add",          "sub",       "mul",      "div",       "neg",     "exp",  "log",
-      "sqrt",         "relu",      "sigmoid",  "tanh",      "erf",     "gelu", "relu_grad",
-      "sigmoid_grad", "tanh_grad", "erf_grad", "gelu_grad", "bias_add", "maximum", "minimum",
-      "where",        "maximum_grad", "minimum_grad"};
+      "add",      "sub",       "mul",          "div",       "neg",          "exp",
+      "log",      "sqrt",      "relu",         "sigmoid",   "tanh",         "erf",
+      "gelu",     "relu_grad", "sigmoid_grad", "tanh_grad", "erf_grad",     "gelu_grad",
+      "bias_add", "maximum",   "minimum",      "where",     "maximum_grad", "minimum_grad"};
   size_t found = 0;
   for (const ir::OpDef *def : ir::allOps()) {
     if (!family.count(def->name))

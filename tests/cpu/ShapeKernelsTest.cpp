@@ -312,10 +312,10 @@ TEST(ShapeKernels, EveryOutputElementIsWrittenEachStep) {
 }
 
 TEST(ShapeKernels, EveryShapeOpHasACpuKernel) {
-  const std::set<std::string> family = {
-      "reshape",     "reshape_like", "transpose", "concat",   "slice", "slice_grad",
-      "reduce_sum",  "reduce_mean",  "sum_like",  "expand_like", "constant", "cast",
-      "pad", "global_avg_pool"};
+  const std::set<std::string> family = {"reshape",  "reshape_like",   "transpose",  "concat",
+                                        "slice",    "slice_grad",     "reduce_sum", "reduce_mean",
+                                        "sum_like", "expand_like",    "constant",   "cast",
+                                        "pad",      "global_avg_pool"};
   size_t found = 0;
   for (const ir::OpDef *def : ir::allOps()) {
     if (!family.count(def->name))

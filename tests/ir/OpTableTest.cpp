@@ -19,14 +19,14 @@ TEST(OpTable, EveryOpHasAShapeRuleAndUniqueName) {
 }
 
 TEST(OpTable, RequiredOpsExist) {
-  for (const char *name : {"matmul",     "add",         "sub",         "mul",
-                           "div",        "bias_add",    "relu",        "sigmoid",
-                           "tanh",       "softmax",     "log_softmax", "softmax_cross_entropy",
-                           "reduce_sum", "reduce_mean", "reshape",     "transpose",
-                           "concat",     "slice",       "conv2d",      "max_pool2d",
-                           "avg_pool2d", "gather",      "constant",    "cast",
+  for (const char *name : {"matmul",     "add",         "sub",          "mul",
+                           "div",        "bias_add",    "relu",         "sigmoid",
+                           "tanh",       "softmax",     "log_softmax",  "softmax_cross_entropy",
+                           "reduce_sum", "reduce_mean", "reshape",      "transpose",
+                           "concat",     "slice",       "conv2d",       "max_pool2d",
+                           "avg_pool2d", "gather",      "constant",     "cast",
                            "erf",        "gelu",        "batch_matmul", "where",
-                           "maximum",    "minimum",     "pad",         "global_avg_pool"})
+                           "maximum",    "minimum",     "pad",          "global_avg_pool"})
     EXPECT_NE(lookupOp(name), nullptr) << name;
   EXPECT_TRUE(getOp("gather").sparseGradient(0));
   EXPECT_FALSE(getOp("gather").sparseGradient(1));
@@ -138,10 +138,11 @@ TEST(OpTable, BatchMatmulShapesAndCost) {
   EXPECT_EQ(scores.error, "");
   EXPECT_EQ(scores.type, f32({kBatchDim, 4, 16, 16}));
   EXPECT_DOUBLE_EQ(scores.flops, 2.0 * 16 * 16 * 8 * (8 * 4));
-  Built shared = build("batch_matmul", {f32({kBatchDim, 5, 3}), f32({2, 3})}, transposes(false, true));
+  Built shared =
+      build("batch_matmul", {f32({kBatchDim, 5, 3}), f32({2, 3})}, transposes(false, true));
   EXPECT_EQ(shared.type, f32({kBatchDim, 5, 2}));
-  Built sharedA = build("batch_matmul", {f32({3, 5}), f32({2, kBatchDim, 3, 4})},
-                        transposes(true, false));
+  Built sharedA =
+      build("batch_matmul", {f32({3, 5}), f32({2, kBatchDim, 3, 4})}, transposes(true, false));
   EXPECT_EQ(sharedA.type, f32({2, kBatchDim, 5, 4}));
   EXPECT_NE(build("batch_matmul", {f32({kBatchDim, 2, 3, 4}), f32({kBatchDim, 3, 4, 5})})
                 .error.find("batch dimensions differ"),
@@ -176,8 +177,8 @@ TEST(OpTable, PadShapesAndErrors) {
   Built p = build("pad", {f32({kBatchDim, 28, 28, 1})}, a);
   EXPECT_EQ(p.error, "");
   EXPECT_EQ(p.type, f32({kBatchDim, 32, 34, 1}));
-  std::string batch = build("pad", {f32({kBatchDim, 4})}, attrs({{"pads", Attr::ints({1, 0, 0, 0})}}))
-                          .error;
+  std::string batch =
+      build("pad", {f32({kBatchDim, 4})}, attrs({{"pads", Attr::ints({1, 0, 0, 0})}})).error;
   EXPECT_NE(batch.find("dimension 0 of f32[B, 4] is the batch dimension"), std::string::npos)
       << batch;
   EXPECT_NE(build("pad", {f32({2, 4})}, attrs({{"pads", Attr::ints({1, 0, 0})}}))

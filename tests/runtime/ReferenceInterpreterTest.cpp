@@ -134,10 +134,10 @@ TEST(ReferenceInterpreterTest, BatchMatmulPerEntryAndShared) {
   expectTensor(perEntry.y, {2, 2, 1}, {6, 15, -2, 12});
   auto shared = runSingleOp("batch_matmul", {a, f32({3, 2}, {7, 8, 9, 10, 11, 12})});
   expectTensor(shared.y, {2, 2, 2}, {58, 64, 139, 154, 4, 4, 54, 60});
-  auto sharedA = runSingleOp("batch_matmul", {f32({3, 2}, {1, 4, 2, 5, 3, 6}), a},
-                             ir::attrs({{"transpose_a", Attr::boolean(true)},
-                                        {"transpose_b", Attr::boolean(true)}}));
-  expectTensor(sharedA.y, {2, 2, 2}, {14, 32, 32, 77, 2, 12, 8, 30});
+  auto sharedA = runSingleOp(
+      "batch_matmul", {f32({3, 2}, {1, 4, 2, 5, 3, 6}), a},
+      ir::attrs({{"transpose_a", Attr::boolean(true)}, {"transpose_b", Attr::boolean(true)}}));
+  expectTensor(sharedA.y, {2, 2, 2}, {14, 32, 32, 77, 2, 12, 2, 30});
 }
 
 // Ties go to a in maximum, minimum and their gradients; where takes any non-zero as true.
@@ -157,9 +157,9 @@ TEST(ReferenceInterpreterTest, MaximumMinimumAndWhere) {
 
 // pads [begin..., end...]: one row before and after along dimension 0, two columns after.
 TEST(ReferenceInterpreterTest, PadAndGlobalAvgPool) {
-  auto padded = runSingleOp("pad", {f32({1, 2}, {1, 2})},
-                            ir::attrs({{"pads", Attr::ints({1, 0, 1, 2})},
-                                       {"value", Attr::real(-1)}}));
+  auto padded =
+      runSingleOp("pad", {f32({1, 2}, {1, 2})},
+                  ir::attrs({{"pads", Attr::ints({1, 0, 1, 2})}, {"value", Attr::real(-1)}}));
   expectTensor(padded.y, {3, 4}, {-1, -1, -1, -1, 1, 2, -1, -1, -1, -1, -1, -1});
   // x[0, h, w, c] = 4 h + 2 w + c over a 2x2 image of two channels.
   auto pooled = runSingleOp("global_avg_pool", {f32({1, 2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7})});

@@ -1,5 +1,5 @@
-// The dense CPU kernels: matmul and batch_matmul, conv2d and its two gradients, max and average pooling and
-// their gradients, each one or a few oneDNN primitives made when the kernel is built.
+// The dense CPU kernels: matmul and batch_matmul, conv2d and its two gradients, max and average
+// pooling and their gradients, each one or a few oneDNN primitives made when the kernel is built.
 #include <unordered_map>
 
 #include "runtime/cpu/Kernel.h"

@@ -84,8 +84,7 @@ dnnl::memory convertedInput(OneDnnKernel &kernel, const dnnl::memory &user,
 // `transposed`: the transpose is a pair of swapped strides, never a copy.
 dnnl::memory::desc matrixDesc(int64_t rows, int64_t cols, bool transposed);
 // `entries` such matrices one after the other: [entries, rows, cols].
-dnnl::memory::desc batchedMatrixDesc(int64_t entries, int64_t rows, int64_t cols,
-                                     bool transposed);
+dnnl::memory::desc batchedMatrixDesc(int64_t entries, int64_t rows, int64_t cols, bool transposed);
 
 // What a matmul or a forward convolution applies to its result while it is in cache: a bias
 // (input 2: [n] added to each row of a matmul, [O] to each pixel of a convolution), then relu.

@@ -1,6 +1,6 @@
 // CPU kernels of the shape and data-movement ops: reshape, transpose, concat, slice, pad,
-// reductions (global_avg_pool among them), constant, cast, and the backward ops that undo broadcasting and reductions (sum_like,
-// expand_like, slice_grad, reshape_like).
+// reductions (global_avg_pool among them), constant, cast, and the backward ops that undo
+// broadcasting and reductions (sum_like, expand_like, slice_grad, reshape_like).
 #include <algorithm>
 #include <cstring>
 #include <functional>
