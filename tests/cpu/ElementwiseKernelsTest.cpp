@@ -108,6 +108,20 @@ TEST(ElementwiseKernels, MaximumAndMinimumGradients) {
     }
 }
 
+// a and b the same value: every element ties, and both ops give a all of dy.
+TEST(ElementwiseKernels, MaximumAndMinimumGradientsGoToAOnTies) {
+  for (const char *op : {"maximum_grad", "minimum_grad"}) {
+    SCOPED_TRACE(op);
+    ir::ModuleBuilder b("ties");
+    ir::Value *dy = b.input("dy", f32({B, 9}));
+    ir::Value *x = b.input("x", f32({B, 9}));
+    b.op(op, {dy, x, x}, {}, "y");
+    auto module = b.finish();
+    ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
+    prism::testing::expectMatchesReference(**module, {"y"});
+  }
+}
+
 // where(cond, a, b) with conditions of every dtype (integers from {0, 1}, floats of either
 // sign, never zero) and each operand broadcast in turn.
 TEST(ElementwiseKernels, WhereSelectsLikeTheReference) {

@@ -1,7 +1,7 @@
 // CPU kernels of the elementwise ops: broadcasting arithmetic (add, sub, mul, div, maximum,
 // minimum, bias_add), unary math and activations, the activations' backward ops, and the
-// three-operand selects (where, maximum_grad, minimum_grad). The math of the one- and
-// two-operand ops is their functor in ElementwiseMath.h.
+// three-operand selects (where, maximum_grad, minimum_grad). Each op's math is its functor in
+// ElementwiseMath.h.
 #include <type_traits>
 
 #include "runtime/cpu/kernels/Broadcast.h"
@@ -90,22 +90,6 @@ template <typename Op> KernelOrError makeElementwise(const KernelSpec &spec) {
   else
     return withFloatType(spec, spec.outputTypes[0].dtype, make);
 }
-
-// where(cond, a, b): cond of any dtype, non-zero meaning true.
-struct Where {
-  template <typename C, typename T> T operator()(C cond, T a, T b) const {
-    return cond != C(0) ? a : b;
-  }
-};
-
-// (dy, a, b): a's share of maximum's (minimum's) gradient, a winning ties.
-struct MaximumGrad {
-  template <typename T> T operator()(T dy, T a, T b) const { return a >= b ? dy : T(0); }
-};
-
-struct MinimumGrad {
-  template <typename T> T operator()(T dy, T a, T b) const { return a <= b ? dy : T(0); }
-};
 
 // out[i] = op(x[i * xStep], y[i * yStep], z[i * zStep]), steps 0 or 1; operands of one shape
 // (every step 1) get a loop of their own, which vectorizes.
