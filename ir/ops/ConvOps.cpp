@@ -171,6 +171,39 @@ void avgPoolGrad(GradientContext &c) {
     c.setGrad(0, c.emit("avg_pool2d_grad", {dy, c.operand(0)}, poolAttrs(c)));
 }
 
+// x[N, H, W, C] -> [N, C]
+ShapeResult globalPoolShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
+  const TensorType &x = in[0];
+  if (auto e = expectDense(x, "input"))
+    return std::move(e);
+  if (auto e = expectFloat(x, "input"))
+    return std::move(e);
+  if (auto e = expectRank(x, 4, "input (NHWC)"))
+    return std::move(e);
+  if (x.dims[1] < 0 || x.dims[2] < 0)
+    return shapeError("spatial dimensions of the input must be static, got " + x.str());
+  return Types{TensorType(x.dtype, {x.dims[0], x.dims[3]})};
+}
+
+// One add per input element.
+OpCost globalPoolCost(llvm::ArrayRef<TensorType> in, llvm::ArrayRef<TensorType> out,
+                      const AttrMap &attrs, int64_t batch) {
+  OpCost c = elementwiseCost(in, out, attrs, batch);
+  c.flops = elements(in[0], batch);
+  return c;
+}
+
+// The mean over H and W is reduce_mean's, so its gradient is reduce_mean's: dy spread evenly.
+void globalAvgPoolGrad(GradientContext &c) {
+  Value *dy = c.resultGrad();
+  if (!dy)
+    return;
+  AttrMap a;
+  a.set("axes", Attr::ints({1, 2}));
+  a.set("mean", Attr::boolean(true));
+  c.setGrad(0, c.emit("expand_like", {dy, c.operand(0)}, a));
+}
+
 std::vector<AttrSpec> convAttrSpecs() {
   return {attr("stride", AttrKind::Ints, Attr::ints({1, 1}), "[sh, sw]"),
           attr("padding", AttrKind::String, Attr::string("same"),
@@ -206,6 +239,10 @@ void registerConvOps(std::vector<OpDef> &t) {
                      maxPoolGrad, poolAttrSpecs()));
   t.push_back(makeOp("avg_pool2d", "mean over windows of x[N,H,W,C] (padding not counted)", {"x"},
                      poolShape, avgPoolGrad, poolAttrSpecs()));
+  OpDef global = makeOp("global_avg_pool", "mean over H and W of x[N,H,W,C], giving [N,C]", {"x"},
+                        globalPoolShape, globalAvgPoolGrad);
+  global.cost = globalPoolCost;
+  t.push_back(global);
   t.push_back(makeOp("max_pool2d_grad", "dy routed to the first maximum of each window",
                      {"dy", "x"}, poolGradShape, nullptr, poolAttrSpecs(), kGradientOnly));
   t.push_back(makeOp("avg_pool2d_grad", "dy spread evenly over each window", {"dy", "x"},

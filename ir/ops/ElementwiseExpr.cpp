@@ -14,9 +14,9 @@ namespace prism::ir {
 namespace {
 
 constexpr llvm::StringRef kFusableOps[] = {
-    "add",  "sub",       "mul",          "div",       "neg",      "exp",
-    "log",  "sqrt",      "relu",         "sigmoid",   "tanh",     "erf",
-    "gelu", "relu_grad", "sigmoid_grad", "tanh_grad", "erf_grad", "gelu_grad"};
+    "add",          "sub",       "mul",      "div",       "neg",     "exp",    "log",
+    "sqrt",         "relu",      "sigmoid",  "tanh",      "erf",     "gelu",   "relu_grad",
+    "sigmoid_grad", "tanh_grad", "erf_grad", "gelu_grad", "maximum", "minimum"};
 
 // Operand references above this are surely a mistake, and a bound keeps the parse total.
 constexpr int kMaxOperandReference = 1 << 16;

@@ -1,5 +1,5 @@
-// Dense layers, normalization and losses: matmul, bias_add, softmax, log_softmax, layer_norm,
-// softmax_cross_entropy, sigmoid_cross_entropy.
+// Dense layers, normalization and losses: matmul, batch_matmul, bias_add, softmax, log_softmax,
+// layer_norm, softmax_cross_entropy, sigmoid_cross_entropy.
 #include "ir/ops/OpHelpers.h"
 
 namespace prism::ir::ops {
@@ -39,10 +39,9 @@ OpCost matmulCost(llvm::ArrayRef<TensorType> in, llvm::ArrayRef<TensorType> out,
   return c;
 }
 
-void matmulGrad(GradientContext &c) {
-  Value *dy = c.resultGrad();
-  if (!dy)
-    return;
+// The gradients of op(a) · op(b) for both operands, each a product `product` (matmul or
+// batch_matmul) of dy and the other operand, transposed as the four cases need.
+std::pair<Value *, Value *> productGrads(GradientContext &c, const char *product, Value *dy) {
   Value *a = c.operand(0), *b = c.operand(1);
   bool ta = c.resolvedAttrs().getBool("transpose_a");
   bool tb = c.resolvedAttrs().getBool("transpose_b");
@@ -52,20 +51,92 @@ void matmulGrad(GradientContext &c) {
       m.set("transpose_a", Attr::boolean(true));
     if (ty)
       m.set("transpose_b", Attr::boolean(true));
-    return c.emit("matmul", {x, y}, std::move(m));
+    return c.emit(product, {x, y}, std::move(m));
   };
-  if (!ta && !tb) {
-    c.setGrad(0, mm(dy, b, false, true));
-    c.setGrad(1, mm(a, dy, true, false));
-  } else if (ta && !tb) {
-    c.setGrad(0, mm(b, dy, false, true));
-    c.setGrad(1, mm(a, dy, false, false));
-  } else if (!ta && tb) {
-    c.setGrad(0, mm(dy, b, false, false));
-    c.setGrad(1, mm(dy, a, true, false));
-  } else {
-    c.setGrad(0, mm(b, dy, true, true));
-    c.setGrad(1, mm(dy, a, true, true));
+  if (!ta && !tb)
+    return {mm(dy, b, false, true), mm(a, dy, true, false)};
+  if (ta && !tb)
+    return {mm(b, dy, false, true), mm(a, dy, false, false)};
+  if (!ta && tb)
+    return {mm(dy, b, false, false), mm(dy, a, true, false)};
+  return {mm(b, dy, true, true), mm(dy, a, true, true)};
+}
+
+void matmulGrad(GradientContext &c) {
+  if (Value *dy = c.resultGrad()) {
+    auto [da, db] = productGrads(c, "matmul", dy);
+    c.setGrad(0, da);
+    c.setGrad(1, db);
+  }
+}
+
+// Operands of at least rank 2: the last two dimensions are the matrices, the ones before them
+// the batch. The batches must be equal, or one operand is a single matrix (rank 2) that every
+// entry of the other's batch shares.
+ShapeResult batchMatmulShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
+  for (int i = 0; i < 2; ++i) {
+    const char *what = i == 0 ? "a" : "b";
+    if (auto e = expectDense(in[i], what))
+      return std::move(e);
+    if (auto e = expectFloat(in[i], what))
+      return std::move(e);
+    if (in[i].rank() < 2)
+      return shapeError(llvm::Twine(what) + " must have rank 2 or more, got " + in[i].str());
+  }
+  const TensorType &a = in[0], &b = in[1];
+  if (a.dtype != b.dtype)
+    return shapeError("operand dtypes differ: " + a.str() + " and " + b.str());
+  llvm::ArrayRef<int64_t> batchA = llvm::ArrayRef<int64_t>(a.dims).drop_back(2);
+  llvm::ArrayRef<int64_t> batchB = llvm::ArrayRef<int64_t>(b.dims).drop_back(2);
+  if (!batchA.empty() && !batchB.empty() && batchA != batchB)
+    return shapeError("batch dimensions differ: " + a.str() + " and " + b.str() +
+                      " (the dimensions before the last two must be equal, or one operand of "
+                      "rank 2)");
+  bool ta = attrs.getBool("transpose_a"), tb = attrs.getBool("transpose_b");
+  int64_t ra = a.rank(), rb = b.rank();
+  int64_t m = a.dims[ra - (ta ? 1 : 2)], k = a.dims[ra - (ta ? 2 : 1)];
+  int64_t k2 = b.dims[rb - (tb ? 1 : 2)], n = b.dims[rb - (tb ? 2 : 1)];
+  if (k != k2)
+    return shapeError("contracted dimensions differ: " + a.str() + (ta ? "ᵀ" : "") + " times " +
+                      b.str() + (tb ? "ᵀ" : "") + " (" + dimString(k) + " vs " + dimString(k2) +
+                      ")");
+  Dims out(batchA.empty() ? batchB.begin() : batchA.begin(),
+           batchA.empty() ? batchB.end() : batchA.end());
+  out.push_back(m);
+  out.push_back(n);
+  return Types{TensorType(a.dtype, out)};
+}
+
+// 2 * M * N * K per batch entry: two flops per output element and contracted index.
+OpCost batchMatmulCost(llvm::ArrayRef<TensorType> in, llvm::ArrayRef<TensorType> out,
+                       const AttrMap &attrs, int64_t batch) {
+  OpCost c = elementwiseCost(in, out, attrs, batch);
+  const TensorType &a = in[0];
+  int64_t k = a.dims[a.rank() - (attrs.getBool("transpose_a") ? 2 : 1)];
+  if (k == kBatchDim)
+    k = batch;
+  c.flops = 2.0 * elements(out[0], batch) * static_cast<double>(k);
+  return c;
+}
+
+// The gradient of a shared (rank-2) operand sums the batch entries' gradients.
+Value *sumOverBatch(GradientContext &c, Value *g, Value *operand) {
+  int64_t extra = g->type().rank() - operand->type().rank();
+  if (extra <= 0)
+    return g;
+  Dims axes;
+  for (int64_t i = 0; i < extra; ++i)
+    axes.push_back(i);
+  AttrMap a;
+  a.set("axes", Attr::ints(axes));
+  return c.emit("reduce_sum", {g}, a);
+}
+
+void batchMatmulGrad(GradientContext &c) {
+  if (Value *dy = c.resultGrad()) {
+    auto [da, db] = productGrads(c, "batch_matmul", dy);
+    c.setGrad(0, sumOverBatch(c, da, c.operand(0)));
+    c.setGrad(1, sumOverBatch(c, db, c.operand(1)));
   }
 }
 
@@ -263,6 +334,14 @@ void registerNeuralNetOps(std::vector<OpDef> &t) {
   mm.cost = matmulCost;
   mm.reducedPrecisionOperands = 0b11;
   t.push_back(mm);
+  OpDef bmm = def("batch_matmul",
+                  "op(a) · op(b) over the last two dimensions, for each index of the dimensions "
+                  "before them (equal in a and b, or one operand of rank 2 shared by all)",
+                  {"a", "b"}, batchMatmulShape, batchMatmulGrad);
+  bmm.attrs = mm.attrs;
+  bmm.cost = batchMatmulCost;
+  bmm.reducedPrecisionOperands = 0b11;
+  t.push_back(bmm);
   t.push_back(def("bias_add", "x + bias along the last dimension", {"x", "bias"}, biasAddShape,
                   biasAddGrad, kElementwise));
   t.push_back(def("softmax", "softmax over the last dimension", {"x"}, lastAxisShape, softmaxGrad));

@@ -1,5 +1,5 @@
-// Shape and data-movement ops: reshape, transpose, concat, slice, reductions, constant, cast,
-// and the backward ops that undo broadcasting and reductions.
+// Shape and data-movement ops: reshape, transpose, concat, slice, pad, reductions, constant,
+// cast, and the backward ops that undo broadcasting and reductions.
 #include <algorithm>
 #include <numeric>
 
@@ -174,6 +174,57 @@ ShapeResult sliceGradShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) 
   return Types{x};
 }
 
+// pads = [begin_0, ..., begin_{r-1}, end_0, ..., end_{r-1}] (ONNX's order), non-negative; the
+// batch dimension keeps its extent, so that a replica's share of the batch stays its own.
+ShapeResult padShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
+  const TensorType &x = in[0];
+  if (auto e = expectDense(x, "x"))
+    return std::move(e);
+  if (x.dtype == DType::Bool)
+    return shapeError("x must be numeric, got " + x.str());
+  auto pads = attrs.getInts("pads");
+  int64_t rank = x.rank();
+  if (static_cast<int64_t>(pads.size()) != 2 * rank)
+    return shapeError("pads " + Attr::ints(pads).str() +
+                      " must have 2 * rank = " + llvm::Twine(2 * rank) +
+                      " entries (all begins, then all ends) for " + x.str());
+  TensorType out = x;
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t begin = pads[i], end = pads[rank + i];
+    if (begin < 0 || end < 0)
+      return shapeError("pads " + Attr::ints(pads).str() + " must be non-negative");
+    if (begin == 0 && end == 0)
+      continue;
+    if (x.dims[i] == kBatchDim)
+      return shapeError("dimension " + llvm::Twine(i) + " of " + x.str() +
+                        " is the batch dimension, which cannot be padded");
+    if (x.dims[i] < 0 || begin > kMaxElements - end - x.dims[i])
+      return shapeError("cannot pad dimension " + llvm::Twine(i) + " of " + x.str());
+    out.dims[i] = x.dims[i] + begin + end;
+  }
+  return Types{out};
+}
+
+// The gradient is dy with the padding sliced off, one slice per padded dimension.
+void padGrad(GradientContext &c) {
+  Value *g = c.resultGrad();
+  if (!g || !isFloat(c.operand(0)->type().dtype))
+    return;
+  auto pads = c.resolvedAttrs().getInts("pads");
+  const TensorType &x = c.operand(0)->type();
+  int64_t rank = x.rank();
+  for (int64_t i = 0; i < rank; ++i) {
+    if (pads[i] == 0 && pads[rank + i] == 0)
+      continue;
+    AttrMap a;
+    a.set("axis", Attr::integer(i));
+    a.set("begin", Attr::integer(pads[i]));
+    a.set("end", Attr::integer(pads[i] + x.dims[i]));
+    g = c.emit("slice", {g}, a);
+  }
+  c.setGrad(0, g);
+}
+
 // Axes normalized and sorted; empty means every axis.
 llvm::Expected<Dims> reductionAxes(const TensorType &x, const AttrMap &attrs) {
   auto axes = attrs.getInts("axes");
@@ -307,6 +358,12 @@ void registerShapeOps(std::vector<OpDef> &t) {
       "slice", "x restricted to [begin, end) along one axis", {"x"}, sliceShape, sliceGrad,
       {attr("axis", AttrKind::Int, "the axis"), attr("begin", AttrKind::Int, "first index kept"),
        attr("end", AttrKind::Int, "one past the last index kept")}));
+  t.push_back(makeOp(
+      "pad", "x with constant padding before and after each dimension (not the batch)", {"x"},
+      padShape, padGrad,
+      {attr("pads", AttrKind::Ints,
+            "[begin_0, ..., begin_{r-1}, end_0, ..., end_{r-1}], non-negative (ONNX's order)"),
+       attr("value", AttrKind::Float, Attr::real(0.0), "the value of the padding")}));
   t.push_back(
       makeOp("reduce_sum", "sum over axes", {"x"}, reduceShape, reduceSumGrad, reduceAttrs()));
   t.push_back(

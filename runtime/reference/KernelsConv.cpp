@@ -198,6 +198,23 @@ llvm::Expected<KernelResults> avgPoolGradKernel(const KernelArgs &args) {
   return single(std::move(dx));
 }
 
+// y[n, c] = mean over h and w of x[n, h, w, c].
+llvm::Expected<KernelResults> globalAvgPoolKernel(const KernelArgs &args) {
+  const Tensor &x = args.operand(0);
+  Tensor y = zeroResult(args);
+  int64_t batch = x.shape()[0], height = x.shape()[1], width = x.shape()[2];
+  int64_t channels = x.shape()[3];
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t c = 0; c < channels; ++c) {
+      double sum = 0;
+      for (int64_t h = 0; h < height; ++h)
+        for (int64_t w = 0; w < width; ++w)
+          sum += x.data()[nhwc(x.shape(), n, h, w, c)];
+      y.data()[n * channels + c] = sum / static_cast<double>(height * width);
+    }
+  return single(std::move(y));
+}
+
 } // namespace
 
 void registerConvKernels(KernelTable &t) {
@@ -208,6 +225,7 @@ void registerConvKernels(KernelTable &t) {
   t["avg_pool2d"] = {avgPoolKernel};
   t["max_pool2d_grad"] = {maxPoolGradKernel};
   t["avg_pool2d_grad"] = {avgPoolGradKernel};
+  t["global_avg_pool"] = {globalAvgPoolKernel};
 }
 
 } // namespace prism::runtime::reference::kernels

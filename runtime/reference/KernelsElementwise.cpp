@@ -1,5 +1,5 @@
-// Reference kernels of the elementwise ops: broadcasting arithmetic, unary math, activations
-// and their backward ops.
+// Reference kernels of the elementwise ops: broadcasting arithmetic, maximum, minimum, where,
+// unary math, activations and their backward ops.
 #include <cmath>
 
 #include "runtime/reference/KernelSupport.h"
@@ -16,6 +16,21 @@ template <typename F> Tensor broadcastBinary(const KernelArgs &args, F f) {
   int64_t flat = 0;
   forEachIndex(out.shape(), [&](llvm::ArrayRef<int64_t> index) {
     out.data()[flat++] = f(a.data()[offsetOf(index, sa)], b.data()[offsetOf(index, sb)]);
+  });
+  return out;
+}
+
+// out = f(x, y, z) with numpy broadcasting of the three into the result's shape.
+template <typename F> Tensor broadcastTernary(const KernelArgs &args, F f) {
+  const Tensor &x = args.operand(0), &y = args.operand(1), &z = args.operand(2);
+  Tensor out = zeroResult(args);
+  Shape sx = broadcastStrides(x.shape(), out.shape());
+  Shape sy = broadcastStrides(y.shape(), out.shape());
+  Shape sz = broadcastStrides(z.shape(), out.shape());
+  int64_t flat = 0;
+  forEachIndex(out.shape(), [&](llvm::ArrayRef<int64_t> index) {
+    out.data()[flat++] = f(x.data()[offsetOf(index, sx)], y.data()[offsetOf(index, sy)],
+                           z.data()[offsetOf(index, sz)]);
   });
   return out;
 }
@@ -60,6 +75,30 @@ llvm::Expected<KernelResults> divKernel(const KernelArgs &args) {
   if (byZero)
     return kernelError("integer division by zero");
   return single(std::move(out));
+}
+
+llvm::Expected<KernelResults> maximumKernel(const KernelArgs &args) {
+  return single(broadcastBinary(args, [](double a, double b) { return a >= b ? a : b; }));
+}
+
+llvm::Expected<KernelResults> minimumKernel(const KernelArgs &args) {
+  return single(broadcastBinary(args, [](double a, double b) { return a <= b ? a : b; }));
+}
+
+llvm::Expected<KernelResults> whereKernel(const KernelArgs &args) {
+  return single(
+      broadcastTernary(args, [](double cond, double a, double b) { return cond != 0 ? a : b; }));
+}
+
+// (dy, a, b): a's share of the gradient of maximum (minimum), a winning ties.
+llvm::Expected<KernelResults> maximumGradKernel(const KernelArgs &args) {
+  return single(
+      broadcastTernary(args, [](double dy, double a, double b) { return a >= b ? dy : 0.0; }));
+}
+
+llvm::Expected<KernelResults> minimumGradKernel(const KernelArgs &args) {
+  return single(
+      broadcastTernary(args, [](double dy, double a, double b) { return a <= b ? dy : 0.0; }));
 }
 
 llvm::Expected<KernelResults> negKernel(const KernelArgs &args) {
@@ -141,6 +180,11 @@ void registerElementwiseKernels(KernelTable &t) {
   t["sub"] = {subKernel};
   t["mul"] = {mulKernel};
   t["div"] = {divKernel};
+  t["maximum"] = {maximumKernel};
+  t["minimum"] = {minimumKernel};
+  t["where"] = {whereKernel};
+  t["maximum_grad"] = {maximumGradKernel};
+  t["minimum_grad"] = {minimumGradKernel};
   t["neg"] = {negKernel};
   t["exp"] = {expKernel};
   t["log"] = {logKernel};

@@ -1,6 +1,6 @@
-// Reference kernels of dense layers, normalization and losses: matmul, bias_add, softmax,
-// log_softmax, layer_norm, softmax_cross_entropy, sigmoid_cross_entropy and their backward ops.
-// Row-wise ops work over the last dimension.
+// Reference kernels of dense layers, normalization and losses: matmul, batch_matmul, bias_add,
+// softmax, log_softmax, layer_norm, softmax_cross_entropy, sigmoid_cross_entropy and their
+// backward ops. Row-wise ops work over the last dimension.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -12,22 +12,31 @@
 namespace prism::runtime::reference::kernels {
 namespace {
 
+// matmul and batch_matmul: op(a) · op(b) for each batch entry (matmul: one entry); an operand
+// of rank 2 serves every entry.
 llvm::Expected<KernelResults> matmulKernel(const KernelArgs &args) {
   const Tensor &a = args.operand(0), &b = args.operand(1);
   bool ta = args.attrs.getBool("transpose_a"), tb = args.attrs.getBool("transpose_b");
-  int64_t m = a.shape()[ta ? 1 : 0], k = a.shape()[ta ? 0 : 1];
-  int64_t n = b.shape()[tb ? 0 : 1];
-  // Element (row, col) of op(a) and op(b).
-  auto opA = [&](int64_t i, int64_t j) { return ta ? a.data()[j * m + i] : a.data()[i * k + j]; };
-  auto opB = [&](int64_t i, int64_t j) { return tb ? b.data()[j * k + i] : b.data()[i * n + j]; };
   Tensor out = zeroResult(args);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double sum = 0;
-      for (int64_t p = 0; p < k; ++p)
-        sum += opA(i, p) * opB(p, j);
-      out.data()[i * n + j] = sum;
-    }
+  int64_t ra = a.rank(), rb = b.rank(), rc = out.rank();
+  int64_t m = out.shape()[rc - 2], n = out.shape()[rc - 1];
+  int64_t k = a.shape()[ra - (ta ? 2 : 1)];
+  int64_t entries = shapeElements(out.shape().drop_back(2));
+  int64_t aStride = ra == 2 ? 0 : m * k, bStride = rb == 2 ? 0 : k * n;
+  for (int64_t e = 0; e < entries; ++e) {
+    const double *ae = a.data().data() + e * aStride, *be = b.data().data() + e * bStride;
+    // Element (row, col) of op(a) and op(b).
+    auto opA = [&](int64_t i, int64_t j) { return ta ? ae[j * m + i] : ae[i * k + j]; };
+    auto opB = [&](int64_t i, int64_t j) { return tb ? be[j * k + i] : be[i * n + j]; };
+    double *ce = out.data().data() + e * m * n;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t p = 0; p < k; ++p)
+          sum += opA(i, p) * opB(p, j);
+        ce[i * n + j] = sum;
+      }
+  }
   return single(std::move(out));
 }
 
@@ -265,6 +274,7 @@ llvm::Expected<KernelResults> layerNormGammaGradKernel(const KernelArgs &args) {
 
 void registerNeuralNetKernels(KernelTable &t) {
   t["matmul"] = {matmulKernel};
+  t["batch_matmul"] = {matmulKernel};
   t["bias_add"] = {biasAddKernel};
   t["softmax"] = {softmaxKernel};
   t["log_softmax"] = {logSoftmaxKernel};

@@ -1,4 +1,4 @@
-// Reference kernels of shape and data-movement ops: reshape, transpose, concat, slice,
+// Reference kernels of shape and data-movement ops: reshape, transpose, concat, slice, pad,
 // reductions, constant, cast, and the backward ops that undo broadcasting and reductions.
 #include <algorithm>
 
@@ -88,6 +88,27 @@ llvm::Expected<KernelResults> sliceGradKernel(const KernelArgs &args) {
       for (int64_t j = 0; j < s.inner; ++j)
         out.data()[(i * o.extent + begin + a) * o.inner + j] =
             g.data()[(i * s.extent + a) * s.inner + j];
+  return single(std::move(out));
+}
+
+// Each output element is x's at the index less the begin pads, or `value` outside x.
+llvm::Expected<KernelResults> padKernel(const KernelArgs &args) {
+  const Tensor &x = args.operand(0);
+  auto pads = args.attrs.getInts("pads");
+  double value = args.attrs.getFloat("value");
+  Tensor out = zeroResult(args);
+  Shape strides = rowMajorStrides(x.shape());
+  int64_t rank = x.rank(), flat = 0;
+  forEachIndex(out.shape(), [&](llvm::ArrayRef<int64_t> index) {
+    int64_t at = 0;
+    bool inside = true;
+    for (int64_t d = 0; d < rank && inside; ++d) {
+      int64_t i = index[d] - pads[d];
+      inside = i >= 0 && i < x.shape()[d];
+      at += i * strides[d];
+    }
+    out.data()[flat++] = inside ? x.data()[at] : value;
+  });
   return single(std::move(out));
 }
 
@@ -199,6 +220,7 @@ void registerShapeKernels(KernelTable &t) {
   t["transpose"] = {transposeKernel};
   t["concat"] = {concatKernel};
   t["slice"] = {sliceKernel};
+  t["pad"] = {padKernel};
   t["reduce_sum"] = {reduceSumKernel};
   t["reduce_mean"] = {reduceMeanKernel};
   t["constant"] = {constantKernel};

@@ -1,6 +1,6 @@
-// The dense CPU kernels (matmul, convolutions, pooling and their gradients) against the float64
-// reference interpreter, over shapes that exercise transposes, strides, both paddings, odd
-// extents and batch sizes, and two threads.
+// The dense CPU kernels (matmul, batch_matmul, convolutions, pooling and their gradients) against
+// the float64 reference interpreter, over shapes that exercise transposes, strides, both paddings,
+// odd extents and batch sizes, and two threads.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -88,6 +88,59 @@ TEST(DenseMatmul, F64UsesLoops) {
       options.tolerance = 1e-12;
       prism::testing::expectMatchesReference(*module, {"y"}, options);
     }
+}
+
+// ---- batch_matmul ---------------------------------------------------------------------------
+
+// y = batch_matmul(a, b) for stored shapes `a` and `b` (transposes applied by the op).
+std::unique_ptr<ir::Module> batchMatmulModule(const ir::Dims &a, const ir::Dims &b, bool ta,
+                                              bool tb, DType dtype = DType::F32) {
+  ir::ModuleBuilder builder("batch_matmul");
+  Value *x = builder.input("a", TensorType(dtype, a));
+  Value *w = builder.input("b", TensorType(dtype, b));
+  builder.op("batch_matmul", {x, w},
+             ir::attrs({{"transpose_a", Attr::boolean(ta)}, {"transpose_b", Attr::boolean(tb)}}),
+             "y");
+  return finish(builder);
+}
+
+// Stored shapes of op(a) [.., m, k] and op(b) [.., k, n] with the batch `batch` on a (b) or,
+// when `aShared` (`bShared`), none.
+ir::Dims storedShape(ir::Dims batch, int64_t rows, int64_t cols, bool transposed, bool shared) {
+  ir::Dims dims = shared ? ir::Dims{} : batch;
+  dims.push_back(transposed ? cols : rows);
+  dims.push_back(transposed ? rows : cols);
+  return dims;
+}
+
+TEST(DenseBatchMatmul, EveryTransposeAndSharedOperand) {
+  struct Case {
+    ir::Dims batch;
+    int64_t m, k, n;
+    bool aShared, bShared;
+  };
+  for (const Case &c :
+       {Case{{kBatchDim, 2}, 5, 4, 3, false, false}, Case{{kBatchDim}, 7, 6, 5, false, true},
+        Case{{kBatchDim, 3}, 4, 9, 2, true, false}, Case{{2, 3, 2}, 17, 33, 9, false, false},
+        Case{{}, 6, 5, 4, false, false}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (DType dtype : {DType::F32, DType::F64}) {
+          ir::Dims a = storedShape(c.batch, c.m, c.k, ta, c.aShared);
+          ir::Dims b = storedShape(c.batch, c.k, c.n, tb, c.bShared);
+          SCOPED_TRACE(TensorType(dtype, a).str() + (ta ? "ᵀ" : "") + " times " +
+                       TensorType(dtype, b).str() + (tb ? "ᵀ" : ""));
+          auto module = batchMatmulModule(a, b, ta, tb, dtype);
+          ASSERT_TRUE(module);
+          if (dtype == DType::F32) {
+            expectMatchesAtBatches(*module, {1, 2});
+            continue;
+          }
+          prism::testing::ReferenceCheckOptions options;
+          options.tolerance = 1e-12;
+          options.threads = 2;
+          prism::testing::expectMatchesReference(*module, {"y"}, options);
+        }
 }
 
 // ---- convolution ----------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 // The CPU elementwise kernels against the reference interpreter: broadcasting arithmetic in every
-// pattern the broadcast plan distinguishes, unary math, activations and their backward ops,
-// bias_add, integer dtypes, and the parallel paths.
+// pattern the broadcast plan distinguishes, maximum, minimum and where, unary math, activations
+// and their backward ops, bias_add, integer dtypes, and the parallel paths.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -84,6 +84,59 @@ TEST(ElementwiseKernels, ArithmeticOnEveryNumericDtype) {
             {{B, 1, 6}, {4, 1}}})
         expectOpMatches(op, {TensorType(dtype, a), TensorType(dtype, b)});
   expectOpMatches("div", {TensorType(DType::F64, {B, 6}), TensorType(DType::F64, {6})});
+}
+
+TEST(ElementwiseKernels, MaximumAndMinimumBroadcastLikeTheReference) {
+  for (const char *op : {"maximum", "minimum"}) {
+    for (const auto &[a, b] : kBroadcastShapes)
+      expectOpMatches(op, {f32(a), f32(b)});
+    // Integers from [0, 10) tie often.
+    for (DType dtype : {DType::F64, DType::I32, DType::I64})
+      expectOpMatches(op, {TensorType(dtype, {B, 6}), TensorType(dtype, {6})});
+  }
+}
+
+// The shares of maximum's and minimum's gradient: dy, a and b broadcast in several patterns.
+TEST(ElementwiseKernels, MaximumAndMinimumGradients) {
+  for (const char *op : {"maximum_grad", "minimum_grad"})
+    for (DType dtype : {DType::F32, DType::F64}) {
+      auto t = [&](llvm::ArrayRef<int64_t> dims) { return TensorType(dtype, dims); };
+      expectOpMatches(op, {t({B, 7}), t({B, 7}), t({B, 7})});
+      expectOpMatches(op, {t({B, 7}), t({7}), t({B, 1})});
+      expectOpMatches(op, {t({B, 3, 4, 5}), t({3, 1, 5}), t({B, 1, 4, 1})});
+      expectOpMatches(op, {t({B, 3, 4, 5}), t({}), t({B, 3, 4, 5})});
+    }
+}
+
+// a and b the same value: every element ties, and both ops give a all of dy.
+TEST(ElementwiseKernels, MaximumAndMinimumGradientsGoToAOnTies) {
+  for (const char *op : {"maximum_grad", "minimum_grad"}) {
+    SCOPED_TRACE(op);
+    ir::ModuleBuilder b("ties");
+    ir::Value *dy = b.input("dy", f32({B, 9}));
+    ir::Value *x = b.input("x", f32({B, 9}));
+    b.op(op, {dy, x, x}, {}, "y");
+    auto module = b.finish();
+    ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
+    prism::testing::expectMatchesReference(**module, {"y"});
+  }
+}
+
+// where(cond, a, b) with conditions of every dtype (integers from {0, 1}, floats of either
+// sign, never zero) and each operand broadcast in turn.
+TEST(ElementwiseKernels, WhereSelectsLikeTheReference) {
+  ReferenceCheckOptions options;
+  options.intBound["x0"] = 2;
+  const std::vector<std::vector<std::vector<int64_t>>> shapes = {
+      {{B, 5}, {B, 5}, {B, 5}},       {{B, 5}, {5}, {}},          {{5}, {B, 5}, {B, 1}},
+      {{B, 1, 4}, {3, 1}, {B, 3, 4}}, {{}, {B, 2, 3}, {B, 2, 3}}, {{B, 3, 4, 5}, {5}, {4, 1}}};
+  for (DType cond : {DType::Bool, DType::I32, DType::I64, DType::F32, DType::F64})
+    for (const auto &s : shapes)
+      expectOpMatches("where", {TensorType(cond, s[0]), f32(s[1]), f32(s[2])}, {}, options);
+  expectOpMatches(
+      "where",
+      {TensorType(DType::I32, {B, 4}), TensorType(DType::F64, {B, 4}), TensorType(DType::F64, {4})},
+      {}, options);
 }
 
 // Integer division truncates toward zero: numerators in [-5, 5), divisors in [1, 10] or
@@ -183,6 +236,12 @@ TEST(ElementwiseKernels, TwoThreadsOnLargeTensors) {
   expectOpMatches("div", {f32({B, 1000}), f32({})}, {}, options);
   expectOpMatches("bias_add", {f32({B, 1000}), f32({1000})}, {}, options);
   expectOpMatches("relu_grad", {f32({B, 1000}), f32({B, 1000})}, {}, options);
+  expectOpMatches("maximum", {f32({B, 1000}), f32({1000})}, {}, options);
+  expectOpMatches("maximum_grad", {f32({B, 1000}), f32({B, 1000}), f32({1000})}, {}, options);
+  ReferenceCheckOptions conditions = options;
+  conditions.intBound["x0"] = 2;
+  expectOpMatches("where", {TensorType(DType::I32, {B, 1000}), f32({B, 1000}), f32({})}, {},
+                  conditions);
   for (const char *op : {"exp", "tanh", "sigmoid", "relu", "neg", "sqrt"}) {
     ReferenceCheckOptions positive = options;
     positive.low = 0.01;
@@ -212,9 +271,10 @@ TEST(ElementwiseKernels, EveryOutputElementIsWrittenEachStep) {
 
 TEST(ElementwiseKernels, EveryElementwiseOpHasACpuKernel) {
   const std::set<std::string> family = {
-      "add",          "sub",       "mul",      "div",       "neg",     "exp",  "log",
-      "sqrt",         "relu",      "sigmoid",  "tanh",      "erf",     "gelu", "relu_grad",
-      "sigmoid_grad", "tanh_grad", "erf_grad", "gelu_grad", "bias_add"};
+      "add",      "sub",       "mul",          "div",       "neg",          "exp",
+      "log",      "sqrt",      "relu",         "sigmoid",   "tanh",         "erf",
+      "gelu",     "relu_grad", "sigmoid_grad", "tanh_grad", "erf_grad",     "gelu_grad",
+      "bias_add", "maximum",   "minimum",      "where",     "maximum_grad", "minimum_grad"};
   size_t found = 0;
   for (const ir::OpDef *def : ir::allOps()) {
     if (!family.count(def->name))

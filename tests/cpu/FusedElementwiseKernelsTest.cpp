@@ -50,6 +50,7 @@ const ExprCase kExprs[] = {
     {"relu(sub($0, $1))", {{}, {kBatchDim, 2}}},
     {"gelu_grad(erf($0), gelu($1))", {{kBatchDim, 11}, {kBatchDim, 11}}},
     {"erf_grad(gelu($0), add(erf($1), $2))", {{kBatchDim, 4}, {kBatchDim, 4}, {}}},
+    {"maximum(relu($0), minimum($1, $2))", {{kBatchDim, 7}, {kBatchDim, 7}, {}}},
     {"mul($0, $1)", {{}, {}}},
     {"$0", {{kBatchDim, 3}}},
 };

@@ -91,6 +91,34 @@ TEST(ReducedMatmul, EveryTransposeCombination) {
         }
 }
 
+// batch_matmul's factors are rounded (and, in bf16, copied) like matmul's: per-entry batches and
+// a shared matrix on either side.
+TEST(ReducedMatmul, BatchedAndShared) {
+  struct Case {
+    ir::Dims a, b;
+    bool ta, tb;
+  };
+  for (ComputePrecision p : precisionsHere())
+    for (const Case &c : {Case{{kBatchDim, 3, 5, 8}, {kBatchDim, 3, 8, 4}, false, false},
+                          Case{{kBatchDim, 3, 8, 5}, {kBatchDim, 3, 4, 8}, true, true},
+                          Case{{kBatchDim, 6, 40}, {40, 24}, false, false},
+                          Case{{24, 40}, {kBatchDim, 6, 40}, false, true}}) {
+      SCOPED_TRACE(ir::precisionName(p).str() + " " + TensorType(DType::F32, c.a).str() +
+                   (c.ta ? "ᵀ" : "") + " times " + TensorType(DType::F32, c.b).str() +
+                   (c.tb ? "ᵀ" : ""));
+      ir::ModuleBuilder b("batch_matmul");
+      Value *a = b.input("a", TensorType(DType::F32, c.a));
+      Value *w = b.input("b", TensorType(DType::F32, c.b));
+      b.op("batch_matmul", {a, w},
+           reduced(p, ir::attrs({{"transpose_a", Attr::boolean(c.ta)},
+                                 {"transpose_b", Attr::boolean(c.tb)}})),
+           "y");
+      auto module = finish(b);
+      ASSERT_TRUE(module);
+      expectMatchesRoundedReference(*module, {1, 2});
+    }
+}
+
 TEST(ReducedMatmul, FusedWithBiasAndRelu) {
   for (ComputePrecision p : precisionsHere()) {
     SCOPED_TRACE(ir::precisionName(p).str());

@@ -1,6 +1,7 @@
 // The CPU shape kernels against the reference interpreter: reshape, transposes of rank 2 to 4,
-// concat, slice and slice_grad on every axis, reductions over every axis set with and without
-// keepdims, sum_like, expand_like, constant and cast, on several dtypes and on two threads.
+// concat, slice and slice_grad on every axis, pad, reductions over every axis set with and without
+// keepdims, global_avg_pool, sum_like, expand_like, constant and cast, on several dtypes and on
+// two threads.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -262,6 +263,34 @@ TEST(ShapeKernels, CastBetweenDtypes) {
                     ir::attrs({{"dtype", Attr::string(ir::dtypeName(to).str())}}), wide);
 }
 
+ir::AttrMap padAttrs(llvm::ArrayRef<int64_t> pads, double value) {
+  return ir::attrs({{"pads", Attr::ints(pads)}, {"value", Attr::real(value)}});
+}
+
+// Padding on inner and outer dimensions, only before, only after, none, and on every dtype.
+TEST(ShapeKernels, PadOnEveryDimensionButTheBatch) {
+  expectOpMatches("pad", {f32({B, 4, 5, 2})}, padAttrs({0, 1, 2, 0, 0, 1, 2, 0}, 0.0));
+  expectOpMatches("pad", {f32({B, 4, 5, 2})}, padAttrs({0, 0, 0, 3, 0, 2, 0, 1}, -1.5));
+  expectOpMatches("pad", {f32({B, 3})}, padAttrs({0, 0, 0, 0}, 2.0));
+  expectOpMatches("pad", {f32({3, B})}, padAttrs({2, 0, 1, 0}, 0.25));
+  expectOpMatches("pad", {f32({7})}, padAttrs({3, 4}, 1.0));
+  expectOpMatches("pad", {f32({2, 3, 4})}, padAttrs({1, 0, 2, 0, 3, 1}, 0.5));
+  for (DType dtype : {DType::F64, DType::I32, DType::I64})
+    expectOpMatches("pad", {TensorType(dtype, {B, 3, 4})}, padAttrs({0, 1, 1, 0, 2, 0}, 3.0));
+  expectOpMatches("pad", {f32({B, 30, 30, 8})}, padAttrs({0, 2, 2, 0, 0, 2, 2, 0}, 0.0),
+                  twoThreads(16));
+}
+
+TEST(ShapeKernels, GlobalAvgPoolIsTheMeanOverHeightAndWidth) {
+  for (DType dtype : {DType::F32, DType::F64}) {
+    expectOpMatches("global_avg_pool", {TensorType(dtype, {B, 5, 7, 3})});
+    expectOpMatches("global_avg_pool", {TensorType(dtype, {B, 1, 1, 4})});
+    expectOpMatches("global_avg_pool", {TensorType(dtype, {2, 6, 6, 1})});
+  }
+  expectOpMatches("global_avg_pool", {f32({B, 14, 14, 64})}, {}, twoThreads(8));
+  expectOpMatches("global_avg_pool", {f32({B, 28, 28, 2})}, {}, twoThreads(2));
+}
+
 // Output buffers are reused memory: over several steps, a kernel that skipped elements (the
 // zeros of slice_grad, say) would show the previous values.
 TEST(ShapeKernels, EveryOutputElementIsWrittenEachStep) {
@@ -272,7 +301,8 @@ TEST(ShapeKernels, EveryOutputElementIsWrittenEachStep) {
   ir::Value *padded = b.op("slice_grad", {part, t}, sliceGradAttrs(1, 2));
   ir::Value *joined = b.op("concat", {padded, t, padded}, ir::attrs({{"axis", Attr::integer(1)}}));
   ir::Value *sums = b.op("reduce_sum", {joined}, ints("axes", {2}));
-  b.op("expand_like", {sums, joined}, ir::attrs({{"axes", Attr::ints({2})}}), "y");
+  ir::Value *spread = b.op("expand_like", {sums, joined}, ir::attrs({{"axes", Attr::ints({2})}}));
+  b.op("pad", {spread}, padAttrs({0, 1, 2, 0, 0, 1}, 0.5), "y");
   auto module = b.finish();
   ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
   ReferenceCheckOptions options;
@@ -282,9 +312,10 @@ TEST(ShapeKernels, EveryOutputElementIsWrittenEachStep) {
 }
 
 TEST(ShapeKernels, EveryShapeOpHasACpuKernel) {
-  const std::set<std::string> family = {"reshape",  "reshape_like", "transpose",  "concat",
-                                        "slice",    "slice_grad",   "reduce_sum", "reduce_mean",
-                                        "sum_like", "expand_like",  "constant",   "cast"};
+  const std::set<std::string> family = {"reshape",  "reshape_like",   "transpose",  "concat",
+                                        "slice",    "slice_grad",     "reduce_sum", "reduce_mean",
+                                        "sum_like", "expand_like",    "constant",   "cast",
+                                        "pad",      "global_avg_pool"};
   size_t found = 0;
   for (const ir::OpDef *def : ir::allOps()) {
     if (!family.count(def->name))

@@ -78,6 +78,16 @@ std::vector<GradCase> allCases() {
     add(op, {f32({}), f32({2, B})});
     add(op, {f32({B, 2}), f32({B, 2})});
   }
+  for (const char *op : {"maximum", "minimum"}) {
+    add(op, {f32({B, 3}), f32({3})});
+    add(op, {f32({B, 1}), f32({1, 4})});
+    add(op, {f32({}), f32({2, B})});
+    add(op, {f32({B, 2}), f32({B, 2})});
+  }
+  // Conditions from {0, 1}, broadcast against a and b in turn.
+  add("where", {i32({B, 3}), f32({B, 3}), f32({3})}, {}, Fill::Signed, 2);
+  add("where", {i32({B, 1}), f32({1, 4}), f32({B, 4})}, {}, Fill::Signed, 2);
+  add("where", {i32({4}), f32({B, 1}), f32({})}, {}, Fill::Signed, 2);
   for (const char *op : {"neg", "exp", "relu", "sigmoid", "tanh", "erf", "gelu"})
     add(op, {f32({B, 4})});
   for (const char *op : {"log", "sqrt"})
@@ -88,6 +98,20 @@ std::vector<GradCase> allCases() {
           {f32(ta ? llvm::ArrayRef<int64_t>{4, B} : llvm::ArrayRef<int64_t>{B, 4}),
            f32(tb ? llvm::ArrayRef<int64_t>{5, 4} : llvm::ArrayRef<int64_t>{4, 5})},
           ir::attrs({{"transpose_a", Attr::boolean(ta)}, {"transpose_b", Attr::boolean(tb)}}));
+  // batch_matmul: equal batches, and a shared (rank-2) b or a whose gradient sums the entries.
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      ir::AttrMap t =
+          ir::attrs({{"transpose_a", Attr::boolean(ta)}, {"transpose_b", Attr::boolean(tb)}});
+      auto stored = [](ir::Dims batch, int64_t rows, int64_t cols, bool transposed) {
+        batch.push_back(transposed ? cols : rows);
+        batch.push_back(transposed ? rows : cols);
+        return batch;
+      };
+      add("batch_matmul", {f32(stored({B, 2}, 3, 4, ta)), f32(stored({B, 2}, 4, 2, tb))}, t);
+      add("batch_matmul", {f32(stored({B}, 3, 4, ta)), f32(stored({}, 4, 2, tb))}, t);
+      add("batch_matmul", {f32(stored({}, 2, 3, ta)), f32(stored({2, B}, 3, 2, tb))}, t);
+    }
   add("bias_add", {f32({B, 4}), f32({4})});
   add("bias_add", {f32({B, 2, 2, 3}), f32({3})});
   for (const char *op : {"softmax", "log_softmax"}) {
@@ -135,6 +159,11 @@ std::vector<GradCase> allCases() {
   add("slice", {f32({4, B, 2})},
       ir::attrs(
           {{"axis", Attr::integer(0)}, {"begin", Attr::integer(0)}, {"end", Attr::integer(2)}}));
+  add("pad", {f32({B, 2, 3, 2})},
+      ir::attrs({{"pads", Attr::ints({0, 1, 0, 2, 0, 2, 1, 0})}, {"value", Attr::real(0.5)}}));
+  add("pad", {f32({3, B})}, ir::attrs({{"pads", Attr::ints({1, 0, 2, 0})}}));
+  add("global_avg_pool", {f32({B, 3, 2, 4})});
+  add("global_avg_pool", {f32({B, 1, 1, 3})});
   for (const char *op : {"reduce_sum", "reduce_mean"}) {
     add(op, {f32({B, 3, 4})}, reduceAttrs({}, false));
     add(op, {f32({B, 3, 4})}, reduceAttrs({}, true));

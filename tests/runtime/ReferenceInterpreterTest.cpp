@@ -127,6 +127,46 @@ TEST(ReferenceInterpreterTest, BroadcastingArithmetic) {
   expectTensor(intDiv.y, {2}, {3, -3});
 }
 
+// Two batch entries, [2, 2, 3] x [2, 3, 1]; then the same a times one shared [3, 2] matrix,
+// and a shared a (transposed) times a batch.
+TEST(ReferenceInterpreterTest, BatchMatmulPerEntryAndShared) {
+  Tensor a = f32({2, 2, 3}, {1, 2, 3, 4, 5, 6, -1, 0, 1, 2, 2, 2});
+  auto perEntry = runSingleOp("batch_matmul", {a, f32({2, 3, 1}, {1, 1, 1, 3, 2, 1})});
+  expectTensor(perEntry.y, {2, 2, 1}, {6, 15, -2, 12});
+  auto shared = runSingleOp("batch_matmul", {a, f32({3, 2}, {7, 8, 9, 10, 11, 12})});
+  expectTensor(shared.y, {2, 2, 2}, {58, 64, 139, 154, 4, 4, 54, 60});
+  auto sharedA = runSingleOp(
+      "batch_matmul", {f32({3, 2}, {1, 4, 2, 5, 3, 6}), a},
+      ir::attrs({{"transpose_a", Attr::boolean(true)}, {"transpose_b", Attr::boolean(true)}}));
+  expectTensor(sharedA.y, {2, 2, 2}, {14, 32, 32, 77, 2, 12, 2, 30});
+}
+
+// Ties go to a in maximum, minimum and their gradients; where takes any non-zero as true.
+TEST(ReferenceInterpreterTest, MaximumMinimumAndWhere) {
+  Tensor a = f32({4}, {1, -2, 3, 0.5}), b = f32({}, {0.5});
+  expectTensor(runSingleOp("maximum", {a, b}).y, {4}, {1, 0.5, 3, 0.5});
+  expectTensor(runSingleOp("minimum", {a, b}).y, {4}, {0.5, -2, 0.5, 0.5});
+  Tensor dy = f32({4}, {10, 20, 30, 40});
+  expectTensor(runSingleOp("maximum_grad", {dy, a, b}).y, {4}, {10, 0, 30, 40});
+  expectTensor(runSingleOp("minimum_grad", {dy, a, b}).y, {4}, {0, 20, 0, 40});
+  auto picked = runSingleOp("where", {f32({2, 1}, {0, -0.5}), f32({3}, {1, 2, 3}), f32({}, {9})});
+  expectTensor(picked.y, {2, 3}, {9, 9, 9, 1, 2, 3});
+  auto byInt =
+      runSingleOp("where", {i32({3}, {2, 0, 1}), f32({3}, {1, 2, 3}), f32({3}, {4, 5, 6})});
+  expectTensor(byInt.y, {3}, {1, 5, 3});
+}
+
+// pads [begin..., end...]: one row before and after along dimension 0, two columns after.
+TEST(ReferenceInterpreterTest, PadAndGlobalAvgPool) {
+  auto padded =
+      runSingleOp("pad", {f32({1, 2}, {1, 2})},
+                  ir::attrs({{"pads", Attr::ints({1, 0, 1, 2})}, {"value", Attr::real(-1)}}));
+  expectTensor(padded.y, {3, 4}, {-1, -1, -1, -1, 1, 2, -1, -1, -1, -1, -1, -1});
+  // x[0, h, w, c] = 4 h + 2 w + c over a 2x2 image of two channels.
+  auto pooled = runSingleOp("global_avg_pool", {f32({1, 2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7})});
+  expectTensor(pooled.y, {1, 2}, {3, 4});
+}
+
 TEST(ReferenceInterpreterTest, BatchDimensionIsBoundFromTheFeeds) {
   ir::ModuleBuilder b("batch");
   ir::Value *x = b.input("x", TensorType(DType::F32, {ir::kBatchDim, 3}));

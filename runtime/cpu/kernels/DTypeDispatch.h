@@ -48,6 +48,14 @@ KernelOrError withNumericType(const KernelSpec &spec, ir::DType dtype, const Mak
   }
 }
 
+// make(T{}) with T the C++ type holding a dtype's elements (bool as bool: one byte, 0 or 1).
+template <typename Make>
+KernelOrError withElementType(const KernelSpec &spec, ir::DType dtype, const Make &make) {
+  if (dtype == ir::DType::Bool)
+    return make(bool{});
+  return withNumericType(spec, dtype, make);
+}
+
 // make(T{}) with T an unsigned integer as wide as the dtype's elements: for kernels that move
 // elements without looking at them.
 template <typename Make>

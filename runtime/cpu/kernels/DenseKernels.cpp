@@ -1,5 +1,5 @@
-// The dense CPU kernels: matmul, conv2d and its two gradients, max and average pooling and
-// their gradients, each one or a few oneDNN primitives made when the kernel is built.
+// The dense CPU kernels: matmul and batch_matmul, conv2d and its two gradients, max and average
+// pooling and their gradients, each one or a few oneDNN primitives made when the kernel is built.
 #include <unordered_map>
 
 #include "runtime/cpu/Kernel.h"
@@ -26,28 +26,49 @@ dnnl::primitive_attr epilogueAttr(Epilogue epilogue) {
 }
 } // namespace
 
-// (a, b[, bias]) -> c. In bf16 the two factors are converted into plain bf16 copies (a
-// transpose is done by that copy), the product accumulates in f32 and c stays f32.
+// (a, b[, bias]) -> c, for matmul, fused_matmul and batch_matmul. A batch_matmul is one
+// oneDNN matmul over [batch, rows, cols] views (its batch dimensions flattened into one); a
+// rank-2 operand is a batch of 1, which oneDNN broadcasts. In bf16 the two factors are
+// converted into plain bf16 copies (a transpose is done by that copy), the product accumulates
+// in f32 and c stays f32.
 llvm::Expected<std::unique_ptr<Kernel>> makeMatmulKernel(const KernelSpec &spec,
                                                          Epilogue epilogue) {
   bool ta = spec.attrs.getBool("transpose_a"), tb = spec.attrs.getBool("transpose_b");
-  const ir::TensorType &a = spec.inputTypes[0];
+  const ir::TensorType &a = spec.inputTypes[0], &b = spec.inputTypes[1];
   const ir::TensorType &c = spec.outputTypes[0];
-  int64_t m = c.dims[0], n = c.dims[1], k = a.dims[ta ? 0 : 1];
+  int64_t rc = c.rank();
+  int64_t m = c.dims[rc - 2], n = c.dims[rc - 1], k = a.dims[a.rank() - (ta ? 2 : 1)];
+  int64_t batch = 1;
+  for (int64_t i = 0; i + 2 < rc; ++i)
+    batch *= c.dims[i];
+  int64_t aBatch = a.rank() == 2 ? 1 : batch, bBatch = b.rank() == 2 ? 1 : batch;
   auto type = computeDataType(spec);
   if (!type)
     return type.takeError();
   bool allF64 = c.dtype == ir::DType::F64;
   for (const ir::TensorType &t : spec.inputTypes)
     allF64 = allF64 && t.dtype == ir::DType::F64 && !t.sparse;
-  if (allF64 && *type == memory::data_type::f32)
-    return std::make_unique<MatmulF64Kernel>(m, k, n, ta, tb, epilogue);
+  if (allF64 && *type == memory::data_type::f32) {
+    auto f64 = std::make_unique<MatmulF64Kernel>(m, k, n, ta, tb, epilogue);
+    f64->setBatch(batch, aBatch > 1, bBatch > 1);
+    return std::unique_ptr<Kernel>(std::move(f64));
+  }
   return buildOneDnnKernel(spec, [&](OneDnnKernel &kernel) {
-    memory::desc aUser = matrixDesc(m, k, ta), bUser = matrixDesc(k, n, tb);
+    bool batched = rc > 2;
+    // Rank-2 matrices, or [entries, rows, cols] batches of them.
+    auto matrix = [&](int64_t entries, int64_t rows, int64_t cols, bool transposed) {
+      return batched ? batchedMatrixDesc(entries, rows, cols, transposed)
+                     : matrixDesc(rows, cols, transposed);
+    };
+    auto plain = [&](int64_t entries, int64_t rows, int64_t cols) {
+      return batched ? memory::desc({entries, rows, cols}, *type, memory::format_tag::abc)
+                     : memory::desc({rows, cols}, *type, memory::format_tag::ab);
+    };
+    memory::desc aUser = matrix(aBatch, m, k, ta), bUser = matrix(bBatch, k, n, tb);
     bool reduced = *type != memory::data_type::f32;
-    memory::desc aDesc = reduced ? memory::desc({m, k}, *type, memory::format_tag::ab) : aUser;
-    memory::desc bDesc = reduced ? memory::desc({k, n}, *type, memory::format_tag::ab) : bUser;
-    memory::desc cDesc = matrixDesc(m, n, false);
+    memory::desc aDesc = reduced ? plain(aBatch, m, k) : aUser;
+    memory::desc bDesc = reduced ? plain(bBatch, k, n) : bUser;
+    memory::desc cDesc = matrix(batch, m, n, false);
     // oneDNN's matmul bias has the rank of the output and broadcasts over its unit rows.
     memory::desc biasDesc = epilogue.bias ? matrixDesc(1, n, false) : memory::desc();
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(aDesc, bDesc, biasDesc, cDesc),
@@ -260,6 +281,7 @@ llvm::Expected<std::unique_ptr<Kernel>> makePool2dGrad(const KernelSpec &spec) {
 
 void registerDenseKernels(KernelRegistry &registry) {
   registry.add("matmul", makeMatmul);
+  registry.add("batch_matmul", makeMatmul);
   registry.add("conv2d", makeConv2d);
   registry.add("conv2d_backprop_input", makeConv2dBackpropInput);
   registry.add("conv2d_backprop_filter", makeConv2dBackpropFilter);

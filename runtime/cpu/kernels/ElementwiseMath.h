@@ -48,6 +48,15 @@ struct Div : OpTraits<2, kCheapGrain, true> {
   }
 };
 
+// a on ties, as the gradient rules (maximum_grad, minimum_grad) assume.
+struct Maximum : OpTraits<2, kCheapGrain, true> {
+  template <typename T> T operator()(T a, T b) const { return a >= b ? a : b; }
+};
+
+struct Minimum : OpTraits<2, kCheapGrain, true> {
+  template <typename T> T operator()(T a, T b) const { return a <= b ? a : b; }
+};
+
 struct Neg : OpTraits<1, kCheapGrain, true> {
   template <typename T> T operator()(T x) const { return -x; }
 };
@@ -120,13 +129,32 @@ struct TanhGrad : OpTraits<2, kCheapGrain, false> {
   template <typename T> T operator()(T dy, T y) const { return dy * (T(1) - y * y); }
 };
 
-// X(name, Functor) for every op above: the plain kernels register one kernel each, and
-// fused_elementwise evaluates any of them.
+// The three-operand selects, which fused_elementwise does not take: where(cond, a, b), with
+// cond of any dtype (non-zero is true), and the shares of a in the gradients of maximum and
+// minimum, (dy, a, b), a winning ties.
+struct Where {
+  template <typename C, typename T> T operator()(C cond, T a, T b) const {
+    return cond != C(0) ? a : b;
+  }
+};
+
+struct MaximumGrad {
+  template <typename T> T operator()(T dy, T a, T b) const { return a >= b ? dy : T(0); }
+};
+
+struct MinimumGrad {
+  template <typename T> T operator()(T dy, T a, T b) const { return a <= b ? dy : T(0); }
+};
+
+// X(name, Functor) for every one- and two-operand op above: the plain kernels register one
+// kernel each, and fused_elementwise evaluates any of them.
 #define PRISM_ELEMENTWISE_OPS(X)                                                                   \
   X("add", Add)                                                                                    \
   X("sub", Sub)                                                                                    \
   X("mul", Mul)                                                                                    \
   X("div", Div)                                                                                    \
+  X("maximum", Maximum)                                                                            \
+  X("minimum", Minimum)                                                                            \
   X("neg", Neg)                                                                                    \
   X("exp", Exp)                                                                                    \
   X("log", Log)                                                                                    \

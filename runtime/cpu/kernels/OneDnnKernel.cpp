@@ -140,33 +140,42 @@ memory::desc matrixDesc(int64_t rows, int64_t cols, bool transposed) {
                       transposed ? Dims{1, rows} : Dims{cols, 1});
 }
 
+memory::desc batchedMatrixDesc(int64_t entries, int64_t rows, int64_t cols, bool transposed) {
+  return memory::desc({entries, rows, cols}, memory::data_type::f32,
+                      transposed ? Dims{rows * cols, 1, rows} : Dims{rows * cols, cols, 1});
+}
+
 llvm::Error MatmulF64Kernel::run(llvm::ArrayRef<const RuntimeValue *> inputs,
                                  llvm::ArrayRef<RuntimeValue *> outputs) {
-  const double *a = inputs[0]->dense.data<double>(), *b = inputs[1]->dense.data<double>();
+  const double *a0 = inputs[0]->dense.data<double>(), *b0 = inputs[1]->dense.data<double>();
   const double *bias = epilogue_.bias ? inputs[2]->dense.data<double>() : nullptr;
-  double *c = outputs[0]->dense.data<double>();
+  double *c0 = outputs[0]->dense.data<double>();
   const int64_t m = m_, k = k_, n = n_;
+  const int64_t aStride = aBatched_ ? m * k : 0, bStride = bBatched_ ? k * n : 0;
   const bool ta = ta_, tb = tb_, relu = epilogue_.relu;
+  // One loop over every (entry, row) pair, so that a batch of short products still spreads.
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < m; ++i) {
-    double *row = c + i * n;
+  for (int64_t row = 0; row < batch_ * m; ++row) {
+    int64_t e = row / m, i = row % m;
+    const double *a = a0 + e * aStride, *b = b0 + e * bStride;
+    double *out = c0 + e * m * n + i * n;
     for (int64_t j = 0; j < n; ++j)
-      row[j] = 0;
+      out[j] = 0;
     for (int64_t p = 0; p < k; ++p) {
       double aip = ta ? a[p * m + i] : a[i * k + p];
       if (tb)
         for (int64_t j = 0; j < n; ++j)
-          row[j] += aip * b[j * k + p];
+          out[j] += aip * b[j * k + p];
       else
         for (int64_t j = 0; j < n; ++j)
-          row[j] += aip * b[p * n + j];
+          out[j] += aip * b[p * n + j];
     }
     if (bias)
       for (int64_t j = 0; j < n; ++j)
-        row[j] += bias[j];
+        out[j] += bias[j];
     if (relu)
       for (int64_t j = 0; j < n; ++j)
-        row[j] = row[j] > 0 ? row[j] : 0.0;
+        out[j] = out[j] > 0 ? out[j] : 0.0;
   }
   return llvm::Error::success();
 }

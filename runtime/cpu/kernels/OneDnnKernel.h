@@ -83,6 +83,8 @@ dnnl::memory convertedInput(OneDnnKernel &kernel, const dnnl::memory &user,
 // A logical [rows, cols] matrix stored row-major as [rows, cols], or as [cols, rows] when
 // `transposed`: the transpose is a pair of swapped strides, never a copy.
 dnnl::memory::desc matrixDesc(int64_t rows, int64_t cols, bool transposed);
+// `entries` such matrices one after the other: [entries, rows, cols].
+dnnl::memory::desc batchedMatrixDesc(int64_t entries, int64_t rows, int64_t cols, bool transposed);
 
 // What a matmul or a forward convolution applies to its result while it is in cache: a bias
 // (input 2: [n] added to each row of a matmul, [O] to each pixel of a convolution), then relu.
@@ -91,8 +93,8 @@ struct Epilogue {
   bool bias = false, relu = false;
 };
 
-// matmul and fused_matmul: op(a) · op(b) and the epilogue, one oneDNN matmul for f32, the f64
-// loops when every operand is f64.
+// matmul, fused_matmul and batch_matmul: op(a) · op(b) (for each batch entry) and the epilogue,
+// one oneDNN matmul for f32, the f64 loops when every operand is f64.
 llvm::Expected<std::unique_ptr<Kernel>> makeMatmulKernel(const KernelSpec &spec, Epilogue epilogue);
 // conv2d and fused_conv2d: conv2d(x, filter) and the epilogue, one oneDNN convolution (after a
 // reorder of the filter into oneDNN's layout).
@@ -105,6 +107,12 @@ class MatmulF64Kernel : public Kernel {
 public:
   MatmulF64Kernel(int64_t m, int64_t k, int64_t n, bool ta, bool tb, Epilogue epilogue = Epilogue())
       : m_(m), k_(k), n_(n), ta_(ta), tb_(tb), epilogue_(epilogue) {}
+  // batch_matmul: `batch` products, a and b each batched or one matrix that every entry shares.
+  void setBatch(int64_t batch, bool aBatched, bool bBatched) {
+    batch_ = batch;
+    aBatched_ = aBatched;
+    bBatched_ = bBatched;
+  }
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override;
@@ -113,6 +121,8 @@ private:
   int64_t m_, k_, n_;
   bool ta_, tb_;
   Epilogue epilogue_;
+  int64_t batch_ = 1;
+  bool aBatched_ = false, bBatched_ = false;
 };
 
 // Strides, window and padding of a 2-D window op over NHWC. `same` pads as TensorFlow does:

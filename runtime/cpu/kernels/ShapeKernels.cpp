@@ -1,6 +1,6 @@
-// CPU kernels of the shape and data-movement ops: reshape, transpose, concat, slice, reductions,
-// constant, cast, and the backward ops that undo broadcasting and reductions (sum_like,
-// expand_like, slice_grad, reshape_like).
+// CPU kernels of the shape and data-movement ops: reshape, transpose, concat, slice, pad,
+// reductions (global_avg_pool among them), constant, cast, and the backward ops that undo
+// broadcasting and reductions (sum_like, expand_like, slice_grad, reshape_like).
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -371,6 +371,84 @@ KernelOrError makeSliceGrad(const KernelSpec &spec) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// pad: each output row (every dimension but the last) is the padding value, or an input row
+// with the last dimension's padding on either side.
+
+template <typename T> class PadKernel final : public Kernel {
+public:
+  PadKernel(const KernelSpec &spec, T value) : value_(value), threads_(spec.threads) {
+    const auto &in = spec.inputTypes[0], &out = spec.outputTypes[0];
+    auto pads = spec.attrs.getInts("pads");
+    int64_t rank = in.rank();
+    if (rank == 0) { // nothing to pad: one row of one element
+      rowStarts_ = {0};
+      inner_ = outLength_ = 1;
+      return;
+    }
+    inner_ = in.dims[rank - 1];
+    before_ = pads[rank - 1];
+    outLength_ = out.dims[rank - 1];
+    // Input row starts in the output's row order (an odometer over the outer dimensions).
+    std::vector<int64_t> inStrides = rowMajorStrides(in.dims);
+    int64_t rows = product(llvm::ArrayRef<int64_t>(out.dims).drop_back());
+    rowStarts_.assign(rows, -1);
+    std::vector<int64_t> index(rank - 1, 0);
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t at = 0;
+      bool inside = true;
+      for (int64_t d = 0; d + 1 < rank && inside; ++d) {
+        int64_t i = index[d] - pads[d];
+        inside = i >= 0 && i < in.dims[d];
+        at += i * inStrides[d];
+      }
+      if (inside)
+        rowStarts_[r] = at;
+      for (int64_t d = rank - 1; d-- > 0;) {
+        if (++index[d] < out.dims[d])
+          break;
+        index[d] = 0;
+      }
+    }
+  }
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    const T *x = inputs[0]->dense.data<T>();
+    T *out = outputs[0]->dense.data<T>();
+    const T value = value_;
+    int64_t rows = static_cast<int64_t>(rowStarts_.size());
+    int64_t grain = std::max<int64_t>(1, kCheapGrain / std::max<int64_t>(outLength_, 1));
+    parallelFor(rows, threads_, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        T *row = out + r * outLength_;
+        if (rowStarts_[r] < 0) {
+          std::fill(row, row + outLength_, value);
+          continue;
+        }
+        std::fill(row, row + before_, value);
+        copyElements(row + before_, x + rowStarts_[r], inner_);
+        std::fill(row + before_ + inner_, row + outLength_, value);
+      }
+    });
+    return llvm::Error::success();
+  }
+
+private:
+  T value_;
+  int threads_;
+  int64_t inner_ = 0, before_ = 0, outLength_ = 0;
+  std::vector<int64_t> rowStarts_; // -1: a row of padding
+};
+
+KernelOrError makePad(const KernelSpec &spec) {
+  double value = spec.attrs.getFloat("value");
+  return withNumericType(spec, spec.outputTypes[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    return std::unique_ptr<Kernel>(new PadKernel<T>(spec, static_cast<T>(value)));
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
 // reduce_sum, reduce_mean, sum_like: sums over some dimensions, accumulated in double.
 
 // The input with extent-1 dimensions dropped and neighbouring dimensions that are both reduced
@@ -597,6 +675,14 @@ template <bool Mean> KernelOrError makeReduce(const KernelSpec &spec) {
   });
 }
 
+// global_avg_pool(x[N, H, W, C]) -> [N, C]: reduce_mean over H and W.
+KernelOrError makeGlobalAvgPool(const KernelSpec &spec) {
+  std::vector<bool> reduced = {false, true, true, false};
+  return withFloatType(spec, spec.outputTypes[0].dtype, [&](auto t) {
+    return std::unique_ptr<Kernel>(new ReductionKernel<decltype(t)>(spec, reduced, true));
+  });
+}
+
 // sum_like(g, ref): g summed over the dimensions along which ref (aligned at the last
 // dimension) was broadcast.
 KernelOrError makeSumLike(const KernelSpec &spec) {
@@ -665,14 +751,6 @@ KernelOrError makeExpandLike(const KernelSpec &spec) {
 
 // ---------------------------------------------------------------------------------------------
 // constant and cast
-
-// make(T{}) with T the C++ type holding a dtype's elements (bool as bool: one byte, 0 or 1).
-template <typename Make>
-KernelOrError withElementType(const KernelSpec &spec, ir::DType dtype, const Make &make) {
-  if (dtype == ir::DType::Bool)
-    return make(bool{});
-  return withNumericType(spec, dtype, make);
-}
 
 // The output is filled on every run: the buffer is shared with other values.
 template <typename E> class FillKernel final : public Kernel {
@@ -751,10 +829,12 @@ void registerShapeKernels(KernelRegistry &registry) {
   registry.add("concat", makeConcat);
   registry.add("slice", makeSlice);
   registry.add("slice_grad", makeSliceGrad);
+  registry.add("pad", makePad);
   registry.add("reduce_sum", makeReduce<false>);
   registry.add("reduce_mean", makeReduce<true>);
   registry.add("sum_like", makeSumLike);
   registry.add("expand_like", makeExpandLike);
+  registry.add("global_avg_pool", makeGlobalAvgPool);
   registry.add("constant", makeConstant);
   registry.add("cast", makeCast);
 }
