@@ -181,105 +181,106 @@ TEST(OpTable, SigmoidCrossEntropyShapes) {
   EXPECT_NE(e.find("logits and labels"), std::string::npos) << e;
   e = opError("sigmoid_cross_entropy", {x, TensorType(DType::I32, {kBatchDim, 3})});
   EXPECT_NE(e.find("logits and labels"), std::string::npos) << e;
+}
 
-  namespace {
+namespace {
 
-  TensorType f32(llvm::ArrayRef<int64_t> dims) {
-    return TensorType(DType::F32, dims);
+TensorType f32(llvm::ArrayRef<int64_t> dims) {
+  return TensorType(DType::F32, dims);
+}
+
+// The result type of op(inputs...), or the module's error text (empty when it built).
+struct Built {
+  TensorType type;
+  std::string error;
+  double flops = 0;
+};
+
+Built build(llvm::StringRef op, const std::vector<TensorType> &inputs, AttrMap a = {},
+            int64_t batch = 8) {
+  ModuleBuilder b("m");
+  std::vector<Value *> operands;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    operands.push_back(b.input("x" + std::to_string(i), inputs[i]));
+  Value *y = b.op(op, operands, std::move(a), "y");
+  Built r;
+  if (y && y->hasType()) {
+    r.type = y->type();
+    r.flops = opCost(*y->definingOp(), batch).flops;
   }
+  auto m = b.finish();
+  if (!m)
+    r.error = llvm::toString(m.takeError());
+  return r;
+}
 
-  // The result type of op(inputs...), or the module's error text (empty when it built).
-  struct Built {
-    TensorType type;
-    std::string error;
-    double flops = 0;
-  };
+AttrMap transposes(bool ta, bool tb) {
+  return attrs({{"transpose_a", Attr::boolean(ta)}, {"transpose_b", Attr::boolean(tb)}});
+}
 
-  Built build(llvm::StringRef op, const std::vector<TensorType> &inputs, AttrMap a = {},
-              int64_t batch = 8) {
-    ModuleBuilder b("m");
-    std::vector<Value *> operands;
-    for (size_t i = 0; i < inputs.size(); ++i)
-      operands.push_back(b.input("x" + std::to_string(i), inputs[i]));
-    Value *y = b.op(op, operands, std::move(a), "y");
-    Built r;
-    if (y && y->hasType()) {
-      r.type = y->type();
-      r.flops = opCost(*y->definingOp(), batch).flops;
-    }
-    auto m = b.finish();
-    if (!m)
-      r.error = llvm::toString(m.takeError());
-    return r;
+} // namespace
+
+TEST(OpTable, BatchMatmulShapesAndCost) {
+  // Attention's scores: [B, H, T, D] x [B, H, D, T] -> [B, H, T, T].
+  Built scores = build("batch_matmul", {f32({kBatchDim, 4, 16, 8}), f32({kBatchDim, 4, 8, 16})});
+  EXPECT_EQ(scores.error, "");
+  EXPECT_EQ(scores.type, f32({kBatchDim, 4, 16, 16}));
+  EXPECT_DOUBLE_EQ(scores.flops, 2.0 * 16 * 16 * 8 * (8 * 4));
+  Built shared =
+      build("batch_matmul", {f32({kBatchDim, 5, 3}), f32({2, 3})}, transposes(false, true));
+  EXPECT_EQ(shared.type, f32({kBatchDim, 5, 2}));
+  Built sharedA =
+      build("batch_matmul", {f32({3, 5}), f32({2, kBatchDim, 3, 4})}, transposes(true, false));
+  EXPECT_EQ(sharedA.type, f32({2, kBatchDim, 5, 4}));
+  EXPECT_NE(build("batch_matmul", {f32({kBatchDim, 2, 3, 4}), f32({kBatchDim, 3, 4, 5})})
+                .error.find("batch dimensions differ"),
+            std::string::npos);
+  EXPECT_NE(build("batch_matmul", {f32({kBatchDim, 3, 4}), f32({kBatchDim, 5, 2})})
+                .error.find("contracted dimensions differ"),
+            std::string::npos);
+  EXPECT_NE(build("batch_matmul", {f32({4}), f32({4, 2})}).error.find("rank 2 or more"),
+            std::string::npos);
+}
+
+TEST(OpTable, WhereMaximumAndMinimumBroadcast) {
+  Built w = build("where", {TensorType(DType::Bool, {kBatchDim, 1}), f32({3}), f32({})});
+  EXPECT_EQ(w.error, "");
+  EXPECT_EQ(w.type, f32({kBatchDim, 3}));
+  EXPECT_EQ(build("where", {f32({4}), f32({kBatchDim, 4}), f32({4})}).type, f32({kBatchDim, 4}));
+  EXPECT_NE(build("where", {TensorType(DType::I32, {2}), f32({2}), TensorType(DType::I32, {2})})
+                .error.find("b must be f32 or f64"),
+            std::string::npos);
+  EXPECT_NE(build("where", {f32({3}), f32({2}), f32({2})}).error.find("cannot broadcast"),
+            std::string::npos);
+  for (const char *op : {"maximum", "minimum"}) {
+    EXPECT_EQ(build(op, {f32({kBatchDim, 1}), f32({5})}).type, f32({kBatchDim, 5}));
+    EXPECT_FALSE(getOp(op).has(kCommutative)) << "the gradient goes to a on ties";
   }
+  EXPECT_NE(build("maximum_grad", {f32({4}), f32({kBatchDim, 4}), f32({4})}).error.find("differ"),
+            std::string::npos);
+}
 
-  AttrMap transposes(bool ta, bool tb) {
-    return attrs({{"transpose_a", Attr::boolean(ta)}, {"transpose_b", Attr::boolean(tb)}});
-  }
+TEST(OpTable, PadShapesAndErrors) {
+  AttrMap a = attrs({{"pads", Attr::ints({0, 1, 2, 0, 0, 3, 4, 0})}});
+  Built p = build("pad", {f32({kBatchDim, 28, 28, 1})}, a);
+  EXPECT_EQ(p.error, "");
+  EXPECT_EQ(p.type, f32({kBatchDim, 32, 34, 1}));
+  std::string batch =
+      build("pad", {f32({kBatchDim, 4})}, attrs({{"pads", Attr::ints({1, 0, 0, 0})}})).error;
+  EXPECT_NE(batch.find("dimension 0 of f32[B, 4] is the batch dimension"), std::string::npos)
+      << batch;
+  EXPECT_NE(build("pad", {f32({2, 4})}, attrs({{"pads", Attr::ints({1, 0, 0})}}))
+                .error.find("must have 2 * rank = 4 entries"),
+            std::string::npos);
+  EXPECT_NE(build("pad", {f32({2, 4})}, attrs({{"pads", Attr::ints({1, 0, -1, 0})}}))
+                .error.find("non-negative"),
+            std::string::npos);
+}
 
-  } // namespace
-
-  TEST(OpTable, BatchMatmulShapesAndCost) {
-    // Attention's scores: [B, H, T, D] x [B, H, D, T] -> [B, H, T, T].
-    Built scores = build("batch_matmul", {f32({kBatchDim, 4, 16, 8}), f32({kBatchDim, 4, 8, 16})});
-    EXPECT_EQ(scores.error, "");
-    EXPECT_EQ(scores.type, f32({kBatchDim, 4, 16, 16}));
-    EXPECT_DOUBLE_EQ(scores.flops, 2.0 * 16 * 16 * 8 * (8 * 4));
-    Built shared =
-        build("batch_matmul", {f32({kBatchDim, 5, 3}), f32({2, 3})}, transposes(false, true));
-    EXPECT_EQ(shared.type, f32({kBatchDim, 5, 2}));
-    Built sharedA =
-        build("batch_matmul", {f32({3, 5}), f32({2, kBatchDim, 3, 4})}, transposes(true, false));
-    EXPECT_EQ(sharedA.type, f32({2, kBatchDim, 5, 4}));
-    EXPECT_NE(build("batch_matmul", {f32({kBatchDim, 2, 3, 4}), f32({kBatchDim, 3, 4, 5})})
-                  .error.find("batch dimensions differ"),
-              std::string::npos);
-    EXPECT_NE(build("batch_matmul", {f32({kBatchDim, 3, 4}), f32({kBatchDim, 5, 2})})
-                  .error.find("contracted dimensions differ"),
-              std::string::npos);
-    EXPECT_NE(build("batch_matmul", {f32({4}), f32({4, 2})}).error.find("rank 2 or more"),
-              std::string::npos);
-  }
-
-  TEST(OpTable, WhereMaximumAndMinimumBroadcast) {
-    Built w = build("where", {TensorType(DType::Bool, {kBatchDim, 1}), f32({3}), f32({})});
-    EXPECT_EQ(w.error, "");
-    EXPECT_EQ(w.type, f32({kBatchDim, 3}));
-    EXPECT_EQ(build("where", {f32({4}), f32({kBatchDim, 4}), f32({4})}).type, f32({kBatchDim, 4}));
-    EXPECT_NE(build("where", {TensorType(DType::I32, {2}), f32({2}), TensorType(DType::I32, {2})})
-                  .error.find("b must be f32 or f64"),
-              std::string::npos);
-    EXPECT_NE(build("where", {f32({3}), f32({2}), f32({2})}).error.find("cannot broadcast"),
-              std::string::npos);
-    for (const char *op : {"maximum", "minimum"}) {
-      EXPECT_EQ(build(op, {f32({kBatchDim, 1}), f32({5})}).type, f32({kBatchDim, 5}));
-      EXPECT_FALSE(getOp(op).has(kCommutative)) << "the gradient goes to a on ties";
-    }
-    EXPECT_NE(build("maximum_grad", {f32({4}), f32({kBatchDim, 4}), f32({4})}).error.find("differ"),
-              std::string::npos);
-  }
-
-  TEST(OpTable, PadShapesAndErrors) {
-    AttrMap a = attrs({{"pads", Attr::ints({0, 1, 2, 0, 0, 3, 4, 0})}});
-    Built p = build("pad", {f32({kBatchDim, 28, 28, 1})}, a);
-    EXPECT_EQ(p.error, "");
-    EXPECT_EQ(p.type, f32({kBatchDim, 32, 34, 1}));
-    std::string batch =
-        build("pad", {f32({kBatchDim, 4})}, attrs({{"pads", Attr::ints({1, 0, 0, 0})}})).error;
-    EXPECT_NE(batch.find("dimension 0 of f32[B, 4] is the batch dimension"), std::string::npos)
-        << batch;
-    EXPECT_NE(build("pad", {f32({2, 4})}, attrs({{"pads", Attr::ints({1, 0, 0})}}))
-                  .error.find("must have 2 * rank = 4 entries"),
-              std::string::npos);
-    EXPECT_NE(build("pad", {f32({2, 4})}, attrs({{"pads", Attr::ints({1, 0, -1, 0})}}))
-                  .error.find("non-negative"),
-              std::string::npos);
-  }
-
-  TEST(OpTable, GlobalAvgPoolShapeAndCost) {
-    Built g = build("global_avg_pool", {f32({kBatchDim, 7, 5, 16})});
-    EXPECT_EQ(g.type, f32({kBatchDim, 16}));
-    EXPECT_DOUBLE_EQ(g.flops, 8.0 * 7 * 5 * 16);
-    EXPECT_NE(build("global_avg_pool", {f32({kBatchDim, 16})}).error.find("rank 4"),
-              std::string::npos);
-  }
+TEST(OpTable, GlobalAvgPoolShapeAndCost) {
+  Built g = build("global_avg_pool", {f32({kBatchDim, 7, 5, 16})});
+  EXPECT_EQ(g.type, f32({kBatchDim, 16}));
+  EXPECT_DOUBLE_EQ(g.flops, 8.0 * 7 * 5 * 16);
+  EXPECT_NE(build("global_avg_pool", {f32({kBatchDim, 16})}).error.find("rank 4"),
+            std::string::npos);
+}
