@@ -102,6 +102,13 @@ AttrMap withDefaults(const OpDef &def, const AttrMap &attrs);
 // The attribute every op accepts: the device of its task it runs on (`device = "cpu:1"`).
 constexpr const char *kDeviceAttr = "device";
 
+// The attribute of the ops that draw random numbers (kRandom) that names their stream of draws;
+// empty (the default): the name of the op's first result. Passes that copy or rename such an
+// op (in-graph towers) set it, so that the copy draws what the original would.
+constexpr const char *kRandomKeyAttr = "key";
+// The stream a kRandom op draws from.
+std::string randomStreamKey(const Op &op);
+
 // Checks arity and attributes (unknown names, kinds, missing required ones) against the table.
 llvm::Error checkSignature(const OpDef &def, unsigned numOperands, const AttrMap &attrs);
 
