@@ -54,7 +54,7 @@ void registerShapeOps(std::vector<OpDef> &table);
 void registerSparseOps(std::vector<OpDef> &table);
 void registerOptimizerOps(std::vector<OpDef> &table);
 void registerCommunicationOps(std::vector<OpDef> &table);
-void registerTrainingModeOps(std::vector<OpDef> &table); // dropout, batch_norm
+void registerTrainingModeOps(std::vector<OpDef> &table); // dropout
 // After the others: fused ops copy the operands and attributes of the ops they fuse.
 void registerFusedOps(std::vector<OpDef> &table);
 
