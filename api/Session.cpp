@@ -175,6 +175,7 @@ llvm::Error Session::Impl::start(uint64_t seed) {
     return err;
   runtime::ExecutorOptions execOptions = executorOptions();
   execOptions.device = *device;
+  execOptions.seed = seed;
   auto created = runtime::Executor::create(m, store, execOptions);
   if (!created)
     return created.takeError();
@@ -242,6 +243,7 @@ Status Session::feed(const std::string &name, Tensor value) {
 Status Session::step() {
   if (auto err = impl_->checkAllFed())
     return toStatus(std::move(err));
+  impl_->trainer->setStepNumber(impl_->globalStep);
   if (auto err = impl_->runStep())
     return toStatus(std::move(err));
   impl_->feeds.clear();
@@ -287,6 +289,7 @@ Result<std::map<std::string, Tensor>> Session::evaluate(const std::vector<std::s
     runtime::ExecutorOptions execOptions = impl_->executorOptions();
     execOptions.device = impl_->trainer->device().id();
     execOptions.outputs = values;
+    execOptions.mode = runtime::StepMode::Evaluation;
     auto created = runtime::Executor::create(impl_->module(), impl_->store, execOptions);
     if (!created) {
       impl_->evaluators.erase(values);

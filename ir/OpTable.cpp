@@ -26,6 +26,7 @@ struct Table {
     ops::registerSparseOps(defs);
     ops::registerOptimizerOps(defs);
     ops::registerCommunicationOps(defs);
+    ops::registerTrainingModeOps(defs);
     ops::registerFusedOps(defs);
     ops::registerCallOps(defs);
     for (const OpDef &d : defs) {
@@ -51,6 +52,12 @@ llvm::ArrayRef<const OpDef *> allOps() {
 const OpDef *lookupOp(llvm::StringRef name) {
   auto it = table().byName.find(name);
   return it == table().byName.end() ? nullptr : it->second;
+}
+
+std::string randomStreamKey(const Op &op) {
+  if (const Attr *key = op.attrs.find(kRandomKeyAttr); key && !key->getString().empty())
+    return key->getString();
+  return op.numResults() > 0 ? op.result(0)->name() : op.name().str();
 }
 
 const OpDef &getOp(llvm::StringRef name) {

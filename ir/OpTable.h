@@ -111,6 +111,12 @@ constexpr const char *kDeviceAttr = "device";
 // softmax_cross_entropy's optional label that counts for nothing: read by the kernels, the
 // trainer's accuracy, and prism verify (a mean over counted positions does not split exactly).
 constexpr const char *kIgnoreIndexAttr = "ignore_index";
+// The attribute of the ops that draw random numbers (kRandom) that names their stream of draws;
+// empty (the default): the name of the op's first result. Passes that copy or rename such an
+// op (in-graph towers) set it, so that the copy draws what the original would.
+constexpr const char *kRandomKeyAttr = "key";
+// The stream a kRandom op draws from.
+std::string randomStreamKey(const Op &op);
 
 // Checks arity and attributes (unknown names, kinds, missing required ones) against the table.
 llvm::Error checkSignature(const OpDef &def, unsigned numOperands, const AttrMap &attrs);

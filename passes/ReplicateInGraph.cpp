@@ -142,7 +142,12 @@ private:
       std::vector<std::string> names;
       for (unsigned i = 0; i < op->numResults(); ++i)
         names.push_back(module.uniqueName(op->result(i)->name() + suffix));
-      Op *copy = module.createOp(op->def(), operands, op->attrs, names, before);
+      AttrMap attrs = op->attrs;
+      // A copy draws the original's random numbers (its examples' share of them), not a
+      // stream named after the copy.
+      if (op->def().has(ir::kRandom))
+        attrs.set(ir::kRandomKeyAttr, Attr::string(ir::randomStreamKey(*op)));
+      Op *copy = module.createOp(op->def(), operands, std::move(attrs), names, before);
       ir::setOpDevice(*copy, device);
       copy->loc = op->loc;
       if (t == 0)

@@ -20,6 +20,7 @@ std::string traitsOf(const ir::OpDef &def) {
   add(def.has(ir::kSideEffect), "writes variables at step end");
   add(def.has(ir::kCommunication), "communication");
   add(def.has(ir::kGradientOnly), "backward");
+  add(def.has(ir::kRandom), "random (never merged)");
   add(def.has(ir::kOnParameterServer), "runs on the PS");
   add(def.resultPerOperand, "one result per operand");
   add(def.has(ir::kCall), "expanded by the inline pass (no kernel)");

@@ -178,7 +178,8 @@ public:
   // Replaces a variable's value (same dtype and shape).
   Status assign(const std::string &variable, const Tensor &value);
   // Computes values of the model (e.g. `logits`, the loss) from the current feeds and
-  // variables, without training: nothing is updated and the feeds stay.
+  // variables, without training: an evaluation step (dropout is the identity), nothing is
+  // updated and the feeds stay.
   Result<std::map<std::string, Tensor>> evaluate(const std::vector<std::string> &values);
 
   // Writes every variable and the step count to DIR/checkpoint.prism (atomically), the format

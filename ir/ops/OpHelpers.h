@@ -57,6 +57,7 @@ void registerSparseOps(std::vector<OpDef> &table);
 void registerOptimizerOps(std::vector<OpDef> &table);
 void registerCommunicationOps(std::vector<OpDef> &table);
 void registerCallOps(std::vector<OpDef> &table);
+void registerTrainingModeOps(std::vector<OpDef> &table); // dropout
 // After the others: fused ops copy the operands and attributes of the ops they fuse.
 void registerFusedOps(std::vector<OpDef> &table);
 

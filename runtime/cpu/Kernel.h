@@ -13,6 +13,7 @@ void registerLossKernels(KernelRegistry &registry);      // softmax, log_softmax
 void registerSparseKernels(KernelRegistry &registry);    // gather, gather_grad, sparse_*
 void registerOptimizerKernels(KernelRegistry &registry); // apply_*, assign, clipping
 void registerCommunicationKernels(KernelRegistry &registry); // all_reduce, ps_*, towers
+void registerTrainingModeKernels(KernelRegistry &registry);  // dropout
 void registerFusedKernels(
     KernelRegistry &registry); // fused_matmul, fused_conv2d, fused_elementwise
 

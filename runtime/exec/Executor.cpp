@@ -44,7 +44,10 @@ struct Executor::Program {
 Executor::Executor(const ir::Module &module, std::shared_ptr<VariableStore> variables,
                    ExecutorOptions options, std::unique_ptr<Device> device)
     : module_(module), variables_(std::move(variables)), options_(std::move(options)),
-      device_(std::move(device)) {}
+      device_(std::move(device)) {
+  context_.mode = options_.mode;
+  context_.seed = options_.seed;
+}
 
 Executor::~Executor() = default;
 
@@ -256,6 +259,9 @@ llvm::Error Executor::buildKernels(Program &program) {
     spec.batch = program.batch;
     spec.communication = options_.communication;
     spec.globalBatch = &globalBatch_;
+    spec.step = &context_;
+    if (int64_t tower = towerOf(*op); tower >= 0)
+      spec.towerOffset = splitBatch(program.batch, tower, towers_).begin;
     std::vector<const RuntimeValue *> ins;
     std::vector<RuntimeValue *> outs;
     for (const ir::Value *v : op->operands()) {
@@ -381,6 +387,7 @@ llvm::Error Executor::step(const Feeds &feeds) {
   if (!batch)
     return batch.takeError();
   globalBatch_ = globalBatchOverride_ > 0 ? globalBatchOverride_ : *batch;
+  context_.exampleOffset = exampleOffset_;
   device_->enter();
   auto program = programFor(*batch);
   if (!program)
@@ -393,7 +400,15 @@ llvm::Error Executor::step(const Feeds &feeds) {
   if (auto err = readLoss(p))
     return err;
   last_ = &p;
+  countStep();
   return llvm::Error::success();
+}
+
+// A training step that ran moves the step number on (evaluation steps are not steps), as the
+// reference interpreter's do.
+void Executor::countStep() {
+  if (context_.training())
+    ++context_.step;
 }
 
 llvm::Error Executor::readLoss(Program &p) {
@@ -497,9 +512,12 @@ llvm::Error Executor::accumulatedStep(llvm::ArrayRef<Feeds> microBatches) {
     examples += *batch;
   }
   globalBatch_ = globalBatchOverride_ > 0 ? globalBatchOverride_ : examples;
+  context_.exampleOffset = exampleOffset_;
   for (size_t i = 0; i < microBatches.size(); ++i) {
     const Feeds &feeds = microBatches[i];
     const int64_t batch = batches[i];
+    if (i > 0)
+      context_.exampleOffset += batches[i - 1];
     if (batch == 0)
       continue;
     auto program = programFor(batch);
@@ -522,6 +540,7 @@ llvm::Error Executor::accumulatedStep(llvm::ArrayRef<Feeds> microBatches) {
   if (auto err = readLoss(*last))
     return err;
   last_ = last;
+  countStep();
   return llvm::Error::success();
 }
 

@@ -33,6 +33,11 @@ struct ExecutorOptions {
   // Values to compute and keep after a step (e.g. `logits` for evaluation). When non-empty,
   // only the ops these need run, and no variable is written.
   std::vector<std::string> outputs;
+  // What the kernels see: training, or evaluation (dropout is then the identity). Evaluation
+  // on held-out data (the trainer's test accuracy, Session::evaluate) sets Evaluation.
+  StepMode mode = StepMode::Training;
+  // The run's seed: random ops (dropout) draw from it (runtime/DropoutMask.h).
+  uint64_t seed = 0;
   // The task's links to other tasks, for communication ops (runtime/job); must outlive the
   // executor.
   Communication *communication = nullptr;
@@ -69,6 +74,14 @@ public:
   // trainer sets it before each step. Unset (0), a step's global batch is its own examples (all
   // its micro-batches). The `batch_share` op reads it.
   void setGlobalBatch(int64_t examples) { globalBatchOverride_ = examples; }
+  // Where this task's examples of the next steps start within the global batch (a worker's
+  // shard, as the data sharding gives it); 0 unless set. Micro-batches and towers add their
+  // own offsets to it. Random ops key their draws on the global example index.
+  void setExampleOffset(int64_t offset) { exampleOffset_ = offset; }
+  // The number of the next step (optimizer steps done before it): the trainer sets it from its
+  // position, so that a restored run draws what an uninterrupted one would. Otherwise the
+  // executor counts its training steps from 0.
+  void setStepNumber(int64_t step) { context_.step = step; }
 
   // The loss of the last step (modules with a loss).
   std::optional<double> loss() const { return loss_; }
@@ -93,6 +106,7 @@ private:
   llvm::Error bindFeedsAndVariables(Program &program, const Feeds &feeds);
   llvm::Error runKernels(Program &program, size_t begin, size_t end);
   llvm::Error readLoss(Program &program);
+  void countStep();
   llvm::Error selectAccumulationOps();
   llvm::Error addMicroBatch(Program &program, int64_t batch);
   llvm::Error writeMeans(Program &program, int64_t examples);
@@ -110,6 +124,8 @@ private:
   std::optional<double> loss_;
   int64_t globalBatchOverride_ = 0;
   int64_t globalBatch_ = 0; // this step's (KernelSpec::globalBatch points here)
+  int64_t exampleOffset_ = 0;
+  StepContext context_; // this step's, or micro-batch's (KernelSpec::step points here)
   llvm::StringMap<const ir::Value *> outputValues_;
   Program *last_ = nullptr;
   std::vector<std::string> traceNames_; // parallel to order_, made at the first traced step

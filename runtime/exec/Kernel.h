@@ -11,6 +11,7 @@
 #include "ir/Device.h"
 #include "ir/Module.h"
 #include "ir/Type.h"
+#include "runtime/StepContext.h"
 #include "runtime/Tensor.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringMap.h"
@@ -47,6 +48,13 @@ struct KernelSpec {
   // The examples of the whole step, over every worker, tower and micro-batch, as the executor
   // sets it before each step (batch_share reads it); null: `batch`.
   const int64_t *globalBatch = nullptr;
+  // The step's mode, seed, number and example offset, as the executor sets them before each
+  // step (dropout reads them); null: a training step 0 with seed 0 at offset 0.
+  const StepContext *step = nullptr;
+  // Where this op's examples start within the batch of `step` (a tower's slice of it; 0 for
+  // the task's own ops): row r of a batch-major value is example step->exampleOffset +
+  // towerOffset + r of the global batch.
+  int64_t towerOffset = 0;
 };
 
 class Kernel {

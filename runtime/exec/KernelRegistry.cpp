@@ -33,6 +33,7 @@ KernelTable &table() {
     cpu::registerOptimizerKernels(cpu);
     cpu::registerFusedKernels(cpu);
     cpu::registerCommunicationKernels(cpu);
+    cpu::registerTrainingModeKernels(cpu);
     return t;
   }();
   return *table;

@@ -51,5 +51,6 @@ void registerShapeKernels(KernelTable &table);
 void registerSparseKernels(KernelTable &table);
 void registerOptimizerKernels(KernelTable &table);
 void registerFusedKernels(KernelTable &table);
+void registerTrainingModeKernels(KernelTable &table); // dropout
 
 } // namespace prism::runtime::reference::kernels

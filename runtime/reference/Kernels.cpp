@@ -52,6 +52,7 @@ const kernels::KernelTable &table() {
     kernels::registerSparseKernels(t);
     kernels::registerOptimizerKernels(t);
     kernels::registerFusedKernels(t);
+    kernels::registerTrainingModeKernels(t);
     return t;
   }();
   return t;

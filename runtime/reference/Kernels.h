@@ -8,6 +8,7 @@
 #include "ir/Attribute.h"
 #include "ir/Module.h"
 #include "ir/Type.h"
+#include "runtime/StepContext.h"
 #include "runtime/reference/Tensor.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
@@ -23,7 +24,10 @@ struct KernelArgs {
   llvm::SmallVector<const Tensor *, 4> operands;
   // The op's result types with B bound: concrete dims (a sparse result: its dense shape).
   llvm::SmallVector<ir::TensorType, 1> results;
-  int64_t batch = -1; // the bound batch size; -1 when no feed has B
+  int64_t batch = -1;                // the bound batch size; -1 when no feed has B
+  const StepContext *step = nullptr; // the step's mode, seed, number and example offset
+  // Per result: its first dimension is B, one row per example of the batch.
+  llvm::SmallVector<bool, 1> batchRows;
 
   const Tensor &operand(unsigned i) const { return *operands[i]; }
   unsigned numOperands() const { return static_cast<unsigned>(operands.size()); }

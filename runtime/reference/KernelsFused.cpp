@@ -13,7 +13,8 @@ namespace {
 // result has the fused op's type, which every op of the chain shares.
 llvm::Expected<Tensor> runUnfused(llvm::StringRef opName, const KernelArgs &fused,
                                   llvm::ArrayRef<const Tensor *> operands) {
-  KernelArgs args{fused.op, fused.attrs, {}, fused.results, fused.batch};
+  KernelArgs args{fused.op,   fused.attrs,    {}, fused.results, fused.batch,
+                  fused.step, fused.batchRows};
   args.operands.assign(operands.begin(), operands.end());
   auto results = lookupKernel(opName)->run(args);
   if (!results)

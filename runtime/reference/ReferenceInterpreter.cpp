@@ -29,7 +29,8 @@ std::string describe(const ir::Op &op) {
 
 } // namespace
 
-ReferenceInterpreter::ReferenceInterpreter(const ir::Module &module) : module_(module) {}
+ReferenceInterpreter::ReferenceInterpreter(const ir::Module &module, StepContext context)
+    : module_(module), context_(context) {}
 
 llvm::Error ReferenceInterpreter::initializeVariables(uint64_t seed) {
   llvm::StringMap<Tensor> fresh;
@@ -185,6 +186,8 @@ llvm::Expected<StepResult> ReferenceInterpreter::step(const Feeds &feeds) {
       return std::move(e);
   for (auto &[var, tensor] : writes)
     variables_[var->name()] = std::move(tensor);
+  if (context_.training())
+    ++context_.step;
 
   StepResult result;
   result.batch = *batch;
@@ -209,7 +212,7 @@ ReferenceInterpreter::runOp(const ir::Op &op, int64_t batch,
   if (def.writtenOperands && op.numResults())
     return fail("an op that both writes variables and has results is not supported");
 
-  KernelArgs args{op, ir::withDefaults(def, op.attrs), {}, {}, batch};
+  KernelArgs args{op, ir::withDefaults(def, op.attrs), {}, {}, batch, &context_, {}};
   // Operands read in reduced precision are rounded to it first: the reference of what a bf16
   // kernel computes (rounded inputs, exact products, sums in float64 here).
   ir::ComputePrecision precision = ir::computePrecision(op);
@@ -245,7 +248,9 @@ ReferenceInterpreter::runOp(const ir::Op &op, int64_t batch,
       targets.push_back(op.result(i));
   }
   for (const ir::Value *target : targets) {
-    ir::TensorType type = bindBatch(types_[target], batch);
+    const ir::TensorType &declared = types_[target];
+    args.batchRows.push_back(declared.rank() > 0 && declared.dims[0] == ir::kBatchDim);
+    ir::TensorType type = bindBatch(declared, batch);
     for (int64_t d : type.dims)
       if (d == ir::kBatchDim)
         return fail(target->ref() + " has type " + types_[target].str() + " but no feed binds B");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ir/Module.h"
+#include "runtime/StepContext.h"
 #include "runtime/reference/Tensor.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
@@ -31,7 +32,13 @@ struct StepResult {
 // The module must outlive the interpreter and keep its ops while the interpreter is used.
 class ReferenceInterpreter {
 public:
-  explicit ReferenceInterpreter(const ir::Module &module);
+  // `context`: training or evaluation, the seed and the first step's number and example
+  // offset that random ops (dropout) draw by; each training step moves the step number on.
+  explicit ReferenceInterpreter(const ir::Module &module, StepContext context = {});
+
+  // The mode, seed, step number and example offset of the next step.
+  const StepContext &context() const { return context_; }
+  void setContext(const StepContext &context) { context_ = context; }
 
   // Gives every variable its initializer's value; random draws depend only on (seed, name).
   llvm::Error initializeVariables(uint64_t seed);
@@ -57,6 +64,7 @@ private:
                     std::vector<std::pair<const ir::Variable *, Tensor>> &writes);
 
   const ir::Module &module_;
+  StepContext context_;
   llvm::DenseMap<const ir::Value *, ir::TensorType> types_;
   llvm::StringMap<Tensor> variables_;
   llvm::DenseMap<const ir::Value *, Tensor> values_;

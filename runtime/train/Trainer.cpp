@@ -255,6 +255,7 @@ llvm::Error TrainingRun::createExecutors() {
   trainOptions.communication = worker_ ? worker_->communication : nullptr;
   trainOptions.trace = options_.trace;
   trainOptions.accumulate = options_.accumulate > 1;
+  trainOptions.seed = options_.seed;
   auto trainer = runtime::Executor::create(module_, store_, trainOptions);
   if (!trainer)
     return trainer.takeError();
@@ -266,6 +267,7 @@ llvm::Error TrainingRun::createExecutors() {
   evalOptions.trace = nullptr;
   evalOptions.outputs = {localLoss(module_)->name()};
   evalOptions.accumulate = false;
+  evalOptions.mode = runtime::StepMode::Evaluation;
   if (classifier_.logits)
     evalOptions.outputs.push_back(classifier_.logits->name());
   auto evaluator = runtime::Executor::create(module_, store_, evalOptions);
@@ -367,6 +369,9 @@ llvm::Error TrainingRun::trainStep() {
   // Every worker's share, so that loss scaling's seed makes the per-example gradients those of
   // one device on the whole batch (batch_share).
   trainer_->setGlobalBatch(worker_ ? batch.globalSize : 0);
+  // Random ops draw by step and global example: the same on one device as on any split.
+  trainer_->setStepNumber(position_.globalStep);
+  trainer_->setExampleOffset(worker_ ? batch.offset : 0);
   if (auto err = options_.accumulate > 1 ? trainer_->accumulatedStep(microBatches(
                                                batch.tensors, batch.size(), options_.accumulate))
                                          : trainer_->step(batch.tensors))

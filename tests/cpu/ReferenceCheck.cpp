@@ -71,7 +71,7 @@ void expectMatchesReference(const ir::Module &module, const std::vector<std::str
   SCOPED_TRACE("random seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
 
-  ref::ReferenceInterpreter reference(module);
+  ref::ReferenceInterpreter reference(module, options.context);
   ASSERT_FALSE(bool(reference.initializeVariables(seed))) << "reference initialization failed";
   auto store = std::make_shared<runtime::VariableStore>();
   if (auto err = store->initialize(module, seed))
@@ -79,8 +79,12 @@ void expectMatchesReference(const ir::Module &module, const std::vector<std::str
   runtime::ExecutorOptions execOptions;
   execOptions.threads = options.threads;
   execOptions.outputs = outputs;
+  execOptions.mode = options.context.mode;
+  execOptions.seed = options.context.seed;
   auto exec = runtime::Executor::create(module, store, execOptions);
   ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
+  (*exec)->setStepNumber(options.context.step);
+  (*exec)->setExampleOffset(options.context.exampleOffset);
 
   for (int step = 0; step < options.steps; ++step) {
     ref::Feeds refFeeds;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ir/Module.h"
+#include "runtime/StepContext.h"
 
 namespace prism::testing {
 
@@ -22,6 +23,8 @@ struct ReferenceCheckOptions {
   int threads = 1;
   // Steps to run (training checks compare variables after each).
   int steps = 1;
+  // The first step's mode, seed, number and example offset, on both interpreters.
+  runtime::StepContext context;
 };
 
 // Evaluates `outputs` of a typed module on both interpreters; gtest failures on mismatch.

@@ -77,6 +77,28 @@ TEST(OpTable, Conv2dSameAndValid) {
   EXPECT_EQ(pooled->type(), TensorType(DType::F32, {kBatchDim, 12, 12, 32}));
 }
 
+// dropout draws random numbers (never merged), keeps its operand's type, defaults its rate and
+// key, refuses a rate outside [0, 1), and its gradient op carries its key.
+TEST(OpTable, DropoutIsRandomAndShapePreserving) {
+  EXPECT_TRUE(getOp("dropout").has(kRandom));
+  EXPECT_TRUE(getOp("dropout").differentiable());
+  EXPECT_TRUE(getOp("dropout_grad").has(kRandom));
+  EXPECT_TRUE(getOp("dropout_grad").has(kGradientOnly));
+  EXPECT_EQ(getOp("dropout").signature(), "dropout(x, rate = 0.5, key = \"\")");
+  ModuleBuilder b("m");
+  Value *x = b.input("x", TensorType(DType::F32, {kBatchDim, 2, 3}));
+  Value *y = b.op("dropout", {x}, attrs({{"rate", Attr::real(0.2)}}), "y");
+  EXPECT_EQ(y->type(), x->type());
+  EXPECT_EQ(randomStreamKey(*y->definingOp()), "y");
+  Value *z = b.op("dropout", {y}, attrs({{"key", Attr::string("k")}}), "z");
+  EXPECT_EQ(randomStreamKey(*z->definingOp()), "k");
+  b.op("dropout", {x}, attrs({{"rate", Attr::real(1.0)}}));
+  auto m = b.finish();
+  ASSERT_FALSE(bool(m));
+  EXPECT_NE(llvm::toString(m.takeError()).find("dropout rate must be in [0, 1), got 1.0"),
+            std::string::npos);
+}
+
 TEST(OpTable, GatherGradientIsSparse) {
   ModuleBuilder b("m");
   Value *ids = b.input("ids", TensorType(DType::I32, {kBatchDim, 20}));

@@ -176,6 +176,8 @@ std::vector<GradCase> allCases() {
   // Six indices drawn from [0, 3) must repeat, and rows 3..5 of the table get no gradient.
   add("gather", {f32({6, 3}), i32({B, 2})}, {}, Fill::Signed, 3);
   add("gather", {f32({4}), i32({B})}, {}, Fill::Signed, 4);
+  add("dropout", {f32({B, 4})}, ir::attrs({{"rate", Attr::real(0.5)}}));
+  add("dropout", {f32({2, 3, 2})}, ir::attrs({{"rate", Attr::real(0.25)}}));
   return cases;
 }
 
@@ -274,7 +276,10 @@ void checkCase(const GradCase &c, uint64_t seed) {
   Tensor dy = randomTensor(y->type(), Fill::Signed, 0, gen);
   feeds["dy"] = dy;
 
+  // Every step draws as step 0 does: random ops (dropout) keep one mask, so finite
+  // differences see a fixed function.
   ReferenceInterpreter interp(*module);
+  const runtime::StepContext fixed = interp.context();
   auto first = interp.step(feeds);
   ASSERT_TRUE(bool(first)) << llvm::toString(first.takeError());
   std::vector<std::vector<double>> analytic(c.operands.size());
@@ -287,6 +292,7 @@ void checkCase(const GradCase &c, uint64_t seed) {
 
   // L = sum(y * dy) for the current feeds.
   auto objective = [&]() -> double {
+    interp.setContext(fixed);
     auto r = interp.step(feeds);
     EXPECT_TRUE(bool(r)) << llvm::toString(r.takeError());
     const Tensor *yValue = interp.value("y");

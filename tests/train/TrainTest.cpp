@@ -15,8 +15,7 @@ using namespace prism::runtime;
 
 namespace {
 
-std::unique_ptr<ir::Module> trainingModule(const std::string &model) {
-  auto module = frontends::parseModuleFile(std::string(PRISM_SOURCE_DIR) + "/models/" + model);
+std::unique_ptr<ir::Module> compiledModule(llvm::Expected<std::unique_ptr<ir::Module>> module) {
   EXPECT_TRUE(bool(module)) << llvm::toString(module.takeError());
   if (!module)
     return nullptr;
@@ -26,6 +25,12 @@ std::unique_ptr<ir::Module> trainingModule(const std::string &model) {
   auto changed = pm->run(**module, passes::PassOptions());
   EXPECT_TRUE(bool(changed)) << llvm::toString(changed.takeError());
   return std::move(*module);
+}
+
+// A model of models/, or of tests/models/ ("../tests/models/NAME").
+std::unique_ptr<ir::Module> trainingModule(const std::string &model) {
+  return compiledModule(
+      frontends::parseModuleFile(std::string(PRISM_SOURCE_DIR) + "/models/" + model));
 }
 
 train::TrainOptions fashionOptions() {
@@ -69,8 +74,9 @@ TEST(Train, CnnReachesEightyFourPercentInOneEpoch) {
   EXPECT_GE(*result->testAccuracy, 0.84);
 }
 
-TEST(Train, RestoreContinuesBitForBit) {
-  auto module = trainingModule("mlp.prism");
+void expectRestoreContinuesBitForBit(const std::string &model) {
+  SCOPED_TRACE(model);
+  auto module = trainingModule(model);
   ASSERT_TRUE(module);
   train::TrainOptions straight = fashionOptions();
   straight.batchSize = 32;
@@ -103,6 +109,40 @@ TEST(Train, RestoreContinuesBitForBit) {
     EXPECT_EQ(std::memcmp(t.raw(), u.raw(), static_cast<size_t>(t.numBytes())), 0) << name;
   }
   EXPECT_EQ(a->position.globalStep, b->position.globalStep);
+}
+
+TEST(Train, RestoreContinuesBitForBit) {
+  expectRestoreContinuesBitForBit("mlp.prism");
+}
+
+// The restored run draws the dropout masks of the steps it continues, not those of steps 0...
+TEST(Train, RestoreContinuesDropoutMasksBitForBit) {
+  expectRestoreContinuesBitForBit("../tests/models/dropout_mlp.prism");
+}
+
+// Test accuracy and loss come from evaluation steps, in which dropout is the identity: a model
+// whose logits go through dropout at rate 0.9 evaluates like the same model without it (the
+// step itself, at a negligible rate, changes nothing measurable).
+TEST(Train, EvaluationStepsDoNotDrop) {
+  auto withText = [](const std::string &loss) {
+    return "model linear {\n  input x : f32[B, 784]\n  input y : i32[B]\n"
+           "  var w : f32[784, 10] = glorot_uniform\n  %logits = matmul(x, w)\n  " +
+           loss + "\n  minimize %loss with sgd(lr = 1e-30)\n}\n";
+  };
+  std::vector<double> losses;
+  for (const char *tail : {"%loss = softmax_cross_entropy(%logits, y)",
+                           "%loss = softmax_cross_entropy(dropout(%logits, rate = 0.9), y)"}) {
+    auto module = compiledModule(frontends::parseModule(withText(tail), "linear.prism"));
+    ASSERT_TRUE(module);
+    train::TrainOptions options = fashionOptions();
+    options.steps = 1;
+    options.batchSize = 32;
+    auto result = train::train(*module, options);
+    ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+    ASSERT_TRUE(result->testLoss.has_value());
+    losses.push_back(*result->testLoss);
+  }
+  EXPECT_NEAR(losses[1], losses[0], 1e-6 * losses[0]);
 }
 
 TEST(Train, RestoreRefusesAnotherRun) {

@@ -1,0 +1,124 @@
+// The CPU kernels of dropout and dropout_grad against the reference interpreter, in training and
+// evaluation, at several seeds, steps and example offsets; and the property the mask rule
+// exists for: a batch run in pieces (shards at their offsets) draws what it draws whole.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "ir/Builder.h"
+#include "ir/OpTable.h"
+#include "runtime/exec/Executor.h"
+#include "tests/cpu/ReferenceCheck.h"
+
+namespace {
+
+using namespace prism;
+using ir::Attr;
+using ir::DType;
+using ir::TensorType;
+using prism::testing::ReferenceCheckOptions;
+
+constexpr int64_t B = ir::kBatchDim;
+
+std::unique_ptr<ir::Module> dropoutModule(llvm::StringRef op, const TensorType &type, double rate) {
+  ir::ModuleBuilder b("dropout");
+  ir::Value *x = b.input("x", type);
+  b.op(op, {x}, ir::attrs({{"rate", Attr::real(rate)}, {"key", Attr::string("d")}}), "y");
+  auto module = b.finish();
+  EXPECT_TRUE(bool(module)) << llvm::toString(module.takeError());
+  return module ? std::move(*module) : nullptr;
+}
+
+TEST(TrainingModeKernels, DropoutMatchesTheReference) {
+  for (const char *op : {"dropout", "dropout_grad"})
+    for (DType dtype : {DType::F32, DType::F64})
+      for (const std::vector<int64_t> &dims :
+           {std::vector<int64_t>{B, 33}, {B, 2, 3, 4}, {5, 7}, {}})
+        for (double rate : {0.0, 0.3, 0.9}) {
+          TensorType type(dtype, dims);
+          SCOPED_TRACE(std::string(op) + " of " + type.str() + " at rate " + std::to_string(rate));
+          auto module = dropoutModule(op, type, rate);
+          ASSERT_TRUE(module);
+          ReferenceCheckOptions options;
+          options.batch = 4;
+          options.steps = 3; // both count steps alike
+          options.context.seed = 11;
+          options.context.step = 5;
+          options.context.exampleOffset = 7;
+          prism::testing::expectMatchesReference(*module, {"y"}, options);
+          options.context.mode = runtime::StepMode::Evaluation;
+          prism::testing::expectMatchesReference(*module, {"y"}, options);
+        }
+}
+
+TEST(TrainingModeKernels, DropoutOnTwoThreads) {
+  auto module = dropoutModule("dropout", TensorType(DType::F32, {B, 5001}), 0.5);
+  ASSERT_TRUE(module);
+  ReferenceCheckOptions options;
+  options.threads = 2;
+  options.batch = 3;
+  options.context.exampleOffset = 2;
+  prism::testing::expectMatchesReference(*module, {"y"}, options);
+}
+
+// Runs y = dropout(x) on rows [begin, end) of x, at that example offset.
+std::vector<float> runRows(const ir::Module &module, const runtime::Tensor &x, int64_t begin,
+                           int64_t end, int64_t step) {
+  runtime::ExecutorOptions options;
+  options.outputs = {"y"};
+  options.seed = 3;
+  auto exec =
+      runtime::Executor::create(module, std::make_shared<runtime::VariableStore>(), options);
+  EXPECT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
+  const int64_t cols = x.dim(1);
+  runtime::Tensor rows(DType::F32, {end - begin, cols});
+  for (int64_t i = 0; i < rows.numElements(); ++i)
+    rows.data<float>()[i] = x.data<float>()[begin * cols + i];
+  (*exec)->setStepNumber(step);
+  (*exec)->setExampleOffset(begin);
+  if (auto err = (*exec)->step({{"x", rows}})) {
+    ADD_FAILURE() << llvm::toString(std::move(err));
+    return {};
+  }
+  const runtime::Tensor &y = (*exec)->output("y")->dense;
+  return std::vector<float>(y.data<float>(), y.data<float>() + y.numElements());
+}
+
+TEST(TrainingModeKernels, MasksDoNotDependOnHowTheBatchIsSplit) {
+  const double rate = 0.5;
+  auto module = dropoutModule("dropout", TensorType(DType::F32, {B, 64}), rate);
+  ASSERT_TRUE(module);
+  runtime::Tensor x(DType::F32, {10, 64});
+  for (int64_t i = 0; i < x.numElements(); ++i)
+    x.data<float>()[i] = 1.0f + static_cast<float>(i % 7);
+  std::vector<float> whole = runRows(*module, x, 0, 10, 4);
+  std::vector<float> pieces;
+  for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 3}, {3, 4}, {4, 10}}) {
+    std::vector<float> part = runRows(*module, x, begin, end, 4);
+    pieces.insert(pieces.end(), part.begin(), part.end());
+  }
+  ASSERT_EQ(whole.size(), pieces.size());
+  EXPECT_EQ(whole, pieces);
+  // Inverted dropout: kept elements are x / (1 - rate), about `rate` of them are zero, and rows
+  // (examples) and steps draw different masks.
+  int64_t dropped = 0;
+  for (size_t i = 0; i < whole.size(); ++i) {
+    if (whole[i] == 0)
+      ++dropped;
+    else
+      EXPECT_FLOAT_EQ(whole[i], x.data<float>()[i] * 2.0f);
+  }
+  EXPECT_NEAR(static_cast<double>(dropped) / static_cast<double>(whole.size()), rate, 0.08);
+  EXPECT_NE(std::vector<float>(whole.begin(), whole.begin() + 64),
+            std::vector<float>(whole.begin() + 64, whole.begin() + 128));
+  EXPECT_NE(whole, runRows(*module, x, 0, 10, 5));
+}
+
+TEST(TrainingModeKernels, EveryTrainingModeOpHasACpuKernel) {
+  const std::set<std::string> family = {"dropout", "dropout_grad"};
+  for (const std::string &name : family)
+    EXPECT_NE(runtime::findKernel(name, ir::DeviceKind::Cpu), nullptr) << name;
+}
+
+} // namespace
