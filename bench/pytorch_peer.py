@@ -79,9 +79,37 @@ class Embedding(nn.Module):
         return self.out(F.relu(self.hidden(self.emb(tokens).mean(1))))
 
 
+class Transformer(nn.Module):
+    """models/transformer.prism: token + position embeddings, two post-norm encoder layers
+    (4 heads of 16, feed-forward 128, GELU, dropout 0.1), mean over positions, 10 classes."""
+
+    def __init__(self, vocab=10000, tokens=20, dim=64, classes=10):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim, sparse=True)
+        self.pos = nn.Parameter(torch.randn(tokens, dim) * 0.02)
+        layer = nn.TransformerEncoderLayer(dim, 4, 128, dropout=0.1, activation="gelu",
+                                           batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.drop = nn.Dropout(0.1)
+        self.out = nn.Linear(dim, classes)
+
+    def forward(self, tokens):
+        x = self.drop(self.emb(tokens) + self.pos)
+        return self.out(self.encoder(x).mean(1))
+
+
+def zipf_tokens(vocab, gen):
+    """Zipf-like ids (rank r with probability ~ 1/r^1.1) and random labels."""
+    ranks = torch.arange(1, vocab + 1, dtype=torch.float64)
+    probs = ranks.pow(-1.1)
+    tokens = torch.multinomial(probs / probs.sum(), 256 * 20 * 64, replacement=True,
+                               generator=gen).reshape(-1, 20)
+    return tokens, torch.randint(0, 10, (tokens.shape[0],), generator=gen)
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("model", choices=["mlp", "mlp1024", "cnn", "embedding"])
+    p.add_argument("model", choices=["mlp", "mlp1024", "cnn", "embedding", "transformer"])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--steps", type=int, default=0)
@@ -92,15 +120,10 @@ def main():
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
-    if a.model == "embedding":
-        model = Embedding()
+    if a.model in ("embedding", "transformer"):
+        model = Embedding() if a.model == "embedding" else Transformer()
         gen = torch.Generator().manual_seed(a.seed)
-        # Zipf-like ids: rank r with probability ~ 1/r^1.1.
-        ranks = torch.arange(1, 100001, dtype=torch.float64)
-        probs = ranks.pow(-1.1)
-        tokens = torch.multinomial(probs / probs.sum(), 256 * 20 * 64, replacement=True,
-                                   generator=gen).reshape(-1, 20)
-        labels = torch.randint(0, 10, (tokens.shape[0],), generator=gen)
+        tokens, labels = zipf_tokens(model.emb.num_embeddings, gen)
         dense = [q for n, q in model.named_parameters() if not n.startswith("emb")]
         opts = [torch.optim.SparseAdam(list(model.emb.parameters()), lr=0.001),
                 torch.optim.Adam(dense, lr=0.001)]

@@ -3,6 +3,8 @@
 #include "ir/OpTable.h"
 #include "passes/Pass.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 
 namespace prism::passes {
 namespace {
@@ -37,6 +39,11 @@ public:
   }
 
 private:
+  // The parser names a nested op with a number.
+  static bool isMadeUp(llvm::StringRef name) {
+    return !name.empty() && llvm::all_of(name, llvm::isDigit);
+  }
+
   // The body's ops go just before the call, named `<call's first result>.<body name>`; the
   // values the function returns take the call's result names, so later ops read as written.
   static llvm::Error expand(ir::Module &module, ir::Op &call, std::vector<ir::Op *> &calls) {
@@ -48,15 +55,25 @@ private:
     llvm::DenseMap<const ir::Value *, ir::Value *> map;
     for (unsigned i = 0; i < call.numOperands(); ++i)
       map[f->body->inputs()[i]->value.get()] = call.operand(i);
+    // A call nested in an expression has a made-up name (`%7`): its copies read better named
+    // after the function (`%step_loss.loss`), and so does what it returns.
     std::string prefix = call.numResults() ? call.result(0)->name() : callee;
+    bool madeUpName = isMadeUp(prefix);
+    if (madeUpName)
+      prefix = callee;
     bool first = true;
     for (const auto &bodyOp : f->body->ops()) {
       llvm::SmallVector<ir::Value *, 4> operands;
       for (ir::Value *v : bodyOp->operands())
         operands.push_back(map.lookup(v));
       std::vector<std::string> names;
-      for (unsigned i = 0; i < bodyOp->numResults(); ++i)
-        names.push_back(module.uniqueName(prefix + "." + bodyOp->result(i)->name()));
+      for (unsigned i = 0; i < bodyOp->numResults(); ++i) {
+        // A nested call in the body is named after its function (`%h.attention`).
+        std::string name = bodyOp->result(i)->name();
+        if (bodyOp->def().has(ir::kCall) && isMadeUp(name))
+          name = bodyOp->attrs.getString("callee");
+        names.push_back(module.uniqueName(prefix + "." + name));
+      }
       ir::Op *copy = module.createOp(bodyOp->def(), operands, bodyOp->attrs, names, &call);
       copy->loc = bodyOp->loc;
       if (first)
@@ -77,7 +94,7 @@ private:
       // A returned parameter is the caller's value and keeps its name.
       bool fromBody = value->kind() == ir::ValueKind::OpResult &&
                       !llvm::is_contained(call.operands(), value);
-      if (fromBody && !renamed[value]) {
+      if (fromBody && !madeUpName && !renamed[value]) {
         renamed[value] = true;
         renames.emplace_back(value, call.result(i)->name());
       }
