@@ -224,7 +224,8 @@ llvm::Expected<ir::Value *> OnnxGraph::emit(llvm::StringRef op,
   const ir::OpDef *def = ir::lookupOp(op);
   if (!def)
     return fail("Prism has no op '" + op + "'", ir::ErrorCode::Internal);
-  std::string name = onnxName.empty() ? "" : module_.uniqueName(sanitize(onnxName));
+  // Results the ONNX graph does not name are named after their op.
+  std::string name = module_.uniqueName(onnxName.empty() ? op.str() : sanitize(onnxName));
   ir::Op *created = module_.createOp(*def, operands, std::move(attrs), {name});
   auto types = ir::inferResultTypes(*created);
   if (!types)

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,12 @@ public:
   // Notes for the generated file's header (an op imported with a caveat).
   std::vector<std::string> &notes() { return notes_; }
 
+  // Records that a node or the graph's output reads `name`.
+  void markRead(const std::string &name) { read_.insert(name); }
+  // Whether output `i` of the current node is read (optional outputs such as Dropout's mask
+  // may be produced and left unread).
+  bool outputRead(unsigned i) const { return !output(i).empty() && read_.count(output(i).str()); }
+
   // The node being imported, for errors.
   void setNode(const ::onnx::NodeProto *node) { node_ = node; }
   // `FILE: error: node 'NAME' (OpType): message` (with `code`).
@@ -82,8 +89,8 @@ public:
   // dims to Prism dims: out.dims[k] = dims[perm[k]]; empty: as stored).
   llvm::Expected<ir::Value *> variableInput(unsigned i, llvm::ArrayRef<int64_t> perm = {});
 
-  // Adds a Prism op and infers its result type; `onnxName` (an ONNX value name, or "") names
-  // the result.
+  // Adds a Prism op and infers its result type; `onnxName` (an ONNX value name) names the
+  // result, else the op's name does.
   llvm::Expected<ir::Value *> emit(llvm::StringRef op, llvm::ArrayRef<ir::Value *> operands,
                                    ir::AttrMap attrs = {}, llvm::StringRef onnxName = "");
   // Defines output `i` of the current node as `value`.
@@ -107,6 +114,7 @@ private:
   std::vector<std::string> notes_;
   const ::onnx::NodeProto *node_ = nullptr;
   std::map<std::string, ImportedValue> imported_;
+  std::set<std::string> read_;
   // A value already transposed into the other layout, so that it is transposed once.
   std::map<std::pair<std::string, Layout>, ir::Value *> converted_;
   std::map<std::pair<std::string, std::vector<int64_t>>, ir::Value *> variables_;

@@ -204,6 +204,11 @@ llvm::Expected<ImportedModel> importOnnx(llvm::StringRef bytes, llvm::StringRef 
     graph.defineConstant(init.name(), std::move(*tensor), /*initializer=*/true);
     initializers.insert(init.name());
   }
+  for (const ::onnx::NodeProto &node : onnxGraph.node())
+    for (const std::string &input : node.input())
+      graph.markRead(input);
+  for (const ::onnx::ValueInfoProto &output : onnxGraph.output())
+    graph.markRead(output.name());
   for (const ::onnx::ValueInfoProto &input : onnxGraph.input())
     if (!initializers.contains(input.name()))
       if (auto e = addInput(graph, input, fileName))

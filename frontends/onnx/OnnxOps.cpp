@@ -266,7 +266,7 @@ llvm::Error conv(OnnxGraph &g, const OnnxOp &) {
 
 llvm::Error pool(OnnxGraph &g, const OnnxOp &op) {
   const ::onnx::NodeProto &n = g.node();
-  if (!g.output(1).empty())
+  if (g.outputRead(1))
     return g.fail("the Indices output is not supported", ir::ErrorCode::Unsupported);
   auto xDims = g.dimsOf(0);
   if (!xDims)
@@ -702,8 +702,9 @@ llvm::Error dropout(OnnxGraph &g, const OnnxOp &op) {
   if (ir::lookupOp(op.prismOp))
     return g.fail("a dropout op exists now: map Dropout to it in frontends/onnx/OnnxOps.cpp",
                   ir::ErrorCode::Internal);
-  if (!g.output(1).empty())
-    return g.fail("the mask output is not supported", ir::ErrorCode::Unsupported);
+  if (g.outputRead(1))
+    return g.fail("the mask output is read; Prism has no dropout op yet",
+                  ir::ErrorCode::Unsupported);
   float ratio = floatAttr(g.node(), "ratio", 0.5f);
   if (const ConstTensor *r = g.constantInput(1); r && !r->integer && !r->floats.empty())
     ratio = r->floats[0];

@@ -44,7 +44,45 @@ class Cnn(torch.nn.Module):
         return self.fc(x.view(x.size(0), -1))
 
 
-MODELS = {"mlp": (Mlp, (784,)), "cnn": (Cnn, (1, 28, 28))}
+class WithBatchNorm(torch.nn.Module):
+    """BatchNormalization: an error until Prism has a batch_norm op."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 4, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(4)
+        self.fc = torch.nn.Linear(4 * 28 * 28, 10)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.bn(self.conv(x)), 1))
+
+
+class WithCos(torch.nn.Module):
+    """Cos: an ONNX op Prism does not map."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(784, 10)
+
+    def forward(self, x):
+        return torch.cos(self.fc(x))
+
+
+class WithDropout(torch.nn.Module):
+    """Dropout: the identity (with a note) until Prism has a dropout op."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(784, 32)
+        self.drop = torch.nn.Dropout(0.25)
+        self.fc2 = torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        return self.fc2(self.drop(torch.tanh(self.fc1(x))))
+
+
+MODELS = {"mlp": (Mlp, (784,)), "cnn": (Cnn, (1, 28, 28)), "batchnorm": (WithBatchNorm, (1, 28, 28)),
+          "cos": (WithCos, (784,)), "dropout": (WithDropout, (784,))}
 
 
 def export(name, path):
