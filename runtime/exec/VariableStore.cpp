@@ -112,7 +112,7 @@ llvm::Error VariableStore::initialize(const ir::Module &module, uint64_t seed) {
     }
     auto elements = initialElements(*var, seed, module.sourceFile());
     if (!elements)
-      return elements.takeError();
+      return ir::withLocation(elements.takeError(), module.sourceFile(), var->loc);
     Tensor t(var->type().dtype,
              std::vector<int64_t>(var->type().dims.begin(), var->type().dims.end()));
     convertInto(t, *elements);

@@ -1,7 +1,7 @@
 """PyTorch side of the ONNX import tests: the models, their export, and training them on the
 same arrays Prism trains on (npy:DIR), so the two losses can be compared step by step.
 
-  torch_models.py export MODEL OUT.onnx            (MODEL: mlp | cnn)
+  torch_models.py export MODEL OUT.onnx [OPSET]    (MODEL: mlp | cnn | batchnorm | cos | dropout)
   torch_models.py data DIR N                       N examples in DIR/train and DIR/test
   torch_models.py train MODEL OUT.onnx DIR STEPS BATCH OPTIMIZER LR LOSSES.json
 
@@ -85,12 +85,12 @@ MODELS = {"mlp": (Mlp, (784,)), "cnn": (Cnn, (1, 28, 28)), "batchnorm": (WithBat
           "cos": (WithCos, (784,)), "dropout": (WithDropout, (784,))}
 
 
-def export(name, path):
+def export(name, path, opset="13"):
     torch.manual_seed(0)
     model_class, shape = MODELS[name]
     model = model_class()
     torch.save(model.state_dict(), path + ".pt")
-    torch.onnx.export(model, torch.zeros((2,) + shape), path, opset_version=13,
+    torch.onnx.export(model, torch.zeros((2,) + shape), path, opset_version=int(opset),
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
                       input_names=["x"], output_names=["logits"],
                       dynamic_axes={"x": {0: "B"}, "logits": {0: "B"}})
