@@ -723,6 +723,17 @@ llvm::Error needsOp(OnnxGraph &g, const OnnxOp &op) {
                 ir::ErrorCode::Unsupported);
 }
 
+// Pad with zero pads (what torch exports before some pools) is the identity; other pads need
+// Prism's pad op.
+llvm::Error pad(OnnxGraph &g, const OnnxOp &op) {
+  auto pads = g.intsInput(1, "the pads (input 1)");
+  if (!pads)
+    return pads.takeError();
+  if (llvm::all_of(*pads, [](int64_t p) { return p == 0; }))
+    return identity(g, op);
+  return needsOp(g, op);
+}
+
 const OnnxOp kOps[] = {
     {"Add", binary, "add"},
     {"AveragePool", pool, "avg_pool2d"},
@@ -745,7 +756,7 @@ const OnnxOp kOps[] = {
     {"Max", needsOp, "maximum"},
     {"MaxPool", pool, "max_pool2d"},
     {"Mul", binary, "mul"},
-    {"Pad", needsOp, "pad"},
+    {"Pad", pad, "pad"},
     {"Relu", unary, "relu"},
     {"Reshape", reshape},
     {"Shape", shape},

@@ -81,7 +81,24 @@ class WithDropout(torch.nn.Module):
         return self.fc2(self.drop(torch.tanh(self.fc1(x))))
 
 
-MODELS = {"mlp": (Mlp, (784,)), "cnn": (Cnn, (1, 28, 28)), "batchnorm": (WithBatchNorm, (1, 28, 28)),
+class Mixed(torch.nn.Module):
+    """The other mapped ops: Transpose, a strided valid Conv, Sigmoid, AveragePool,
+    GlobalAveragePool, Flatten, Concat, Slice, arithmetic with constants, Tanh, LogSoftmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 4, 3, stride=2)
+        self.fc = torch.nn.Linear(100, 10)
+
+    def forward(self, x):
+        h = torch.sigmoid(self.conv(x.transpose(2, 3)))
+        pooled = torch.flatten(torch.nn.functional.avg_pool2d(h, 2), 1)
+        mean = torch.flatten(torch.nn.functional.adaptive_avg_pool2d(h, 1), 1)
+        z = (torch.cat([pooled, mean], 1)[:, :100] * 2.0 - 0.5) / 3.0
+        return torch.log_softmax(self.fc(torch.tanh(z)), -1)
+
+
+MODELS = {"mixed": (Mixed, (1, 28, 28)), "mlp": (Mlp, (784,)), "cnn": (Cnn, (1, 28, 28)), "batchnorm": (WithBatchNorm, (1, 28, 28)),
           "cos": (WithCos, (784,)), "dropout": (WithDropout, (784,))}
 
 
