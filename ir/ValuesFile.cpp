@@ -74,8 +74,7 @@ llvm::Expected<std::vector<float>> readValuesRecord(llvm::StringRef path, uint64
   char record[kValuesRecordHeaderBytes];
   if (offset < kValuesFileHeaderBytes || offset > size - kValuesRecordHeaderBytes ||
       !readAt(offset, record, sizeof record))
-    return makeError(where + ": no record there (the file has " + std::to_string(size) +
-                     " bytes)");
+    return makeError(where + ": no record there (the file has " + std::to_string(size) + " bytes)");
   const uint64_t elements = readLittle<uint64_t>(record);
   const uint32_t type = readLittle<uint32_t>(record + 8);
   const uint32_t expectedCrc = readLittle<uint32_t>(record + 12);

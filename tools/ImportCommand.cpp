@@ -45,8 +45,8 @@ int runImport(ImportArgs &args) {
     return reportError(std::move(err));
   if (!args.quiet)
     llvm::errs() << "imported " << args.model << " as " << args.output << " ("
-                 << imported->module->variables().size() << " variables in " << valuesPath
-                 << ", " << imported->values.size() << " bytes)\n";
+                 << imported->module->variables().size() << " variables in " << valuesPath << ", "
+                 << imported->values.size() << " bytes)\n";
   return 0;
 }
 

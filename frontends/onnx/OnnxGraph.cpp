@@ -16,7 +16,9 @@ namespace {
 const std::vector<int64_t> kToNhwc = {0, 2, 3, 1};
 const std::vector<int64_t> kToNchw = {0, 3, 1, 2};
 
-bool isIdentChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+bool isIdentChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+}
 
 } // namespace
 
@@ -143,9 +145,9 @@ llvm::Expected<ir::Value *> OnnxGraph::convert(const std::string &name, Imported
   auto key = std::make_pair(name, layout);
   if (auto done = converted_.find(key); done != converted_.end())
     return done->second;
-  auto value = emit("transpose", {imported.value},
-                    ir::attrs({{"perm", ir::Attr::ints(layout == Layout::Nhwc ? kToNhwc
-                                                                                : kToNchw)}}));
+  auto value =
+      emit("transpose", {imported.value},
+           ir::attrs({{"perm", ir::Attr::ints(layout == Layout::Nhwc ? kToNhwc : kToNchw)}}));
   if (value)
     converted_[key] = *value;
   return value;
@@ -161,9 +163,9 @@ llvm::Expected<ir::Value *> OnnxGraph::materialize(const std::string &name,
   // A float constant that is no initializer and holds one value is a `constant` op; the rest
   // are variables, trained when they come from initializers.
   if (!imported.initializer && c.numElements() == 1)
-    return emit("constant", {},
-                ir::attrs({{"value", ir::Attr::real(c.floats[0])},
-                           {"shape", ir::Attr::ints(c.dims)}}));
+    return emit(
+        "constant", {},
+        ir::attrs({{"value", ir::Attr::real(c.floats[0])}, {"shape", ir::Attr::ints(c.dims)}}));
   return variableFor(name, {});
 }
 
@@ -219,8 +221,8 @@ llvm::Expected<ir::Value *> OnnxGraph::variableFor(const std::string &name,
 }
 
 llvm::Expected<ir::Value *> OnnxGraph::emit(llvm::StringRef op,
-                                            llvm::ArrayRef<ir::Value *> operands,
-                                            ir::AttrMap attrs, llvm::StringRef onnxName) {
+                                            llvm::ArrayRef<ir::Value *> operands, ir::AttrMap attrs,
+                                            llvm::StringRef onnxName) {
   const ir::OpDef *def = ir::lookupOp(op);
   if (!def)
     return fail("Prism has no op '" + op + "'", ir::ErrorCode::Internal);
@@ -263,8 +265,7 @@ std::vector<int64_t> intsAttr(const ::onnx::NodeProto &node, llvm::StringRef nam
   return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : dflt;
 }
 
-std::string stringAttr(const ::onnx::NodeProto &node, llvm::StringRef name,
-                       llvm::StringRef dflt) {
+std::string stringAttr(const ::onnx::NodeProto &node, llvm::StringRef name, llvm::StringRef dflt) {
   const ::onnx::AttributeProto *a = findAttr(node, name);
   return a ? a->s() : dflt.str();
 }
@@ -333,7 +334,9 @@ llvm::Expected<ConstTensor> readTensor(const ::onnx::TensorProto &tensor) {
   case T::INT32:
   case T::BOOL: {
     c.integer = true;
-    const size_t bytes = tensor.data_type() == T::INT64 ? 8 : tensor.data_type() == T::INT32 ? 4 : 1;
+    const size_t bytes = tensor.data_type() == T::INT64   ? 8
+                         : tensor.data_type() == T::INT32 ? 4
+                                                          : 1;
     if (tensor.has_raw_data()) {
       if (auto e = fromRaw(bytes, [&](const char *p) {
             int64_t v = 0;

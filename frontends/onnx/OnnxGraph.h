@@ -11,9 +11,9 @@
 
 #include "ir/Module.h"
 #include "ir/ValuesFile.h"
+#include "onnx/onnx_pb.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
-#include "onnx/onnx_pb.h"
 
 namespace prism::frontends::onnx {
 
@@ -60,8 +60,7 @@ public:
   // The node being imported, for errors.
   void setNode(const ::onnx::NodeProto *node) { node_ = node; }
   // `FILE: error: node 'NAME' (OpType): message` (with `code`).
-  llvm::Error fail(const llvm::Twine &message,
-                   ir::ErrorCode code = ir::ErrorCode::Invalid) const;
+  llvm::Error fail(const llvm::Twine &message, ir::ErrorCode code = ir::ErrorCode::Invalid) const;
 
   void define(const std::string &name, ir::Value *value, Layout layout = Layout::Onnx);
   void defineConstant(const std::string &name, ConstTensor constant, bool initializer = false);

@@ -65,10 +65,11 @@ llvm::Error addInput(OnnxGraph &graph, const ::onnx::ValueInfoProto &input, llvm
   const ::onnx::TypeProto::Tensor &tensor = input.type().tensor_type();
   std::optional<ir::DType> dtype = dtypeOf(tensor.elem_type());
   if (!dtype)
-    return fileError(file, what + " has the element type " +
-                               ::onnx::TensorProto::DataType_Name(
-                                   static_cast<::onnx::TensorProto::DataType>(tensor.elem_type())) +
-                               "; Prism inputs are float, double, int32, int64 or bool",
+    return fileError(file,
+                     what + " has the element type " +
+                         ::onnx::TensorProto::DataType_Name(
+                             static_cast<::onnx::TensorProto::DataType>(tensor.elem_type())) +
+                         "; Prism inputs are float, double, int32, int64 or bool",
                      ir::ErrorCode::Unsupported);
   if (!tensor.has_shape())
     return fileError(file, what + " has no shape");
@@ -80,8 +81,9 @@ llvm::Error addInput(OnnxGraph &graph, const ::onnx::ValueInfoProto &input, llvm
     else if (k == 0)
       dims.push_back(ir::kBatchDim);
     else
-      return fileError(file, what + ": dimension " + llvm::Twine(k) + " ('" + d.dim_param() +
-                                 "') is dynamic; only the first (the batch) may be",
+      return fileError(file,
+                       what + ": dimension " + llvm::Twine(k) + " ('" + d.dim_param() +
+                           "') is dynamic; only the first (the batch) may be",
                        ir::ErrorCode::Unsupported);
   }
   const std::string name = OnnxGraph::sanitize(input.name());
@@ -109,9 +111,10 @@ llvm::Expected<ir::Optimizer> parseOptimizer(llvm::StringRef spec) {
 llvm::Error addLoss(OnnxGraph &graph, const ::onnx::GraphProto &onnxGraph, llvm::StringRef file,
                     const ImportOptions &options) {
   if (onnxGraph.output_size() != 1)
-    return fileError(file, "the graph has " + llvm::Twine(onnxGraph.output_size()) +
-                               " outputs; Prism imports graphs with one (the logits, or with " +
-                               "--loss none the loss)",
+    return fileError(file,
+                     "the graph has " + llvm::Twine(onnxGraph.output_size()) +
+                         " outputs; Prism imports graphs with one (the logits, or with " +
+                         "--loss none the loss)",
                      ir::ErrorCode::Unsupported);
   auto output = graph.tensor(onnxGraph.output(0).name());
   if (!output)
@@ -133,7 +136,8 @@ llvm::Error addLoss(OnnxGraph &graph, const ::onnx::GraphProto &onnxGraph, llvm:
     ir::Input *labels =
         module.addInput(options.labels, ir::TensorType(ir::DType::I32, {type.dims[0]}));
     const ir::OpDef *def = ir::lookupOp("softmax_cross_entropy");
-    ir::Op *op = module.createOp(*def, {loss, labels->value.get()}, {}, {module.uniqueName("loss")});
+    ir::Op *op =
+        module.createOp(*def, {loss, labels->value.get()}, {}, {module.uniqueName("loss")});
     auto types = ir::inferResultTypes(*op);
     if (!types)
       return types.takeError();
@@ -172,8 +176,8 @@ void addHeader(ir::Module &module, const ::onnx::ModelProto &model, llvm::String
       opset = o.version();
   comments.push_back("Imported by prism import from " + llvm::sys::path::filename(file).str() +
                      " (" + producer + ", opset " + std::to_string(opset) + ").");
-  comments.push_back("Variables = values(...) read their first values from " +
-                     options.valuesFile + " (docs/import.md).");
+  comments.push_back("Variables = values(...) read their first values from " + options.valuesFile +
+                     " (docs/import.md).");
   for (const std::string &note : notes)
     comments.push_back("Note: " + note + ".");
 }

@@ -37,7 +37,9 @@ std::string dimsText(llvm::ArrayRef<int64_t> dims) {
   return s + "]";
 }
 
-ir::AttrMap one(const char *name, ir::Attr value) { return ir::attrs({{name, std::move(value)}}); }
+ir::AttrMap one(const char *name, ir::Attr value) {
+  return ir::attrs({{name, std::move(value)}});
+}
 
 // Emits `op` over input 0 and defines output 0 as its result.
 llvm::Expected<ir::Value *> emitOutput(OnnxGraph &g, llvm::StringRef op,
@@ -49,7 +51,9 @@ llvm::Expected<ir::Value *> emitOutput(OnnxGraph &g, llvm::StringRef op,
   return y;
 }
 
-llvm::Error done(llvm::Expected<ir::Value *> v) { return v ? llvm::Error::success() : v.takeError(); }
+llvm::Error done(llvm::Expected<ir::Value *> v) {
+  return v ? llvm::Error::success() : v.takeError();
+}
 
 // ---- elementwise ----
 
@@ -80,7 +84,10 @@ llvm::Error foldBinary(OnnxGraph &g, const OnnxOp &op, const ConstTensor &a, con
                     ir::ErrorCode::Unsupported);
     if (kind == "div" && y == 0)
       return g.fail("division by zero in a constant");
-    out.ints.push_back(kind == "add" ? x + y : kind == "sub" ? x - y : kind == "mul" ? x * y : x / y);
+    out.ints.push_back(kind == "add"   ? x + y
+                       : kind == "sub" ? x - y
+                       : kind == "mul" ? x * y
+                                       : x / y);
   }
   g.defineConstant(g.output(0).str(), std::move(out));
   return llvm::Error::success();
@@ -216,8 +223,8 @@ llvm::Expected<Window> windowOf(OnnxGraph &g, llvm::ArrayRef<int64_t> inputDims,
   else if (autoPad == "SAME_UPPER" || (autoPad == "NOTSET" && isSame))
     w.padding = "same";
   else
-    return g.fail("pads " + dimsText(pads) + " (auto_pad " + autoPad +
-                      ") are neither 'same' " + dimsText(same) +
+    return g.fail("pads " + dimsText(pads) + " (auto_pad " + autoPad + ") are neither 'same' " +
+                      dimsText(same) +
                       " nor 'valid' for this input; other paddings need a pad op, which Prism " +
                       "does not have yet",
                   ir::ErrorCode::Unsupported);
@@ -297,10 +304,10 @@ llvm::Error globalAveragePool(OnnxGraph &g, const OnnxOp &) {
   auto x = g.tensorInput(0, Layout::Nhwc);
   if (!x)
     return x.takeError();
-  return done(emitOutput(g, "reduce_mean", {*x},
-                         ir::attrs({{"axes", ir::Attr::ints({1, 2})},
-                                    {"keepdims", ir::Attr::boolean(true)}}),
-                         Layout::Nhwc));
+  return done(emitOutput(
+      g, "reduce_mean", {*x},
+      ir::attrs({{"axes", ir::Attr::ints({1, 2})}, {"keepdims", ir::Attr::boolean(true)}}),
+      Layout::Nhwc));
 }
 
 // ---- shapes ----
@@ -543,13 +550,11 @@ llvm::Error slice(OnnxGraph &g, const OnnxOp &) {
         continue;
       return g.fail("cannot slice the batch dimension B", ir::ErrorCode::Unsupported);
     }
-    auto clampIndex = [dim](int64_t i) {
-      return std::clamp<int64_t>(i < 0 ? i + dim : i, 0, dim);
-    };
+    auto clampIndex = [dim](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + dim : i, 0, dim); };
     const int64_t begin = clampIndex((*starts)[k]), end = std::max(begin, clampIndex((*ends)[k]));
     if (folded) {
-      constant.ints = std::vector<int64_t>(constant.ints.begin() + begin,
-                                           constant.ints.begin() + end);
+      constant.ints =
+          std::vector<int64_t>(constant.ints.begin() + begin, constant.ints.begin() + end);
       constant.dims = {end - begin};
       continue;
     }
@@ -622,7 +627,8 @@ llvm::Error shape(OnnxGraph &g, const OnnxOp &) {
   if (!dims)
     return dims.takeError();
   const int64_t rank = static_cast<int64_t>(dims->size());
-  const int64_t start = std::clamp<int64_t>(normalizeAxis(intAttr(g.node(), "start", 0), rank), 0, rank);
+  const int64_t start =
+      std::clamp<int64_t>(normalizeAxis(intAttr(g.node(), "start", 0), rank), 0, rank);
   const int64_t end =
       std::clamp<int64_t>(normalizeAxis(intAttr(g.node(), "end", rank), rank), start, rank);
   ConstTensor out;
@@ -671,8 +677,12 @@ llvm::Error identity(OnnxGraph &g, const OnnxOp &) {
 llvm::Error cast(OnnxGraph &g, const OnnxOp &) {
   using T = ::onnx::TensorProto;
   const int64_t to = intAttr(g.node(), "to", T::FLOAT);
-  const char *dtype = to == T::FLOAT ? "f32" : to == T::DOUBLE ? "f64" : to == T::INT32 ? "i32"
-                    : to == T::INT64 ? "i64" : to == T::BOOL ? "bool" : nullptr;
+  const char *dtype = to == T::FLOAT    ? "f32"
+                      : to == T::DOUBLE ? "f64"
+                      : to == T::INT32  ? "i32"
+                      : to == T::INT64  ? "i64"
+                      : to == T::BOOL   ? "bool"
+                                        : nullptr;
   if (!dtype)
     return g.fail("cast to element type " + llvm::Twine(to) + " is not supported",
                   ir::ErrorCode::Unsupported);
@@ -710,8 +720,7 @@ llvm::Error dropout(OnnxGraph &g, const OnnxOp &op) {
     ratio = r->floats[0];
   if (auto e = identity(g, op))
     return e;
-  g.notes().push_back("Dropout node '" + g.node().name() + "' (ratio " +
-                      ir::formatDouble(ratio) +
+  g.notes().push_back("Dropout node '" + g.node().name() + "' (ratio " + ir::formatDouble(ratio) +
                       ") is imported as the identity: Prism has no dropout op yet");
   return llvm::Error::success();
 }

@@ -53,8 +53,9 @@ TEST(ValuesFileTest, DamageIsAnErrorNamingTheFile) {
   const uint64_t offset = writer.append({1, 2, 3, 4});
   std::string bytes = writer.bytes();
   const std::string good = writeTemp(bytes);
-  EXPECT_NE(errorOf(ir::readValuesRecord(good, offset, 5)).find("holds 4 elements, the variable "
-                                                                "needs 5"),
+  EXPECT_NE(errorOf(ir::readValuesRecord(good, offset, 5))
+                .find("holds 4 elements, the variable "
+                      "needs 5"),
             std::string::npos);
   EXPECT_NE(errorOf(ir::readValuesRecord(good, 4096, 4)).find("no record there"),
             std::string::npos);
@@ -80,7 +81,8 @@ TEST(ValuesFileTest, DamageIsAnErrorNamingTheFile) {
 }
 
 TEST(ValuesFileTest, InitializerCheckAndPaths) {
-  EXPECT_FALSE(static_cast<bool>(ir::checkInitializer(valuesInit(ir::Attr::string("m.weights"), 64))));
+  EXPECT_FALSE(
+      static_cast<bool>(ir::checkInitializer(valuesInit(ir::Attr::string("m.weights"), 64))));
   auto messageOf = [](const ir::Initializer &init) {
     return ir::messageOf(ir::checkInitializer(init));
   };
