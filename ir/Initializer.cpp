@@ -3,6 +3,9 @@
 
 #include <cmath>
 
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
 namespace prism::ir {
 namespace {
 
@@ -21,6 +24,9 @@ const std::vector<InitializerDef> &table() {
       {"glorot_uniform", {}, "uniform in ±sqrt(6 / (fan_in + fan_out)) (Glorot and Bengio, 2010)"},
       {"normal", {{"mean", false, 0}, {"stddev", false, 1}}, "normal with mean and stddev"},
       {"uniform", {{"min", false, -0.05}, {"max", false, 0.05}}, "uniform in [min, max)"},
+      {"values",
+       {{"file", true, 0, /*text=*/true}, {"offset", false, 0}},
+       "float32 values read from a values file (docs/import.md) at a byte offset"},
   };
   return defs;
 }
@@ -35,7 +41,7 @@ std::string InitializerDef::signature() const {
     if (i)
       s += ", ";
     s += params[i].name;
-    if (!params[i].required)
+    if (!params[i].required && !params[i].text)
       s += " = " + formatDefault(params[i].dflt);
   }
   return s + ")";
@@ -77,6 +83,12 @@ llvm::Error checkInitializer(const Initializer &init) {
       return makeError("initializer '" + def->kind + "' has no parameter '" + name +
                        "'; accepted: " + def->signature());
     }
+    if (def->param(name)->text) {
+      if (value.kind() != AttrKind::String || value.getString().empty())
+        return makeError("parameter '" + name + "' of initializer '" + def->kind +
+                         "' must be a file name in quotes, got " + value.str());
+      continue;
+    }
     if (value.kind() != AttrKind::Int && value.kind() != AttrKind::Float)
       return makeError("parameter '" + name + "' of initializer '" + def->kind +
                        "' must be a number, got " + value.str());
@@ -95,6 +107,12 @@ llvm::Error checkInitializer(const Initializer &init) {
     return makeError("initializer 'uniform' needs min <= max, got min = " +
                      formatDouble(initializerParam(init, "min")) +
                      ", max = " + formatDouble(initializerParam(init, "max")));
+  if (def->kind == "values") {
+    const Attr *offset = init.params.find("offset");
+    if (offset && (offset->kind() != AttrKind::Int || offset->getInt() < 0))
+      return makeError("parameter 'offset' of initializer 'values' must be an integer >= 0, got " +
+                       offset->str());
+  }
   return llvm::Error::success();
 }
 
@@ -105,6 +123,35 @@ double initializerParam(const Initializer &init, llvm::StringRef name) {
     if (const InitializerParam *p = def->param(name))
       return p->dflt;
   return 0;
+}
+
+std::optional<ValuesSource> valuesSource(const Initializer &init) {
+  if (init.kind != "values")
+    return std::nullopt;
+  ValuesSource source;
+  source.file = init.params.getString("file");
+  source.offset = static_cast<uint64_t>(std::max<int64_t>(init.params.getInt("offset"), 0));
+  return source;
+}
+
+std::string resolveValuesFile(llvm::StringRef file, llvm::StringRef modelFile) {
+  if (llvm::sys::path::is_absolute(file) || modelFile.empty() || modelFile.startswith("<"))
+    return file.str();
+  llvm::SmallString<256> path(llvm::sys::path::parent_path(modelFile));
+  llvm::sys::path::append(path, file);
+  return std::string(path);
+}
+
+void makeValuesFilesAbsolute(Module &module) {
+  for (const auto &var : module.variables()) {
+    std::optional<ValuesSource> source = valuesSource(var->init);
+    if (!source)
+      continue;
+    llvm::SmallString<256> path(resolveValuesFile(source->file, module.sourceFile()));
+    llvm::sys::fs::make_absolute(path);
+    llvm::sys::path::remove_dots(path, /*remove_dot_dot=*/true);
+    var->init.params.set("file", Attr::string(std::string(path)));
+  }
 }
 
 } // namespace prism::ir

@@ -1,7 +1,9 @@
 // The variable initializers the IR knows (zeros, ones, constant, glorot_uniform, normal,
-// uniform), their parameters with defaults, and the check every variable's initializer passes.
+// uniform, values), their parameters with defaults, and the check every variable's initializer
+// passes.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,7 +16,8 @@ namespace prism::ir {
 struct InitializerParam {
   std::string name;
   bool required = false;
-  double dflt = 0; // used when not required and absent
+  double dflt = 0;   // used when not required and absent
+  bool text = false; // a string (a file name) rather than a number
 };
 
 struct InitializerDef {
@@ -36,5 +39,21 @@ llvm::Error checkInitializer(const Initializer &init);
 
 // A parameter's value, its default when absent (for an initializer that passed the check).
 double initializerParam(const Initializer &init, llvm::StringRef name);
+
+// `values(file = "m.weights", offset = N)`: the file, as written (relative to the model file's
+// directory unless absolute), and where the variable's record starts.
+struct ValuesSource {
+  std::string file;
+  uint64_t offset = 0;
+};
+// The values file and offset of a `values` initializer; nullopt for other kinds.
+std::optional<ValuesSource> valuesSource(const Initializer &init);
+// The path of a values file named in a model read from `modelFile`: `file` itself when absolute
+// or when the model has no file of its own (empty, or a name in angle brackets such as
+// `<stdin>`), else `file` in the model file's directory.
+std::string resolveValuesFile(llvm::StringRef file, llvm::StringRef modelFile);
+// Rewrites every `values` initializer's file into its resolved absolute path, for a module whose
+// text leaves its file behind (a plan's programs).
+void makeValuesFilesAbsolute(Module &module);
 
 } // namespace prism::ir

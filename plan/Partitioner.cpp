@@ -6,6 +6,7 @@
 
 #include "ir/Collectives.h"
 #include "ir/Diagnostic.h"
+#include "ir/Initializer.h"
 #include "ir/OpTable.h"
 #include "ir/Printer.h"
 #include "ir/VariablePlacement.h"
@@ -483,6 +484,8 @@ llvm::Expected<PartitionResult> partition(std::unique_ptr<ir::Module> routed,
                                           const cluster::Cluster &cluster,
                                           const PartitionOptions &options) {
   const std::string modelName = routed->name(), sourceFile = routed->sourceFile();
+  // The programs' text does not carry the model file that relative values files are found from.
+  ir::makeValuesFilesAbsolute(*routed);
   const std::optional<ir::Optimizer> optimizer = routed->optimizer;
   auto towers = towersPerWorker(cluster, options.globalBatch);
   if (!towers)

@@ -13,6 +13,7 @@ namespace prism::tools {
 
 void registerCheckCommand(CLI::App &app);
 void registerDumpCommand(CLI::App &app);
+void registerImportCommand(CLI::App &app);
 void registerOptCommand(CLI::App &app);
 void registerPartitionCommand(CLI::App &app);
 void registerRunCommand(CLI::App &app);

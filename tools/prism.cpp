@@ -32,6 +32,7 @@ int main(int argc, char **argv) {
       });
   prism::tools::registerCheckCommand(app);
   prism::tools::registerDumpCommand(app);
+  prism::tools::registerImportCommand(app);
   prism::tools::registerOptCommand(app);
   prism::tools::registerOpsCommand(app);
   prism::tools::registerPartitionCommand(app);

@@ -27,10 +27,11 @@ ir::TensorType initialType(const ir::Variable &var) {
 
 // The float64 elements of a variable's initial value: the whole value, or for a PS task's
 // share of a table, the rows it holds of the whole table's value.
-llvm::Expected<std::vector<double>> initialElements(const ir::Variable &var, uint64_t seed) {
+llvm::Expected<std::vector<double>> initialElements(const ir::Variable &var, uint64_t seed,
+                                                    llvm::StringRef modelFile) {
   std::optional<ir::HeldRows> held = ir::heldRowsOf(var);
   const ir::TensorType initType = initialType(var);
-  auto value = reference::initialValue(var.init, initType, var.name(), seed);
+  auto value = reference::initialValue(var.init, initType, var.name(), seed, modelFile);
   if (!value)
     return value.takeError();
   if (!held)
@@ -109,9 +110,9 @@ llvm::Error VariableStore::initialize(const ir::Module &module, uint64_t seed) {
       values_[var->name()] = Tensor();
       continue;
     }
-    auto elements = initialElements(*var, seed);
+    auto elements = initialElements(*var, seed, module.sourceFile());
     if (!elements)
-      return elements.takeError();
+      return ir::withLocation(elements.takeError(), module.sourceFile(), var->loc);
     Tensor t(var->type().dtype,
              std::vector<int64_t>(var->type().dims.begin(), var->type().dims.end()));
     convertInto(t, *elements);

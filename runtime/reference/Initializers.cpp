@@ -8,6 +8,7 @@
 
 #include "ir/Diagnostic.h"
 #include "ir/Initializer.h"
+#include "ir/ValuesFile.h"
 
 namespace prism::runtime::reference {
 
@@ -51,7 +52,8 @@ double standardNormal(std::mt19937_64 &gen) {
 } // namespace
 
 llvm::Expected<Tensor> initialValue(const ir::Initializer &init, const ir::TensorType &type,
-                                    llvm::StringRef name, uint64_t globalSeed) {
+                                    llvm::StringRef name, uint64_t globalSeed,
+                                    llvm::StringRef modelFile) {
   if (type.sparse)
     return ir::makeError("variable '" + name + "' cannot have the sparse type " + type.str());
   for (int64_t d : type.dims)
@@ -79,6 +81,12 @@ llvm::Expected<Tensor> initialValue(const ir::Initializer &init, const ir::Tenso
     double lo = param("min"), hi = param("max");
     for (double &v : t.data())
       v = lo + (hi - lo) * unitUniform(gen);
+  } else if (std::optional<ir::ValuesSource> source = ir::valuesSource(init)) {
+    auto values = ir::readValuesRecord(ir::resolveValuesFile(source->file, modelFile),
+                                       source->offset, type.numElements());
+    if (!values)
+      return ir::withContext(values.takeError(), "variable '" + name + "'");
+    std::copy(values->begin(), values->end(), t.data().begin());
   } else {
     return ir::makeError("variable '" + name + "': initializer '" + kind +
                          "' has no reference implementation");
@@ -87,10 +95,11 @@ llvm::Expected<Tensor> initialValue(const ir::Initializer &init, const ir::Tenso
   return t;
 }
 
-llvm::Expected<Tensor> initialValue(const ir::Variable &variable, uint64_t globalSeed) {
+llvm::Expected<Tensor> initialValue(const ir::Variable &variable, uint64_t globalSeed,
+                                    llvm::StringRef modelFile) {
   if (!variable.value->hasType())
     return ir::makeError("variable '" + variable.name() + "' has no type");
-  return initialValue(variable.init, variable.type(), variable.name(), globalSeed);
+  return initialValue(variable.init, variable.type(), variable.name(), globalSeed, modelFile);
 }
 
 } // namespace prism::runtime::reference

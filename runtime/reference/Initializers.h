@@ -26,9 +26,13 @@ struct Fans {
 Fans computeFans(llvm::ArrayRef<int64_t> shape);
 
 // The first value of a variable with the given initializer, type and name. Errors for unknown
-// kinds or parameters, and for types that are not static and dense.
+// kinds or parameters, for types that are not static and dense, and for values files that cannot
+// give the variable its values. `modelFile`, the file the module was read from, is where a
+// relative values file is found (ir::resolveValuesFile).
 llvm::Expected<Tensor> initialValue(const ir::Initializer &init, const ir::TensorType &type,
-                                    llvm::StringRef name, uint64_t globalSeed);
-llvm::Expected<Tensor> initialValue(const ir::Variable &variable, uint64_t globalSeed);
+                                    llvm::StringRef name, uint64_t globalSeed,
+                                    llvm::StringRef modelFile = {});
+llvm::Expected<Tensor> initialValue(const ir::Variable &variable, uint64_t globalSeed,
+                                    llvm::StringRef modelFile = {});
 
 } // namespace prism::runtime::reference

@@ -35,7 +35,7 @@ ReferenceInterpreter::ReferenceInterpreter(const ir::Module &module, StepContext
 llvm::Error ReferenceInterpreter::initializeVariables(uint64_t seed) {
   llvm::StringMap<Tensor> fresh;
   for (const auto &var : module_.variables()) {
-    auto value = initialValue(*var, seed);
+    auto value = initialValue(*var, seed, module_.sourceFile());
     if (!value)
       return value.takeError();
     fresh[var->name()] = std::move(*value);

@@ -380,7 +380,7 @@ TEST(ParserErrors, Initializers) {
   EXPECT_EQ(parseError(body("  var w : f32[2] = gaussian\n")),
             "t.prism:3:20: error: unknown initializer 'gaussian'; accepted: zeros, ones, "
             "constant(value), glorot_uniform, normal(mean = 0, stddev = 1), uniform(min = "
-            "-0.05, max = 0.05)");
+            "-0.05, max = 0.05), values(file, offset = 0)");
   EXPECT_EQ(parseError(body("  var w : f32[2] = normal(std = 1)\n")),
             "t.prism:3:20: error: initializer 'normal' has no parameter 'std'; accepted: "
             "normal(mean = 0, stddev = 1)");

@@ -1,0 +1,374 @@
+// What ONNX names stand for during an import, layouts, and variables from initializers.
+#include "frontends/onnx/OnnxGraph.h"
+
+#include <cstring>
+
+#include "ir/Builder.h"
+#include "ir/Diagnostic.h"
+#include "ir/OpTable.h"
+#include "ir/Type.h"
+#include "llvm/ADT/STLExtras.h"
+
+namespace prism::frontends::onnx {
+namespace {
+
+// ONNX's 4-D NCHW to Prism's NHWC and back, as transpose perms.
+const std::vector<int64_t> kToNhwc = {0, 2, 3, 1};
+const std::vector<int64_t> kToNchw = {0, 3, 1, 2};
+
+bool isIdentChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+}
+
+} // namespace
+
+int64_t ConstTensor::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+OnnxGraph::OnnxGraph(ir::Module &module, std::string fileName, std::string valuesFile)
+    : module_(module), fileName_(std::move(fileName)), valuesFile_(std::move(valuesFile)) {}
+
+llvm::Error OnnxGraph::fail(const llvm::Twine &message, ir::ErrorCode code) const {
+  std::string where;
+  if (node_)
+    where = "node '" + node_->name() + "' (" + node_->op_type() + "): ";
+  return ir::withLocation(ir::makeError(code, where + message), fileName_, {});
+}
+
+std::string OnnxGraph::sanitize(llvm::StringRef onnxName) {
+  llvm::StringRef trimmed = onnxName.ltrim('/');
+  std::string name;
+  for (char c : trimmed)
+    name += c == '/' || c == '.' ? '.' : isIdentChar(c) ? c : '_';
+  if (name.empty() || !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_'))
+    name = "v" + name;
+  return name;
+}
+
+void OnnxGraph::define(const std::string &name, ir::Value *value, Layout layout) {
+  ImportedValue v;
+  v.value = value;
+  v.layout = layout;
+  imported_[name] = std::move(v);
+}
+
+void OnnxGraph::defineConstant(const std::string &name, ConstTensor constant, bool initializer) {
+  ImportedValue v;
+  v.constant = std::move(constant);
+  v.initializer = initializer;
+  imported_[name] = std::move(v);
+}
+
+void OnnxGraph::alias(const std::string &name, const std::string &other) {
+  imported_[name] = imported_.at(other);
+  // An alias of a variable's initializer is the same variable.
+  for (auto it = variables_.begin(); it != variables_.end(); ++it)
+    if (it->first.first == other)
+      variables_.emplace(std::make_pair(name, it->first.second), it->second);
+}
+
+const ImportedValue *OnnxGraph::find(llvm::StringRef name) const {
+  auto it = imported_.find(name.str());
+  return it == imported_.end() ? nullptr : &it->second;
+}
+
+llvm::StringRef OnnxGraph::input(unsigned i) const {
+  return static_cast<int>(i) < node_->input_size() ? llvm::StringRef(node_->input(i)) : "";
+}
+
+llvm::StringRef OnnxGraph::output(unsigned i) const {
+  return static_cast<int>(i) < node_->output_size() ? llvm::StringRef(node_->output(i)) : "";
+}
+
+const ConstTensor *OnnxGraph::constantInput(unsigned i) const {
+  const ImportedValue *v = find(input(i));
+  return v && v->constant ? &*v->constant : nullptr;
+}
+
+llvm::Expected<std::vector<int64_t>> OnnxGraph::intsInput(unsigned i, llvm::StringRef what) const {
+  const ConstTensor *c = constantInput(i);
+  if (!c || !c->integer)
+    return fail(what + " must be an integer constant (an initializer or a Constant node)",
+                ir::ErrorCode::Unsupported);
+  return c->ints;
+}
+
+Layout OnnxGraph::layoutOf(unsigned i) const {
+  const ImportedValue *v = find(input(i));
+  return v && v->value ? v->layout : Layout::Onnx;
+}
+
+llvm::Expected<std::vector<int64_t>> OnnxGraph::dimsOf(unsigned i) const {
+  const ImportedValue *v = find(input(i));
+  if (!v)
+    return fail("input '" + input(i) + "' is not defined before the node");
+  if (v->constant)
+    return v->constant->dims;
+  if (!v->value->hasType())
+    return fail("input '" + input(i) + "' has no known shape");
+  std::vector<int64_t> dims(v->value->type().dims.begin(), v->value->type().dims.end());
+  if (v->layout == Layout::Nhwc)
+    dims = {dims[0], dims[3], dims[1], dims[2]};
+  return dims;
+}
+
+llvm::Expected<ir::Value *> OnnxGraph::tensorInput(unsigned i, Layout layout) {
+  if (input(i).empty())
+    return fail("input " + llvm::Twine(i) + " is missing");
+  return tensor(input(i).str(), layout);
+}
+
+llvm::Expected<ir::Value *> OnnxGraph::tensor(const std::string &name, Layout layout) {
+  auto it = imported_.find(name);
+  if (it == imported_.end())
+    return fail("'" + name + "' is not defined");
+  ImportedValue &imported = it->second;
+  if (imported.constant) {
+    auto value = materialize(name, imported);
+    if (!value)
+      return value.takeError();
+    if (layout == Layout::Nhwc && (*value)->type().rank() == 4)
+      return emit("transpose", {*value}, ir::attrs({{"perm", ir::Attr::ints(kToNhwc)}}));
+    return value;
+  }
+  return convert(name, imported, layout);
+}
+
+llvm::Expected<ir::Value *> OnnxGraph::convert(const std::string &name, ImportedValue &imported,
+                                               Layout layout) {
+  if (imported.layout == layout || imported.value->type().rank() != 4)
+    return imported.value;
+  auto key = std::make_pair(name, layout);
+  if (auto done = converted_.find(key); done != converted_.end())
+    return done->second;
+  auto value =
+      emit("transpose", {imported.value},
+           ir::attrs({{"perm", ir::Attr::ints(layout == Layout::Nhwc ? kToNhwc : kToNchw)}}));
+  if (value)
+    converted_[key] = *value;
+  return value;
+}
+
+llvm::Expected<ir::Value *> OnnxGraph::materialize(const std::string &name,
+                                                   ImportedValue &imported) {
+  const ConstTensor &c = *imported.constant;
+  if (c.integer)
+    return fail("input '" + name + "' is an integer constant; Prism reads it only as a shape " +
+                    "or an index list here",
+                ir::ErrorCode::Unsupported);
+  // A float constant that is no initializer and holds one value is a `constant` op; the rest
+  // are variables, trained when they come from initializers.
+  if (!imported.initializer && c.numElements() == 1)
+    return emit(
+        "constant", {},
+        ir::attrs({{"value", ir::Attr::real(c.floats[0])}, {"shape", ir::Attr::ints(c.dims)}}));
+  return variableFor(name, {});
+}
+
+llvm::Expected<ir::Value *> OnnxGraph::variableInput(unsigned i, llvm::ArrayRef<int64_t> perm) {
+  return variableFor(input(i).str(), perm);
+}
+
+llvm::Expected<ir::Value *> OnnxGraph::variableFor(const std::string &name,
+                                                   llvm::ArrayRef<int64_t> perm) {
+  auto it = imported_.find(name);
+  if (it == imported_.end() || !it->second.constant || it->second.constant->integer)
+    return fail("input '" + name + "' must be a float initializer", ir::ErrorCode::Unsupported);
+  auto key = std::make_pair(name, std::vector<int64_t>(perm.begin(), perm.end()));
+  if (auto done = variables_.find(key); done != variables_.end())
+    return done->second;
+  const ConstTensor &c = *it->second.constant;
+  std::vector<int64_t> dims = c.dims;
+  std::vector<float> elements = c.floats;
+  if (!perm.empty()) {
+    if (perm.size() != c.dims.size())
+      return fail("input '" + name + "' has rank " + llvm::Twine(c.dims.size()) + ", expected " +
+                  llvm::Twine(perm.size()));
+    // Strides of the stored (row-major) tensor, then a walk over the permuted index space.
+    const size_t rank = dims.size();
+    std::vector<int64_t> strides(rank, 1);
+    for (size_t k = rank - 1; k > 0; --k)
+      strides[k - 1] = strides[k] * c.dims[k];
+    for (size_t k = 0; k < rank; ++k)
+      dims[k] = c.dims[perm[k]];
+    std::vector<int64_t> index(rank, 0);
+    for (float &out : elements) {
+      int64_t from = 0;
+      for (size_t k = 0; k < rank; ++k)
+        from += index[k] * strides[perm[k]];
+      out = c.floats[from];
+      for (size_t k = rank; k-- > 0;) {
+        if (++index[k] < dims[k])
+          break;
+        index[k] = 0;
+      }
+    }
+  }
+  ir::Initializer init;
+  init.kind = "values";
+  init.params.set("file", ir::Attr::string(valuesFile_));
+  init.params.set("offset", ir::Attr::integer(static_cast<int64_t>(values_.append(elements))));
+  std::string varName = module_.uniqueName(sanitize(name));
+  ir::Variable *var = module_.addVariable(varName, ir::TensorType(ir::DType::F32, dims), init);
+  if (!it->second.initializer)
+    var->attrs.set("trainable", ir::Attr::boolean(false));
+  variables_[key] = var->value.get();
+  return var->value.get();
+}
+
+llvm::Expected<ir::Value *> OnnxGraph::emit(llvm::StringRef op,
+                                            llvm::ArrayRef<ir::Value *> operands, ir::AttrMap attrs,
+                                            llvm::StringRef onnxName) {
+  const ir::OpDef *def = ir::lookupOp(op);
+  if (!def)
+    return fail("Prism has no op '" + op + "'", ir::ErrorCode::Internal);
+  // Results the ONNX graph does not name are named after their op.
+  std::string name = module_.uniqueName(onnxName.empty() ? op.str() : sanitize(onnxName));
+  ir::Op *created = module_.createOp(*def, operands, std::move(attrs), {name});
+  auto types = ir::inferResultTypes(*created);
+  if (!types)
+    return fail("'" + op + "': " + ir::messageOf(types.takeError()));
+  for (unsigned r = 0; r < created->numResults(); ++r)
+    created->result(r)->setType((*types)[r]);
+  return created->numResults() ? created->result(0) : nullptr;
+}
+
+void OnnxGraph::defineOutput(unsigned i, ir::Value *value, Layout layout) {
+  if (static_cast<int>(i) < node_->output_size())
+    define(node_->output(i), value, value->type().rank() == 4 ? layout : Layout::Onnx);
+}
+
+const ::onnx::AttributeProto *findAttr(const ::onnx::NodeProto &node, llvm::StringRef name) {
+  for (const ::onnx::AttributeProto &a : node.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+int64_t intAttr(const ::onnx::NodeProto &node, llvm::StringRef name, int64_t dflt) {
+  const ::onnx::AttributeProto *a = findAttr(node, name);
+  return a ? a->i() : dflt;
+}
+
+float floatAttr(const ::onnx::NodeProto &node, llvm::StringRef name, float dflt) {
+  const ::onnx::AttributeProto *a = findAttr(node, name);
+  return a ? a->f() : dflt;
+}
+
+std::vector<int64_t> intsAttr(const ::onnx::NodeProto &node, llvm::StringRef name,
+                              std::vector<int64_t> dflt) {
+  const ::onnx::AttributeProto *a = findAttr(node, name);
+  return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : dflt;
+}
+
+std::string stringAttr(const ::onnx::NodeProto &node, llvm::StringRef name, llvm::StringRef dflt) {
+  const ::onnx::AttributeProto *a = findAttr(node, name);
+  return a ? a->s() : dflt.str();
+}
+
+llvm::Expected<ConstTensor> readTensor(const ::onnx::TensorProto &tensor) {
+  using T = ::onnx::TensorProto;
+  const std::string name = "tensor '" + tensor.name() + "'";
+  if (tensor.data_location() == T::EXTERNAL)
+    return ir::makeError(ir::ErrorCode::Unsupported,
+                         name + " keeps its data in an external file; save the model with its " +
+                             "data inside (onnx.save(..., save_as_external_data=False))");
+  ConstTensor c;
+  for (int64_t d : tensor.dims()) {
+    if (d < 0 || d > ir::kMaxElements)
+      return ir::makeError(name + " has the dimension " + llvm::Twine(d));
+    c.dims.push_back(d);
+  }
+  const int64_t n = c.numElements();
+  if (n > ir::kMaxElements)
+    return ir::makeError(name + " is too large");
+  const std::string &raw = tensor.raw_data();
+  auto fromRaw = [&](size_t bytes, auto decode) -> llvm::Error {
+    if (raw.size() != static_cast<size_t>(n) * bytes)
+      return ir::makeError(name + " has " + llvm::Twine(raw.size()) + " bytes of data for " +
+                           llvm::Twine(n) + " elements");
+    for (int64_t k = 0; k < n; ++k)
+      decode(raw.data() + k * bytes);
+    return llvm::Error::success();
+  };
+  auto count = [&](int size) -> llvm::Error {
+    if (size != n)
+      return ir::makeError(name + " has " + llvm::Twine(size) + " elements for the shape's " +
+                           llvm::Twine(n));
+    return llvm::Error::success();
+  };
+  switch (tensor.data_type()) {
+  case T::FLOAT:
+    if (tensor.has_raw_data()) {
+      if (auto e = fromRaw(4, [&](const char *p) {
+            float f;
+            std::memcpy(&f, p, 4);
+            c.floats.push_back(f);
+          }))
+        return std::move(e);
+    } else {
+      if (auto e = count(tensor.float_data_size()))
+        return std::move(e);
+      c.floats.assign(tensor.float_data().begin(), tensor.float_data().end());
+    }
+    return c;
+  case T::DOUBLE:
+    if (tensor.has_raw_data()) {
+      if (auto e = fromRaw(8, [&](const char *p) {
+            double d;
+            std::memcpy(&d, p, 8);
+            c.floats.push_back(static_cast<float>(d));
+          }))
+        return std::move(e);
+    } else {
+      if (auto e = count(tensor.double_data_size()))
+        return std::move(e);
+      c.floats.assign(tensor.double_data().begin(), tensor.double_data().end());
+    }
+    return c;
+  case T::INT64:
+  case T::INT32:
+  case T::BOOL: {
+    c.integer = true;
+    const size_t bytes = tensor.data_type() == T::INT64   ? 8
+                         : tensor.data_type() == T::INT32 ? 4
+                                                          : 1;
+    if (tensor.has_raw_data()) {
+      if (auto e = fromRaw(bytes, [&](const char *p) {
+            int64_t v = 0;
+            if (bytes == 8)
+              std::memcpy(&v, p, 8);
+            else if (bytes == 4) {
+              int32_t w;
+              std::memcpy(&w, p, 4);
+              v = w;
+            } else {
+              v = *p != 0;
+            }
+            c.ints.push_back(v);
+          }))
+        return std::move(e);
+    } else if (tensor.data_type() == T::INT64) {
+      if (auto e = count(tensor.int64_data_size()))
+        return std::move(e);
+      c.ints.assign(tensor.int64_data().begin(), tensor.int64_data().end());
+    } else {
+      if (auto e = count(tensor.int32_data_size()))
+        return std::move(e);
+      c.ints.assign(tensor.int32_data().begin(), tensor.int32_data().end());
+    }
+    return c;
+  }
+  default:
+    return ir::makeError(ir::ErrorCode::Unsupported,
+                         name + " has the element type " +
+                             T::DataType_Name(static_cast<T::DataType>(tensor.data_type())) +
+                             "; Prism imports float, double, int32, int64 and bool tensors");
+  }
+}
+
+} // namespace prism::frontends::onnx

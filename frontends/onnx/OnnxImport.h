@@ -1,0 +1,45 @@
+// Reads an ONNX model (a ModelProto, opsets 13 to 17) into an ir::Module that trains it: the
+// graph's inputs become inputs, its float initializers variables whose first values go to a
+// values file (ir/ValuesFile.h), its nodes Prism ops, and a loss and an optimizer are added.
+// docs/import.md lists the ONNX ops it maps and how.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "ir/Module.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+namespace prism::frontends::onnx {
+
+struct ImportOptions {
+  // `softmax_cross_entropy`: the graph's one output is the logits [B, C], and an i32[B] input
+  // named `labels` holds the classes; `none`: the graph's one output is already a scalar loss.
+  std::string loss = "softmax_cross_entropy";
+  std::string labels = "y";
+  // As in the text format: `adam(lr = 0.001)`, `sgd(lr = 0.1, schedule = ...)`.
+  std::string optimizer = "adam(lr = 0.001)";
+  // The module's `data` statement (a --data spec); empty: none.
+  std::string data;
+  // The module's name; empty: the ONNX graph's name (made an identifier), else `imported`.
+  std::string modelName;
+  // The values file as the module names it: relative to the directory of the .prism file the
+  // module will be written to, e.g. `model.weights`.
+  std::string valuesFile = "model.weights";
+};
+
+struct ImportedModel {
+  std::unique_ptr<ir::Module> module;
+  // The contents of the values file the module's `values` initializers point into.
+  std::string values;
+};
+
+// Imports the serialized ModelProto `bytes`; `fileName` names it in errors, which read
+// `fileName: error: node 'NAME' (OpType): ...` for a node the import cannot map.
+llvm::Expected<ImportedModel> importOnnx(llvm::StringRef bytes, llvm::StringRef fileName,
+                                         const ImportOptions &options);
+// Reads the file at `path` and imports it.
+llvm::Expected<ImportedModel> importOnnxFile(llvm::StringRef path, const ImportOptions &options);
+
+} // namespace prism::frontends::onnx

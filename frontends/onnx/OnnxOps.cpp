@@ -1,0 +1,814 @@
+// The ONNX op mappings: one table entry per ONNX op type, each a function that reads the node
+// through OnnxGraph and emits Prism ops (or folds the node when its inputs are known at import).
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "frontends/onnx/OnnxGraph.h"
+#include "ir/Builder.h"
+#include "ir/Diagnostic.h"
+#include "ir/OpTable.h"
+#include "ir/Type.h"
+
+namespace prism::frontends::onnx {
+namespace {
+
+struct OnnxOp;
+using Mapping = llvm::Error (*)(OnnxGraph &, const OnnxOp &);
+
+// `prismOp` is the Prism op a mapping emits, for mappings that several ONNX ops share, or the
+// op an import waits for (needsOp).
+struct OnnxOp {
+  const char *onnxType;
+  Mapping map;
+  const char *prismOp = nullptr;
+};
+
+using ir::kBatchDim;
+
+int64_t normalizeAxis(int64_t axis, size_t rank) {
+  return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
+}
+
+std::string dimsText(llvm::ArrayRef<int64_t> dims) {
+  std::string s = "[";
+  for (size_t k = 0; k < dims.size(); ++k)
+    s += (k ? ", " : "") + (dims[k] == kBatchDim ? std::string("B") : std::to_string(dims[k]));
+  return s + "]";
+}
+
+ir::AttrMap one(const char *name, ir::Attr value) {
+  return ir::attrs({{name, std::move(value)}});
+}
+
+// Emits `op` over input 0 and defines output 0 as its result.
+llvm::Expected<ir::Value *> emitOutput(OnnxGraph &g, llvm::StringRef op,
+                                       llvm::ArrayRef<ir::Value *> operands, ir::AttrMap attrs,
+                                       Layout layout = Layout::Onnx) {
+  auto y = g.emit(op, operands, std::move(attrs), g.output(0));
+  if (y)
+    g.defineOutput(0, *y, layout);
+  return y;
+}
+
+llvm::Error done(llvm::Expected<ir::Value *> v) {
+  return v ? llvm::Error::success() : v.takeError();
+}
+
+// ---- elementwise ----
+
+llvm::Error unary(OnnxGraph &g, const OnnxOp &op) {
+  const Layout layout = g.layoutOf(0);
+  auto x = g.tensorInput(0, layout);
+  if (!x)
+    return x.takeError();
+  return done(emitOutput(g, op.prismOp, {*x}, {}, layout));
+}
+
+// Integer arithmetic on shapes known at import (scalars broadcast).
+llvm::Error foldBinary(OnnxGraph &g, const OnnxOp &op, const ConstTensor &a, const ConstTensor &b) {
+  if (!a.integer || !b.integer)
+    return g.fail("float arithmetic on constants is not folded at import",
+                  ir::ErrorCode::Unsupported);
+  const size_t n = std::max(a.ints.size(), b.ints.size());
+  if ((a.ints.size() != n && a.ints.size() != 1) || (b.ints.size() != n && b.ints.size() != 1))
+    return g.fail("cannot broadcast " + dimsText(a.dims) + " with " + dimsText(b.dims));
+  ConstTensor out;
+  out.integer = true;
+  out.dims = a.ints.size() == n ? a.dims : b.dims;
+  const llvm::StringRef kind = op.prismOp;
+  for (size_t k = 0; k < n; ++k) {
+    int64_t x = a.ints[a.ints.size() == 1 ? 0 : k], y = b.ints[b.ints.size() == 1 ? 0 : k];
+    if (x == kBatchDim || y == kBatchDim)
+      return g.fail("arithmetic on the batch size is not folded at import",
+                    ir::ErrorCode::Unsupported);
+    if (kind == "div" && y == 0)
+      return g.fail("division by zero in a constant");
+    out.ints.push_back(kind == "add"   ? x + y
+                       : kind == "sub" ? x - y
+                       : kind == "mul" ? x * y
+                                       : x / y);
+  }
+  g.defineConstant(g.output(0).str(), std::move(out));
+  return llvm::Error::success();
+}
+
+llvm::Error binary(OnnxGraph &g, const OnnxOp &op) {
+  const ConstTensor *a = g.constantInput(0), *b = g.constantInput(1);
+  if (a && b)
+    return foldBinary(g, op, *a, *b);
+  // NHWC when every computed operand is NHWC and every constant is one value (which broadcasts
+  // in any layout); else the ONNX layout.
+  bool nhwc = true;
+  for (unsigned i = 0; i < 2; ++i) {
+    const ConstTensor *c = g.constantInput(i);
+    nhwc &= c ? c->numElements() == 1 : g.layoutOf(i) == Layout::Nhwc;
+  }
+  const Layout layout = nhwc ? Layout::Nhwc : Layout::Onnx;
+  auto x = g.tensorInput(0, layout);
+  if (!x)
+    return x.takeError();
+  auto y = g.tensorInput(1, layout);
+  if (!y)
+    return y.takeError();
+  return done(emitOutput(g, op.prismOp, {*x, *y}, {}, layout));
+}
+
+// ---- matrix products ----
+
+llvm::Error gemm(OnnxGraph &g, const OnnxOp &) {
+  const ::onnx::NodeProto &n = g.node();
+  const float alpha = floatAttr(n, "alpha", 1.0f), beta = floatAttr(n, "beta", 1.0f);
+  auto a = g.tensorInput(0);
+  if (!a)
+    return a.takeError();
+  auto b = g.tensorInput(1);
+  if (!b)
+    return b.takeError();
+  const bool hasBias = !g.input(2).empty();
+  const bool last = alpha == 1.0f && !hasBias;
+  auto y = g.emit("matmul", {*a, *b},
+                  ir::attrs({{"transpose_a", ir::Attr::boolean(intAttr(n, "transA", 0) != 0)},
+                             {"transpose_b", ir::Attr::boolean(intAttr(n, "transB", 0) != 0)}}),
+                  last ? g.output(0) : "");
+  if (!y)
+    return y.takeError();
+  auto scaled = [&](ir::Value *v, float s, bool named) -> llvm::Expected<ir::Value *> {
+    if (s == 1.0f)
+      return v;
+    auto factor = g.emit("constant", {}, one("value", ir::Attr::real(s)));
+    if (!factor)
+      return factor.takeError();
+    return g.emit("mul", {v, *factor}, {}, named ? g.output(0) : "");
+  };
+  auto product = scaled(*y, alpha, !hasBias);
+  if (!product)
+    return product.takeError();
+  if (!hasBias) {
+    g.defineOutput(0, *product);
+    return llvm::Error::success();
+  }
+  auto c = g.tensorInput(2);
+  if (!c)
+    return c.takeError();
+  auto bias = scaled(*c, beta, false);
+  if (!bias)
+    return bias.takeError();
+  return done(emitOutput(g, "add", {*product, *bias}, {}));
+}
+
+llvm::Error matmulOp(OnnxGraph &g, const OnnxOp &) {
+  for (unsigned i = 0; i < 2; ++i) {
+    auto dims = g.dimsOf(i);
+    if (!dims)
+      return dims.takeError();
+    if (dims->size() != 2)
+      return g.fail("operand " + llvm::Twine(i) + " has rank " + llvm::Twine(dims->size()) +
+                        "; Prism's matmul takes rank 2 (higher ranks need a batch_matmul op, " +
+                        "which Prism does not have yet)",
+                    ir::ErrorCode::Unsupported);
+  }
+  auto a = g.tensorInput(0);
+  if (!a)
+    return a.takeError();
+  auto b = g.tensorInput(1);
+  if (!b)
+    return b.takeError();
+  return done(emitOutput(g, "matmul", {*a, *b}, {}));
+}
+
+// ---- convolution and pooling (NHWC) ----
+
+struct Window {
+  std::vector<int64_t> kernel, strides;
+  std::string padding; // same | valid
+};
+
+// The Prism padding (TensorFlow's same, or valid) that equals ONNX's pads for this input, or an
+// error. `ceilMode` (pools) is accepted where it changes nothing.
+llvm::Expected<Window> windowOf(OnnxGraph &g, llvm::ArrayRef<int64_t> inputDims,
+                                std::vector<int64_t> kernel, bool ceilMode) {
+  const ::onnx::NodeProto &n = g.node();
+  Window w;
+  w.kernel = std::move(kernel);
+  if (w.kernel.size() != 2 || inputDims.size() != 4)
+    return g.fail("only 2-D windows over 4-D NCHW inputs are supported",
+                  ir::ErrorCode::Unsupported);
+  w.strides = intsAttr(n, "strides", {1, 1});
+  for (int64_t d : intsAttr(n, "dilations", {1, 1}))
+    if (d != 1)
+      return g.fail("dilations other than 1 are not supported", ir::ErrorCode::Unsupported);
+  std::vector<int64_t> pads = intsAttr(n, "pads", {0, 0, 0, 0});
+  const std::string autoPad = stringAttr(n, "auto_pad", "NOTSET");
+  if (pads.size() != 4 || w.strides.size() != 2)
+    return g.fail("expected 4 pads and 2 strides");
+  std::vector<int64_t> same(4, 0);
+  bool valid = true, isSame = true;
+  for (int k = 0; k < 2; ++k) {
+    const int64_t in = inputDims[2 + k], kernelSize = w.kernel[k], s = w.strides[k];
+    if (in < 0)
+      return g.fail("the spatial dimensions must be static");
+    const int64_t out = (in + s - 1) / s;
+    const int64_t total = std::max<int64_t>((out - 1) * s + kernelSize - in, 0);
+    same[k] = total / 2;
+    same[k + 2] = total - total / 2;
+    valid &= pads[k] == 0 && pads[k + 2] == 0;
+    isSame &= pads[k] == same[k] && pads[k + 2] == same[k + 2];
+    if (ceilMode && (in + pads[k] + pads[k + 2] - kernelSize) % s != 0)
+      return g.fail("ceil_mode = 1 changes the output size here; Prism's windows round down",
+                    ir::ErrorCode::Unsupported);
+  }
+  if (autoPad == "VALID" || (autoPad == "NOTSET" && valid))
+    w.padding = "valid";
+  else if (autoPad == "SAME_UPPER" || (autoPad == "NOTSET" && isSame))
+    w.padding = "same";
+  else
+    return g.fail("pads " + dimsText(pads) + " (auto_pad " + autoPad + ") are neither 'same' " +
+                      dimsText(same) +
+                      " nor 'valid' for this input; other paddings need a pad op, which Prism " +
+                      "does not have yet",
+                  ir::ErrorCode::Unsupported);
+  return w;
+}
+
+llvm::Error conv(OnnxGraph &g, const OnnxOp &) {
+  const ::onnx::NodeProto &n = g.node();
+  if (intAttr(n, "group", 1) != 1)
+    return g.fail("group = " + llvm::Twine(intAttr(n, "group", 1)) +
+                      " is not supported; Prism's conv2d has group = 1",
+                  ir::ErrorCode::Unsupported);
+  auto xDims = g.dimsOf(0);
+  if (!xDims)
+    return xDims.takeError();
+  auto wDims = g.dimsOf(1);
+  if (!wDims)
+    return wDims.takeError();
+  if (wDims->size() != 4)
+    return g.fail("only 2-D convolutions are supported", ir::ErrorCode::Unsupported);
+  auto window = windowOf(g, *xDims, {(*wDims)[2], (*wDims)[3]}, false);
+  if (!window)
+    return window.takeError();
+  auto x = g.tensorInput(0, Layout::Nhwc);
+  if (!x)
+    return x.takeError();
+  // ONNX's filter [O, C, KH, KW] becomes Prism's [KH, KW, C, O] in the values file.
+  auto filter = g.variableInput(1, {2, 3, 1, 0});
+  if (!filter)
+    return filter.takeError();
+  const bool hasBias = !g.input(2).empty();
+  ir::AttrMap attrs = ir::attrs({{"stride", ir::Attr::ints(window->strides)},
+                                 {"padding", ir::Attr::string(window->padding)}});
+  auto y = g.emit("conv2d", {*x, *filter}, std::move(attrs), hasBias ? "" : g.output(0));
+  if (!y)
+    return y.takeError();
+  if (!hasBias) {
+    g.defineOutput(0, *y, Layout::Nhwc);
+    return llvm::Error::success();
+  }
+  auto bias = g.tensorInput(2);
+  if (!bias)
+    return bias.takeError();
+  return done(emitOutput(g, "bias_add", {*y, *bias}, {}, Layout::Nhwc));
+}
+
+llvm::Error pool(OnnxGraph &g, const OnnxOp &op) {
+  const ::onnx::NodeProto &n = g.node();
+  if (g.outputRead(1))
+    return g.fail("the Indices output is not supported", ir::ErrorCode::Unsupported);
+  auto xDims = g.dimsOf(0);
+  if (!xDims)
+    return xDims.takeError();
+  auto window = windowOf(g, *xDims, intsAttr(n, "kernel_shape"), intAttr(n, "ceil_mode", 0) != 0);
+  if (!window)
+    return window.takeError();
+  if (intAttr(n, "count_include_pad", 0) != 0 && window->padding == "same")
+    return g.fail("count_include_pad = 1 with padding is not supported; Prism's avg_pool2d " +
+                      llvm::Twine("leaves padding out of the mean"),
+                  ir::ErrorCode::Unsupported);
+  auto x = g.tensorInput(0, Layout::Nhwc);
+  if (!x)
+    return x.takeError();
+  return done(emitOutput(g, op.prismOp, {*x},
+                         ir::attrs({{"window", ir::Attr::ints(window->kernel)},
+                                    {"stride", ir::Attr::ints(window->strides)},
+                                    {"padding", ir::Attr::string(window->padding)}}),
+                         Layout::Nhwc));
+}
+
+llvm::Error globalAveragePool(OnnxGraph &g, const OnnxOp &) {
+  auto dims = g.dimsOf(0);
+  if (!dims)
+    return dims.takeError();
+  if (dims->size() != 4)
+    return g.fail("only 4-D NCHW inputs are supported", ir::ErrorCode::Unsupported);
+  auto x = g.tensorInput(0, Layout::Nhwc);
+  if (!x)
+    return x.takeError();
+  return done(emitOutput(
+      g, "reduce_mean", {*x},
+      ir::attrs({{"axes", ir::Attr::ints({1, 2})}, {"keepdims", ir::Attr::boolean(true)}}),
+      Layout::Nhwc));
+}
+
+// ---- shapes ----
+
+// ONNX's reshape target (0 copies the input's dimension, -1 is inferred) resolved against the
+// input's dimensions, keeping the batch dimension B.
+llvm::Expected<std::vector<int64_t>> resolveShape(OnnxGraph &g, llvm::ArrayRef<int64_t> in,
+                                                  std::vector<int64_t> out, bool allowZero) {
+  int inferred = -1;
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (out[k] == 0 && !allowZero) {
+      if (k >= in.size())
+        return g.fail("shape " + dimsText(out) + " copies a dimension the input lacks");
+      out[k] = in[k];
+    } else if (out[k] == -1) {
+      if (inferred >= 0)
+        return g.fail("shape " + dimsText(out) + " has two -1");
+      inferred = static_cast<int>(k);
+    } else if (out[k] < 0 && out[k] != kBatchDim) {
+      return g.fail("shape " + dimsText(out) + " has a negative dimension");
+    }
+  }
+  auto split = [](llvm::ArrayRef<int64_t> dims, int skip) {
+    std::pair<int, int64_t> batchAndStatic{0, 1};
+    for (size_t k = 0; k < dims.size(); ++k) {
+      if (static_cast<int>(k) == skip)
+        continue;
+      if (dims[k] == kBatchDim)
+        ++batchAndStatic.first;
+      else
+        batchAndStatic.second *= dims[k];
+    }
+    return batchAndStatic;
+  };
+  auto [inBatch, inStatic] = split(in, -1);
+  auto [outBatch, outStatic] = split(out, inferred);
+  auto cannot = [&] {
+    return g.fail("cannot reshape " + dimsText(in) + " to " + dimsText(out) +
+                      " with a batch dimension B (export with dynamic_axes on the batch, and " +
+                      "keep the batch as one dimension)",
+                  ir::ErrorCode::Unsupported);
+  };
+  if (inferred >= 0) {
+    if (inBatch == outBatch && outStatic != 0 && inStatic % outStatic == 0)
+      out[inferred] = inStatic / outStatic;
+    else if (inBatch == 1 && outBatch == 0 && inStatic == outStatic)
+      out[inferred] = kBatchDim;
+    else
+      return cannot();
+  } else if (inBatch != outBatch || inStatic != outStatic) {
+    return cannot();
+  }
+  return out;
+}
+
+llvm::Error reshapeInput(OnnxGraph &g, std::vector<int64_t> target, bool allowZero) {
+  auto in = g.dimsOf(0);
+  if (!in)
+    return in.takeError();
+  auto shape = resolveShape(g, *in, std::move(target), allowZero);
+  if (!shape)
+    return shape.takeError();
+  if (const ConstTensor *c = g.constantInput(0)) {
+    ConstTensor reshaped = *c;
+    reshaped.dims = *shape;
+    g.defineConstant(g.output(0).str(), std::move(reshaped));
+    return llvm::Error::success();
+  }
+  auto x = g.tensorInput(0);
+  if (!x)
+    return x.takeError();
+  return done(emitOutput(g, "reshape", {*x}, one("shape", ir::Attr::ints(*shape))));
+}
+
+llvm::Error reshape(OnnxGraph &g, const OnnxOp &) {
+  auto target = g.intsInput(1, "the shape (input 1)");
+  if (!target)
+    return target.takeError();
+  return reshapeInput(g, *target, intAttr(g.node(), "allowzero", 0) != 0);
+}
+
+llvm::Error flatten(OnnxGraph &g, const OnnxOp &) {
+  auto in = g.dimsOf(0);
+  if (!in)
+    return in.takeError();
+  const int64_t axis = normalizeAxis(intAttr(g.node(), "axis", 1), in->size());
+  if (axis < 0 || axis > static_cast<int64_t>(in->size()))
+    return g.fail("axis " + llvm::Twine(axis) + " is outside the input's rank");
+  // The leading part keeps B (as the only dimension that is not 1); the rest is inferred.
+  std::vector<int64_t> target = {1, -1};
+  for (int64_t k = 0; k < axis; ++k)
+    if ((*in)[k] == kBatchDim)
+      target[0] = kBatchDim;
+    else
+      target[0] *= (*in)[k];
+  if (target[0] == kBatchDim)
+    for (int64_t k = 0; k < axis; ++k)
+      if ((*in)[k] != kBatchDim && (*in)[k] != 1)
+        return g.fail("cannot flatten " + dimsText(*in) + " at axis " + llvm::Twine(axis) +
+                          " with a batch dimension B",
+                      ir::ErrorCode::Unsupported);
+  return reshapeInput(g, target, false);
+}
+
+llvm::Error unsqueezeOrSqueeze(OnnxGraph &g, const OnnxOp &op) {
+  const bool squeeze = llvm::StringRef(op.onnxType) == "Squeeze";
+  auto in = g.dimsOf(0);
+  if (!in)
+    return in.takeError();
+  std::vector<int64_t> axes;
+  if (!g.input(1).empty()) {
+    auto given = g.intsInput(1, "the axes (input 1)");
+    if (!given)
+      return given.takeError();
+    axes = *given;
+  }
+  const size_t rank = squeeze ? in->size() : in->size() + axes.size();
+  for (int64_t &a : axes)
+    a = normalizeAxis(a, rank);
+  std::vector<int64_t> out;
+  if (squeeze) {
+    for (size_t k = 0; k < in->size(); ++k) {
+      const bool listed = llvm::is_contained(axes, static_cast<int64_t>(k));
+      if ((listed || axes.empty()) && (*in)[k] == 1)
+        continue;
+      if (listed)
+        return g.fail("cannot squeeze dimension " + llvm::Twine(k) + " of " + dimsText(*in));
+      out.push_back((*in)[k]);
+    }
+  } else {
+    size_t next = 0;
+    for (size_t k = 0; k < rank; ++k)
+      out.push_back(llvm::is_contained(axes, static_cast<int64_t>(k)) ? 1 : (*in)[next++]);
+  }
+  return reshapeInput(g, out, true);
+}
+
+llvm::Error transpose(OnnxGraph &g, const OnnxOp &) {
+  auto in = g.dimsOf(0);
+  if (!in)
+    return in.takeError();
+  std::vector<int64_t> perm(in->size());
+  std::iota(perm.rbegin(), perm.rend(), 0);
+  perm = intsAttr(g.node(), "perm", perm);
+  // NCHW -> NHWC of a value held as NHWC is that value.
+  if (g.layoutOf(0) == Layout::Nhwc && perm == std::vector<int64_t>{0, 2, 3, 1}) {
+    const ImportedValue *v = g.find(g.input(0));
+    g.define(g.output(0).str(), v->value, Layout::Onnx);
+    return llvm::Error::success();
+  }
+  auto x = g.tensorInput(0);
+  if (!x)
+    return x.takeError();
+  return done(emitOutput(g, "transpose", {*x}, one("perm", ir::Attr::ints(perm))));
+}
+
+llvm::Error concat(OnnxGraph &g, const OnnxOp &) {
+  const int count = g.node().input_size();
+  bool constants = true, nhwc = true;
+  for (int i = 0; i < count; ++i) {
+    const ConstTensor *c = g.constantInput(i);
+    constants &= c && c->integer && c->dims.size() == 1;
+    nhwc &= !c && g.layoutOf(i) == Layout::Nhwc;
+  }
+  if (constants) {
+    ConstTensor out;
+    out.integer = true;
+    for (int i = 0; i < count; ++i)
+      out.ints.insert(out.ints.end(), g.constantInput(i)->ints.begin(),
+                      g.constantInput(i)->ints.end());
+    out.dims = {static_cast<int64_t>(out.ints.size())};
+    g.defineConstant(g.output(0).str(), std::move(out));
+    return llvm::Error::success();
+  }
+  auto dims = g.dimsOf(0);
+  if (!dims)
+    return dims.takeError();
+  int64_t axis = normalizeAxis(intAttr(g.node(), "axis", 0), dims->size());
+  const Layout layout = nhwc ? Layout::Nhwc : Layout::Onnx;
+  if (nhwc)
+    axis = std::vector<int64_t>{0, 3, 1, 2}[axis];
+  std::vector<ir::Value *> operands;
+  for (int i = 0; i < count; ++i) {
+    auto x = g.tensorInput(i, layout);
+    if (!x)
+      return x.takeError();
+    operands.push_back(*x);
+  }
+  return done(emitOutput(g, "concat", operands, one("axis", ir::Attr::integer(axis)), layout));
+}
+
+llvm::Error slice(OnnxGraph &g, const OnnxOp &) {
+  auto dims = g.dimsOf(0);
+  if (!dims)
+    return dims.takeError();
+  auto starts = g.intsInput(1, "starts (input 1)");
+  if (!starts)
+    return starts.takeError();
+  auto ends = g.intsInput(2, "ends (input 2)");
+  if (!ends)
+    return ends.takeError();
+  std::vector<int64_t> axes(starts->size());
+  std::iota(axes.begin(), axes.end(), 0);
+  if (!g.input(3).empty()) {
+    auto given = g.intsInput(3, "axes (input 3)");
+    if (!given)
+      return given.takeError();
+    axes = *given;
+  }
+  if (!g.input(4).empty()) {
+    auto steps = g.intsInput(4, "steps (input 4)");
+    if (!steps)
+      return steps.takeError();
+    for (int64_t s : *steps)
+      if (s != 1)
+        return g.fail("steps other than 1 are not supported", ir::ErrorCode::Unsupported);
+  }
+  if (axes.size() != starts->size() || ends->size() != starts->size())
+    return g.fail("starts, ends and axes differ in length");
+  const ConstTensor *folded = g.constantInput(0);
+  ConstTensor constant = folded ? *folded : ConstTensor{};
+  if (folded && (!folded->integer || folded->dims.size() != 1))
+    return g.fail("slices of constants are folded only for integer vectors",
+                  ir::ErrorCode::Unsupported);
+  ir::Value *x = nullptr;
+  if (!folded) {
+    auto value = g.tensorInput(0);
+    if (!value)
+      return value.takeError();
+    x = *value;
+  }
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const int64_t axis = normalizeAxis(axes[k], dims->size());
+    if (axis < 0 || axis >= static_cast<int64_t>(dims->size()))
+      return g.fail("axis " + llvm::Twine(axes[k]) + " is outside the input's rank");
+    const int64_t dim = (*dims)[axis];
+    const bool whole = (*starts)[k] == 0 && (*ends)[k] >= std::numeric_limits<int32_t>::max();
+    if (dim == kBatchDim) {
+      if (whole)
+        continue;
+      return g.fail("cannot slice the batch dimension B", ir::ErrorCode::Unsupported);
+    }
+    auto clampIndex = [dim](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + dim : i, 0, dim); };
+    const int64_t begin = clampIndex((*starts)[k]), end = std::max(begin, clampIndex((*ends)[k]));
+    if (folded) {
+      constant.ints =
+          std::vector<int64_t>(constant.ints.begin() + begin, constant.ints.begin() + end);
+      constant.dims = {end - begin};
+      continue;
+    }
+    if (begin == 0 && end == dim)
+      continue;
+    auto y = g.emit("slice", {x},
+                    ir::attrs({{"axis", ir::Attr::integer(axis)},
+                               {"begin", ir::Attr::integer(begin)},
+                               {"end", ir::Attr::integer(end)}}),
+                    k + 1 == axes.size() ? g.output(0) : "");
+    if (!y)
+      return y.takeError();
+    x = *y;
+  }
+  if (folded)
+    g.defineConstant(g.output(0).str(), std::move(constant));
+  else
+    g.defineOutput(0, x);
+  return llvm::Error::success();
+}
+
+llvm::Error gather(OnnxGraph &g, const OnnxOp &) {
+  if (intAttr(g.node(), "axis", 0) != 0)
+    return g.fail("only axis = 0 is supported", ir::ErrorCode::Unsupported);
+  const ConstTensor *data = g.constantInput(0);
+  if (data && data->integer) {
+    auto indices = g.intsInput(1, "the indices into an integer constant (input 1)");
+    if (!indices)
+      return indices.takeError();
+    if (data->dims.size() != 1)
+      return g.fail("gathers from constants are folded only for integer vectors",
+                    ir::ErrorCode::Unsupported);
+    ConstTensor out;
+    out.integer = true;
+    out.dims = g.constantInput(1)->dims;
+    for (int64_t i : *indices) {
+      const int64_t at = i < 0 ? i + data->numElements() : i;
+      if (at < 0 || at >= data->numElements())
+        return g.fail("index " + llvm::Twine(i) + " is outside " + dimsText(data->dims));
+      out.ints.push_back(data->ints[at]);
+    }
+    g.defineConstant(g.output(0).str(), std::move(out));
+    return llvm::Error::success();
+  }
+  // An embedding: a table (a float initializer) and computed integer indices.
+  auto table = g.variableInput(0);
+  if (!table)
+    return table.takeError();
+  auto indices = g.tensorInput(1);
+  if (!indices)
+    return indices.takeError();
+  return done(emitOutput(g, "gather", {*table, *indices}, {}));
+}
+
+llvm::Error softmax(OnnxGraph &g, const OnnxOp &op) {
+  auto dims = g.dimsOf(0);
+  if (!dims)
+    return dims.takeError();
+  if (normalizeAxis(intAttr(g.node(), "axis", -1), dims->size()) + 1 !=
+      static_cast<int64_t>(dims->size()))
+    return g.fail("only the last axis is supported", ir::ErrorCode::Unsupported);
+  auto x = g.tensorInput(0);
+  if (!x)
+    return x.takeError();
+  return done(emitOutput(g, op.prismOp, {*x}, {}));
+}
+
+llvm::Error shape(OnnxGraph &g, const OnnxOp &) {
+  auto dims = g.dimsOf(0);
+  if (!dims)
+    return dims.takeError();
+  const int64_t rank = static_cast<int64_t>(dims->size());
+  const int64_t start =
+      std::clamp<int64_t>(normalizeAxis(intAttr(g.node(), "start", 0), rank), 0, rank);
+  const int64_t end =
+      std::clamp<int64_t>(normalizeAxis(intAttr(g.node(), "end", rank), rank), start, rank);
+  ConstTensor out;
+  out.integer = true;
+  out.ints.assign(dims->begin() + start, dims->begin() + end);
+  out.dims = {end - start};
+  g.defineConstant(g.output(0).str(), std::move(out));
+  return llvm::Error::success();
+}
+
+llvm::Error constant(OnnxGraph &g, const OnnxOp &) {
+  const ::onnx::NodeProto &n = g.node();
+  ConstTensor c;
+  if (const ::onnx::AttributeProto *t = findAttr(n, "value")) {
+    auto read = readTensor(t->t());
+    if (!read)
+      return g.fail(ir::messageOf(read.takeError()));
+    c = std::move(*read);
+  } else if (const ::onnx::AttributeProto *f = findAttr(n, "value_float")) {
+    c.floats = {f->f()};
+  } else if (const ::onnx::AttributeProto *fs = findAttr(n, "value_floats")) {
+    c.floats.assign(fs->floats().begin(), fs->floats().end());
+    c.dims = {static_cast<int64_t>(c.floats.size())};
+  } else if (const ::onnx::AttributeProto *i = findAttr(n, "value_int")) {
+    c.integer = true;
+    c.ints = {i->i()};
+  } else if (const ::onnx::AttributeProto *is = findAttr(n, "value_ints")) {
+    c.integer = true;
+    c.ints.assign(is->ints().begin(), is->ints().end());
+    c.dims = {static_cast<int64_t>(c.ints.size())};
+  } else {
+    return g.fail("only value, value_float(s) and value_int(s) are supported",
+                  ir::ErrorCode::Unsupported);
+  }
+  g.defineConstant(g.output(0).str(), std::move(c));
+  return llvm::Error::success();
+}
+
+llvm::Error identity(OnnxGraph &g, const OnnxOp &) {
+  if (!g.find(g.input(0)))
+    return g.fail("input '" + g.input(0) + "' is not defined before the node");
+  g.alias(g.output(0).str(), g.input(0).str());
+  return llvm::Error::success();
+}
+
+llvm::Error cast(OnnxGraph &g, const OnnxOp &) {
+  using T = ::onnx::TensorProto;
+  const int64_t to = intAttr(g.node(), "to", T::FLOAT);
+  const char *dtype = to == T::FLOAT    ? "f32"
+                      : to == T::DOUBLE ? "f64"
+                      : to == T::INT32  ? "i32"
+                      : to == T::INT64  ? "i64"
+                      : to == T::BOOL   ? "bool"
+                                        : nullptr;
+  if (!dtype)
+    return g.fail("cast to element type " + llvm::Twine(to) + " is not supported",
+                  ir::ErrorCode::Unsupported);
+  if (const ConstTensor *c = g.constantInput(0)) {
+    ConstTensor out = *c;
+    const bool integer = llvm::StringRef(dtype) != "f32" && llvm::StringRef(dtype) != "f64";
+    if (integer && !c->integer)
+      for (float f : c->floats)
+        out.ints.push_back(static_cast<int64_t>(f));
+    if (!integer && c->integer)
+      for (int64_t i : c->ints)
+        out.floats.push_back(static_cast<float>(i));
+    out.integer = integer;
+    g.defineConstant(g.output(0).str(), std::move(out));
+    return llvm::Error::success();
+  }
+  const Layout layout = g.layoutOf(0);
+  auto x = g.tensorInput(0, layout);
+  if (!x)
+    return x.takeError();
+  return done(emitOutput(g, "cast", {*x}, one("dtype", ir::Attr::string(dtype)), layout));
+}
+
+// Until Prism has a dropout op, the identity, with a note in the generated file: the imported
+// model trains without dropout (a model exported in eval mode has none anyway).
+llvm::Error dropout(OnnxGraph &g, const OnnxOp &op) {
+  if (ir::lookupOp(op.prismOp))
+    return g.fail("a dropout op exists now: map Dropout to it in frontends/onnx/OnnxOps.cpp",
+                  ir::ErrorCode::Internal);
+  if (g.outputRead(1))
+    return g.fail("the mask output is read; Prism has no dropout op yet",
+                  ir::ErrorCode::Unsupported);
+  float ratio = floatAttr(g.node(), "ratio", 0.5f);
+  if (const ConstTensor *r = g.constantInput(1); r && !r->integer && !r->floats.empty())
+    ratio = r->floats[0];
+  if (auto e = identity(g, op))
+    return e;
+  g.notes().push_back("Dropout node '" + g.node().name() + "' (ratio " + ir::formatDouble(ratio) +
+                      ") is imported as the identity: Prism has no dropout op yet");
+  return llvm::Error::success();
+}
+
+// An ONNX op whose Prism op does not exist yet: one entry here until it does.
+llvm::Error needsOp(OnnxGraph &g, const OnnxOp &op) {
+  return g.fail(llvm::Twine("needs Prism's '") + op.prismOp +
+                    "' op, which this version of Prism does not have yet",
+                ir::ErrorCode::Unsupported);
+}
+
+// Pad with zero pads (what torch exports before some pools) is the identity; other pads need
+// Prism's pad op.
+llvm::Error pad(OnnxGraph &g, const OnnxOp &op) {
+  auto pads = g.intsInput(1, "the pads (input 1)");
+  if (!pads)
+    return pads.takeError();
+  if (llvm::all_of(*pads, [](int64_t p) { return p == 0; }))
+    return identity(g, op);
+  return needsOp(g, op);
+}
+
+const OnnxOp kOps[] = {
+    {"Add", binary, "add"},
+    {"AveragePool", pool, "avg_pool2d"},
+    {"BatchNormalization", needsOp, "batch_norm"},
+    {"Cast", cast},
+    {"Concat", concat},
+    {"Constant", constant},
+    {"Conv", conv},
+    {"Div", binary, "div"},
+    {"Dropout", dropout, "dropout"},
+    {"Erf", unary, "erf"},
+    {"Flatten", flatten},
+    {"Gather", gather},
+    {"Gemm", gemm},
+    {"GlobalAveragePool", globalAveragePool},
+    {"Identity", identity},
+    {"LayerNormalization", needsOp, "layer_norm"},
+    {"LogSoftmax", softmax, "log_softmax"},
+    {"MatMul", matmulOp},
+    {"Max", needsOp, "maximum"},
+    {"MaxPool", pool, "max_pool2d"},
+    {"Mul", binary, "mul"},
+    {"Pad", pad, "pad"},
+    {"Relu", unary, "relu"},
+    {"Reshape", reshape},
+    {"Shape", shape},
+    {"Sigmoid", unary, "sigmoid"},
+    {"Slice", slice},
+    {"Softmax", softmax, "softmax"},
+    {"Squeeze", unsqueezeOrSqueeze},
+    {"Sub", binary, "sub"},
+    {"Tanh", unary, "tanh"},
+    {"Transpose", transpose},
+    {"Unsqueeze", unsqueezeOrSqueeze},
+    {"Where", needsOp, "where"},
+};
+
+} // namespace
+
+llvm::Error importNode(OnnxGraph &graph) {
+  const ::onnx::NodeProto &node = graph.node();
+  if (!node.domain().empty() && node.domain() != "ai.onnx")
+    return graph.fail("ops of domain '" + node.domain() + "' are not supported",
+                      ir::ErrorCode::Unsupported);
+  for (const OnnxOp &op : kOps) {
+    if (node.op_type() != op.onnxType)
+      continue;
+    if (op.map != needsOp)
+      for (const std::string &input : node.input())
+        if (!input.empty() && !graph.find(input))
+          return graph.fail("input '" + input + "' is not defined before the node");
+    if (node.output_size() == 0)
+      return graph.fail("the node has no outputs");
+    return op.map(graph, op);
+  }
+  return graph.fail("unsupported ONNX op '" + node.op_type() + "'; Prism imports " +
+                        supportedOnnxOps(),
+                    ir::ErrorCode::Unsupported);
+}
+
+std::string supportedOnnxOps() {
+  std::string names;
+  for (const OnnxOp &op : kOps)
+    if (op.map != needsOp)
+      names += (names.empty() ? "" : ", ") + std::string(op.onnxType);
+  return names;
+}
+
+} // namespace prism::frontends::onnx

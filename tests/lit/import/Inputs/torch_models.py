@@ -1,0 +1,225 @@
+"""PyTorch side of the ONNX import tests: the models, their export, and training them on the
+same arrays Prism trains on (npy:DIR), so the two losses can be compared step by step.
+
+  torch_models.py export MODEL OUT.onnx [OPSET]    (MODEL: mlp | cnn | batchnorm | cos | dropout)
+  torch_models.py data DIR N                       N examples in DIR/train and DIR/test
+  torch_models.py train MODEL OUT.onnx DIR STEPS BATCH OPTIMIZER LR LOSSES.json
+
+`train` loads the initial weights from the exported file's PyTorch twin (saved by `export` as
+OUT.onnx.pt), trains STEPS steps in Prism's data order (docs/data.md, seed 1) and writes the
+loss of each step.
+"""
+import json
+import os
+import sys
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(784, 128)
+        self.fc2 = torch.nn.Linear(128, 10)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+class Cnn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(1, 8, 5, padding=2)
+        self.conv2 = torch.nn.Conv2d(8, 16, 3, padding=1)
+        self.fc = torch.nn.Linear(16 * 7 * 7, 10)
+
+    def forward(self, x):
+        x = torch.max_pool2d(torch.relu(self.conv1(x)), 2)
+        x = torch.max_pool2d(torch.relu(self.conv2(x)), 2)
+        # view(size(0), -1) exports as Shape -> Gather -> Unsqueeze -> Concat -> Reshape.
+        return self.fc(x.view(x.size(0), -1))
+
+
+class WithBatchNorm(torch.nn.Module):
+    """BatchNormalization: an error until Prism has a batch_norm op."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 4, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(4)
+        self.fc = torch.nn.Linear(4 * 28 * 28, 10)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.bn(self.conv(x)), 1))
+
+
+class WithCos(torch.nn.Module):
+    """Cos: an ONNX op Prism does not map."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(784, 10)
+
+    def forward(self, x):
+        return torch.cos(self.fc(x))
+
+
+class WithDropout(torch.nn.Module):
+    """Dropout: the identity (with a note) until Prism has a dropout op."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(784, 32)
+        self.drop = torch.nn.Dropout(0.25)
+        self.fc2 = torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        return self.fc2(self.drop(torch.tanh(self.fc1(x))))
+
+
+class Mixed(torch.nn.Module):
+    """The other mapped ops: Transpose, a strided valid Conv, Sigmoid, AveragePool,
+    GlobalAveragePool, Flatten, Concat, Slice, arithmetic with constants, Tanh, LogSoftmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 4, 3, stride=2)
+        self.fc = torch.nn.Linear(100, 10)
+
+    def forward(self, x):
+        h = torch.sigmoid(self.conv(x.transpose(2, 3)))
+        pooled = torch.flatten(torch.nn.functional.avg_pool2d(h, 2), 1)
+        mean = torch.flatten(torch.nn.functional.adaptive_avg_pool2d(h, 1), 1)
+        z = (torch.cat([pooled, mean], 1)[:, :100] * 2.0 - 0.5) / 3.0
+        return torch.log_softmax(self.fc(torch.tanh(z)), -1)
+
+
+MODELS = {"mixed": (Mixed, (1, 28, 28)), "mlp": (Mlp, (784,)), "cnn": (Cnn, (1, 28, 28)), "batchnorm": (WithBatchNorm, (1, 28, 28)),
+          "cos": (WithCos, (784,)), "dropout": (WithDropout, (784,))}
+
+
+def export(name, path, opset="13"):
+    torch.manual_seed(0)
+    model_class, shape = MODELS[name]
+    model = model_class()
+    torch.save(model.state_dict(), path + ".pt")
+    torch.onnx.export(model, torch.zeros((2,) + shape), path, opset_version=int(opset),
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                      input_names=["x"], output_names=["logits"],
+                      dynamic_axes={"x": {0: "B"}, "logits": {0: "B"}})
+
+
+def data(directory, n):
+    rng = np.random.default_rng(0)
+    for split, rows in (("train", n), ("test", max(1, n // 4))):
+        os.makedirs(os.path.join(directory, split), exist_ok=True)
+        np.save(os.path.join(directory, split, "x.npy"), rng.random((rows, 784), dtype=np.float32))
+        np.save(os.path.join(directory, split, "y.npy"),
+                rng.integers(0, 10, rows).astype(np.int32))
+
+
+MASK = (1 << 64) - 1
+
+
+def splitmix64(x):
+    x = (x + 0x9E3779B97F4A7C15) & MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK
+    return x ^ (x >> 31)
+
+
+class Mt19937_64:
+    """std::mt19937_64, for Prism's data order."""
+
+    def __init__(self, seed):
+        self.mt = [seed & MASK]
+        for i in range(1, 312):
+            prev = self.mt[-1]
+            self.mt.append((6364136223846793005 * (prev ^ (prev >> 62)) + i) & MASK)
+        self.index = 312
+
+    def __call__(self):
+        if self.index >= 312:
+            for i in range(312):
+                x = (self.mt[i] & 0xFFFFFFFF80000000) | (self.mt[(i + 1) % 312] & 0x7FFFFFFF)
+                xa = x >> 1
+                if x & 1:
+                    xa ^= 0xB5026F5AA96619E9
+                self.mt[i] = self.mt[(i + 156) % 312] ^ xa
+            self.index = 0
+        y = self.mt[self.index]
+        self.index += 1
+        y ^= (y >> 29) & 0x5555555555555555
+        y ^= (y << 17) & 0x71D67FFFEDA60000
+        y ^= (y << 37) & 0xFFF7EEE000000000
+        y ^= y >> 43
+        return y & MASK
+
+
+def epoch_order(n, seed, epoch):
+    """Prism's order of the examples in one epoch (docs/data.md, "Data order")."""
+    order = list(range(n))
+    gen = Mt19937_64(splitmix64((seed + epoch) & MASK))
+    for i in range(n - 1, 0, -1):
+        j = (gen() * (i + 1)) >> 64
+        order[i], order[j] = order[j], order[i]
+    return order
+
+
+def train(name, path, directory, steps, batch, optimizer, lr, out):
+    model_class, shape = MODELS[name]
+    model = model_class()
+    model.load_state_dict(torch.load(path + ".pt"))
+    x = torch.from_numpy(np.load(os.path.join(directory, "train", "x.npy")))
+    y = torch.from_numpy(np.load(os.path.join(directory, "train", "y.npy"))).long()
+    opt = (torch.optim.Adam(model.parameters(), lr=lr) if optimizer == "adam"
+           else torch.optim.SGD(model.parameters(), lr=lr))
+    n = x.shape[0]
+    per_epoch = (n + batch - 1) // batch
+    losses = []
+    for step in range(steps):
+        epoch, k = divmod(step, per_epoch)
+        rows = epoch_order(n, 1, epoch)[k * batch:(k + 1) * batch]
+        logits = model(x[rows].reshape((len(rows),) + shape))
+        loss = torch.nn.functional.cross_entropy(logits, y[rows])
+        losses.append(loss.item())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with open(out, "w") as f:
+        json.dump(losses, f)
+
+
+def compare(torch_losses, prism_metrics, tolerance):
+    """Exits non-zero unless each step's loss agrees within `tolerance` (relative)."""
+    with open(torch_losses) as f:
+        expected = json.load(f)
+    with open(prism_metrics) as f:
+        got = [json.loads(line)["loss"] for line in f if '"samples_per_sec"' in line]
+    if len(got) != len(expected):
+        sys.exit(f"prism trained {len(got)} steps, PyTorch {len(expected)}")
+    for step, (a, b) in enumerate(zip(expected, got)):
+        status = "ok" if abs(a - b) <= tolerance * abs(a) else "MISMATCH"
+        print(f"step {step}: pytorch {a:.7f} prism {b:.7f} {status}")
+        if status != "ok":
+            sys.exit(1)
+    print(f"losses agree within {tolerance} over {len(got)} steps")
+
+
+if __name__ == "__main__":
+    command, args = sys.argv[1], sys.argv[2:]
+    if command == "export":
+        export(*args)
+    elif command == "data":
+        data(args[0], int(args[1]))
+    elif command == "train":
+        train(args[0], args[1], args[2], int(args[3]), int(args[4]), args[5], float(args[6]),
+              args[7])
+    elif command == "compare":
+        compare(args[0], args[1], float(args[2]))
+    else:
+        sys.exit(__doc__)
