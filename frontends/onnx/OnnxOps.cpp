@@ -84,10 +84,12 @@ llvm::Error foldBinary(OnnxGraph &g, const OnnxOp &op, const ConstTensor &a, con
                     ir::ErrorCode::Unsupported);
     if (kind == "div" && y == 0)
       return g.fail("division by zero in a constant");
-    out.ints.push_back(kind == "add"   ? x + y
-                       : kind == "sub" ? x - y
-                       : kind == "mul" ? x * y
-                                       : x / y);
+    out.ints.push_back(kind == "add"       ? x + y
+                       : kind == "sub"     ? x - y
+                       : kind == "mul"     ? x * y
+                       : kind == "maximum" ? std::max(x, y)
+                       : kind == "minimum" ? std::min(x, y)
+                                           : x / y);
   }
   g.defineConstant(g.output(0).str(), std::move(out));
   return llvm::Error::success();
@@ -157,16 +159,19 @@ llvm::Error gemm(OnnxGraph &g, const OnnxOp &) {
   return done(emitOutput(g, "add", {*product, *bias}, {}));
 }
 
+// Rank 2 is matmul; higher ranks batch_matmul over the leading dimensions (equal, or one
+// operand of rank 2 shared by every batch entry, as attention's projections are).
 llvm::Error matmulOp(OnnxGraph &g, const OnnxOp &) {
+  size_t ranks[2];
   for (unsigned i = 0; i < 2; ++i) {
     auto dims = g.dimsOf(i);
     if (!dims)
       return dims.takeError();
-    if (dims->size() != 2)
+    if (dims->size() < 2)
       return g.fail("operand " + llvm::Twine(i) + " has rank " + llvm::Twine(dims->size()) +
-                        "; Prism's matmul takes rank 2 (higher ranks need a batch_matmul op, " +
-                        "which Prism does not have yet)",
+                        "; Prism's products take rank 2 or more",
                     ir::ErrorCode::Unsupported);
+    ranks[i] = dims->size();
   }
   auto a = g.tensorInput(0);
   if (!a)
@@ -174,14 +179,16 @@ llvm::Error matmulOp(OnnxGraph &g, const OnnxOp &) {
   auto b = g.tensorInput(1);
   if (!b)
     return b.takeError();
-  return done(emitOutput(g, "matmul", {*a, *b}, {}));
+  const bool plain = ranks[0] == 2 && ranks[1] == 2;
+  return done(emitOutput(g, plain ? "matmul" : "batch_matmul", {*a, *b}, {}));
 }
 
 // ---- convolution and pooling (NHWC) ----
 
 struct Window {
   std::vector<int64_t> kernel, strides;
-  std::string padding; // same | valid
+  std::string padding;       // same | valid (after `pads`, when there are any)
+  std::vector<int64_t> pads; // ONNX's [top, left, bottom, right] when neither fits: a pad op first
 };
 
 // The Prism padding (TensorFlow's same, or valid) that equals ONNX's pads for this input, or an
@@ -222,13 +229,22 @@ llvm::Expected<Window> windowOf(OnnxGraph &g, llvm::ArrayRef<int64_t> inputDims,
     w.padding = "valid";
   else if (autoPad == "SAME_UPPER" || (autoPad == "NOTSET" && isSame))
     w.padding = "same";
-  else
-    return g.fail("pads " + dimsText(pads) + " (auto_pad " + autoPad + ") are neither 'same' " +
-                      dimsText(same) +
-                      " nor 'valid' for this input; other paddings need a pad op, which Prism " +
-                      "does not have yet",
-                  ir::ErrorCode::Unsupported);
+  else if (autoPad == "NOTSET") {
+    w.padding = "valid";
+    w.pads = pads;
+  } else
+    return g.fail("auto_pad " + autoPad + " is not supported", ir::ErrorCode::Unsupported);
   return w;
+}
+
+// x (NHWC) padded by the window's explicit pads with `value`, or x itself when it has none.
+llvm::Expected<ir::Value *> padWindow(OnnxGraph &g, ir::Value *x, const Window &w, double value) {
+  if (w.pads.empty())
+    return x;
+  const std::vector<int64_t> &p = w.pads;
+  return g.emit("pad", {x},
+                ir::attrs({{"pads", ir::Attr::ints({0, p[0], p[1], 0, 0, p[2], p[3], 0})},
+                           {"value", ir::Attr::real(value)}}));
 }
 
 llvm::Error conv(OnnxGraph &g, const OnnxOp &) {
@@ -248,7 +264,10 @@ llvm::Error conv(OnnxGraph &g, const OnnxOp &) {
   auto window = windowOf(g, *xDims, {(*wDims)[2], (*wDims)[3]}, false);
   if (!window)
     return window.takeError();
-  auto x = g.tensorInput(0, Layout::Nhwc);
+  auto input = g.tensorInput(0, Layout::Nhwc);
+  if (!input)
+    return input.takeError();
+  auto x = padWindow(g, *input, *window, 0.0);
   if (!x)
     return x.takeError();
   // ONNX's filter [O, C, KH, KW] becomes Prism's [KH, KW, C, O] in the values file.
@@ -281,11 +300,24 @@ llvm::Error pool(OnnxGraph &g, const OnnxOp &op) {
   auto window = windowOf(g, *xDims, intsAttr(n, "kernel_shape"), intAttr(n, "ceil_mode", 0) != 0);
   if (!window)
     return window.takeError();
-  if (intAttr(n, "count_include_pad", 0) != 0 && window->padding == "same")
+  // Explicit pads count in an average only with count_include_pad (Prism's avg_pool2d leaves
+  // 'same' padding out of the mean); a maximum never picks -inf.
+  const bool average = llvm::StringRef(op.prismOp) == "avg_pool2d";
+  const bool includePad = intAttr(n, "count_include_pad", 0) != 0;
+  if (average && includePad && window->padding == "same")
     return g.fail("count_include_pad = 1 with padding is not supported; Prism's avg_pool2d " +
                       llvm::Twine("leaves padding out of the mean"),
                   ir::ErrorCode::Unsupported);
-  auto x = g.tensorInput(0, Layout::Nhwc);
+  if (average && !includePad && !window->pads.empty())
+    return g.fail("pads " + dimsText(window->pads) +
+                      " are neither 'same' nor 'valid' and count_include_pad = 0: Prism's " +
+                      "avg_pool2d cannot leave such padding out of the mean",
+                  ir::ErrorCode::Unsupported);
+  auto input = g.tensorInput(0, Layout::Nhwc);
+  if (!input)
+    return input.takeError();
+  auto x = padWindow(g, *input, *window,
+                     average ? 0.0 : -std::numeric_limits<double>::infinity());
   if (!x)
     return x.takeError();
   return done(emitOutput(g, op.prismOp, {*x},
@@ -706,23 +738,166 @@ llvm::Error cast(OnnxGraph &g, const OnnxOp &) {
   return done(emitOutput(g, "cast", {*x}, one("dtype", ir::Attr::string(dtype)), layout));
 }
 
-// Until Prism has a dropout op, the identity, with a note in the generated file: the imported
-// model trains without dropout (a model exported in eval mode has none anyway).
+// Dropout in training mode (`training_mode` true, as a training export writes it) is Prism's
+// dropout, whose masks come from Prism's own generator (docs/ir.md); otherwise the identity.
 llvm::Error dropout(OnnxGraph &g, const OnnxOp &op) {
-  if (ir::lookupOp(op.prismOp))
-    return g.fail("a dropout op exists now: map Dropout to it in frontends/onnx/OnnxOps.cpp",
-                  ir::ErrorCode::Internal);
   if (g.outputRead(1))
-    return g.fail("the mask output is read; Prism has no dropout op yet",
-                  ir::ErrorCode::Unsupported);
+    return g.fail("the mask output is not supported", ir::ErrorCode::Unsupported);
   float ratio = floatAttr(g.node(), "ratio", 0.5f);
-  if (const ConstTensor *r = g.constantInput(1); r && !r->integer && !r->floats.empty())
+  if (!g.input(1).empty()) {
+    const ConstTensor *r = g.constantInput(1);
+    if (!r || r->integer || r->floats.size() != 1)
+      return g.fail("the ratio (input 1) must be one float known at import",
+                    ir::ErrorCode::Unsupported);
     ratio = r->floats[0];
-  if (auto e = identity(g, op))
-    return e;
-  g.notes().push_back("Dropout node '" + g.node().name() + "' (ratio " + ir::formatDouble(ratio) +
-                      ") is imported as the identity: Prism has no dropout op yet");
-  return llvm::Error::success();
+  }
+  bool training = false;
+  if (!g.input(2).empty()) {
+    const ConstTensor *t = g.constantInput(2);
+    if (!t || t->numElements() != 1)
+      return g.fail("training_mode (input 2) must be known at import", ir::ErrorCode::Unsupported);
+    training = t->integer ? t->ints[0] != 0 : t->floats[0] != 0;
+  }
+  if (!training || ratio == 0)
+    return identity(g, op);
+  const Layout layout = g.layoutOf(0);
+  auto x = g.tensorInput(0, layout);
+  if (!x)
+    return x.takeError();
+  return done(emitOutput(g, "dropout", {*x}, one("rate", ir::Attr::real(ratio)), layout));
+}
+
+// LayerNormalization (opset 17) over the last axis.
+llvm::Error layerNormalization(OnnxGraph &g, const OnnxOp &) {
+  auto dims = g.dimsOf(0);
+  if (!dims)
+    return dims.takeError();
+  if (normalizeAxis(intAttr(g.node(), "axis", -1), dims->size()) + 1 !=
+      static_cast<int64_t>(dims->size()))
+    return g.fail("only the last axis is supported", ir::ErrorCode::Unsupported);
+  if (g.outputRead(1) || g.outputRead(2))
+    return g.fail("the Mean and InvStdDev outputs are not supported", ir::ErrorCode::Unsupported);
+  auto x = g.tensorInput(0);
+  if (!x)
+    return x.takeError();
+  auto scale = g.tensorInput(1);
+  if (!scale)
+    return scale.takeError();
+  ir::Value *bias = nullptr;
+  if (!g.input(2).empty()) {
+    auto b = g.tensorInput(2);
+    if (!b)
+      return b.takeError();
+    bias = *b;
+  } else {
+    auto zeros = g.emit("constant", {},
+                        ir::attrs({{"value", ir::Attr::real(0)},
+                                   {"shape", ir::Attr::ints({dims->back()})}}));
+    if (!zeros)
+      return zeros.takeError();
+    bias = *zeros;
+  }
+  return done(emitOutput(
+      g, "layer_norm", {*x, *scale, bias},
+      one("epsilon", ir::Attr::real(floatAttr(g.node(), "epsilon", 1e-5f)))));
+}
+
+// ReduceMean and ReduceSum with their axes as an attribute (opsets 13 to 17 for ReduceMean).
+llvm::Error reduce(OnnxGraph &g, const OnnxOp &op) {
+  auto dims = g.dimsOf(0);
+  if (!dims)
+    return dims.takeError();
+  std::vector<int64_t> axes = intsAttr(g.node(), "axes");
+  if (!g.input(1).empty()) {
+    auto given = g.intsInput(1, "the axes (input 1)");
+    if (!given)
+      return given.takeError();
+    axes = *given;
+  }
+  if (axes.empty())
+    for (size_t k = 0; k < dims->size(); ++k)
+      axes.push_back(static_cast<int64_t>(k));
+  for (int64_t &axis : axes)
+    axis = normalizeAxis(axis, dims->size());
+  auto x = g.tensorInput(0);
+  if (!x)
+    return x.takeError();
+  return done(emitOutput(g, op.prismOp, {*x},
+                         ir::attrs({{"axes", ir::Attr::ints(axes)},
+                                    {"keepdims", ir::Attr::boolean(
+                                                     intAttr(g.node(), "keepdims", 1) != 0)}})));
+}
+
+// Pow by a constant exponent: 2 (a variance's square) and 0.5 (its root).
+llvm::Error pow(OnnxGraph &g, const OnnxOp &) {
+  const ConstTensor *e = g.constantInput(1);
+  if (!e || e->numElements() != 1)
+    return g.fail("only an exponent known at import is supported", ir::ErrorCode::Unsupported);
+  const double exponent = e->integer ? static_cast<double>(e->ints[0]) : e->floats[0];
+  const Layout layout = g.layoutOf(0);
+  auto x = g.tensorInput(0, layout);
+  if (!x)
+    return x.takeError();
+  if (exponent == 2)
+    return done(emitOutput(g, "mul", {*x, *x}, {}, layout));
+  if (exponent == 0.5)
+    return done(emitOutput(g, "sqrt", {*x}, {}, layout));
+  if (exponent == 1) {
+    g.defineOutput(0, *x, layout);
+    return llvm::Error::success();
+  }
+  return g.fail("exponent " + ir::formatDouble(exponent) + " is not supported (2, 0.5 and 1 are)",
+                ir::ErrorCode::Unsupported);
+}
+
+llvm::Error where(OnnxGraph &g, const OnnxOp &) {
+  ir::Value *operands[3];
+  for (unsigned i = 0; i < 3; ++i) {
+    auto v = g.tensorInput(i);
+    if (!v)
+      return v.takeError();
+    operands[i] = *v;
+  }
+  return done(emitOutput(g, "where", operands, {}));
+}
+
+// Max and Min of two operands.
+llvm::Error extremum(OnnxGraph &g, const OnnxOp &op) {
+  if (g.node().input_size() != 2)
+    return g.fail("only two operands are supported", ir::ErrorCode::Unsupported);
+  return binary(g, op);
+}
+
+// Pad in constant mode: zero pads are the identity; others Prism's pad, in the layout the input
+// is held in.
+llvm::Error pad(OnnxGraph &g, const OnnxOp &op) {
+  if (stringAttr(g.node(), "mode", "constant") != "constant")
+    return g.fail("only mode 'constant' is supported", ir::ErrorCode::Unsupported);
+  auto pads = g.intsInput(1, "the pads (input 1)");
+  if (!pads)
+    return pads.takeError();
+  if (llvm::all_of(*pads, [](int64_t p) { return p == 0; }))
+    return identity(g, op);
+  double value = 0;
+  if (!g.input(2).empty()) {
+    const ConstTensor *v = g.constantInput(2);
+    if (!v || v->numElements() != 1)
+      return g.fail("the pad value (input 2) must be one number known at import",
+                    ir::ErrorCode::Unsupported);
+    value = v->integer ? static_cast<double>(v->ints[0]) : v->floats[0];
+  }
+  Layout layout = g.layoutOf(0);
+  std::vector<int64_t> p = *pads;
+  if (layout == Layout::Nhwc && p.size() == 8) // ONNX's N, C, H, W as N, H, W, C
+    p = {p[0], p[2], p[3], p[1], p[4], p[6], p[7], p[5]};
+  else
+    layout = Layout::Onnx;
+  auto x = g.tensorInput(0, layout);
+  if (!x)
+    return x.takeError();
+  return done(emitOutput(
+      g, "pad", {*x}, ir::attrs({{"pads", ir::Attr::ints(p)}, {"value", ir::Attr::real(value)}}),
+      layout));
 }
 
 // An ONNX op whose Prism op does not exist yet: one entry here until it does.
@@ -730,17 +905,6 @@ llvm::Error needsOp(OnnxGraph &g, const OnnxOp &op) {
   return g.fail(llvm::Twine("needs Prism's '") + op.prismOp +
                     "' op, which this version of Prism does not have yet",
                 ir::ErrorCode::Unsupported);
-}
-
-// Pad with zero pads (what torch exports before some pools) is the identity; other pads need
-// Prism's pad op.
-llvm::Error pad(OnnxGraph &g, const OnnxOp &op) {
-  auto pads = g.intsInput(1, "the pads (input 1)");
-  if (!pads)
-    return pads.takeError();
-  if (llvm::all_of(*pads, [](int64_t p) { return p == 0; }))
-    return identity(g, op);
-  return needsOp(g, op);
 }
 
 const OnnxOp kOps[] = {
@@ -752,32 +916,40 @@ const OnnxOp kOps[] = {
     {"Constant", constant},
     {"Conv", conv},
     {"Div", binary, "div"},
-    {"Dropout", dropout, "dropout"},
+    {"Dropout", dropout},
     {"Erf", unary, "erf"},
+    {"Exp", unary, "exp"},
     {"Flatten", flatten},
     {"Gather", gather},
     {"Gemm", gemm},
     {"GlobalAveragePool", globalAveragePool},
     {"Identity", identity},
-    {"LayerNormalization", needsOp, "layer_norm"},
+    {"LayerNormalization", layerNormalization},
+    {"Log", unary, "log"},
     {"LogSoftmax", softmax, "log_softmax"},
     {"MatMul", matmulOp},
-    {"Max", needsOp, "maximum"},
+    {"Max", extremum, "maximum"},
     {"MaxPool", pool, "max_pool2d"},
+    {"Min", extremum, "minimum"},
     {"Mul", binary, "mul"},
-    {"Pad", pad, "pad"},
+    {"Neg", unary, "neg"},
+    {"Pad", pad},
+    {"Pow", pow},
+    {"ReduceMean", reduce, "reduce_mean"},
+    {"ReduceSum", reduce, "reduce_sum"},
     {"Relu", unary, "relu"},
     {"Reshape", reshape},
     {"Shape", shape},
     {"Sigmoid", unary, "sigmoid"},
     {"Slice", slice},
     {"Softmax", softmax, "softmax"},
+    {"Sqrt", unary, "sqrt"},
     {"Squeeze", unsqueezeOrSqueeze},
     {"Sub", binary, "sub"},
     {"Tanh", unary, "tanh"},
     {"Transpose", transpose},
     {"Unsqueeze", unsqueezeOrSqueeze},
-    {"Where", needsOp, "where"},
+    {"Where", where},
 };
 
 } // namespace

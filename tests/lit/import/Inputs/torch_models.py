@@ -1,7 +1,7 @@
 """PyTorch side of the ONNX import tests: the models, their export, and training them on the
 same arrays Prism trains on (npy:DIR), so the two losses can be compared step by step.
 
-  torch_models.py export MODEL OUT.onnx [OPSET]    (MODEL: mlp | cnn | batchnorm | cos | dropout)
+  torch_models.py export MODEL OUT.onnx [OPSET]    (MODEL: mlp | cnn | mixed | modern | batchnorm | cos | dropout)
   torch_models.py data DIR N                       N examples in DIR/train and DIR/test
   torch_models.py train MODEL OUT.onnx DIR STEPS BATCH OPTIMIZER LR LOSSES.json
 
@@ -98,7 +98,28 @@ class Mixed(torch.nn.Module):
         return torch.log_softmax(self.fc(torch.tanh(z)), -1)
 
 
-MODELS = {"mixed": (Mixed, (1, 28, 28)), "mlp": (Mlp, (784,)), "cnn": (Cnn, (1, 28, 28)), "batchnorm": (WithBatchNorm, (1, 28, 28)),
+class Modern(torch.nn.Module):
+    """The ops of newer models: a ResNet stem (7x7 stride-2 conv and 3x3 stride-2 max pool whose
+    pads are neither same nor valid), LayerNorm (opset 17), products of rank 3 as attention has
+    them, GELU (Erf), Max, and a mean over positions (ReduceMean)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(1, 8, 7, stride=2, padding=3, bias=False)
+        self.norm = torch.nn.LayerNorm(8)
+        self.q = torch.nn.Linear(8, 8)
+        self.k = torch.nn.Linear(8, 8)
+        self.fc = torch.nn.Linear(8, 10)
+
+    def forward(self, x):
+        h = torch.nn.functional.max_pool2d(torch.relu(self.stem(x)), 3, 2, 1)
+        t = self.norm(h.flatten(2).transpose(1, 2))
+        scores = torch.softmax(self.q(t) @ self.k(t).transpose(1, 2) / 8 ** 0.5, -1)
+        t = torch.nn.functional.gelu(scores @ t)
+        return self.fc(torch.maximum(t, 0.5 * t).mean(1))
+
+
+MODELS = {"modern": (Modern, (1, 28, 28)), "mixed": (Mixed, (1, 28, 28)), "mlp": (Mlp, (784,)), "cnn": (Cnn, (1, 28, 28)), "batchnorm": (WithBatchNorm, (1, 28, 28)),
           "cos": (WithCos, (784,)), "dropout": (WithDropout, (784,))}
 
 
