@@ -70,8 +70,7 @@ std::vector<int64_t> DimGroups::onnxDims(llvm::ArrayRef<int64_t> prismDims) cons
   return dims;
 }
 
-std::pair<std::vector<int64_t>, DimGroups>
-DimGroups::permute(llvm::ArrayRef<int64_t> perm) const {
+std::pair<std::vector<int64_t>, DimGroups> DimGroups::permute(llvm::ArrayRef<int64_t> perm) const {
   std::vector<int64_t> prismPerm;
   DimGroups permuted;
   for (int64_t axis : perm) {
@@ -109,8 +108,7 @@ std::string OnnxGraph::sanitize(llvm::StringRef onnxName) {
   return name;
 }
 
-void OnnxGraph::define(const std::string &name, ir::Value *value, Layout layout,
-                       DimGroups groups) {
+void OnnxGraph::define(const std::string &name, ir::Value *value, Layout layout, DimGroups groups) {
   ImportedValue v;
   v.value = value;
   v.layout = layout;
@@ -189,8 +187,7 @@ llvm::Expected<int64_t> OnnxGraph::prismAxis(unsigned i, int64_t axis,
       return held.takeError();
     return fail(what + " over axis " + llvm::Twine(onnxAxis) + " of " + dimsText(*dims) +
                     " is not supported: that dimension is a multiple of the batch size, held " +
-                    "in Prism as the dimensions " +
-                    dimsText(groups.prismDims(*held, onnxAxis)),
+                    "in Prism as the dimensions " + dimsText(groups.prismDims(*held, onnxAxis)),
                 ir::ErrorCode::Unsupported);
   }
   return groups.begin(onnxAxis);

@@ -28,12 +28,16 @@ enum class Layout { Onnx, Nhwc };
 // held in an int64 as batchMultiple(k), ir::kBatchDim being 1·B: in ConstTensor ints (shape
 // arithmetic) and in the ONNX dimensions dimsOf reports. k is at most kMaxBatchFactor.
 constexpr int64_t kMaxBatchFactor = int64_t(1) << 40;
-constexpr int64_t batchMultiple(int64_t k) { return ir::kBatchDim + (k - 1); }
+constexpr int64_t batchMultiple(int64_t k) {
+  return ir::kBatchDim + (k - 1);
+}
 constexpr bool isBatchMultiple(int64_t v) {
   return v >= ir::kBatchDim && v < ir::kBatchDim + kMaxBatchFactor;
 }
 // k of k·B, or the integer itself when it is static.
-constexpr int64_t batchFactor(int64_t v) { return isBatchMultiple(v) ? v - ir::kBatchDim + 1 : v; }
+constexpr int64_t batchFactor(int64_t v) {
+  return isBatchMultiple(v) ? v - ir::kBatchDim + 1 : v;
+}
 // "B", "B*4" or "8".
 std::string dimText(int64_t dim);
 std::string dimsText(llvm::ArrayRef<int64_t> dims);

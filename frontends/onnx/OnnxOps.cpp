@@ -58,7 +58,9 @@ llvm::Error done(llvm::Expected<ir::Value *> v) {
 
 // ---- elementwise ----
 
-llvm::Error unary(OnnxGraph &g, const OnnxOp &op) { return emitKeepingForm(g, op.prismOp); }
+llvm::Error unary(OnnxGraph &g, const OnnxOp &op) {
+  return emitKeepingForm(g, op.prismOp);
+}
 
 // One element of integer arithmetic on shapes, where either operand may be a multiple of B:
 // k·B ± m·B, k·B · m, k·B / m and k·B / m·B stay exact; anything else is not folded.
@@ -297,8 +299,9 @@ llvm::Error matmulOp(OnnxGraph &g, const OnnxOp &) {
     if (auto rows = g.prismAxis(0, -2, "a product with a batched right operand"); !rows)
       return rows.takeError();
   if (ra > 2 && rb > 2 &&
-      !llvm::ArrayRef(groups[0].sizes).drop_back(2).equals(
-          llvm::ArrayRef(groups[1].sizes).drop_back(2)))
+      !llvm::ArrayRef(groups[0].sizes)
+           .drop_back(2)
+           .equals(llvm::ArrayRef(groups[1].sizes).drop_back(2)))
     return g.fail("the batch dimensions " + dimsText(dims[0]) + " and " + dimsText(dims[1]) +
                       " hold multiples of the batch size differently",
                   ir::ErrorCode::Unsupported);
@@ -451,8 +454,7 @@ llvm::Error pool(OnnxGraph &g, const OnnxOp &op) {
   auto input = g.tensorInput(0, Layout::Nhwc);
   if (!input)
     return input.takeError();
-  auto x = padWindow(g, *input, *window,
-                     average ? 0.0 : -std::numeric_limits<double>::infinity());
+  auto x = padWindow(g, *input, *window, average ? 0.0 : -std::numeric_limits<double>::infinity());
   if (!x)
     return x.takeError();
   return done(emitOutput(g, op.prismOp, {*x},
@@ -602,8 +604,8 @@ llvm::Error reshapeInput(OnnxGraph &g, std::vector<int64_t> target, bool allowZe
     g.defineOutput(0, *x, Layout::Onnx, std::move(groups));
     return llvm::Error::success();
   }
-  return done(emitOutput(g, "reshape", {*x}, one("shape", ir::Attr::ints(prismShape)),
-                         Layout::Onnx, std::move(groups)));
+  return done(emitOutput(g, "reshape", {*x}, one("shape", ir::Attr::ints(prismShape)), Layout::Onnx,
+                         std::move(groups)));
 }
 
 llvm::Error reshape(OnnxGraph &g, const OnnxOp &) {
@@ -686,8 +688,8 @@ llvm::Error transpose(OnnxGraph &g, const OnnxOp &) {
   auto x = g.groupedInput(0);
   if (!x)
     return x.takeError();
-  return done(emitOutput(g, "transpose", {*x}, one("perm", ir::Attr::ints(prismPerm)),
-                         Layout::Onnx, std::move(groups)));
+  return done(emitOutput(g, "transpose", {*x}, one("perm", ir::Attr::ints(prismPerm)), Layout::Onnx,
+                         std::move(groups)));
 }
 
 llvm::Error concat(OnnxGraph &g, const OnnxOp &) {
@@ -1013,9 +1015,9 @@ llvm::Error layerNormalization(OnnxGraph &g, const OnnxOp &) {
       return b.takeError();
     bias = *b;
   } else {
-    auto zeros = g.emit("constant", {},
-                        ir::attrs({{"value", ir::Attr::real(0)},
-                                   {"shape", ir::Attr::ints({dims->back()})}}));
+    auto zeros = g.emit(
+        "constant", {},
+        ir::attrs({{"value", ir::Attr::real(0)}, {"shape", ir::Attr::ints({dims->back()})}}));
     if (!zeros)
       return zeros.takeError();
     bias = *zeros;
@@ -1057,10 +1059,10 @@ llvm::Error reduce(OnnxGraph &g, const OnnxOp &op) {
   auto x = g.groupedInput(0);
   if (!x)
     return x.takeError();
-  return done(emitOutput(g, op.prismOp, {*x},
-                         ir::attrs({{"axes", ir::Attr::ints(prismAxes)},
-                                    {"keepdims", ir::Attr::boolean(keepdims)}}),
-                         Layout::Onnx, std::move(outGroups)));
+  return done(emitOutput(
+      g, op.prismOp, {*x},
+      ir::attrs({{"axes", ir::Attr::ints(prismAxes)}, {"keepdims", ir::Attr::boolean(keepdims)}}),
+      Layout::Onnx, std::move(outGroups)));
 }
 
 // Pow by a constant exponent: 2 (a variance's square) and 0.5 (its root).
@@ -1135,9 +1137,9 @@ llvm::Error pad(OnnxGraph &g, const OnnxOp &op) {
   auto x = g.tensorInput(0, layout);
   if (!x)
     return x.takeError();
-  return done(emitOutput(
-      g, "pad", {*x}, ir::attrs({{"pads", ir::Attr::ints(p)}, {"value", ir::Attr::real(value)}}),
-      layout));
+  return done(emitOutput(g, "pad", {*x},
+                         ir::attrs({{"pads", ir::Attr::ints(p)}, {"value", ir::Attr::real(value)}}),
+                         layout));
 }
 
 // An ONNX op whose Prism op does not exist yet: one entry here until it does.
