@@ -1,6 +1,6 @@
-// The state of one ONNX import: what each ONNX value name stands for (a Prism value and its
-// layout, or a tensor known at import), the variables made from initializers with their values
-// file, and the helpers op mappings share (OnnxOps.cpp).
+// The state of one ONNX import: what each ONNX value name stands for (a Prism value with its
+// layout and the grouping of its dimensions, or a tensor known at import), the variables made
+// from initializers with their values file, and the helpers op mappings share (OnnxOps.cpp).
 #pragma once
 
 #include <map>

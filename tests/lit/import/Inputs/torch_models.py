@@ -139,6 +139,23 @@ class Encoder(torch.nn.Module):
 VOCAB, TOKENS = 1000, 8
 
 
+class Multiples(torch.nn.Module):
+    """Pixels in groups of 4, [B*196, 4] (a multiple of the batch), through the other rules:
+    broadcasting against [1, 4] and [4], a mean over the last axis, a Concat, and back to
+    [B, 980]."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.rand(1, 4) + 0.5)
+        self.shift = torch.nn.Parameter(torch.rand(4) - 0.5)
+        self.fc = torch.nn.Linear(980, 10)
+
+    def forward(self, x):
+        h = torch.tanh(x.view(-1, 4) * self.scale + self.shift)
+        h = torch.cat([h, h.mean(-1, keepdim=True)], 1)
+        return self.fc(h.reshape(x.size(0), -1))
+
+
 class GroupedAxis(torch.nn.Module):
     """A softmax, or a product's contraction, over the axis B*2 of [4, B*2]: a multiple of the
     batch, which Prism holds as two dimensions and cannot compute over."""
@@ -154,6 +171,7 @@ class GroupedAxis(torch.nn.Module):
 # name: (class, the shape of one example, its dtype)
 MODELS = {"encoder": (Encoder, (TOKENS,), torch.int32), "modern": (Modern, (1, 28, 28)), "mixed": (Mixed, (1, 28, 28)), "mlp": (Mlp, (784,)), "cnn": (Cnn, (1, 28, 28)), "batchnorm": (WithBatchNorm, (1, 28, 28)),
           "cos": (WithCos, (784,)),
+          "multiples": (Multiples, (784,)),
           "grouped-softmax": (lambda: GroupedAxis("softmax"), (8,)),
           "grouped-contraction": (lambda: GroupedAxis("contraction"), (8,)), "dropout": (WithDropout, (784,))}
 
