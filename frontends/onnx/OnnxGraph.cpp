@@ -2,6 +2,7 @@
 #include "frontends/onnx/OnnxGraph.h"
 
 #include <cstring>
+#include <numeric>
 
 #include "ir/Builder.h"
 #include "ir/Diagnostic.h"
@@ -21,6 +22,64 @@ bool isIdentChar(char c) {
 }
 
 } // namespace
+
+std::string dimText(int64_t dim) {
+  if (!isBatchMultiple(dim))
+    return std::to_string(dim);
+  return batchFactor(dim) == 1 ? "B" : "B*" + std::to_string(batchFactor(dim));
+}
+
+std::string dimsText(llvm::ArrayRef<int64_t> dims) {
+  std::string s = "[";
+  for (size_t k = 0; k < dims.size(); ++k)
+    s += (k ? ", " : "") + dimText(dims[k]);
+  return s + "]";
+}
+
+bool DimGroups::trivial() const {
+  return llvm::all_of(sizes, [](int64_t s) { return s == 1; });
+}
+
+int64_t DimGroups::begin(int64_t axis) const {
+  return std::accumulate(sizes.begin(), sizes.begin() + axis, int64_t(0));
+}
+
+std::vector<int64_t> DimGroups::prismAxes(int64_t axis) const {
+  std::vector<int64_t> axes(sizes[axis]);
+  std::iota(axes.begin(), axes.end(), begin(axis));
+  return axes;
+}
+
+std::vector<int64_t> DimGroups::prismDims(llvm::ArrayRef<int64_t> prismAll, int64_t axis) const {
+  return prismAll.slice(begin(axis), sizes[axis]).vec();
+}
+
+std::vector<int64_t> DimGroups::onnxDims(llvm::ArrayRef<int64_t> prismDims) const {
+  std::vector<int64_t> dims;
+  size_t next = 0;
+  for (int64_t size : sizes) {
+    // Static extents multiply; B, when present, makes the product a multiple of it.
+    int64_t product = 1;
+    bool batch = false;
+    for (int64_t k = 0; k < size; ++k, ++next) {
+      batch |= prismDims[next] == ir::kBatchDim;
+      product *= prismDims[next] == ir::kBatchDim ? 1 : prismDims[next];
+    }
+    dims.push_back(batch ? batchMultiple(product) : product);
+  }
+  return dims;
+}
+
+std::pair<std::vector<int64_t>, DimGroups> DimGroups::permute(llvm::ArrayRef<int64_t> perm) const {
+  std::vector<int64_t> prismPerm;
+  DimGroups permuted;
+  for (int64_t axis : perm) {
+    for (int64_t a : prismAxes(axis))
+      prismPerm.push_back(a);
+    permuted.sizes.push_back(sizes[axis]);
+  }
+  return {prismPerm, permuted};
+}
 
 int64_t ConstTensor::numElements() const {
   int64_t n = 1;
@@ -49,10 +108,11 @@ std::string OnnxGraph::sanitize(llvm::StringRef onnxName) {
   return name;
 }
 
-void OnnxGraph::define(const std::string &name, ir::Value *value, Layout layout) {
+void OnnxGraph::define(const std::string &name, ir::Value *value, Layout layout, DimGroups groups) {
   ImportedValue v;
   v.value = value;
   v.layout = layout;
+  v.groups = groups.sizes.empty() ? DimGroups::ones(value->type().rank()) : std::move(groups);
   imported_[name] = std::move(v);
 }
 
@@ -102,7 +162,38 @@ Layout OnnxGraph::layoutOf(unsigned i) const {
   return v && v->value ? v->layout : Layout::Onnx;
 }
 
-llvm::Expected<std::vector<int64_t>> OnnxGraph::dimsOf(unsigned i) const {
+DimGroups OnnxGraph::groupsOf(unsigned i) const {
+  const ImportedValue *v = find(input(i));
+  if (!v)
+    return {};
+  if (v->constant)
+    return DimGroups::ones(v->constant->dims.size());
+  return v->groups;
+}
+
+llvm::Expected<int64_t> OnnxGraph::prismAxis(unsigned i, int64_t axis,
+                                             const llvm::Twine &what) const {
+  auto dims = dimsOf(i);
+  if (!dims)
+    return dims.takeError();
+  const int64_t rank = static_cast<int64_t>(dims->size());
+  const int64_t onnxAxis = axis < 0 ? axis + rank : axis;
+  if (onnxAxis < 0 || onnxAxis >= rank)
+    return fail("axis " + llvm::Twine(axis) + " is outside the rank of " + dimsText(*dims));
+  const DimGroups groups = groupsOf(i);
+  if (groups.sizes[onnxAxis] != 1) {
+    auto held = prismDimsOf(i);
+    if (!held)
+      return held.takeError();
+    return fail(what + " over axis " + llvm::Twine(onnxAxis) + " of " + dimsText(*dims) +
+                    " is not supported: that dimension is a multiple of the batch size, held " +
+                    "in Prism as the dimensions " + dimsText(groups.prismDims(*held, onnxAxis)),
+                ir::ErrorCode::Unsupported);
+  }
+  return groups.begin(onnxAxis);
+}
+
+llvm::Expected<std::vector<int64_t>> OnnxGraph::prismDimsOf(unsigned i) const {
   const ImportedValue *v = find(input(i));
   if (!v)
     return fail("input '" + input(i) + "' is not defined before the node");
@@ -116,10 +207,31 @@ llvm::Expected<std::vector<int64_t>> OnnxGraph::dimsOf(unsigned i) const {
   return dims;
 }
 
+llvm::Expected<std::vector<int64_t>> OnnxGraph::dimsOf(unsigned i) const {
+  auto dims = prismDimsOf(i);
+  if (!dims)
+    return dims.takeError();
+  return groupsOf(i).onnxDims(*dims);
+}
+
 llvm::Expected<ir::Value *> OnnxGraph::tensorInput(unsigned i, Layout layout) {
   if (input(i).empty())
     return fail("input " + llvm::Twine(i) + " is missing");
   return tensor(input(i).str(), layout);
+}
+
+llvm::Expected<ir::Value *> OnnxGraph::groupedInput(unsigned i) {
+  const ImportedValue *v = find(input(i));
+  if (v && v->value && !v->groups.trivial())
+    return v->value; // grouped values are never NHWC
+  return tensorInput(i);
+}
+
+llvm::Expected<ir::Value *> OnnxGraph::heldInput(unsigned i) {
+  const ImportedValue *v = find(input(i));
+  if (v && v->value)
+    return v->value;
+  return tensorInput(i);
 }
 
 llvm::Expected<ir::Value *> OnnxGraph::tensor(const std::string &name, Layout layout) {
@@ -135,7 +247,30 @@ llvm::Expected<ir::Value *> OnnxGraph::tensor(const std::string &name, Layout la
       return emit("transpose", {*value}, ir::attrs({{"perm", ir::Attr::ints(kToNhwc)}}));
     return value;
   }
+  if (!imported.groups.trivial()) {
+    auto flat = ungroup(name, imported);
+    if (!flat || layout == Layout::Onnx || (*flat)->type().rank() != 4)
+      return flat;
+    return emit("transpose", {*flat}, ir::attrs({{"perm", ir::Attr::ints(kToNhwc)}}));
+  }
   return convert(name, imported, layout);
+}
+
+llvm::Expected<ir::Value *> OnnxGraph::ungroup(const std::string &name,
+                                               const ImportedValue &imported) {
+  if (auto done = ungrouped_.find(name); done != ungrouped_.end())
+    return done->second;
+  const ir::Dims &held = imported.value->type().dims;
+  const std::vector<int64_t> dims = imported.groups.onnxDims(held);
+  if (llvm::any_of(dims, [](int64_t d) { return isBatchMultiple(d) && d != ir::kBatchDim; }))
+    return fail("input '" + name + "' is " + dimsText(dims) + ", held in Prism as " +
+                    dimsText(std::vector<int64_t>(held.begin(), held.end())) +
+                    "; this op cannot take a dimension that is a multiple of the batch size",
+                ir::ErrorCode::Unsupported);
+  auto value = emit("reshape", {imported.value}, ir::attrs({{"shape", ir::Attr::ints(dims)}}));
+  if (value)
+    ungrouped_[name] = *value;
+  return value;
 }
 
 llvm::Expected<ir::Value *> OnnxGraph::convert(const std::string &name, ImportedValue &imported,
@@ -237,9 +372,10 @@ llvm::Expected<ir::Value *> OnnxGraph::emit(llvm::StringRef op,
   return created->numResults() ? created->result(0) : nullptr;
 }
 
-void OnnxGraph::defineOutput(unsigned i, ir::Value *value, Layout layout) {
+void OnnxGraph::defineOutput(unsigned i, ir::Value *value, Layout layout, DimGroups groups) {
   if (static_cast<int>(i) < node_->output_size())
-    define(node_->output(i), value, value->type().rank() == 4 ? layout : Layout::Onnx);
+    define(node_->output(i), value, value->type().rank() == 4 ? layout : Layout::Onnx,
+           std::move(groups));
 }
 
 const ::onnx::AttributeProto *findAttr(const ::onnx::NodeProto &node, llvm::StringRef name) {

@@ -1,6 +1,6 @@
-// The state of one ONNX import: what each ONNX value name stands for (a Prism value and its
-// layout, or a tensor known at import), the variables made from initializers with their values
-// file, and the helpers op mappings share (OnnxOps.cpp).
+// The state of one ONNX import: what each ONNX value name stands for (a Prism value with its
+// layout and the grouping of its dimensions, or a tensor known at import), the variables made
+// from initializers with their values file, and the helpers op mappings share (OnnxOps.cpp).
 #pragma once
 
 #include <map>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ir/Module.h"
+#include "ir/Type.h"
 #include "ir/ValuesFile.h"
 #include "onnx/onnx_pb.h"
 #include "llvm/ADT/StringMap.h"
@@ -22,8 +23,49 @@ namespace prism::frontends::onnx {
 // [N, H, W, C]) until an op that depends on the layout reads them.
 enum class Layout { Onnx, Nhwc };
 
+// Multiples of the batch size. Prism's types have one symbolic dimension, B, while graphs that
+// PyTorch exports also compute k·B (attention's [T, B·heads, D]). At import such an integer is
+// held in an int64 as batchMultiple(k), ir::kBatchDim being 1·B: in ConstTensor ints (shape
+// arithmetic) and in the ONNX dimensions dimsOf reports. k is at most kMaxBatchFactor.
+constexpr int64_t kMaxBatchFactor = int64_t(1) << 40;
+constexpr int64_t batchMultiple(int64_t k) {
+  return ir::kBatchDim + (k - 1);
+}
+constexpr bool isBatchMultiple(int64_t v) {
+  return v >= ir::kBatchDim && v < ir::kBatchDim + kMaxBatchFactor;
+}
+// k of k·B, or the integer itself when it is static.
+constexpr int64_t batchFactor(int64_t v) {
+  return isBatchMultiple(v) ? v - ir::kBatchDim + 1 : v;
+}
+// "B", "B*4" or "8".
+std::string dimText(int64_t dim);
+std::string dimsText(llvm::ArrayRef<int64_t> dims);
+
+// How a value's Prism dimensions make its ONNX dimensions: ONNX dimension k is the row-major
+// product of sizes[k] consecutive Prism dimensions. A dimension that is a multiple of the batch
+// is held as several, B among them (the ONNX [8, B*4, 8] as the Prism [8, B, 4, 8], sizes
+// [1, 2, 1]), since Prism's types name B alone; other dimensions are one Prism dimension each.
+// This is the one place that maps ONNX axes to Prism axes.
+struct DimGroups {
+  std::vector<int64_t> sizes;
+
+  static DimGroups ones(size_t rank) { return {std::vector<int64_t>(rank, 1)}; }
+  bool trivial() const;
+  // The first Prism axis of ONNX axis `axis`, and all of them.
+  int64_t begin(int64_t axis) const;
+  std::vector<int64_t> prismAxes(int64_t axis) const;
+  // ONNX dimensions from the Prism ones (products of the groups).
+  std::vector<int64_t> onnxDims(llvm::ArrayRef<int64_t> prismDims) const;
+  // The Prism dimensions of ONNX axis `axis`.
+  std::vector<int64_t> prismDims(llvm::ArrayRef<int64_t> prismAll, int64_t axis) const;
+  // A transpose by the ONNX `perm`: the Prism perm, and the result's groups.
+  std::pair<std::vector<int64_t>, DimGroups> permute(llvm::ArrayRef<int64_t> perm) const;
+};
+
 // A tensor known at import: an initializer, a Constant node, or shape arithmetic folded from
-// them. Integer elements may be ir::kBatchDim (the batch size, from Shape of a batched value).
+// them. Integer elements may be multiples of the batch size (batchMultiple, from Shape of a
+// batched value and arithmetic on it).
 struct ConstTensor {
   bool integer = false;
   std::vector<int64_t> dims;
@@ -36,6 +78,7 @@ struct ConstTensor {
 struct ImportedValue {
   ir::Value *value = nullptr; // null for a constant
   Layout layout = Layout::Onnx;
+  DimGroups groups; // of `value` (one Prism dimension per ONNX one, except multiples of B)
   std::optional<ConstTensor> constant;
   bool initializer = false; // a graph initializer: becomes a trained variable when read as one
 };
@@ -62,7 +105,9 @@ public:
   // `FILE: error: node 'NAME' (OpType): message` (with `code`).
   llvm::Error fail(const llvm::Twine &message, ir::ErrorCode code = ir::ErrorCode::Invalid) const;
 
-  void define(const std::string &name, ir::Value *value, Layout layout = Layout::Onnx);
+  // `groups` empty: one Prism dimension per ONNX one.
+  void define(const std::string &name, ir::Value *value, Layout layout = Layout::Onnx,
+              DimGroups groups = {});
   void defineConstant(const std::string &name, ConstTensor constant, bool initializer = false);
   // Makes `name` stand for what `other` stands for.
   void alias(const std::string &name, const std::string &other);
@@ -75,14 +120,26 @@ public:
   // The integer constant behind input `i`; an error naming the input when it is not one.
   llvm::Expected<std::vector<int64_t>> intsInput(unsigned i, llvm::StringRef what) const;
   // Input `i` as a Prism value in `layout` (a 4-D value is transposed when held in the other;
-  // other ranks are always Onnx). A float initializer becomes a trained variable, another float
-  // constant a scalar `constant` op or an untrained variable.
+  // other ranks are always Onnx) with one Prism dimension per ONNX one: an error when a
+  // dimension is a multiple of B held as several (mappings that handle those read groupedInput).
+  // A float initializer becomes a trained variable, another float constant a scalar `constant`
+  // op or an untrained variable.
   llvm::Expected<ir::Value *> tensorInput(unsigned i, Layout layout = Layout::Onnx);
   // The same for any ONNX value name (a graph output).
   llvm::Expected<ir::Value *> tensor(const std::string &name, Layout layout = Layout::Onnx);
+  // Input `i` in the ONNX layout, its multiples of B held as groupsOf(i) says.
+  llvm::Expected<ir::Value *> groupedInput(unsigned i);
+  // Input `i` as it is held (layoutOf, groupsOf), for ops that keep both (elementwise ones).
+  llvm::Expected<ir::Value *> heldInput(unsigned i);
   Layout layoutOf(unsigned i) const;
-  // The ONNX dimensions of input `i` (a 4-D NHWC value reports NCHW); kBatchDim for B.
+  DimGroups groupsOf(unsigned i) const;
+  // The Prism axis of ONNX axis `axis` of input `i` (negative counts from the end); an error
+  // saying that `what` cannot be computed over it when it is a multiple of B held as several.
+  llvm::Expected<int64_t> prismAxis(unsigned i, int64_t axis, const llvm::Twine &what) const;
+  // The ONNX dimensions of input `i` (a 4-D NHWC value reports NCHW); batch multiples for B·k.
   llvm::Expected<std::vector<int64_t>> dimsOf(unsigned i) const;
+  // The Prism dimensions of input `i` as groupedInput holds it.
+  llvm::Expected<std::vector<int64_t>> prismDimsOf(unsigned i) const;
 
   // A variable from the float constant behind input `i`, its elements permuted by `perm` (ONNX
   // dims to Prism dims: out.dims[k] = dims[perm[k]]; empty: as stored).
@@ -92,8 +149,10 @@ public:
   // result, else the op's name does.
   llvm::Expected<ir::Value *> emit(llvm::StringRef op, llvm::ArrayRef<ir::Value *> operands,
                                    ir::AttrMap attrs = {}, llvm::StringRef onnxName = "");
-  // Defines output `i` of the current node as `value`.
-  void defineOutput(unsigned i, ir::Value *value, Layout layout = Layout::Onnx);
+  // Defines output `i` of the current node as `value` (`groups` empty: one Prism dimension per
+  // ONNX one).
+  void defineOutput(unsigned i, ir::Value *value, Layout layout = Layout::Onnx,
+                    DimGroups groups = {});
   llvm::StringRef output(unsigned i) const;
   const ::onnx::NodeProto &node() const { return *node_; }
 
@@ -103,6 +162,7 @@ public:
 private:
   llvm::Expected<ir::Value *> convert(const std::string &name, ImportedValue &imported,
                                       Layout layout);
+  llvm::Expected<ir::Value *> ungroup(const std::string &name, const ImportedValue &imported);
   llvm::Expected<ir::Value *> materialize(const std::string &name, ImportedValue &imported);
   llvm::Expected<ir::Value *> variableFor(const std::string &name, llvm::ArrayRef<int64_t> perm);
 
@@ -116,6 +176,8 @@ private:
   std::set<std::string> read_;
   // A value already transposed into the other layout, so that it is transposed once.
   std::map<std::pair<std::string, Layout>, ir::Value *> converted_;
+  // A grouped value reshaped to one Prism dimension per ONNX one (its groups hold no B).
+  std::map<std::string, ir::Value *> ungrouped_;
   std::map<std::pair<std::string, std::vector<int64_t>>, ir::Value *> variables_;
 };
 

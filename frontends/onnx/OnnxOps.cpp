@@ -24,17 +24,8 @@ struct OnnxOp {
   const char *prismOp = nullptr;
 };
 
-using ir::kBatchDim;
-
 int64_t normalizeAxis(int64_t axis, size_t rank) {
   return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
-}
-
-std::string dimsText(llvm::ArrayRef<int64_t> dims) {
-  std::string s = "[";
-  for (size_t k = 0; k < dims.size(); ++k)
-    s += (k ? ", " : "") + (dims[k] == kBatchDim ? std::string("B") : std::to_string(dims[k]));
-  return s + "]";
 }
 
 ir::AttrMap one(const char *name, ir::Attr value) {
@@ -44,11 +35,21 @@ ir::AttrMap one(const char *name, ir::Attr value) {
 // Emits `op` over input 0 and defines output 0 as its result.
 llvm::Expected<ir::Value *> emitOutput(OnnxGraph &g, llvm::StringRef op,
                                        llvm::ArrayRef<ir::Value *> operands, ir::AttrMap attrs,
-                                       Layout layout = Layout::Onnx) {
+                                       Layout layout = Layout::Onnx, DimGroups groups = {}) {
   auto y = g.emit(op, operands, std::move(attrs), g.output(0));
   if (y)
-    g.defineOutput(0, *y, layout);
+    g.defineOutput(0, *y, layout, std::move(groups));
   return y;
+}
+
+// Emits `op` over input 0 as it is held and defines output 0 held the same way (ops that keep
+// every dimension: elementwise ones).
+llvm::Error emitKeepingForm(OnnxGraph &g, llvm::StringRef op, ir::AttrMap attrs = {}) {
+  auto x = g.heldInput(0);
+  if (!x)
+    return x.takeError();
+  auto y = emitOutput(g, op, {*x}, std::move(attrs), g.layoutOf(0), g.groupsOf(0));
+  return y ? llvm::Error::success() : y.takeError();
 }
 
 llvm::Error done(llvm::Expected<ir::Value *> v) {
@@ -58,11 +59,43 @@ llvm::Error done(llvm::Expected<ir::Value *> v) {
 // ---- elementwise ----
 
 llvm::Error unary(OnnxGraph &g, const OnnxOp &op) {
-  const Layout layout = g.layoutOf(0);
-  auto x = g.tensorInput(0, layout);
-  if (!x)
-    return x.takeError();
-  return done(emitOutput(g, op.prismOp, {*x}, {}, layout));
+  return emitKeepingForm(g, op.prismOp);
+}
+
+// One element of integer arithmetic on shapes, where either operand may be a multiple of B:
+// k·B ± m·B, k·B · m, k·B / m and k·B / m·B stay exact; anything else is not folded.
+llvm::Expected<int64_t> foldInts(OnnxGraph &g, llvm::StringRef kind, int64_t x, int64_t y) {
+  const bool bx = isBatchMultiple(x), by = isBatchMultiple(y);
+  const int64_t a = batchFactor(x), b = batchFactor(y);
+  auto notFolded = [&] {
+    return g.fail("arithmetic on the batch size (" + dimText(x) + " " + kind + " " + dimText(y) +
+                      ") is not folded at import: only multiples B*k of the batch size are",
+                  ir::ErrorCode::Unsupported);
+  };
+  if (kind == "div" && b == 0)
+    return g.fail("division by zero in a constant");
+  if (!bx && !by)
+    return kind == "add"       ? a + b
+           : kind == "sub"     ? a - b
+           : kind == "mul"     ? a * b
+           : kind == "maximum" ? std::max(a, b)
+           : kind == "minimum" ? std::min(a, b)
+                               : a / b;
+  int64_t factor = 0;
+  bool batch = true;
+  if ((kind == "add" || kind == "sub") && bx && by)
+    factor = kind == "add" ? a + b : a - b;
+  else if (kind == "mul" && bx != by)
+    factor = a * b;
+  else if (kind == "div" && bx && a % b == 0)
+    factor = a / b, batch = !by;
+  else
+    return notFolded();
+  if (!batch)
+    return factor;
+  if (factor <= 0 || factor >= kMaxBatchFactor)
+    return notFolded();
+  return batchMultiple(factor);
 }
 
 // Integer arithmetic on shapes known at import (scalars broadcast).
@@ -76,29 +109,97 @@ llvm::Error foldBinary(OnnxGraph &g, const OnnxOp &op, const ConstTensor &a, con
   ConstTensor out;
   out.integer = true;
   out.dims = a.ints.size() == n ? a.dims : b.dims;
-  const llvm::StringRef kind = op.prismOp;
   for (size_t k = 0; k < n; ++k) {
-    int64_t x = a.ints[a.ints.size() == 1 ? 0 : k], y = b.ints[b.ints.size() == 1 ? 0 : k];
-    if (x == kBatchDim || y == kBatchDim)
-      return g.fail("arithmetic on the batch size is not folded at import",
-                    ir::ErrorCode::Unsupported);
-    if (kind == "div" && y == 0)
-      return g.fail("division by zero in a constant");
-    out.ints.push_back(kind == "add"       ? x + y
-                       : kind == "sub"     ? x - y
-                       : kind == "mul"     ? x * y
-                       : kind == "maximum" ? std::max(x, y)
-                       : kind == "minimum" ? std::min(x, y)
-                                           : x / y);
+    auto folded = foldInts(g, op.prismOp, a.ints[a.ints.size() == 1 ? 0 : k],
+                           b.ints[b.ints.size() == 1 ? 0 : k]);
+    if (!folded)
+      return folded.takeError();
+    out.ints.push_back(*folded);
   }
   g.defineConstant(g.output(0).str(), std::move(out));
   return llvm::Error::success();
+}
+
+// The operands of a broadcasting op when one of them holds a multiple of B as several Prism
+// dimensions: every operand is brought to the result's groups, an operand of extent 1 on a
+// grouped axis reshaped to as many 1s (numpy's alignment at the last axis holds for the Prism
+// dimensions then). Another extent on a grouped axis is an error.
+llvm::Expected<std::vector<ir::Value *>> groupedOperands(OnnxGraph &g, unsigned count,
+                                                         DimGroups &result) {
+  std::vector<std::vector<int64_t>> dims(count);
+  size_t rank = 0;
+  for (unsigned i = 0; i < count; ++i) {
+    auto d = g.dimsOf(i);
+    if (!d)
+      return d.takeError();
+    dims[i] = *d;
+    rank = std::max(rank, d->size());
+  }
+  result = DimGroups::ones(rank);
+  for (unsigned i = 0; i < count; ++i) {
+    const DimGroups groups = g.groupsOf(i);
+    for (size_t k = 0; k < dims[i].size(); ++k) {
+      int64_t &size = result.sizes[rank - dims[i].size() + k];
+      if (groups.sizes[k] == 1)
+        continue;
+      if (size != 1 && size != groups.sizes[k])
+        return g.fail("operands hold a dimension that is a multiple of the batch size in " +
+                          llvm::Twine("different ways"),
+                      ir::ErrorCode::Unsupported);
+      size = groups.sizes[k];
+    }
+  }
+  std::vector<ir::Value *> operands;
+  for (unsigned i = 0; i < count; ++i) {
+    auto x = g.groupedInput(i);
+    if (!x)
+      return x.takeError();
+    auto held = g.prismDimsOf(i);
+    if (!held)
+      return held.takeError();
+    const DimGroups groups = g.groupsOf(i);
+    std::vector<int64_t> target;
+    for (size_t k = 0; k < dims[i].size(); ++k) {
+      const int64_t size = result.sizes[rank - dims[i].size() + k];
+      std::vector<int64_t> own = groups.prismDims(*held, k);
+      if (groups.sizes[k] != size && dims[i][k] != 1)
+        return g.fail("cannot broadcast " + dimsText(dims[i]) + " against a dimension that is " +
+                          "a multiple of the batch size",
+                      ir::ErrorCode::Unsupported);
+      if (groups.sizes[k] != size)
+        own.assign(size, 1);
+      target.insert(target.end(), own.begin(), own.end());
+    }
+    ir::Value *operand = *x;
+    if (target != *held) {
+      auto reshaped = g.emit("reshape", {operand}, one("shape", ir::Attr::ints(target)));
+      if (!reshaped)
+        return reshaped.takeError();
+      operand = *reshaped;
+    }
+    operands.push_back(operand);
+  }
+  return operands;
+}
+
+bool anyGrouped(OnnxGraph &g, unsigned count) {
+  for (unsigned i = 0; i < count; ++i)
+    if (!g.groupsOf(i).trivial())
+      return true;
+  return false;
 }
 
 llvm::Error binary(OnnxGraph &g, const OnnxOp &op) {
   const ConstTensor *a = g.constantInput(0), *b = g.constantInput(1);
   if (a && b)
     return foldBinary(g, op, *a, *b);
+  if (anyGrouped(g, 2)) {
+    DimGroups groups;
+    auto operands = groupedOperands(g, 2, groups);
+    if (!operands)
+      return operands.takeError();
+    return done(emitOutput(g, op.prismOp, *operands, {}, Layout::Onnx, std::move(groups)));
+  }
   // NHWC when every computed operand is NHWC and every constant is one value (which broadcasts
   // in any layout); else the ONNX layout.
   bool nhwc = true;
@@ -118,10 +219,21 @@ llvm::Error binary(OnnxGraph &g, const OnnxOp &op) {
 
 // ---- matrix products ----
 
+// Gemm: A's rows may be a multiple of B held as several Prism dimensions ([T*B, E] in
+// attention), a batch_matmul sharing B over them; the contraction may not.
 llvm::Error gemm(OnnxGraph &g, const OnnxOp &) {
   const ::onnx::NodeProto &n = g.node();
   const float alpha = floatAttr(n, "alpha", 1.0f), beta = floatAttr(n, "beta", 1.0f);
-  auto a = g.tensorInput(0);
+  const bool transA = intAttr(n, "transA", 0) != 0;
+  const DimGroups groups = g.groupsOf(0);
+  if (groups.sizes.size() != 2)
+    return g.fail("operand A must have rank 2");
+  if (auto contracted = g.prismAxis(0, transA ? 0 : 1, "the contraction"); !contracted)
+    return contracted.takeError();
+  if (transA)
+    if (auto rows = g.prismAxis(0, 1, "a transposed operand A"); !rows)
+      return rows.takeError();
+  auto a = g.groupedInput(0);
   if (!a)
     return a.takeError();
   auto b = g.tensorInput(1);
@@ -129,12 +241,13 @@ llvm::Error gemm(OnnxGraph &g, const OnnxOp &) {
     return b.takeError();
   const bool hasBias = !g.input(2).empty();
   const bool last = alpha == 1.0f && !hasBias;
-  auto y = g.emit("matmul", {*a, *b},
-                  ir::attrs({{"transpose_a", ir::Attr::boolean(intAttr(n, "transA", 0) != 0)},
+  auto y = g.emit(groups.trivial() ? "matmul" : "batch_matmul", {*a, *b},
+                  ir::attrs({{"transpose_a", ir::Attr::boolean(transA)},
                              {"transpose_b", ir::Attr::boolean(intAttr(n, "transB", 0) != 0)}}),
                   last ? g.output(0) : "");
   if (!y)
     return y.takeError();
+  const DimGroups outGroups{{groups.sizes[0], 1}};
   auto scaled = [&](ir::Value *v, float s, bool named) -> llvm::Expected<ir::Value *> {
     if (s == 1.0f)
       return v;
@@ -147,7 +260,7 @@ llvm::Error gemm(OnnxGraph &g, const OnnxOp &) {
   if (!product)
     return product.takeError();
   if (!hasBias) {
-    g.defineOutput(0, *product);
+    g.defineOutput(0, *product, Layout::Onnx, outGroups);
     return llvm::Error::success();
   }
   auto c = g.tensorInput(2);
@@ -156,31 +269,56 @@ llvm::Error gemm(OnnxGraph &g, const OnnxOp &) {
   auto bias = scaled(*c, beta, false);
   if (!bias)
     return bias.takeError();
-  return done(emitOutput(g, "add", {*product, *bias}, {}));
+  return done(emitOutput(g, "add", {*product, *bias}, {}, Layout::Onnx, outGroups));
 }
 
 // Rank 2 is matmul; higher ranks batch_matmul over the leading dimensions (equal, or one
-// operand of rank 2 shared by every batch entry, as attention's projections are).
+// operand of rank 2 shared by every batch entry, as attention's projections are). Leading
+// dimensions that are multiples of B (attention's [B*heads, T, D]) are batch dimensions of
+// Prism's product, as are a's rows when b has rank 2; the contraction and b's columns are not.
 llvm::Error matmulOp(OnnxGraph &g, const OnnxOp &) {
-  size_t ranks[2];
+  std::vector<int64_t> dims[2];
+  DimGroups groups[2];
   for (unsigned i = 0; i < 2; ++i) {
-    auto dims = g.dimsOf(i);
-    if (!dims)
-      return dims.takeError();
-    if (dims->size() < 2)
-      return g.fail("operand " + llvm::Twine(i) + " has rank " + llvm::Twine(dims->size()) +
+    auto d = g.dimsOf(i);
+    if (!d)
+      return d.takeError();
+    if (d->size() < 2)
+      return g.fail("operand " + llvm::Twine(i) + " has rank " + llvm::Twine(d->size()) +
                         "; Prism's products take rank 2 or more",
                     ir::ErrorCode::Unsupported);
-    ranks[i] = dims->size();
+    dims[i] = *d;
+    groups[i] = g.groupsOf(i);
   }
-  auto a = g.tensorInput(0);
+  const size_t ra = dims[0].size(), rb = dims[1].size();
+  for (auto [i, axis] : {std::pair<unsigned, int64_t>{0, -1}, {1, -2}, {1, -1}})
+    if (auto a = g.prismAxis(i, axis, i == 0 || axis == -2 ? "the contraction" : "a product"); !a)
+      return a.takeError();
+  // a's rows are one more batch dimension only when b is shared by all of them.
+  if (rb != 2)
+    if (auto rows = g.prismAxis(0, -2, "a product with a batched right operand"); !rows)
+      return rows.takeError();
+  if (ra > 2 && rb > 2 &&
+      !llvm::ArrayRef(groups[0].sizes)
+           .drop_back(2)
+           .equals(llvm::ArrayRef(groups[1].sizes).drop_back(2)))
+    return g.fail("the batch dimensions " + dimsText(dims[0]) + " and " + dimsText(dims[1]) +
+                      " hold multiples of the batch size differently",
+                  ir::ErrorCode::Unsupported);
+  auto a = g.groupedInput(0);
   if (!a)
     return a.takeError();
-  auto b = g.tensorInput(1);
+  auto b = g.groupedInput(1);
   if (!b)
     return b.takeError();
-  const bool plain = ranks[0] == 2 && ranks[1] == 2;
-  return done(emitOutput(g, plain ? "matmul" : "batch_matmul", {*a, *b}, {}));
+  // The result's dimensions: the batch ones of the operand that has them, a's rows, b's columns.
+  DimGroups out;
+  const DimGroups &batched = ra >= rb ? groups[0] : groups[1];
+  out.sizes.assign(batched.sizes.begin(), batched.sizes.end() - 2);
+  out.sizes.push_back(groups[0].sizes[ra - 2]);
+  out.sizes.push_back(1);
+  const bool plain = (*a)->type().rank() == 2 && (*b)->type().rank() == 2;
+  return done(emitOutput(g, plain ? "matmul" : "batch_matmul", {*a, *b}, {}, Layout::Onnx, out));
 }
 
 // ---- convolution and pooling (NHWC) ----
@@ -316,8 +454,7 @@ llvm::Error pool(OnnxGraph &g, const OnnxOp &op) {
   auto input = g.tensorInput(0, Layout::Nhwc);
   if (!input)
     return input.takeError();
-  auto x = padWindow(g, *input, *window,
-                     average ? 0.0 : -std::numeric_limits<double>::infinity());
+  auto x = padWindow(g, *input, *window, average ? 0.0 : -std::numeric_limits<double>::infinity());
   if (!x)
     return x.takeError();
   return done(emitOutput(g, op.prismOp, {*x},
@@ -345,7 +482,7 @@ llvm::Error globalAveragePool(OnnxGraph &g, const OnnxOp &) {
 // ---- shapes ----
 
 // ONNX's reshape target (0 copies the input's dimension, -1 is inferred) resolved against the
-// input's dimensions, keeping the batch dimension B.
+// input's dimensions, keeping the batch size: as B or as a multiple of it (B*k).
 llvm::Expected<std::vector<int64_t>> resolveShape(OnnxGraph &g, llvm::ArrayRef<int64_t> in,
                                                   std::vector<int64_t> out, bool allowZero) {
   int inferred = -1;
@@ -358,19 +495,18 @@ llvm::Expected<std::vector<int64_t>> resolveShape(OnnxGraph &g, llvm::ArrayRef<i
       if (inferred >= 0)
         return g.fail("shape " + dimsText(out) + " has two -1");
       inferred = static_cast<int>(k);
-    } else if (out[k] < 0 && out[k] != kBatchDim) {
+    } else if (out[k] < 0 && !isBatchMultiple(out[k])) {
       return g.fail("shape " + dimsText(out) + " has a negative dimension");
     }
   }
+  // How many dimensions hold B, and the product of the static extents and B's factors.
   auto split = [](llvm::ArrayRef<int64_t> dims, int skip) {
     std::pair<int, int64_t> batchAndStatic{0, 1};
     for (size_t k = 0; k < dims.size(); ++k) {
       if (static_cast<int>(k) == skip)
         continue;
-      if (dims[k] == kBatchDim)
-        ++batchAndStatic.first;
-      else
-        batchAndStatic.second *= dims[k];
+      batchAndStatic.first += isBatchMultiple(dims[k]);
+      batchAndStatic.second *= batchFactor(dims[k]);
     }
     return batchAndStatic;
   };
@@ -379,20 +515,68 @@ llvm::Expected<std::vector<int64_t>> resolveShape(OnnxGraph &g, llvm::ArrayRef<i
   auto cannot = [&] {
     return g.fail("cannot reshape " + dimsText(in) + " to " + dimsText(out) +
                       " with a batch dimension B (export with dynamic_axes on the batch, and " +
-                      "keep the batch as one dimension)",
+                      "keep the batch as one dimension or a multiple of it)",
                   ir::ErrorCode::Unsupported);
   };
+  const bool divides = outStatic != 0 && inStatic % outStatic == 0;
   if (inferred >= 0) {
-    if (inBatch == outBatch && outStatic != 0 && inStatic % outStatic == 0)
+    if (inBatch == outBatch && divides)
       out[inferred] = inStatic / outStatic;
-    else if (inBatch == 1 && outBatch == 0 && inStatic == outStatic)
-      out[inferred] = kBatchDim;
+    else if (inBatch == 1 && outBatch == 0 && divides)
+      out[inferred] = batchMultiple(inStatic / outStatic);
     else
       return cannot();
   } else if (inBatch != outBatch || inStatic != outStatic) {
     return cannot();
   }
   return out;
+}
+
+// The Prism shape of a reshape to the ONNX dimensions `out` of a value held as `held`: static
+// dimensions are one Prism dimension each; a multiple of the batch, B*k, is held as [x, B, y]
+// (1s left out, x·y = k) so that B stays between the same elements as in the input (the same
+// number of elements before it, and after it), and so keeps meaning the examples of the batch.
+std::pair<std::vector<int64_t>, DimGroups> prismShapeOf(llvm::ArrayRef<int64_t> held,
+                                                        llvm::ArrayRef<int64_t> out) {
+  std::pair<std::vector<int64_t>, DimGroups> shape;
+  auto batchAt = [](llvm::ArrayRef<int64_t> dims) {
+    return std::find_if(dims.begin(), dims.end(), isBatchMultiple) - dims.begin();
+  };
+  auto product = [](llvm::ArrayRef<int64_t> dims) {
+    return std::accumulate(dims.begin(), dims.end(), int64_t(1), std::multiplies<int64_t>());
+  };
+  const size_t inB = batchAt(held), outB = batchAt(out);
+  int64_t before = 1, after = 1;
+  if (inB < held.size() && outB < out.size()) {
+    before = product(held.take_front(inB));
+    after = product(held.drop_front(inB + 1));
+    const int64_t outBefore = product(out.take_front(outB));
+    const int64_t outAfter = product(out.drop_front(outB + 1));
+    if (before % outBefore == 0 && after % outAfter == 0) {
+      before /= outBefore;
+      after /= outAfter;
+    } else {
+      // A reshape that moves B among the elements mixes examples; it still means the same
+      // bytes in any grouping, the plainest is [B, k].
+      before = 1;
+      after = batchFactor(out[outB]);
+    }
+  }
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (k != outB) {
+      shape.first.push_back(out[k]);
+      shape.second.sizes.push_back(1);
+      continue;
+    }
+    const size_t first = shape.first.size();
+    if (before != 1)
+      shape.first.push_back(before);
+    shape.first.push_back(ir::kBatchDim);
+    if (after != 1)
+      shape.first.push_back(after);
+    shape.second.sizes.push_back(static_cast<int64_t>(shape.first.size() - first));
+  }
+  return shape;
 }
 
 llvm::Error reshapeInput(OnnxGraph &g, std::vector<int64_t> target, bool allowZero) {
@@ -408,10 +592,20 @@ llvm::Error reshapeInput(OnnxGraph &g, std::vector<int64_t> target, bool allowZe
     g.defineConstant(g.output(0).str(), std::move(reshaped));
     return llvm::Error::success();
   }
-  auto x = g.tensorInput(0);
+  auto held = g.prismDimsOf(0);
+  if (!held)
+    return held.takeError();
+  auto [prismShape, groups] = prismShapeOf(*held, *shape);
+  auto x = g.groupedInput(0);
   if (!x)
     return x.takeError();
-  return done(emitOutput(g, "reshape", {*x}, one("shape", ir::Attr::ints(*shape))));
+  // [T*B, E] back to [T, B, E] is the same Prism value.
+  if (prismShape == *held) {
+    g.defineOutput(0, *x, Layout::Onnx, std::move(groups));
+    return llvm::Error::success();
+  }
+  return done(emitOutput(g, "reshape", {*x}, one("shape", ir::Attr::ints(prismShape)), Layout::Onnx,
+                         std::move(groups)));
 }
 
 llvm::Error reshape(OnnxGraph &g, const OnnxOp &) {
@@ -428,19 +622,14 @@ llvm::Error flatten(OnnxGraph &g, const OnnxOp &) {
   const int64_t axis = normalizeAxis(intAttr(g.node(), "axis", 1), in->size());
   if (axis < 0 || axis > static_cast<int64_t>(in->size()))
     return g.fail("axis " + llvm::Twine(axis) + " is outside the input's rank");
-  // The leading part keeps B (as the only dimension that is not 1); the rest is inferred.
+  // The leading part's product (B or a multiple of it when it holds B); the rest is inferred.
   std::vector<int64_t> target = {1, -1};
-  for (int64_t k = 0; k < axis; ++k)
-    if ((*in)[k] == kBatchDim)
-      target[0] = kBatchDim;
-    else
-      target[0] *= (*in)[k];
-  if (target[0] == kBatchDim)
-    for (int64_t k = 0; k < axis; ++k)
-      if ((*in)[k] != kBatchDim && (*in)[k] != 1)
-        return g.fail("cannot flatten " + dimsText(*in) + " at axis " + llvm::Twine(axis) +
-                          " with a batch dimension B",
-                      ir::ErrorCode::Unsupported);
+  for (int64_t k = 0; k < axis; ++k) {
+    auto product = foldInts(g, "mul", target[0], (*in)[k]);
+    if (!product)
+      return product.takeError();
+    target[0] = *product;
+  }
   return reshapeInput(g, target, false);
 }
 
@@ -490,10 +679,17 @@ llvm::Error transpose(OnnxGraph &g, const OnnxOp &) {
     g.define(g.output(0).str(), v->value, Layout::Onnx);
     return llvm::Error::success();
   }
-  auto x = g.tensorInput(0);
+  if (perm.size() != in->size())
+    return g.fail("perm " + dimsText(perm) + " does not match the rank of " + dimsText(*in));
+  for (int64_t &axis : perm)
+    axis = normalizeAxis(axis, in->size());
+  // A dimension held as several Prism dimensions moves as a block.
+  auto [prismPerm, groups] = g.groupsOf(0).permute(perm);
+  auto x = g.groupedInput(0);
   if (!x)
     return x.takeError();
-  return done(emitOutput(g, "transpose", {*x}, one("perm", ir::Attr::ints(perm))));
+  return done(emitOutput(g, "transpose", {*x}, one("perm", ir::Attr::ints(prismPerm)), Layout::Onnx,
+                         std::move(groups)));
 }
 
 llvm::Error concat(OnnxGraph &g, const OnnxOp &) {
@@ -518,17 +714,36 @@ llvm::Error concat(OnnxGraph &g, const OnnxOp &) {
   if (!dims)
     return dims.takeError();
   int64_t axis = normalizeAxis(intAttr(g.node(), "axis", 0), dims->size());
-  const Layout layout = nhwc ? Layout::Nhwc : Layout::Onnx;
-  if (nhwc)
-    axis = std::vector<int64_t>{0, 3, 1, 2}[axis];
+  if (nhwc) {
+    std::vector<ir::Value *> operands;
+    for (int i = 0; i < count; ++i) {
+      auto x = g.tensorInput(i, Layout::Nhwc);
+      if (!x)
+        return x.takeError();
+      operands.push_back(*x);
+    }
+    return done(emitOutput(g, "concat", operands,
+                           one("axis", ir::Attr::integer(std::vector<int64_t>{0, 3, 1, 2}[axis])),
+                           Layout::Nhwc));
+  }
+  // Operands holding multiples of B must hold them alike, and not on the concatenated axis.
+  const DimGroups groups = g.groupsOf(0);
   std::vector<ir::Value *> operands;
   for (int i = 0; i < count; ++i) {
-    auto x = g.tensorInput(i, layout);
+    if (g.groupsOf(i).sizes != groups.sizes)
+      return g.fail("operands hold a dimension that is a multiple of the batch size in different "
+                    "ways",
+                    ir::ErrorCode::Unsupported);
+    auto x = g.groupedInput(i);
     if (!x)
       return x.takeError();
     operands.push_back(*x);
   }
-  return done(emitOutput(g, "concat", operands, one("axis", ir::Attr::integer(axis)), layout));
+  auto prismAxis = g.prismAxis(0, axis, "a concatenation");
+  if (!prismAxis)
+    return prismAxis.takeError();
+  return done(emitOutput(g, "concat", operands, one("axis", ir::Attr::integer(*prismAxis)),
+                         Layout::Onnx, groups));
 }
 
 llvm::Error slice(OnnxGraph &g, const OnnxOp &) {
@@ -566,7 +781,7 @@ llvm::Error slice(OnnxGraph &g, const OnnxOp &) {
                   ir::ErrorCode::Unsupported);
   ir::Value *x = nullptr;
   if (!folded) {
-    auto value = g.tensorInput(0);
+    auto value = g.groupedInput(0);
     if (!value)
       return value.takeError();
     x = *value;
@@ -577,10 +792,11 @@ llvm::Error slice(OnnxGraph &g, const OnnxOp &) {
       return g.fail("axis " + llvm::Twine(axes[k]) + " is outside the input's rank");
     const int64_t dim = (*dims)[axis];
     const bool whole = (*starts)[k] == 0 && (*ends)[k] >= std::numeric_limits<int32_t>::max();
-    if (dim == kBatchDim) {
+    if (isBatchMultiple(dim)) {
       if (whole)
         continue;
-      return g.fail("cannot slice the batch dimension B", ir::ErrorCode::Unsupported);
+      return g.fail("cannot slice the dimension " + dimText(dim) + " (the batch size)",
+                    ir::ErrorCode::Unsupported);
     }
     auto clampIndex = [dim](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + dim : i, 0, dim); };
     const int64_t begin = clampIndex((*starts)[k]), end = std::max(begin, clampIndex((*ends)[k]));
@@ -592,8 +808,11 @@ llvm::Error slice(OnnxGraph &g, const OnnxOp &) {
     }
     if (begin == 0 && end == dim)
       continue;
+    auto prismAxis = g.prismAxis(0, axis, "a slice");
+    if (!prismAxis)
+      return prismAxis.takeError();
     auto y = g.emit("slice", {x},
-                    ir::attrs({{"axis", ir::Attr::integer(axis)},
+                    ir::attrs({{"axis", ir::Attr::integer(*prismAxis)},
                                {"begin", ir::Attr::integer(begin)},
                                {"end", ir::Attr::integer(end)}}),
                     k + 1 == axes.size() ? g.output(0) : "");
@@ -604,7 +823,7 @@ llvm::Error slice(OnnxGraph &g, const OnnxOp &) {
   if (folded)
     g.defineConstant(g.output(0).str(), std::move(constant));
   else
-    g.defineOutput(0, x);
+    g.defineOutput(0, x, Layout::Onnx, g.groupsOf(0));
   return llvm::Error::success();
 }
 
@@ -635,23 +854,34 @@ llvm::Error gather(OnnxGraph &g, const OnnxOp &) {
   auto table = g.variableInput(0);
   if (!table)
     return table.takeError();
-  auto indices = g.tensorInput(1);
+  auto indices = g.groupedInput(1);
   if (!indices)
     return indices.takeError();
-  return done(emitOutput(g, "gather", {*table, *indices}, {}));
+  DimGroups groups = g.groupsOf(1);
+  groups.sizes.push_back(1); // the table's row
+  return done(emitOutput(g, "gather", {*table, *indices}, {}, Layout::Onnx, std::move(groups)));
 }
 
-llvm::Error softmax(OnnxGraph &g, const OnnxOp &op) {
+// An op over the last axis (Prism's softmax and layer_norm): an error for another axis, or
+// for a last axis that is a multiple of B held as several Prism dimensions.
+llvm::Error checkLastAxis(OnnxGraph &g, const llvm::Twine &what) {
   auto dims = g.dimsOf(0);
   if (!dims)
     return dims.takeError();
   if (normalizeAxis(intAttr(g.node(), "axis", -1), dims->size()) + 1 !=
       static_cast<int64_t>(dims->size()))
     return g.fail("only the last axis is supported", ir::ErrorCode::Unsupported);
-  auto x = g.tensorInput(0);
+  auto axis = g.prismAxis(0, -1, what);
+  return axis ? llvm::Error::success() : axis.takeError();
+}
+
+llvm::Error softmax(OnnxGraph &g, const OnnxOp &op) {
+  if (auto e = checkLastAxis(g, "a softmax"))
+    return e;
+  auto x = g.groupedInput(0);
   if (!x)
     return x.takeError();
-  return done(emitOutput(g, op.prismOp, {*x}, {}));
+  return done(emitOutput(g, op.prismOp, {*x}, {}, Layout::Onnx, g.groupsOf(0)));
 }
 
 llvm::Error shape(OnnxGraph &g, const OnnxOp &) {
@@ -725,17 +955,17 @@ llvm::Error cast(OnnxGraph &g, const OnnxOp &) {
       for (float f : c->floats)
         out.ints.push_back(static_cast<int64_t>(f));
     if (!integer && c->integer)
-      for (int64_t i : c->ints)
+      for (int64_t i : c->ints) {
+        if (isBatchMultiple(i))
+          return g.fail("the batch size (" + dimText(i) + ") is not known at import",
+                        ir::ErrorCode::Unsupported);
         out.floats.push_back(static_cast<float>(i));
+      }
     out.integer = integer;
     g.defineConstant(g.output(0).str(), std::move(out));
     return llvm::Error::success();
   }
-  const Layout layout = g.layoutOf(0);
-  auto x = g.tensorInput(0, layout);
-  if (!x)
-    return x.takeError();
-  return done(emitOutput(g, "cast", {*x}, one("dtype", ir::Attr::string(dtype)), layout));
+  return emitKeepingForm(g, "cast", one("dtype", ir::Attr::string(dtype)));
 }
 
 // Dropout in training mode (`training_mode` true, as a training export writes it) is Prism's
@@ -760,24 +990,19 @@ llvm::Error dropout(OnnxGraph &g, const OnnxOp &op) {
   }
   if (!training || ratio == 0)
     return identity(g, op);
-  const Layout layout = g.layoutOf(0);
-  auto x = g.tensorInput(0, layout);
-  if (!x)
-    return x.takeError();
-  return done(emitOutput(g, "dropout", {*x}, one("rate", ir::Attr::real(ratio)), layout));
+  return emitKeepingForm(g, "dropout", one("rate", ir::Attr::real(ratio)));
 }
 
 // LayerNormalization (opset 17) over the last axis.
 llvm::Error layerNormalization(OnnxGraph &g, const OnnxOp &) {
+  if (auto e = checkLastAxis(g, "a layer normalization"))
+    return e;
   auto dims = g.dimsOf(0);
   if (!dims)
     return dims.takeError();
-  if (normalizeAxis(intAttr(g.node(), "axis", -1), dims->size()) + 1 !=
-      static_cast<int64_t>(dims->size()))
-    return g.fail("only the last axis is supported", ir::ErrorCode::Unsupported);
   if (g.outputRead(1) || g.outputRead(2))
     return g.fail("the Mean and InvStdDev outputs are not supported", ir::ErrorCode::Unsupported);
-  auto x = g.tensorInput(0);
+  auto x = g.groupedInput(0);
   if (!x)
     return x.takeError();
   auto scale = g.tensorInput(1);
@@ -790,16 +1015,16 @@ llvm::Error layerNormalization(OnnxGraph &g, const OnnxOp &) {
       return b.takeError();
     bias = *b;
   } else {
-    auto zeros = g.emit("constant", {},
-                        ir::attrs({{"value", ir::Attr::real(0)},
-                                   {"shape", ir::Attr::ints({dims->back()})}}));
+    auto zeros = g.emit(
+        "constant", {},
+        ir::attrs({{"value", ir::Attr::real(0)}, {"shape", ir::Attr::ints({dims->back()})}}));
     if (!zeros)
       return zeros.takeError();
     bias = *zeros;
   }
-  return done(emitOutput(
-      g, "layer_norm", {*x, *scale, bias},
-      one("epsilon", ir::Attr::real(floatAttr(g.node(), "epsilon", 1e-5f)))));
+  return done(emitOutput(g, "layer_norm", {*x, *scale, bias},
+                         one("epsilon", ir::Attr::real(floatAttr(g.node(), "epsilon", 1e-5f))),
+                         Layout::Onnx, g.groupsOf(0)));
 }
 
 // ReduceMean and ReduceSum with their axes as an attribute (opsets 13 to 17 for ReduceMean).
@@ -817,40 +1042,57 @@ llvm::Error reduce(OnnxGraph &g, const OnnxOp &op) {
   if (axes.empty())
     for (size_t k = 0; k < dims->size(); ++k)
       axes.push_back(static_cast<int64_t>(k));
-  for (int64_t &axis : axes)
-    axis = normalizeAxis(axis, dims->size());
-  auto x = g.tensorInput(0);
+  // Reducing an ONNX axis reduces all of its Prism dimensions; kept, each becomes 1.
+  const bool keepdims = intAttr(g.node(), "keepdims", 1) != 0;
+  const DimGroups groups = g.groupsOf(0);
+  std::vector<int64_t> prismAxes;
+  DimGroups outGroups;
+  for (size_t k = 0; k < dims->size(); ++k) {
+    const bool reduced = llvm::any_of(
+        axes, [&](int64_t a) { return normalizeAxis(a, dims->size()) == static_cast<int64_t>(k); });
+    if (reduced)
+      for (int64_t a : groups.prismAxes(k))
+        prismAxes.push_back(a);
+    if (!reduced || keepdims)
+      outGroups.sizes.push_back(groups.sizes[k]);
+  }
+  auto x = g.groupedInput(0);
   if (!x)
     return x.takeError();
-  return done(emitOutput(g, op.prismOp, {*x},
-                         ir::attrs({{"axes", ir::Attr::ints(axes)},
-                                    {"keepdims", ir::Attr::boolean(
-                                                     intAttr(g.node(), "keepdims", 1) != 0)}})));
+  return done(emitOutput(
+      g, op.prismOp, {*x},
+      ir::attrs({{"axes", ir::Attr::ints(prismAxes)}, {"keepdims", ir::Attr::boolean(keepdims)}}),
+      Layout::Onnx, std::move(outGroups)));
 }
 
 // Pow by a constant exponent: 2 (a variance's square) and 0.5 (its root).
-llvm::Error pow(OnnxGraph &g, const OnnxOp &) {
+llvm::Error pow(OnnxGraph &g, const OnnxOp &op) {
   const ConstTensor *e = g.constantInput(1);
   if (!e || e->numElements() != 1)
     return g.fail("only an exponent known at import is supported", ir::ErrorCode::Unsupported);
   const double exponent = e->integer ? static_cast<double>(e->ints[0]) : e->floats[0];
-  const Layout layout = g.layoutOf(0);
-  auto x = g.tensorInput(0, layout);
-  if (!x)
-    return x.takeError();
-  if (exponent == 2)
-    return done(emitOutput(g, "mul", {*x, *x}, {}, layout));
-  if (exponent == 0.5)
-    return done(emitOutput(g, "sqrt", {*x}, {}, layout));
-  if (exponent == 1) {
-    g.defineOutput(0, *x, layout);
-    return llvm::Error::success();
+  if (exponent == 2) {
+    auto x = g.heldInput(0);
+    if (!x)
+      return x.takeError();
+    return done(emitOutput(g, "mul", {*x, *x}, {}, g.layoutOf(0), g.groupsOf(0)));
   }
+  if (exponent == 0.5)
+    return emitKeepingForm(g, "sqrt");
+  if (exponent == 1)
+    return identity(g, op);
   return g.fail("exponent " + ir::formatDouble(exponent) + " is not supported (2, 0.5 and 1 are)",
                 ir::ErrorCode::Unsupported);
 }
 
 llvm::Error where(OnnxGraph &g, const OnnxOp &) {
+  if (anyGrouped(g, 3)) {
+    DimGroups groups;
+    auto operands = groupedOperands(g, 3, groups);
+    if (!operands)
+      return operands.takeError();
+    return done(emitOutput(g, "where", *operands, {}, Layout::Onnx, std::move(groups)));
+  }
   ir::Value *operands[3];
   for (unsigned i = 0; i < 3; ++i) {
     auto v = g.tensorInput(i);
@@ -895,9 +1137,9 @@ llvm::Error pad(OnnxGraph &g, const OnnxOp &op) {
   auto x = g.tensorInput(0, layout);
   if (!x)
     return x.takeError();
-  return done(emitOutput(
-      g, "pad", {*x}, ir::attrs({{"pads", ir::Attr::ints(p)}, {"value", ir::Attr::real(value)}}),
-      layout));
+  return done(emitOutput(g, "pad", {*x},
+                         ir::attrs({{"pads", ir::Attr::ints(p)}, {"value", ir::Attr::real(value)}}),
+                         layout));
 }
 
 // An ONNX op whose Prism op does not exist yet: one entry here until it does.

@@ -1,8 +1,9 @@
 """PyTorch side of the ONNX import tests: the models, their export, and training them on the
 same arrays Prism trains on (npy:DIR), so the two losses can be compared step by step.
 
-  torch_models.py export MODEL OUT.onnx [OPSET]    (MODEL: mlp | cnn | mixed | modern | batchnorm | cos | dropout)
+  torch_models.py export MODEL OUT.onnx [OPSET]    (MODEL: a key of MODELS)
   torch_models.py data DIR N                       N examples in DIR/train and DIR/test
+  torch_models.py tokens DIR N                     the same with int32 tokens [N, 8] (encoder)
   torch_models.py train MODEL OUT.onnx DIR STEPS BATCH OPTIMIZER LR LOSSES.json
 
 `train` loads the initial weights from the exported file's PyTorch twin (saved by `export` as
@@ -119,16 +120,68 @@ class Modern(torch.nn.Module):
         return self.fc(torch.maximum(t, 0.5 * t).mean(1))
 
 
-MODELS = {"modern": (Modern, (1, 28, 28)), "mixed": (Mixed, (1, 28, 28)), "mlp": (Mlp, (784,)), "cnn": (Cnn, (1, 28, 28)), "batchnorm": (WithBatchNorm, (1, 28, 28)),
-          "cos": (WithCos, (784,)), "dropout": (WithDropout, (784,))}
+class Encoder(torch.nn.Module):
+    """nn.TransformerEncoder (two layers, dropout 0 so that PyTorch and Prism train alike): its
+    nn.MultiheadAttention reshapes to [T, B*heads, D] and [T*B, E], multiples of the batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(VOCAB, 32)
+        layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, activation="gelu",
+                                                 batch_first=True)
+        self.enc = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.fc = torch.nn.Linear(32, 10)
+
+    def forward(self, t):
+        return self.fc(self.enc(self.emb(t)).mean(1))
+
+
+VOCAB, TOKENS = 1000, 8
+
+
+class Multiples(torch.nn.Module):
+    """Pixels in groups of 4, [B*196, 4] (a multiple of the batch), through the other rules:
+    broadcasting against [1, 4] and [4], a mean over the last axis, a Concat, and back to
+    [B, 980]."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.rand(1, 4) + 0.5)
+        self.shift = torch.nn.Parameter(torch.rand(4) - 0.5)
+        self.fc = torch.nn.Linear(980, 10)
+
+    def forward(self, x):
+        h = torch.tanh(x.view(-1, 4) * self.scale + self.shift)
+        h = torch.cat([h, h.mean(-1, keepdim=True)], 1)
+        return self.fc(h.reshape(x.size(0), -1))
+
+
+class GroupedAxis(torch.nn.Module):
+    """A softmax, or a product's contraction, over the axis B*2 of [4, B*2]: a multiple of the
+    batch, which Prism holds as two dimensions and cannot compute over."""
+
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+
+    def forward(self, x):
+        h = x.view(-1, 4)
+        return torch.softmax(h.t(), -1) if self.kind == "softmax" else h.t() @ h
+
+# name: (class, the shape of one example, its dtype)
+MODELS = {"encoder": (Encoder, (TOKENS,), torch.int32), "modern": (Modern, (1, 28, 28)), "mixed": (Mixed, (1, 28, 28)), "mlp": (Mlp, (784,)), "cnn": (Cnn, (1, 28, 28)), "batchnorm": (WithBatchNorm, (1, 28, 28)),
+          "cos": (WithCos, (784,)),
+          "multiples": (Multiples, (784,)),
+          "grouped-softmax": (lambda: GroupedAxis("softmax"), (8,)),
+          "grouped-contraction": (lambda: GroupedAxis("contraction"), (8,)), "dropout": (WithDropout, (784,))}
 
 
 def export(name, path, opset="13"):
     torch.manual_seed(0)
-    model_class, shape = MODELS[name]
+    model_class, shape, dtype = (MODELS[name] + (torch.float32,))[:3]
     model = model_class()
     torch.save(model.state_dict(), path + ".pt")
-    torch.onnx.export(model, torch.zeros((2,) + shape), path, opset_version=int(opset),
+    torch.onnx.export(model, torch.zeros((2,) + shape, dtype=dtype), path, opset_version=int(opset),
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
                       input_names=["x"], output_names=["logits"],
                       dynamic_axes={"x": {0: "B"}, "logits": {0: "B"}})
@@ -139,6 +192,17 @@ def data(directory, n):
     for split, rows in (("train", n), ("test", max(1, n // 4))):
         os.makedirs(os.path.join(directory, split), exist_ok=True)
         np.save(os.path.join(directory, split, "x.npy"), rng.random((rows, 784), dtype=np.float32))
+        np.save(os.path.join(directory, split, "y.npy"),
+                rng.integers(0, 10, rows).astype(np.int32))
+
+
+def tokens(directory, n):
+    """Token ids as int32 (the exported model's input dtype; npy:DIR wants it exact)."""
+    rng = np.random.default_rng(0)
+    for split, rows in (("train", n), ("test", max(1, n // 4))):
+        os.makedirs(os.path.join(directory, split), exist_ok=True)
+        np.save(os.path.join(directory, split, "x.npy"),
+                rng.integers(0, VOCAB, (rows, TOKENS)).astype(np.int32))
         np.save(os.path.join(directory, split, "y.npy"),
                 rng.integers(0, 10, rows).astype(np.int32))
 
@@ -192,13 +256,22 @@ def epoch_order(n, seed, epoch):
 
 
 def train(name, path, directory, steps, batch, optimizer, lr, out):
-    model_class, shape = MODELS[name]
+    model_class, shape = MODELS[name][:2]
     model = model_class()
     model.load_state_dict(torch.load(path + ".pt"))
     x = torch.from_numpy(np.load(os.path.join(directory, "train", "x.npy")))
     y = torch.from_numpy(np.load(os.path.join(directory, "train", "y.npy"))).long()
-    opt = (torch.optim.Adam(model.parameters(), lr=lr) if optimizer == "adam"
-           else torch.optim.SGD(model.parameters(), lr=lr))
+    opts = [torch.optim.SGD(model.parameters(), lr=lr)]
+    if optimizer == "adam":
+        # Prism's Adam is lazy on embedding tables (their gradients are sparse: only the rows
+        # read move, docs/ops.md apply_adam), as SparseAdam is; dense Adam for the rest.
+        tables = [m for m in model.modules() if isinstance(m, torch.nn.Embedding)]
+        for m in tables:
+            m.sparse = True
+        sparse = {id(p) for m in tables for p in m.parameters()}
+        opts = [torch.optim.Adam([p for p in model.parameters() if id(p) not in sparse], lr=lr)]
+        if sparse:
+            opts.append(torch.optim.SparseAdam([p for m in tables for p in m.parameters()], lr=lr))
     n = x.shape[0]
     per_epoch = (n + batch - 1) // batch
     losses = []
@@ -208,9 +281,11 @@ def train(name, path, directory, steps, batch, optimizer, lr, out):
         logits = model(x[rows].reshape((len(rows),) + shape))
         loss = torch.nn.functional.cross_entropy(logits, y[rows])
         losses.append(loss.item())
-        opt.zero_grad()
+        for opt in opts:
+            opt.zero_grad()
         loss.backward()
-        opt.step()
+        for opt in opts:
+            opt.step()
     with open(out, "w") as f:
         json.dump(losses, f)
 
@@ -237,6 +312,8 @@ if __name__ == "__main__":
         export(*args)
     elif command == "data":
         data(args[0], int(args[1]))
+    elif command == "tokens":
+        tokens(args[0], int(args[1]))
     elif command == "train":
         train(args[0], args[1], args[2], int(args[3]), int(args[4]), args[5], float(args[6]),
               args[7])
