@@ -124,6 +124,10 @@ private:
                                    " but the op gives " + (*types)[i].str());
       }
     }
+    return declareResults(op);
+  }
+
+  llvm::Error declareResults(const Op &op) {
     for (unsigned i = 0; i < op.numResults(); ++i) {
       if (auto e = declare(op.result(i), op.loc, "result"))
         return e;
@@ -185,13 +189,7 @@ private:
                                  " is an op result (write the parameter as '%" +
                                  f->body->inputs()[i]->name() + "' to take any value)");
     }
-    for (unsigned i = 0; i < op.numResults(); ++i) {
-      if (auto e = declare(op.result(i), op.loc, "result"))
-        return e;
-      if (auto e = checkShape(op.result(i), op.loc))
-        return e;
-    }
-    return llvm::Error::success();
+    return declareResults(op);
   }
 
   llvm::Error verifyOptimizer() {
