@@ -32,7 +32,14 @@ double elementAt(const Tensor &t, int64_t i) {
 // split batch compute both differently from one device. prism verify says so instead of
 // reporting a difference.
 llvm::Error checkSplitsExactly(const ir::Module &model) {
+  // The model's ops and its functions' (every call expands to its function's body).
+  std::vector<const ir::Op *> ops;
   for (const auto &op : model.ops())
+    ops.push_back(op.get());
+  for (const ir::Function &function : model.functions)
+    for (const auto &op : function.body->ops())
+      ops.push_back(op.get());
+  for (const ir::Op *op : ops)
     if (const ir::Attr *ignore = op->attrs.find(ir::kIgnoreIndexAttr))
       return ir::makeError(
           model.sourceFile(), op->loc,
@@ -44,7 +51,7 @@ llvm::Error checkSplitsExactly(const ir::Module &model) {
               "over positions and ignored labels\"); verify the model without " +
               ir::kIgnoreIndexAttr);
   // Batch statistics (batch_norm with sync = false) are each part's own.
-  for (const auto &op : model.ops())
+  for (const ir::Op *op : ops)
     if (op->def().has(ir::kBatchStatistics))
       return ir::makeError(
           model.sourceFile(), op->loc,
