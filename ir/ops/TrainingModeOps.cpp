@@ -128,6 +128,16 @@ llvm::Error batchNormStateUpdate(Module &module, const Op &op) {
       created->result(i)->setType((*types)[i]);
     return created;
   };
+  // State, not parameters: an optimizer must not update them too, nor a parameter server hold
+  // them for one.
+  for (unsigned i : {3u, 4u}) {
+    const Variable *var = op.operand(i)->variable();
+    if (!var || var->trainable())
+      return makeError(module.sourceFile(), op.loc,
+                       "'" + op.name() + "' writes its " + op.def().operands[i] + " " +
+                           op.operand(i)->ref() +
+                           " at step end: it must be a variable declared {trainable = false}");
+  }
   const TensorType &x = op.operand(0)->type();
   auto moments = emit("batch_norm_moments", {op.operand(0)}, {},
                       {module.uniqueName(op.result(0)->name() + ".moments")});
