@@ -205,10 +205,13 @@ AttrSpec epsilonAttr() {
   return attr(kEpsilon, AttrKind::Float, Attr::real(1e-5), "added to the variance");
 }
 
+AttrSpec momentumAttr() {
+  return attr(kMomentum, AttrKind::Float, Attr::real(0.1),
+              "weight of the batch's statistics in the running averages, in [0, 1]");
+}
+
 std::vector<AttrSpec> batchNormAttrs() {
-  return {epsilonAttr(),
-          attr(kMomentum, AttrKind::Float, Attr::real(0.1),
-               "weight of the batch's statistics in the running averages, in [0, 1]"),
+  return {epsilonAttr(), momentumAttr(),
           attr(kSync, AttrKind::Bool, Attr::boolean(false),
                "statistics over every worker and tower (not supported yet); false: each "
                "worker's, tower's and micro-batch's own")};
@@ -246,7 +249,7 @@ void registerTrainingModeOps(std::vector<OpDef> &t) {
       "statistic, for running_mean the mean and for running_var the unbiased variance (as "
       "PyTorch), from moments over the step's batch; evaluation: nothing",
       {"running_mean", "running_var", "moments"}, batchNormUpdateShape, nullptr,
-      {batchNormAttrs()[1],
+      {momentumAttr(),
        attr(kValuesPerExample, AttrKind::Int, Attr::integer(1),
             "values per channel in one example (H * W of x), for the unbiased variance's count")},
       kSideEffect);
