@@ -97,7 +97,7 @@ protected:
     if (rows_ < 2)
       return ir::makeError("batch_norm in a training step needs more than one value per "
                            "channel, x has " +
-                           llvm::Twine(rows_));
+                           llvm::Twine(rows_) + " per channel");
     const T *x = inputs[x_]->dense.data<T>();
     std::fill(mean_.begin(), mean_.end(), 0.0);
     std::fill(var_.begin(), var_.end(), 0.0);
