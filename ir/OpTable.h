@@ -35,12 +35,16 @@ enum OpTrait : uint32_t {
   kSideEffect = 1u << 2,    // writes state at step end (assign, apply_*): never removed or merged
   kCommunication = 1u << 3, // moves data between tasks (or a task's devices)
   kOptimizerUpdate = 1u << 4,
-  kRandom = 1u << 5,           // draws random numbers: never merged
-  kGradientOnly = 1u << 6,     // exists to express a gradient rule
+  kRandom = 1u << 5,            // draws random numbers: never merged
+  kGradientOnly = 1u << 6,      // exists to express a gradient rule
   kOnParameterServer = 1u << 7, // runs on the PS task that holds its variable operand
   // Calls a function of the module (`callee`): as many results as the function has, no shape
   // rule of its own; the inline pass replaces it with the function's body.
-  kCall = 1u << 8
+  kCall = 1u << 8,
+  // Its result for one example depends on the other examples of its batch (batch_norm's
+  // statistics): each worker, tower and micro-batch computes it over its own part of a split
+  // batch, which differs from one device's result over the whole batch.
+  kBatchStatistics = 1u << 9
 };
 
 struct OpCost {
@@ -51,6 +55,7 @@ struct OpCost {
 using ShapeRule = llvm::Expected<llvm::SmallVector<TensorType, 1>> (*)(
     llvm::ArrayRef<TensorType> operands, const AttrMap &attrs);
 using GradRule = void (*)(GradientContext &ctx);
+using StateUpdateRule = llvm::Error (*)(Module &module, const Op &op);
 using CostRule = OpCost (*)(llvm::ArrayRef<TensorType> operands, llvm::ArrayRef<TensorType> results,
                             const AttrMap &attrs, int64_t batch);
 
@@ -67,7 +72,13 @@ struct OpDef {
   GradRule gradient = nullptr;     // null: not differentiable
   uint32_t sparseGradOperands = 0; // bit i: the gradient for operand i is sparse
   uint32_t writtenOperands = 0;    // bit i: operand i must be a variable; written at step end
-  CostRule cost = nullptr;         // null: elementwise-like default
+  // Bit i: float operand i gets no gradient from the rule: state the op reads, not a function
+  // of the parameters (batch_norm's running averages).
+  uint32_t noGradientOperands = 0;
+  // Emits the ops that write the state the op keeps in variables at step end (batch_norm's
+  // running averages); lower-optimizer calls it for every op that has one. Null: no state.
+  StateUpdateRule stateUpdate = nullptr;
+  CostRule cost = nullptr; // null: elementwise-like default
   uint32_t traits = 0;
   // Bit i: operand i is read in the op's compute precision (ir/Precision.h). Non-zero for the
   // ops that may compute in bf16/fp16 (matrix products, convolutions); every other op keeps
@@ -82,6 +93,9 @@ struct OpDef {
   }
   bool writes(unsigned operand) const {
     return operand < 32 && ((writtenOperands >> operand) & 1u);
+  }
+  bool getsGradient(unsigned operand) const {
+    return operand >= 32 || ((noGradientOperands >> operand) & 1u) == 0;
   }
   bool readsInComputePrecision(unsigned operand) const {
     return operand < 32 && ((reducedPrecisionOperands >> operand) & 1u);

@@ -1,6 +1,7 @@
 // lower-optimizer: turns `minimize %loss with OPT(...)` into update ops: optimizer state
 // variables, optional dynamic loss scaling, optional global-norm clipping, the learning-rate
-// schedule's factor, and one apply op per trained variable.
+// schedule's factor, one apply op per trained variable, and the state updates of the ops that keep
+// state (batch_norm's running averages).
 #include <optional>
 #include <vector>
 
@@ -109,6 +110,8 @@ public:
     auto updates = trainedGradients(module);
     if (!updates)
       return updates.takeError();
+    if (auto err = emitStateUpdates(module))
+      return std::move(err);
     if (updates->empty()) {
       module.optimizer.reset();
       return true;
@@ -362,6 +365,21 @@ private:
     if (auto applied = emit(module, lowering.applyOp, operands, applyAttrs, ""); !applied)
       return applied.takeError();
     count("variables updated");
+    return llvm::Error::success();
+  }
+
+  // The ops that keep state in variables (batch_norm's running averages) emit its update, by
+  // their rule in the op table.
+  llvm::Error emitStateUpdates(Module &module) {
+    std::vector<const ir::Op *> stateful;
+    for (const auto &op : module.ops())
+      if (op->def().stateUpdate)
+        stateful.push_back(op.get());
+    for (const ir::Op *op : stateful) {
+      if (auto err = op->def().stateUpdate(module, *op))
+        return err;
+      count("state updates");
+    }
     return llvm::Error::success();
   }
 

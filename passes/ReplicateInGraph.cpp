@@ -1,7 +1,8 @@
 // replicate-in-graph: copies the per-example part of a training step into one tower per local
 // device (tower i's ops are pinned to CPU device i, ir/Device.h), each reading its slice of the
-// task's batch, and joins the towers' losses and gradients with combine_towers, so the task
-// pushes or all-reduces once (local aggregation) and its update ops run once.
+// task's batch, and joins the towers' losses and gradients (and per-channel statistics that
+// variable writes read) with combine_towers, so the task pushes or all-reduces once (local
+// aggregation) and its update ops run once.
 #include <string>
 #include <vector>
 
@@ -65,6 +66,8 @@ public:
       }
     if (auto err = checkSharedOpsAfter(module, *inTower, firstAfter))
       return std::move(err);
+    if (auto err = checkNoExamplesLeave(module, *inTower))
+      return std::move(err);
 
     std::vector<Op *> original = ir::inProgramOrder(module, *inTower);
     TowerValues towerValues(towers);
@@ -80,16 +83,25 @@ public:
   }
 
 private:
-  // A tower computes what depends on the batch and leads to the loss or a gradient. What reads
-  // no input (constants, the step counter) is computed once and shared; what consumes
+  // A tower computes what depends on the batch and leads to the loss, a gradient, or a variable
+  // write straight from the forward pass (batch_norm's moments for its running averages). What
+  // reads no input (constants, the step counter) is computed once and shared; what consumes
   // gradients (clipping, updates) runs once on the combined gradients.
   static llvm::Expected<OpSet> findTowerOps(const ir::Module &module) {
     std::vector<const Value *> inputs;
     for (const auto &input : module.inputs())
       inputs.push_back(input->value.get());
     OpSet batchDependent = ir::forwardSlice(inputs);
-    OpSet inTower = ir::backwardSlice(ir::stepOutputs(module),
-                                      [&](const Op &op) { return batchDependent.count(&op) != 0; });
+    std::vector<const Value *> roots = ir::stepOutputs(module);
+    OpSet afterOutputs = ir::forwardSlice(roots);
+    for (const auto &op : module.ops())
+      if (op->def().has(ir::kSideEffect))
+        for (const Value *v : op->operands())
+          if (const Op *producer = v->definingOp();
+              producer && batchDependent.count(producer) && !afterOutputs.count(producer))
+            roots.push_back(v);
+    OpSet inTower =
+        ir::backwardSlice(roots, [&](const Op &op) { return batchDependent.count(&op) != 0; });
     for (const Op *op : ir::inProgramOrder(module, inTower))
       if (op->def().has(ir::kSideEffect) || op->def().has(ir::kCommunication))
         return ir::makeError(module.sourceFile(), op->loc,
@@ -112,6 +124,26 @@ private:
             return ir::makeError(module.sourceFile(), op->loc,
                                  "op '" + std::string(op->name()) +
                                      "' both reads the towers' values and is read by them");
+    }
+    return llvm::Error::success();
+  }
+
+  // combine_towers joins values by their batch-weighted mean: right for losses and gradients,
+  // meaningless for a value with a row per example (batch_norm_update's x, which would need the
+  // towers' rows, not their mean). A shared op reading one is refused.
+  static llvm::Error checkNoExamplesLeave(const ir::Module &module, const OpSet &inTower) {
+    for (const auto &op : module.ops()) {
+      if (inTower.count(op.get()))
+        continue;
+      for (const Value *v : op->operands())
+        if (v->definingOp() && inTower.count(v->definingOp()) && v->hasType() &&
+            v->type().hasBatchDim())
+          return ir::makeError(module.sourceFile(), op->loc,
+                               "op '" + std::string(op->name()) + "' reads " + v->ref() + " (" +
+                                   v->type().str() +
+                                   ", a row per example) outside the towers, which combine only "
+                                   "values without a batch dimension: replicate between graphs "
+                                   "instead (one worker per device)");
     }
     return llvm::Error::success();
   }

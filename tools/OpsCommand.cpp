@@ -24,6 +24,8 @@ std::string traitsOf(const ir::OpDef &def) {
   add(def.has(ir::kOnParameterServer), "runs on the PS");
   add(def.resultPerOperand, "one result per operand");
   add(def.has(ir::kCall), "expanded by the inline pass (no kernel)");
+  add(def.has(ir::kBatchStatistics), "statistics over its batch (a split batch differs)");
+  add(def.stateUpdate != nullptr, "keeps state in variables (updated at step end)");
   add(ir::allowsReducedPrecision(def), "may compute in bf16 or fp16 (`compute`)");
   return s;
 }

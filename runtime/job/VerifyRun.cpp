@@ -28,10 +28,18 @@ double elementAt(const Tensor &t, int64_t i) {
 }
 
 // A loss averaged over the positions it counts (ignore_index) is a mean over a number that
-// depends on the data: the parts of a split batch, each weighted by its examples, average it
-// differently from one device. prism verify says so instead of reporting a difference.
+// depends on the data, and batch statistics are a function of the whole batch: the parts of a
+// split batch compute both differently from one device. prism verify says so instead of
+// reporting a difference.
 llvm::Error checkSplitsExactly(const ir::Module &model) {
+  // The model's ops and its functions' (every call expands to its function's body).
+  std::vector<const ir::Op *> ops;
   for (const auto &op : model.ops())
+    ops.push_back(op.get());
+  for (const ir::Function &function : model.functions)
+    for (const auto &op : function.body->ops())
+      ops.push_back(op.get());
+  for (const ir::Op *op : ops)
     if (const ir::Attr *ignore = op->attrs.find(ir::kIgnoreIndexAttr))
       return ir::makeError(
           model.sourceFile(), op->loc,
@@ -42,6 +50,18 @@ llvm::Error checkSplitsExactly(const ir::Module &model) {
               "device's mean only when every part ignores the same share (docs/ir.md, \"Losses "
               "over positions and ignored labels\"); verify the model without " +
               ir::kIgnoreIndexAttr);
+  // Batch statistics (batch_norm with sync = false) are each part's own.
+  for (const ir::Op *op : ops)
+    if (op->def().has(ir::kBatchStatistics))
+      return ir::makeError(
+          model.sourceFile(), op->loc,
+          "prism verify checks that a split batch trains exactly like one device, and " +
+              op->name() +
+              " normalizes with the statistics of its own part of the batch: each worker, tower "
+              "and micro-batch computes its own mean and variance (as PyTorch's BatchNorm does), "
+              "which differ from one device's over the whole batch (docs/ir.md, \"Training and "
+              "evaluation\"); prism train --cluster and --accumulate train it so, with each part's "
+              "statistics");
   return llvm::Error::success();
 }
 

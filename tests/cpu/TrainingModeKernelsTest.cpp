@@ -1,6 +1,7 @@
 // The CPU kernels of dropout and dropout_grad against the reference interpreter, in training and
 // evaluation, at several seeds, steps and example offsets; and the property the mask rule
-// exists for: a batch run in pieces (shards at their offsets) draws what it draws whole.
+// exists for: a batch run in pieces (shards at their offsets) draws what it draws whole. The
+// batch_norm family against the reference in both modes, its running averages after steps.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -115,8 +116,67 @@ TEST(TrainingModeKernels, MasksDoNotDependOnHowTheBatchIsSplit) {
   EXPECT_NE(whole, runRows(*module, x, 0, 10, 5));
 }
 
+// y = batch_norm(x, scale, bias, mean, var) with its backward ops for upstream dy (g, dscale)
+// and its state update (the moments and the running averages' writes).
+std::unique_ptr<ir::Module> batchNormModule(const TensorType &xType) {
+  ir::ModuleBuilder b("batch_norm");
+  ir::Value *x = b.input("x", xType);
+  b.input("dy", xType);
+  TensorType channel(xType.dtype, {xType.dims.back()});
+  ir::AttrMap untrained = ir::attrs({{"trainable", Attr::boolean(false)}});
+  ir::Initializer positive{"uniform",
+                           ir::attrs({{"min", Attr::real(0.5)}, {"max", Attr::real(2.0)}})};
+  ir::Value *scale = b.variable("scale", channel, positive);
+  ir::Value *bias = b.variable("bias", channel, positive);
+  ir::Value *mean = b.variable("mean", channel, positive, untrained);
+  ir::Value *var = b.variable("var", channel, positive, untrained);
+  b.op("batch_norm", {x, scale, bias, mean, var},
+       ir::attrs({{"momentum", Attr::real(0.3)}, {"epsilon", Attr::real(0.01)}}), "y");
+  auto m = b.finish();
+  EXPECT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  if (!m)
+    return nullptr;
+  const ir::Op &op = *(*m)->lookup("y")->definingOp();
+  ir::GradientContext ctx(**m, op, {(*m)->lookup("dy")});
+  op.def().gradient(ctx);
+  EXPECT_FALSE(bool(ctx.takeError()));
+  (*m)->renameValue(ctx.operandGrads()[0], "g");
+  (*m)->renameValue(ctx.operandGrads()[1], "dscale");
+  llvm::Error emitted = op.def().stateUpdate(**m, op);
+  EXPECT_FALSE(bool(emitted)) << llvm::toString(std::move(emitted));
+  (*m)->renameValue((*m)->lookup("y.moments"), "moments");
+  return std::move(*m);
+}
+
+TEST(TrainingModeKernels, BatchNormMatchesTheReference) {
+  for (DType dtype : {DType::F32, DType::F64})
+    for (const std::vector<int64_t> &dims : {std::vector<int64_t>{B, 5}, {B, 3, 4, 6}})
+      for (int threads : {1, 2}) {
+        TensorType type(dtype, dims);
+        SCOPED_TRACE("batch_norm of " + type.str() + " on " + std::to_string(threads) + " threads");
+        auto module = batchNormModule(type);
+        ASSERT_TRUE(module);
+        ReferenceCheckOptions options;
+        options.batch = 4;
+        options.threads = threads;
+        options.low = -2.0;
+        options.high = 3.0;
+        prism::testing::expectMatchesReference(*module, {"y", "g", "dscale", "moments"}, options);
+        // Training steps: the running averages after each.
+        options.steps = 3;
+        prism::testing::expectMatchesReference(*module, {}, options);
+        options.steps = 1;
+        options.context.mode = runtime::StepMode::Evaluation;
+        prism::testing::expectMatchesReference(*module, {"y", "g", "dscale"}, options);
+        prism::testing::expectMatchesReference(*module, {}, options);
+      }
+}
+
 TEST(TrainingModeKernels, EveryTrainingModeOpHasACpuKernel) {
-  const std::set<std::string> family = {"dropout", "dropout_grad"};
+  const std::set<std::string> family = {
+      "dropout",          "dropout_grad",          "batch_norm",
+      "batch_norm_grad",  "batch_norm_scale_grad", "batch_norm_moments",
+      "batch_norm_update"};
   for (const std::string &name : family)
     EXPECT_NE(runtime::findKernel(name, ir::DeviceKind::Cpu), nullptr) << name;
 }

@@ -1,6 +1,6 @@
 // Gradient accumulation in the executor: the micro-step / step split of a training step, and
 // K micro-batches giving the step one batch of their concatenation gives (dense and sparse
-// gradients, uneven micro-batches), with a smaller arena.
+// gradients, uneven micro-batches, batch_norm's running averages), with a smaller arena.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -212,6 +212,34 @@ TEST(Accumulation, MicroBatchesEqualOneBatchSparse) {
   ASSERT_TRUE(m);
   expectSameTraining(*m, trainSteps(*m, 20, {5, 5, 5, 5}), trainSteps(*m, 20, {}));
   expectSameTraining(*m, trainSteps(*m, 20, {7, 7, 6}), trainSteps(*m, 20, {}));
+}
+
+// batch_norm's running averages come from moments that micro-batches combine exactly, so they
+// equal one batch's even though each micro-batch normalizes with its own statistics (the
+// normalized input reads no weight, so its statistics are the same in every step of both runs).
+TEST(Accumulation, BatchNormRunningAveragesAreThoseOfTheWholeBatch) {
+  auto m = compile(R"(model bn {
+  input x : f32[B, 12]
+  input y : i32[B]
+  var s : f32[12] = ones
+  var b : f32[12] = zeros
+  var bn.mean : f32[12] = zeros {trainable = false}
+  var bn.var : f32[12] = ones {trainable = false}
+  var w : f32[12, 5] = glorot_uniform
+  %loss = softmax_cross_entropy(matmul(batch_norm(x, s, b, bn.mean, bn.var, momentum = 0.5), w), y)
+  minimize %loss with sgd(lr = 0.1)
+})");
+  ASSERT_TRUE(m);
+  Trained whole = trainSteps(*m, 23, {});
+  Trained micro = trainSteps(*m, 23, {8, 8, 7});
+  for (const char *name : {"bn.mean", "bn.var"}) {
+    const Tensor *a = micro.store->find(name);
+    const Tensor *b = whole.store->find(name);
+    ASSERT_TRUE(a && b) << name;
+    EXPECT_LT(largestRelativeDifference(*a, *b), 1e-5) << name;
+  }
+  // Uniform in [-1, 1): the variance moved from 1 towards 1/3.
+  EXPECT_LT(whole.store->find("bn.var")->data<float>()[0], 0.6f);
 }
 
 } // namespace

@@ -35,7 +35,8 @@ TEST(OpTable, RequiredOpsExist) {
                            "layer_norm",   "sigmoid_cross_entropy",
                            "batch_matmul", "where",
                            "maximum",      "minimum",
-                           "pad",          "global_avg_pool"})
+                           "pad",          "global_avg_pool",
+                           "batch_norm"})
     EXPECT_NE(lookupOp(name), nullptr) << name;
   EXPECT_TRUE(getOp("gather").sparseGradient(0));
   EXPECT_FALSE(getOp("gather").sparseGradient(1));
@@ -97,6 +98,69 @@ TEST(OpTable, DropoutIsRandomAndShapePreserving) {
   ASSERT_FALSE(bool(m));
   EXPECT_NE(llvm::toString(m.takeError()).find("dropout rate must be in [0, 1), got 1.0"),
             std::string::npos);
+}
+
+// batch_norm keeps its operand's type over NHWC or [N, C], gives no gradient to its running
+// averages, has a state-update rule that emits its moments and the update of the two variables,
+// and refuses what it does not take (sync = true included) with a reason.
+TEST(OpTable, BatchNorm) {
+  const OpDef &bn = getOp("batch_norm");
+  EXPECT_EQ(bn.signature(), "batch_norm(x, scale, bias, running_mean, running_var, epsilon = "
+                            "1e-05, momentum = 0.1, sync = false)");
+  EXPECT_TRUE(bn.has(kBatchStatistics));
+  EXPECT_TRUE(bn.getsGradient(0) && bn.getsGradient(1) && bn.getsGradient(2));
+  EXPECT_FALSE(bn.getsGradient(3) || bn.getsGradient(4));
+  ASSERT_NE(bn.stateUpdate, nullptr);
+  EXPECT_TRUE(getOp("batch_norm_update").has(kSideEffect));
+  EXPECT_TRUE(getOp("batch_norm_update").writes(0) && getOp("batch_norm_update").writes(1));
+  EXPECT_FALSE(getOp("batch_norm_update").has(kBatchStatistics)); // moments combine exactly
+
+  ModuleBuilder b("m");
+  TensorType channel(DType::F32, {8});
+  Value *x = b.input("x", TensorType(DType::F32, {kBatchDim, 6, 6, 8}));
+  Value *scale = b.variable("scale", channel), *bias = b.variable("bias", channel);
+  Value *mean =
+      b.variable("mean", channel, {"zeros", {}}, attrs({{"trainable", Attr::boolean(false)}}));
+  Value *var =
+      b.variable("var", channel, {"ones", {}}, attrs({{"trainable", Attr::boolean(false)}}));
+  Value *y =
+      b.op("batch_norm", {x, scale, bias, mean, var}, attrs({{"momentum", Attr::real(0.2)}}), "y");
+  EXPECT_EQ(y->type(), x->type());
+  Module &m = b.module();
+  ASSERT_FALSE(bool(bn.stateUpdate(m, *y->definingOp())));
+  const Op &update = *m.ops().back();
+  EXPECT_EQ(update.name(), "batch_norm_update");
+  EXPECT_EQ(update.operand(0), mean);
+  EXPECT_EQ(update.operand(1), var);
+  EXPECT_EQ(update.operand(2)->definingOp()->name(), "batch_norm_moments");
+  EXPECT_EQ(update.operand(2)->type(), TensorType(DType::F32, {2, 8}));
+  EXPECT_EQ(update.attrs.getFloat("momentum"), 0.2);
+  EXPECT_EQ(update.attrs.getInt("values_per_example"), 36);
+  auto ok = b.finish();
+  ASSERT_TRUE(bool(ok)) << llvm::toString(ok.takeError());
+
+  auto errorOf = [&](llvm::ArrayRef<TensorType> types, AttrMap a = {}) {
+    auto r = bn.shape(types, withDefaults(bn, a));
+    return r ? std::string() : llvm::toString(r.takeError());
+  };
+  TensorType x4(DType::F32, {kBatchDim, 6, 6, 8});
+  EXPECT_EQ(errorOf({x4, channel, channel, channel, channel}), "");
+  EXPECT_EQ(errorOf({TensorType(DType::F32, {kBatchDim, 8}), channel, channel, channel, channel}),
+            "");
+  EXPECT_NE(errorOf({TensorType(DType::F32, {kBatchDim, 2, 8}), channel, channel, channel, channel})
+                .find("x must be [N, C] or [N, H, W, C]"),
+            std::string::npos);
+  EXPECT_NE(errorOf({x4, channel, channel, TensorType(DType::F32, {4}), channel})
+                .find("running_mean must be f32[8]"),
+            std::string::npos);
+  EXPECT_NE(
+      errorOf({x4, channel, channel, channel, channel}, attrs({{"momentum", Attr::real(1.5)}}))
+          .find("momentum must be in [0, 1], got 1.5"),
+      std::string::npos);
+  EXPECT_NE(
+      errorOf({x4, channel, channel, channel, channel}, attrs({{"sync", Attr::boolean(true)}}))
+          .find("not supported yet"),
+      std::string::npos);
 }
 
 TEST(OpTable, GatherGradientIsSparse) {

@@ -40,6 +40,8 @@ struct GradCase {
   ir::AttrMap attrs;
   Fill fill = Fill::Signed;
   int64_t indexBound = 0; // integer operands are drawn from [0, indexBound)
+  // Ops that compute differently in evaluation (batch_norm) are checked in both modes.
+  runtime::StepMode mode = runtime::StepMode::Training;
 };
 
 TensorType f32(llvm::ArrayRef<int64_t> dims) {
@@ -178,11 +180,20 @@ std::vector<GradCase> allCases() {
   add("gather", {f32({4}), i32({B})}, {}, Fill::Signed, 4);
   add("dropout", {f32({B, 4})}, ir::attrs({{"rate", Attr::real(0.5)}}));
   add("dropout", {f32({2, 3, 2})}, ir::attrs({{"rate", Attr::real(0.25)}}));
+  // x, scale, bias, running_mean, running_var (positive): the batch's statistics in training,
+  // the running ones in evaluation.
+  for (runtime::StepMode mode : {runtime::StepMode::Training, runtime::StepMode::Evaluation}) {
+    add("batch_norm", {f32({B, 4}), f32({4}), f32({4}), f32({4}), f32({4})}, {}, Fill::Positive);
+    cases.back().mode = mode;
+    add("batch_norm", {f32({B, 2, 2, 3}), f32({3}), f32({3}), f32({3}), f32({3})},
+        ir::attrs({{"epsilon", Attr::real(0.01)}}), Fill::Positive);
+    cases.back().mode = mode;
+  }
   return cases;
 }
 
 std::string describe(const GradCase &c) {
-  std::string s = c.op + "(";
+  std::string s = (c.mode == runtime::StepMode::Evaluation ? "evaluation: " : "") + c.op + "(";
   for (size_t i = 0; i < c.operands.size(); ++i)
     s += (i ? ", " : "") + c.operands[i].str();
   for (const auto &[name, value] : c.attrs)
@@ -259,8 +270,8 @@ void checkCase(const GradCase &c, uint64_t seed) {
   std::vector<std::string> gradNames(c.operands.size());
   for (size_t i = 0; i < c.operands.size(); ++i) {
     ir::Value *grad = ctx.operandGrads()[i];
-    if (!ir::isFloat(c.operands[i].dtype)) {
-      EXPECT_EQ(grad, nullptr) << "integer operand " << i << " got a gradient";
+    if (!ir::isFloat(c.operands[i].dtype) || !op.def().getsGradient(i)) {
+      EXPECT_EQ(grad, nullptr) << "operand " << i << " is not differentiable but got a gradient";
       continue;
     }
     ASSERT_NE(grad, nullptr) << "no gradient for float operand " << i;
@@ -278,7 +289,9 @@ void checkCase(const GradCase &c, uint64_t seed) {
 
   // Every step draws as step 0 does: random ops (dropout) keep one mask, so finite
   // differences see a fixed function.
-  ReferenceInterpreter interp(*module);
+  runtime::StepContext context;
+  context.mode = c.mode;
+  ReferenceInterpreter interp(*module, context);
   const runtime::StepContext fixed = interp.context();
   auto first = interp.step(feeds);
   ASSERT_TRUE(bool(first)) << llvm::toString(first.takeError());

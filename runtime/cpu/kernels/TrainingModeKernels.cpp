@@ -1,7 +1,10 @@
 // CPU kernels of the ops that compute differently in training and evaluation: dropout and
-// dropout_grad, whose masks follow runtime/DropoutMask.h (the reference's rule, draw for draw).
+// dropout_grad, whose masks follow runtime/DropoutMask.h (the reference's rule, draw for draw),
+// and batch_norm with its gradients and the update of its running averages.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "ir/OpTable.h"
 #include "runtime/DropoutMask.h"
@@ -69,11 +72,274 @@ KernelOrError makeDropout(const KernelSpec &spec) {
   });
 }
 
+// What the batch_norm kernels share: x as [rows, channels] (every dimension but the last is a
+// sample) and the per-channel statistics a step normalizes with: the batch's in training (sums
+// in double, the variance in a second pass), the running averages in evaluation.
+template <typename T> class BatchNormKernelBase : public Kernel {
+protected:
+  // x is input `x`, running_mean and running_var inputs `running` and `running + 1`.
+  BatchNormKernelBase(const KernelSpec &spec, unsigned x, unsigned running)
+      : x_(x), running_(running), step_(spec.step), threads_(spec.threads) {
+    const ir::TensorType &type = spec.inputTypes[x];
+    channels_ = type.dims.back();
+    rows_ = channels_ == 0 ? 0 : type.numElements() / channels_;
+    if (spec.attrs.has("epsilon"))
+      epsilon_ = spec.attrs.getFloat("epsilon");
+    mean_.resize(static_cast<size_t>(channels_));
+    var_.resize(static_cast<size_t>(channels_));
+    inv_.resize(static_cast<size_t>(channels_));
+  }
+
+  bool training() const { return !step_ || step_->training(); }
+
+  // The batch's mean and biased variance of x into mean_ and var_.
+  llvm::Error batchStatistics(llvm::ArrayRef<const RuntimeValue *> inputs) {
+    if (rows_ < 2)
+      return ir::makeError("batch_norm in a training step needs more than one value per "
+                           "channel, x has " +
+                           llvm::Twine(rows_) + " per channel");
+    const T *x = inputs[x_]->dense.data<T>();
+    std::fill(mean_.begin(), mean_.end(), 0.0);
+    std::fill(var_.begin(), var_.end(), 0.0);
+    for (int64_t r = 0; r < rows_; ++r)
+      for (int64_t c = 0; c < channels_; ++c)
+        mean_[c] += static_cast<double>(x[r * channels_ + c]);
+    for (double &m : mean_)
+      m /= static_cast<double>(rows_);
+    for (int64_t r = 0; r < rows_; ++r)
+      for (int64_t c = 0; c < channels_; ++c) {
+        double d = static_cast<double>(x[r * channels_ + c]) - mean_[c];
+        var_[c] += d * d;
+      }
+    for (double &v : var_)
+      v /= static_cast<double>(rows_);
+    return llvm::Error::success();
+  }
+
+  // mean_ and inv_ = 1 / sqrt(var + epsilon) of the statistics this step normalizes with.
+  llvm::Error normalizingStatistics(llvm::ArrayRef<const RuntimeValue *> inputs) {
+    if (training()) {
+      if (auto err = batchStatistics(inputs))
+        return err;
+    } else {
+      const T *mean = inputs[running_]->dense.data<T>();
+      const T *var = inputs[running_ + 1]->dense.data<T>();
+      for (int64_t c = 0; c < channels_; ++c) {
+        mean_[c] = static_cast<double>(mean[c]);
+        var_[c] = static_cast<double>(var[c]);
+      }
+    }
+    for (int64_t c = 0; c < channels_; ++c)
+      inv_[c] = 1.0 / std::sqrt(var_[c] + epsilon_);
+    return llvm::Error::success();
+  }
+
+  // fn(begin, end) over element ranges that start at a row.
+  template <typename Body> void forRows(const Body &body) const {
+    parallelFor(rows_, threads_,
+                std::max<int64_t>(kCostlyGrain / std::max<int64_t>(channels_, 1), 1),
+                [&](int64_t begin, int64_t end) { body(begin * channels_, end * channels_); });
+  }
+
+  unsigned x_, running_;
+  const StepContext *step_;
+  int threads_;
+  int64_t channels_ = 0, rows_ = 0;
+  double epsilon_ = 0;
+  std::vector<double> mean_, var_, inv_;
+};
+
+// y = scale * (x - mean) * inv + bias.
+template <typename T> class BatchNormKernel final : public BatchNormKernelBase<T> {
+public:
+  explicit BatchNormKernel(const KernelSpec &spec) : BatchNormKernelBase<T>(spec, 0, 3) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    if (auto err = this->normalizingStatistics(inputs))
+      return err;
+    const T *x = inputs[0]->dense.data<T>();
+    const T *scale = inputs[1]->dense.data<T>();
+    const T *bias = inputs[2]->dense.data<T>();
+    T *y = outputs[0]->dense.data<T>();
+    const int64_t channels = this->channels_;
+    // y = x * a + b per channel.
+    std::vector<double> a(static_cast<size_t>(channels)), b(static_cast<size_t>(channels));
+    for (int64_t c = 0; c < channels; ++c) {
+      a[c] = static_cast<double>(scale[c]) * this->inv_[c];
+      b[c] = static_cast<double>(bias[c]) - this->mean_[c] * a[c];
+    }
+    this->forRows([&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        int64_t c = i % channels;
+        y[i] = static_cast<T>(static_cast<double>(x[i]) * a[c] + b[c]);
+      }
+    });
+    return llvm::Error::success();
+  }
+};
+
+// (x): [mean, mean of squares] per channel, summed in double.
+template <typename T> class BatchNormMomentsKernel final : public BatchNormKernelBase<T> {
+public:
+  explicit BatchNormMomentsKernel(const KernelSpec &spec) : BatchNormKernelBase<T>(spec, 0, 0) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    const T *x = inputs[0]->dense.data<T>();
+    const int64_t channels = this->channels_;
+    std::vector<double> sum(static_cast<size_t>(channels), 0.0), squares(sum);
+    for (int64_t i = 0; i < this->rows_ * channels; ++i) {
+      double v = static_cast<double>(x[i]);
+      sum[i % channels] += v;
+      squares[i % channels] += v * v;
+    }
+    T *moments = outputs[0]->dense.data<T>();
+    const double rows = static_cast<double>(this->rows_);
+    for (int64_t c = 0; c < channels; ++c) {
+      moments[c] = static_cast<T>(sum[c] / rows);
+      moments[channels + c] = static_cast<T>(squares[c] / rows);
+    }
+    return llvm::Error::success();
+  }
+};
+
+// (running_mean, running_var, moments): writes the two variables (the inputs themselves) in
+// training, from the moments of the step's global batch of values_per_example × B values per
+// channel.
+template <typename T> class BatchNormUpdateKernel final : public Kernel {
+public:
+  explicit BatchNormUpdateKernel(const KernelSpec &spec)
+      : step_(spec.step), globalBatch_(spec.globalBatch), batch_(spec.batch),
+        momentum_(spec.attrs.getFloat("momentum")),
+        perExample_(spec.attrs.getInt("values_per_example")),
+        channels_(spec.inputTypes[0].numElements()) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *>) override {
+    if (step_ && !step_->training())
+      return llvm::Error::success();
+    const double count = static_cast<double>(globalBatch_ ? *globalBatch_ : batch_) *
+                         static_cast<double>(perExample_);
+    if (!(count > 1))
+      return ir::makeError("batch_norm in a training step needs more than one value per channel, "
+                           "the batch has " +
+                           llvm::Twine(static_cast<int64_t>(count)));
+    Tensor meanVar = inputs[0]->dense, varVar = inputs[1]->dense;
+    T *mean = meanVar.data<T>();
+    T *var = varVar.data<T>();
+    const T *moments = inputs[2]->dense.data<T>();
+    for (int64_t c = 0; c < channels_; ++c) {
+      double m = static_cast<double>(moments[c]);
+      double biased = static_cast<double>(moments[channels_ + c]) - m * m;
+      mean[c] = static_cast<T>((1 - momentum_) * static_cast<double>(mean[c]) + momentum_ * m);
+      var[c] = static_cast<T>((1 - momentum_) * static_cast<double>(var[c]) +
+                              momentum_ * biased * count / (count - 1));
+    }
+    return llvm::Error::success();
+  }
+
+private:
+  const StepContext *step_;
+  const int64_t *globalBatch_;
+  int64_t batch_;
+  double momentum_;
+  int64_t perExample_, channels_;
+};
+
+// (dy, x, scale, running_mean, running_var): dx = scale * inv * (dy - mean(dy) - xhat *
+// mean(dy * xhat)) in training, scale * inv * dy in evaluation.
+template <typename T> class BatchNormGradKernel final : public BatchNormKernelBase<T> {
+public:
+  explicit BatchNormGradKernel(const KernelSpec &spec) : BatchNormKernelBase<T>(spec, 1, 3) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    if (auto err = this->normalizingStatistics(inputs))
+      return err;
+    const T *dy = inputs[0]->dense.data<T>();
+    const T *x = inputs[1]->dense.data<T>();
+    const T *scale = inputs[2]->dense.data<T>();
+    T *dx = outputs[0]->dense.data<T>();
+    const int64_t channels = this->channels_;
+    const std::vector<double> &mean = this->mean_, &inv = this->inv_;
+    std::vector<double> meanDy(static_cast<size_t>(channels), 0.0);
+    std::vector<double> meanDyXhat(static_cast<size_t>(channels), 0.0);
+    if (this->training()) {
+      for (int64_t i = 0; i < this->rows_ * channels; ++i) {
+        int64_t c = i % channels;
+        double g = static_cast<double>(dy[i]);
+        meanDy[c] += g;
+        meanDyXhat[c] += g * (static_cast<double>(x[i]) - mean[c]) * inv[c];
+      }
+      for (int64_t c = 0; c < channels; ++c) {
+        meanDy[c] /= static_cast<double>(this->rows_);
+        meanDyXhat[c] /= static_cast<double>(this->rows_);
+      }
+    }
+    this->forRows([&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        int64_t c = i % channels;
+        double xhat = (static_cast<double>(x[i]) - mean[c]) * inv[c];
+        dx[i] = static_cast<T>(static_cast<double>(scale[c]) * inv[c] *
+                               (static_cast<double>(dy[i]) - meanDy[c] - xhat * meanDyXhat[c]));
+      }
+    });
+    return llvm::Error::success();
+  }
+};
+
+// (dy, x, running_mean, running_var): sum of dy * xhat per channel.
+template <typename T> class BatchNormScaleGradKernel final : public BatchNormKernelBase<T> {
+public:
+  explicit BatchNormScaleGradKernel(const KernelSpec &spec) : BatchNormKernelBase<T>(spec, 1, 2) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    if (auto err = this->normalizingStatistics(inputs))
+      return err;
+    const T *dy = inputs[0]->dense.data<T>();
+    const T *x = inputs[1]->dense.data<T>();
+    const int64_t channels = this->channels_;
+    std::vector<double> sum(static_cast<size_t>(channels), 0.0);
+    for (int64_t i = 0; i < this->rows_ * channels; ++i) {
+      int64_t c = i % channels;
+      sum[c] +=
+          static_cast<double>(dy[i]) * (static_cast<double>(x[i]) - this->mean_[c]) * this->inv_[c];
+    }
+    T *dscale = outputs[0]->dense.data<T>();
+    for (int64_t c = 0; c < channels; ++c)
+      dscale[c] = static_cast<T>(sum[c]);
+    return llvm::Error::success();
+  }
+};
+
+// A batch_norm kernel K of the dtype of input `x`.
+template <template <typename> class K>
+KernelOrError makeBatchNorm(const KernelSpec &spec, unsigned x) {
+  return withFloatType(spec, spec.inputTypes[x].dtype, [&](auto t) -> std::unique_ptr<Kernel> {
+    return std::make_unique<K<decltype(t)>>(spec);
+  });
+}
+
 } // namespace
 
 void registerTrainingModeKernels(KernelRegistry &registry) {
   registry.add("dropout", makeDropout);
   registry.add("dropout_grad", makeDropout);
+  registry.add("batch_norm",
+               [](const KernelSpec &spec) { return makeBatchNorm<BatchNormKernel>(spec, 0); });
+  registry.add("batch_norm_moments", [](const KernelSpec &spec) {
+    return makeBatchNorm<BatchNormMomentsKernel>(spec, 0);
+  });
+  registry.add("batch_norm_update", [](const KernelSpec &spec) {
+    return makeBatchNorm<BatchNormUpdateKernel>(spec, 0);
+  });
+  registry.add("batch_norm_grad",
+               [](const KernelSpec &spec) { return makeBatchNorm<BatchNormGradKernel>(spec, 1); });
+  registry.add("batch_norm_scale_grad", [](const KernelSpec &spec) {
+    return makeBatchNorm<BatchNormScaleGradKernel>(spec, 1);
+  });
 }
 
 } // namespace prism::runtime::cpu
