@@ -16,8 +16,7 @@ namespace {
 struct OnnxOp;
 using Mapping = llvm::Error (*)(OnnxGraph &, const OnnxOp &);
 
-// `prismOp` is the Prism op a mapping emits, for mappings that several ONNX ops share, or the
-// op an import waits for (needsOp).
+// `prismOp` is the Prism op a mapping emits, for mappings that several ONNX ops share.
 struct OnnxOp {
   const char *onnxType;
   Mapping map;
@@ -1142,17 +1141,52 @@ llvm::Error pad(OnnxGraph &g, const OnnxOp &op) {
                          layout));
 }
 
-// An ONNX op whose Prism op does not exist yet: one entry here until it does.
-llvm::Error needsOp(OnnxGraph &g, const OnnxOp &op) {
-  return g.fail(llvm::Twine("needs Prism's '") + op.prismOp +
-                    "' op, which this version of Prism does not have yet",
-                ir::ErrorCode::Unsupported);
+// BatchNormalization in training (opset 13: more than one output; later: training_mode = 1) is
+// Prism's batch_norm over the channels (NHWC for images): batch statistics in training steps,
+// the running averages (untrained variables it updates) in evaluation. ONNX's momentum weighs
+// the old average: PyTorch's 0.1 is ONNX's 0.9.
+llvm::Error batchNormalization(OnnxGraph &g, const OnnxOp &) {
+  const ::onnx::NodeProto &n = g.node();
+  const bool training = findAttr(n, "training_mode") ? intAttr(n, "training_mode", 0) != 0
+                                                     : n.output_size() > 1;
+  if (!training)
+    return g.fail("BatchNormalization in inference mode (the running averages in training "
+                  "too) is not supported: export with training=torch.onnx.TrainingMode.TRAINING",
+                  ir::ErrorCode::Unsupported);
+  for (int i = 1; i < n.output_size(); ++i)
+    if (g.outputRead(static_cast<unsigned>(i)))
+      return g.fail("only the output Y is supported (the running averages are Prism's "
+                    "variables, updated each step)",
+                    ir::ErrorCode::Unsupported);
+  auto dims = g.dimsOf(0);
+  if (!dims)
+    return dims.takeError();
+  if (dims->size() != 4 && dims->size() != 2)
+    return g.fail("only [N, C] and [N, C, H, W] inputs are supported", ir::ErrorCode::Unsupported);
+  const Layout layout = dims->size() == 4 ? Layout::Nhwc : Layout::Onnx;
+  auto x = g.tensorInput(0, layout);
+  if (!x)
+    return x.takeError();
+  ir::Value *operands[5] = {*x};
+  for (unsigned i = 1; i < 5; ++i) {
+    auto v = i < 3 ? g.tensorInput(i) : g.variableInput(i);
+    if (!v)
+      return v.takeError();
+    if (i >= 3) // the running averages
+      (*v)->variable()->attrs.set("trainable", ir::Attr::boolean(false));
+    operands[i] = *v;
+  }
+  return done(emitOutput(
+      g, "batch_norm", operands,
+      ir::attrs({{"epsilon", ir::Attr::real(floatAttr(n, "epsilon", 1e-5f))},
+                 {"momentum", ir::Attr::real(1.0 - floatAttr(n, "momentum", 0.9f))}}),
+      layout));
 }
 
 const OnnxOp kOps[] = {
     {"Add", binary, "add"},
     {"AveragePool", pool, "avg_pool2d"},
-    {"BatchNormalization", needsOp, "batch_norm"},
+    {"BatchNormalization", batchNormalization},
     {"Cast", cast},
     {"Concat", concat},
     {"Constant", constant},
@@ -1204,10 +1238,9 @@ llvm::Error importNode(OnnxGraph &graph) {
   for (const OnnxOp &op : kOps) {
     if (node.op_type() != op.onnxType)
       continue;
-    if (op.map != needsOp)
-      for (const std::string &input : node.input())
-        if (!input.empty() && !graph.find(input))
-          return graph.fail("input '" + input + "' is not defined before the node");
+    for (const std::string &input : node.input())
+      if (!input.empty() && !graph.find(input))
+        return graph.fail("input '" + input + "' is not defined before the node");
     if (node.output_size() == 0)
       return graph.fail("the node has no outputs");
     return op.map(graph, op);
@@ -1220,8 +1253,7 @@ llvm::Error importNode(OnnxGraph &graph) {
 std::string supportedOnnxOps() {
   std::string names;
   for (const OnnxOp &op : kOps)
-    if (op.map != needsOp)
-      names += (names.empty() ? "" : ", ") + std::string(op.onnxType);
+    names += (names.empty() ? "" : ", ") + std::string(op.onnxType);
   return names;
 }
 

@@ -1,7 +1,8 @@
 """PyTorch side of the ONNX import tests: the models, their export, and training them on the
 same arrays Prism trains on (npy:DIR), so the two losses can be compared step by step.
 
-  torch_models.py export MODEL OUT.onnx [OPSET]    (MODEL: a key of MODELS)
+  torch_models.py export MODEL OUT.onnx [OPSET [training|eval]]    (MODEL: a key of MODELS)
+  torch_models.py inference-batchnorm IN.onnx OUT.onnx  BatchNormalization nodes as inference
   torch_models.py data DIR N                       N examples in DIR/train and DIR/test
   torch_models.py tokens DIR N                     the same with int32 tokens [N, 8] (encoder)
   torch_models.py train MODEL OUT.onnx DIR STEPS BATCH OPTIMIZER LR LOSSES.json
@@ -46,7 +47,7 @@ class Cnn(torch.nn.Module):
 
 
 class WithBatchNorm(torch.nn.Module):
-    """BatchNormalization: an error until Prism has a batch_norm op."""
+    """BatchNormalization after a convolution."""
 
     def __init__(self):
         super().__init__()
@@ -169,22 +170,44 @@ class GroupedAxis(torch.nn.Module):
         return torch.softmax(h.t(), -1) if self.kind == "softmax" else h.t() @ h
 
 # name: (class, the shape of one example, its dtype)
-MODELS = {"encoder": (Encoder, (TOKENS,), torch.int32), "modern": (Modern, (1, 28, 28)), "mixed": (Mixed, (1, 28, 28)), "mlp": (Mlp, (784,)), "cnn": (Cnn, (1, 28, 28)), "batchnorm": (WithBatchNorm, (1, 28, 28)),
+def resnet18():
+    """torchvision's ResNet-18 (random weights) for 1-channel 28x28 images and 10 classes."""
+    import torchvision
+    model = torchvision.models.resnet18(weights=None, num_classes=10)
+    model.conv1 = torch.nn.Conv2d(1, 64, 7, stride=2, padding=3, bias=False)
+    return model
+
+
+MODELS = {"resnet18": (resnet18, (1, 28, 28)),
+          "encoder": (Encoder, (TOKENS,), torch.int32), "modern": (Modern, (1, 28, 28)), "mixed": (Mixed, (1, 28, 28)), "mlp": (Mlp, (784,)), "cnn": (Cnn, (1, 28, 28)), "batchnorm": (WithBatchNorm, (1, 28, 28)),
           "cos": (WithCos, (784,)),
           "multiples": (Multiples, (784,)),
           "grouped-softmax": (lambda: GroupedAxis("softmax"), (8,)),
           "grouped-contraction": (lambda: GroupedAxis("contraction"), (8,)), "dropout": (WithDropout, (784,))}
 
 
-def export(name, path, opset="13"):
+def export(name, path, opset="13", mode="training"):
     torch.manual_seed(0)
     model_class, shape, dtype = (MODELS[name] + (torch.float32,))[:3]
     model = model_class()
     torch.save(model.state_dict(), path + ".pt")
+    training = (torch.onnx.TrainingMode.TRAINING if mode == "training"
+                else torch.onnx.TrainingMode.EVAL)
     torch.onnx.export(model, torch.zeros((2,) + shape, dtype=dtype), path, opset_version=int(opset),
-                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                      training=training, do_constant_folding=False,
                       input_names=["x"], output_names=["logits"],
                       dynamic_axes={"x": {0: "B"}, "logits": {0: "B"}})
+
+
+def inference_batchnorm(source, target):
+    """The exported graph with its BatchNormalization nodes in inference mode (one output), as
+    other exporters write them (PyTorch folds them into the convolution in eval mode)."""
+    import onnx
+    model = onnx.load(source)
+    for node in model.graph.node:
+        if node.op_type == "BatchNormalization":
+            del node.output[1:]
+    onnx.save(model, target)
 
 
 def data(directory, n):
@@ -310,6 +333,8 @@ if __name__ == "__main__":
     command, args = sys.argv[1], sys.argv[2:]
     if command == "export":
         export(*args)
+    elif command == "inference-batchnorm":
+        inference_batchnorm(args[0], args[1])
     elif command == "data":
         data(args[0], int(args[1]))
     elif command == "tokens":
