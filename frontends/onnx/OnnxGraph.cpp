@@ -2,6 +2,7 @@
 #include "frontends/onnx/OnnxGraph.h"
 
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "ir/Builder.h"
@@ -84,7 +85,8 @@ std::pair<std::vector<int64_t>, DimGroups> DimGroups::permute(llvm::ArrayRef<int
 int64_t ConstTensor::numElements() const {
   int64_t n = 1;
   for (int64_t d : dims)
-    n *= d;
+    if (__builtin_mul_overflow(n, d, &n))
+      return std::numeric_limits<int64_t>::max(); // more than any check accepts
   return n;
 }
 

@@ -27,6 +27,23 @@ int64_t normalizeAxis(int64_t axis, size_t rank) {
   return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
 }
 
+// `axes` normalized against `rank` (a negative axis counts from the end); an error for an axis
+// outside the rank or given twice.
+llvm::Expected<std::vector<int64_t>> checkedAxes(OnnxGraph &g, std::vector<int64_t> axes,
+                                                 size_t rank, llvm::StringRef what) {
+  std::vector<bool> seen(rank, false);
+  for (int64_t &axis : axes) {
+    const int64_t given = axis;
+    axis = normalizeAxis(axis, rank);
+    if (axis < 0 || axis >= static_cast<int64_t>(rank))
+      return g.fail(what + " " + llvm::Twine(given) + " is outside rank " + llvm::Twine(rank));
+    if (seen[axis])
+      return g.fail(what + " " + llvm::Twine(given) + " is given twice");
+    seen[axis] = true;
+  }
+  return axes;
+}
+
 ir::AttrMap one(const char *name, ir::Attr value) {
   return ir::attrs({{name, std::move(value)}});
 }
@@ -73,28 +90,36 @@ llvm::Expected<int64_t> foldInts(OnnxGraph &g, llvm::StringRef kind, int64_t x, 
   };
   if (kind == "div" && b == 0)
     return g.fail("division by zero in a constant");
+  // A hostile file's constants must not overflow: that is an error, not undefined behaviour.
+  auto arithmetic = [&](llvm::StringRef op) -> llvm::Expected<int64_t> {
+    int64_t r = 0;
+    bool overflow = op == "add"   ? __builtin_add_overflow(a, b, &r)
+                    : op == "sub" ? __builtin_sub_overflow(a, b, &r)
+                    : op == "mul" ? __builtin_mul_overflow(a, b, &r)
+                    : op == "div" ? (a == std::numeric_limits<int64_t>::min() && b == -1)
+                                  : false;
+    if (overflow)
+      return g.fail("integer overflow in " + dimText(x) + " " + op + " " + dimText(y));
+    return op == "div"       ? a / b
+           : op == "maximum" ? std::max(a, b)
+           : op == "minimum" ? std::min(a, b)
+                             : r;
+  };
   if (!bx && !by)
-    return kind == "add"       ? a + b
-           : kind == "sub"     ? a - b
-           : kind == "mul"     ? a * b
-           : kind == "maximum" ? std::max(a, b)
-           : kind == "minimum" ? std::min(a, b)
-                               : a / b;
-  int64_t factor = 0;
-  bool batch = true;
-  if ((kind == "add" || kind == "sub") && bx && by)
-    factor = kind == "add" ? a + b : a - b;
-  else if (kind == "mul" && bx != by)
-    factor = a * b;
-  else if (kind == "div" && bx && a % b == 0)
-    factor = a / b, batch = !by;
-  else
+    return arithmetic(kind);
+  const bool sum = (kind == "add" || kind == "sub") && bx && by;
+  const bool product = kind == "mul" && bx != by;
+  const bool quotient = kind == "div" && bx && b != -1 && a % b == 0;
+  if (!sum && !product && !quotient)
     return notFolded();
-  if (!batch)
-    return factor;
-  if (factor <= 0 || factor >= kMaxBatchFactor)
+  auto factor = arithmetic(kind);
+  if (!factor)
+    return factor.takeError();
+  if (quotient && by) // k·B / m·B
+    return *factor;
+  if (*factor <= 0 || *factor >= kMaxBatchFactor)
     return notFolded();
-  return batchMultiple(factor);
+  return batchMultiple(*factor);
 }
 
 // Integer arithmetic on shapes known at import (scalars broadcast).
@@ -499,18 +524,23 @@ llvm::Expected<std::vector<int64_t>> resolveShape(OnnxGraph &g, llvm::ArrayRef<i
     }
   }
   // How many dimensions hold B, and the product of the static extents and B's factors.
+  // (0 for a product past 2^63: no real shape has one.)
   auto split = [](llvm::ArrayRef<int64_t> dims, int skip) {
     std::pair<int, int64_t> batchAndStatic{0, 1};
     for (size_t k = 0; k < dims.size(); ++k) {
       if (static_cast<int>(k) == skip)
         continue;
       batchAndStatic.first += isBatchMultiple(dims[k]);
-      batchAndStatic.second *= batchFactor(dims[k]);
+      if (__builtin_mul_overflow(batchAndStatic.second, batchFactor(dims[k]),
+                                 &batchAndStatic.second))
+        batchAndStatic.second = 0;
     }
     return batchAndStatic;
   };
   auto [inBatch, inStatic] = split(in, -1);
   auto [outBatch, outStatic] = split(out, inferred);
+  if (inStatic == 0 || outStatic == 0)
+    return g.fail("shape " + dimsText(out) + " or " + dimsText(in) + " is empty or too large");
   auto cannot = [&] {
     return g.fail("cannot reshape " + dimsText(in) + " to " + dimsText(out) +
                       " with a batch dimension B (export with dynamic_axes on the batch, and " +
@@ -645,8 +675,10 @@ llvm::Error unsqueezeOrSqueeze(OnnxGraph &g, const OnnxOp &op) {
     axes = *given;
   }
   const size_t rank = squeeze ? in->size() : in->size() + axes.size();
-  for (int64_t &a : axes)
-    a = normalizeAxis(a, rank);
+  auto checked = checkedAxes(g, std::move(axes), rank, "axis");
+  if (!checked)
+    return checked.takeError();
+  axes = std::move(*checked);
   std::vector<int64_t> out;
   if (squeeze) {
     for (size_t k = 0; k < in->size(); ++k) {
@@ -680,8 +712,10 @@ llvm::Error transpose(OnnxGraph &g, const OnnxOp &) {
   }
   if (perm.size() != in->size())
     return g.fail("perm " + dimsText(perm) + " does not match the rank of " + dimsText(*in));
-  for (int64_t &axis : perm)
-    axis = normalizeAxis(axis, in->size());
+  auto checked = checkedAxes(g, std::move(perm), in->size(), "perm entry");
+  if (!checked)
+    return checked.takeError();
+  perm = std::move(*checked);
   // A dimension held as several Prism dimensions moves as a block.
   auto [prismPerm, groups] = g.groupsOf(0).permute(perm);
   auto x = g.groupedInput(0);
@@ -712,7 +746,10 @@ llvm::Error concat(OnnxGraph &g, const OnnxOp &) {
   auto dims = g.dimsOf(0);
   if (!dims)
     return dims.takeError();
-  int64_t axis = normalizeAxis(intAttr(g.node(), "axis", 0), dims->size());
+  auto checked = checkedAxes(g, {intAttr(g.node(), "axis", 0)}, dims->size(), "axis");
+  if (!checked)
+    return checked.takeError();
+  const int64_t axis = checked->front();
   if (nhwc) {
     std::vector<ir::Value *> operands;
     for (int i = 0; i < count; ++i) {
@@ -867,8 +904,8 @@ llvm::Error checkLastAxis(OnnxGraph &g, const llvm::Twine &what) {
   auto dims = g.dimsOf(0);
   if (!dims)
     return dims.takeError();
-  if (normalizeAxis(intAttr(g.node(), "axis", -1), dims->size()) + 1 !=
-      static_cast<int64_t>(dims->size()))
+  if (normalizeAxis(intAttr(g.node(), "axis", -1), dims->size()) !=
+      static_cast<int64_t>(dims->size()) - 1)
     return g.fail("only the last axis is supported", ir::ErrorCode::Unsupported);
   auto axis = g.prismAxis(0, -1, what);
   return axis ? llvm::Error::success() : axis.takeError();
@@ -1041,14 +1078,17 @@ llvm::Error reduce(OnnxGraph &g, const OnnxOp &op) {
   if (axes.empty())
     for (size_t k = 0; k < dims->size(); ++k)
       axes.push_back(static_cast<int64_t>(k));
+  auto checked = checkedAxes(g, std::move(axes), dims->size(), "axis");
+  if (!checked)
+    return checked.takeError();
+  axes = std::move(*checked);
   // Reducing an ONNX axis reduces all of its Prism dimensions; kept, each becomes 1.
   const bool keepdims = intAttr(g.node(), "keepdims", 1) != 0;
   const DimGroups groups = g.groupsOf(0);
   std::vector<int64_t> prismAxes;
   DimGroups outGroups;
   for (size_t k = 0; k < dims->size(); ++k) {
-    const bool reduced = llvm::any_of(
-        axes, [&](int64_t a) { return normalizeAxis(a, dims->size()) == static_cast<int64_t>(k); });
+    const bool reduced = llvm::is_contained(axes, static_cast<int64_t>(k));
     if (reduced)
       for (int64_t a : groups.prismAxes(k))
         prismAxes.push_back(a);
