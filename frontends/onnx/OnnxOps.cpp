@@ -371,6 +371,16 @@ llvm::Expected<Window> windowOf(OnnxGraph &g, llvm::ArrayRef<int64_t> inputDims,
   const std::string autoPad = stringAttr(n, "auto_pad", "NOTSET");
   if (pads.size() != 4 || w.strides.size() != 2)
     return g.fail("expected 4 pads and 2 strides");
+  // Bounds far above any real window keep the arithmetic below exact for hostile files.
+  constexpr int64_t kLargest = int64_t{1} << 24;
+  for (int k = 0; k < 2; ++k)
+    if (w.kernel[k] < 1 || w.kernel[k] > kLargest || w.strides[k] < 1 ||
+        w.strides[k] > kLargest || inputDims[2 + k] > kLargest)
+      return g.fail("kernel " + dimsText(w.kernel) + ", strides " + dimsText(w.strides) +
+                    " and input " + dimsText(inputDims) + " must be positive and below 2^24");
+  for (int64_t p : pads)
+    if (p < 0 || p > kLargest)
+      return g.fail("pads " + dimsText(pads) + " must be non-negative and below 2^24");
   std::vector<int64_t> same(4, 0);
   bool valid = true, isSame = true;
   for (int k = 0; k < 2; ++k) {
