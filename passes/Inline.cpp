@@ -92,8 +92,8 @@ private:
       ir::Value *value = map.lookup(f->results[i].get());
       module.replaceAllUses(call.result(i), value);
       // A returned parameter is the caller's value and keeps its name.
-      bool fromBody = value->kind() == ir::ValueKind::OpResult &&
-                      !llvm::is_contained(call.operands(), value);
+      bool fromBody =
+          value->kind() == ir::ValueKind::OpResult && !llvm::is_contained(call.operands(), value);
       if (fromBody && !madeUpName && !renamed[value]) {
         renamed[value] = true;
         renames.emplace_back(value, call.result(i)->name());

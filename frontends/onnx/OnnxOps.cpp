@@ -374,8 +374,8 @@ llvm::Expected<Window> windowOf(OnnxGraph &g, llvm::ArrayRef<int64_t> inputDims,
   // Bounds far above any real window keep the arithmetic below exact for hostile files.
   constexpr int64_t kLargest = int64_t{1} << 24;
   for (int k = 0; k < 2; ++k)
-    if (w.kernel[k] < 1 || w.kernel[k] > kLargest || w.strides[k] < 1 ||
-        w.strides[k] > kLargest || inputDims[2 + k] > kLargest)
+    if (w.kernel[k] < 1 || w.kernel[k] > kLargest || w.strides[k] < 1 || w.strides[k] > kLargest ||
+        inputDims[2 + k] > kLargest)
       return g.fail("kernel " + dimsText(w.kernel) + ", strides " + dimsText(w.strides) +
                     " and input " + dimsText(inputDims) + " must be positive and below 2^24");
   for (int64_t p : pads)
@@ -1197,8 +1197,8 @@ llvm::Error pad(OnnxGraph &g, const OnnxOp &op) {
 // the old average: PyTorch's 0.1 is ONNX's 0.9.
 llvm::Error batchNormalization(OnnxGraph &g, const OnnxOp &) {
   const ::onnx::NodeProto &n = g.node();
-  const bool training = findAttr(n, "training_mode") ? intAttr(n, "training_mode", 0) != 0
-                                                     : n.output_size() > 1;
+  const bool training =
+      findAttr(n, "training_mode") ? intAttr(n, "training_mode", 0) != 0 : n.output_size() > 1;
   if (!training)
     return g.fail("BatchNormalization in inference mode (the running averages in training "
                   "too) is not supported: export with training=torch.onnx.TrainingMode.TRAINING",
@@ -1226,11 +1226,11 @@ llvm::Error batchNormalization(OnnxGraph &g, const OnnxOp &) {
       (*v)->variable()->attrs.set("trainable", ir::Attr::boolean(false));
     operands[i] = *v;
   }
-  return done(emitOutput(
-      g, "batch_norm", operands,
-      ir::attrs({{"epsilon", ir::Attr::real(floatAttr(n, "epsilon", 1e-5f))},
-                 {"momentum", ir::Attr::real(1.0 - floatAttr(n, "momentum", 0.9f))}}),
-      layout));
+  return done(
+      emitOutput(g, "batch_norm", operands,
+                 ir::attrs({{"epsilon", ir::Attr::real(floatAttr(n, "epsilon", 1e-5f))},
+                            {"momentum", ir::Attr::real(1.0 - floatAttr(n, "momentum", 0.9f))}}),
+                 layout));
 }
 
 const OnnxOp kOps[] = {

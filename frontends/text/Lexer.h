@@ -12,14 +12,14 @@ namespace prism::frontends {
 
 enum class TokenKind : uint8_t {
   EndOfFile,
-  Error,      // text is the message; loc is where the bad input starts
-  Identifier, // input, w1, f32, relu, true, B ...: keywords are ordinary identifiers
-  ValueName,  // %h (text includes the `%`)
+  Error,        // text is the message; loc is where the bad input starts
+  Identifier,   // input, w1, f32, relu, true, B ...: keywords are ordinary identifiers
+  ValueName,    // %h (text includes the `%`)
   FunctionName, // @lstm_cell (text includes the `@`)
-  Integer,    // 784, -1
-  Float,      // 0.001, -1e-05
-  String,     // "text" (text includes the quotes; escapes are checked)
-  Comment,    // text is what follows `//` on the line
+  Integer,      // 784, -1
+  Float,        // 0.001, -1e-05
+  String,       // "text" (text includes the quotes; escapes are checked)
+  Comment,      // text is what follows `//` on the line
   LBrace,
   RBrace,
   LParen,

@@ -15,10 +15,12 @@ ShapeResult callShape(llvm::ArrayRef<TensorType>, const AttrMap &attrs) {
 } // namespace
 
 void registerCallOps(std::vector<OpDef> &t) {
-  OpDef call = makeOp("call", "the results of the function `callee` for these arguments; written "
-                              "`@callee(args...)` and expanded by the inline pass",
-                      {"args"}, callShape, nullptr,
-                      {attr("callee", AttrKind::String, "the function's name, without `@`")}, kCall);
+  OpDef call =
+      makeOp("call",
+             "the results of the function `callee` for these arguments; written "
+             "`@callee(args...)` and expanded by the inline pass",
+             {"args"}, callShape, nullptr,
+             {attr("callee", AttrKind::String, "the function's name, without `@`")}, kCall);
   call.variadic = true;
   t.push_back(call);
 }

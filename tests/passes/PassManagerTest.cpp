@@ -73,11 +73,11 @@ TEST(PassRegistry, ListsEveryPassOnceWithNameAndSummary) {
     EXPECT_FALSE(pass->summary().empty()) << info.name;
     names.push_back(info.name);
   }
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"inline", "infer-shapes", "autodiff", "lower-optimizer", "dce", "cse",
-                                      "fuse-bias-activation", "fuse-elementwise", "mixed-precision",
-                                      "classify-variables", "place-variables", "replicate-in-graph",
-                                      "replicate-between-graph", "route-gradients"}));
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "inline", "infer-shapes", "autodiff", "lower-optimizer", "dce", "cse",
+                       "fuse-bias-activation", "fuse-elementwise", "mixed-precision",
+                       "classify-variables", "place-variables", "replicate-in-graph",
+                       "replicate-between-graph", "route-gradients"}));
   EXPECT_EQ(passes::createPass("no-such-pass"), nullptr);
   EXPECT_EQ(passes::createPass("dce")->name(), "dce");
 }
