@@ -408,6 +408,37 @@ std::string stringAttr(const ::onnx::NodeProto &node, llvm::StringRef name, llvm
   return a ? a->s() : dflt.str();
 }
 
+namespace {
+
+// The `n` elements of `raw` (little-endian `Stored`, as ONNX keeps raw data) as `Out`.
+template <typename Stored, typename Out>
+llvm::Error readRaw(const std::string &raw, int64_t n, const std::string &name,
+                    std::vector<Out> &out) {
+  if (raw.size() != static_cast<size_t>(n) * sizeof(Stored))
+    return ir::makeError(name + " has " + llvm::Twine(raw.size()) + " bytes of data for " +
+                         llvm::Twine(n) + " elements");
+  out.resize(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    Stored v;
+    std::memcpy(&v, raw.data() + k * sizeof(Stored), sizeof(Stored));
+    out[k] = static_cast<Out>(v);
+  }
+  return llvm::Error::success();
+}
+
+// The `n` elements of a typed field (float_data, int64_data, ...) as `Out`.
+template <typename Field, typename Out>
+llvm::Error readField(const Field &field, int64_t n, const std::string &name,
+                      std::vector<Out> &out) {
+  if (field.size() != n)
+    return ir::makeError(name + " has " + llvm::Twine(field.size()) + " elements for the shape's " +
+                         llvm::Twine(n));
+  out.assign(field.begin(), field.end());
+  return llvm::Error::success();
+}
+
+} // namespace
+
 llvm::Expected<ConstTensor> readTensor(const ::onnx::TensorProto &tensor) {
   using T = ::onnx::TensorProto;
   const std::string name = "tensor '" + tensor.name() + "'";
@@ -425,88 +456,39 @@ llvm::Expected<ConstTensor> readTensor(const ::onnx::TensorProto &tensor) {
   if (n > ir::kMaxElements)
     return ir::makeError(name + " is too large");
   const std::string &raw = tensor.raw_data();
-  auto fromRaw = [&](size_t bytes, auto decode) -> llvm::Error {
-    if (raw.size() != static_cast<size_t>(n) * bytes)
-      return ir::makeError(name + " has " + llvm::Twine(raw.size()) + " bytes of data for " +
-                           llvm::Twine(n) + " elements");
-    for (int64_t k = 0; k < n; ++k)
-      decode(raw.data() + k * bytes);
-    return llvm::Error::success();
+  const bool isRaw = tensor.has_raw_data();
+  auto read = [&]() -> llvm::Error {
+    switch (tensor.data_type()) {
+    case T::FLOAT:
+      return isRaw ? readRaw<float>(raw, n, name, c.floats)
+                   : readField(tensor.float_data(), n, name, c.floats);
+    case T::DOUBLE:
+      return isRaw ? readRaw<double>(raw, n, name, c.floats)
+                   : readField(tensor.double_data(), n, name, c.floats);
+    case T::INT64:
+      return isRaw ? readRaw<int64_t>(raw, n, name, c.ints)
+                   : readField(tensor.int64_data(), n, name, c.ints);
+    case T::INT32:
+      return isRaw ? readRaw<int32_t>(raw, n, name, c.ints)
+                   : readField(tensor.int32_data(), n, name, c.ints);
+    case T::BOOL:
+      if (auto e = isRaw ? readRaw<uint8_t>(raw, n, name, c.ints)
+                         : readField(tensor.int32_data(), n, name, c.ints))
+        return e;
+      for (int64_t &v : c.ints)
+        v = v != 0;
+      return llvm::Error::success();
+    default:
+      return ir::makeError(ir::ErrorCode::Unsupported,
+                           name + " has the element type " +
+                               T::DataType_Name(static_cast<T::DataType>(tensor.data_type())) +
+                               "; Prism imports float, double, int32, int64 and bool tensors");
+    }
   };
-  auto count = [&](int size) -> llvm::Error {
-    if (size != n)
-      return ir::makeError(name + " has " + llvm::Twine(size) + " elements for the shape's " +
-                           llvm::Twine(n));
-    return llvm::Error::success();
-  };
-  switch (tensor.data_type()) {
-  case T::FLOAT:
-    if (tensor.has_raw_data()) {
-      if (auto e = fromRaw(4, [&](const char *p) {
-            float f;
-            std::memcpy(&f, p, 4);
-            c.floats.push_back(f);
-          }))
-        return std::move(e);
-    } else {
-      if (auto e = count(tensor.float_data_size()))
-        return std::move(e);
-      c.floats.assign(tensor.float_data().begin(), tensor.float_data().end());
-    }
-    return c;
-  case T::DOUBLE:
-    if (tensor.has_raw_data()) {
-      if (auto e = fromRaw(8, [&](const char *p) {
-            double d;
-            std::memcpy(&d, p, 8);
-            c.floats.push_back(static_cast<float>(d));
-          }))
-        return std::move(e);
-    } else {
-      if (auto e = count(tensor.double_data_size()))
-        return std::move(e);
-      c.floats.assign(tensor.double_data().begin(), tensor.double_data().end());
-    }
-    return c;
-  case T::INT64:
-  case T::INT32:
-  case T::BOOL: {
-    c.integer = true;
-    const size_t bytes = tensor.data_type() == T::INT64   ? 8
-                         : tensor.data_type() == T::INT32 ? 4
-                                                          : 1;
-    if (tensor.has_raw_data()) {
-      if (auto e = fromRaw(bytes, [&](const char *p) {
-            int64_t v = 0;
-            if (bytes == 8)
-              std::memcpy(&v, p, 8);
-            else if (bytes == 4) {
-              int32_t w;
-              std::memcpy(&w, p, 4);
-              v = w;
-            } else {
-              v = *p != 0;
-            }
-            c.ints.push_back(v);
-          }))
-        return std::move(e);
-    } else if (tensor.data_type() == T::INT64) {
-      if (auto e = count(tensor.int64_data_size()))
-        return std::move(e);
-      c.ints.assign(tensor.int64_data().begin(), tensor.int64_data().end());
-    } else {
-      if (auto e = count(tensor.int32_data_size()))
-        return std::move(e);
-      c.ints.assign(tensor.int32_data().begin(), tensor.int32_data().end());
-    }
-    return c;
-  }
-  default:
-    return ir::makeError(ir::ErrorCode::Unsupported,
-                         name + " has the element type " +
-                             T::DataType_Name(static_cast<T::DataType>(tensor.data_type())) +
-                             "; Prism imports float, double, int32, int64 and bool tensors");
-  }
+  c.integer = tensor.data_type() != T::FLOAT && tensor.data_type() != T::DOUBLE;
+  if (auto e = read())
+    return std::move(e);
+  return c;
 }
 
 } // namespace prism::frontends::onnx

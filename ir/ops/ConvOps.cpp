@@ -28,13 +28,18 @@ llvm::Error checkPair(const AttrMap &attrs, llvm::StringRef name) {
   return llvm::Error::success();
 }
 
+// The image operand of convolutions and pools: dense float [N, H, W, C].
+llvm::Error expectImage(const TensorType &x) {
+  if (auto e = expectDense(x, "input"))
+    return e;
+  if (auto e = expectFloat(x, "input"))
+    return e;
+  return expectRank(x, 4, "input (NHWC)");
+}
+
 ShapeResult conv2dShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
   const TensorType &x = in[0], &w = in[1];
-  if (auto e = expectDense(x, "input"))
-    return std::move(e);
-  if (auto e = expectFloat(x, "input"))
-    return std::move(e);
-  if (auto e = expectRank(x, 4, "input (NHWC)"))
+  if (auto e = expectImage(x))
     return std::move(e);
   if (auto e = expectRank(w, 4, "filter (KH, KW, C, O)"))
     return std::move(e);
@@ -120,11 +125,7 @@ ShapeResult backFilterShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs)
 
 ShapeResult poolShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
   const TensorType &x = in[0];
-  if (auto e = expectDense(x, "input"))
-    return std::move(e);
-  if (auto e = expectFloat(x, "input"))
-    return std::move(e);
-  if (auto e = expectRank(x, 4, "input (NHWC)"))
+  if (auto e = expectImage(x))
     return std::move(e);
   if (auto e = checkPair(attrs, "window"))
     return std::move(e);
@@ -174,11 +175,7 @@ void avgPoolGrad(GradientContext &c) {
 // x[N, H, W, C] -> [N, C]
 ShapeResult globalPoolShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
   const TensorType &x = in[0];
-  if (auto e = expectDense(x, "input"))
-    return std::move(e);
-  if (auto e = expectFloat(x, "input"))
-    return std::move(e);
-  if (auto e = expectRank(x, 4, "input (NHWC)"))
+  if (auto e = expectImage(x))
     return std::move(e);
   if (x.dims[1] < 0 || x.dims[2] < 0)
     return shapeError("spatial dimensions of the input must be static, got " + x.str());
