@@ -44,7 +44,12 @@ enum OpTrait : uint32_t {
   // Its result for one example depends on the other examples of its batch (batch_norm's
   // statistics): each worker, tower and micro-batch computes it over its own part of a split
   // batch, which differs from one device's result over the whole batch.
-  kBatchStatistics = 1u << 9
+  kBatchStatistics = 1u << 9,
+  // Its result is the batch-weighted mean of its operand over every part of the step's batch
+  // (replica_mean): the replicating passes join the towers' operands and all-reduce over the
+  // workers; on one device it is its operand. Micro-batches, which run one after another, cannot
+  // take part (gradient accumulation refuses it).
+  kReplicaMean = 1u << 10
 };
 
 struct OpCost {
@@ -56,6 +61,9 @@ using ShapeRule = llvm::Expected<llvm::SmallVector<TensorType, 1>> (*)(
     llvm::ArrayRef<TensorType> operands, const AttrMap &attrs);
 using GradRule = void (*)(GradientContext &ctx);
 using StateUpdateRule = llvm::Error (*)(Module &module, const Op &op);
+// Replaces `op` by ops that compute it when its attributes ask for it (batch_norm with sync =
+// true: its statistics through replica_mean); returns whether it did.
+using ExpandRule = llvm::Expected<bool> (*)(Module &module, Op &op);
 using CostRule = OpCost (*)(llvm::ArrayRef<TensorType> operands, llvm::ArrayRef<TensorType> results,
                             const AttrMap &attrs, int64_t batch);
 
@@ -78,6 +86,8 @@ struct OpDef {
   // Emits the ops that write the state the op keeps in variables at step end (batch_norm's
   // running averages); lower-optimizer calls it for every op that has one. Null: no state.
   StateUpdateRule stateUpdate = nullptr;
+  // Called by the expand pass before autodiff for every op that has one. Null: never expanded.
+  ExpandRule expand = nullptr;
   CostRule cost = nullptr; // null: elementwise-like default
   uint32_t traits = 0;
   // Bit i: operand i is read in the op's compute precision (ir/Precision.h). Non-zero for the
@@ -125,6 +135,10 @@ constexpr const char *kDeviceAttr = "device";
 // softmax_cross_entropy's optional label that counts for nothing: read by the kernels, the
 // trainer's accuracy, and prism verify (a mean over counted positions does not split exactly).
 constexpr const char *kIgnoreIndexAttr = "ignore_index";
+// batch_norm's choice of statistics: true, the whole step's batch over every worker and tower
+// (its expand rule reduces them with replica_mean); false, each part's own. prism verify reads
+// it: only synchronized batch statistics split exactly.
+constexpr const char *kSyncAttr = "sync";
 // The attribute of the ops that draw random numbers (kRandom) that names their stream of draws;
 // empty (the default): the name of the op's first result. Passes that copy or rename such an
 // op (in-graph towers) set it, so that the copy draws what the original would.

@@ -1,7 +1,8 @@
 // replicate-between-graph: makes the module the program every worker task runs on its shard of
 // the global batch. Gradients are routed later (route-gradients); this pass makes the loss a
 // worker reports the global batch's loss: the batch-weighted mean over the workers, which is
-// what single-device training on the global batch reports.
+// what single-device training on the global batch reports. Each replica_mean (synchronized
+// batch statistics) becomes an all_reduce over the workers.
 #include <string>
 #include <vector>
 
@@ -29,11 +30,14 @@ public:
     if (!module.loss)
       return ir::makeError(module.sourceFile(), {}, "replicate-between-graph needs a loss");
     count("workers", options->workers);
-    ir::Value *loss = module.loss->value;
-    if (options->workers == 1 || (loss->kind() == ir::ValueKind::OpResult &&
-                                  loss->definingOp()->def().has(ir::kCommunication) &&
-                                  loss->definingOp()->attrs.getString("group") == ir::kWorkerGroup))
+    if (options->workers == 1)
       return false;
+    bool changed = reduceReplicaMeans(module);
+    ir::Value *loss = module.loss->value;
+    if (loss->kind() == ir::ValueKind::OpResult &&
+        loss->definingOp()->def().has(ir::kCommunication) &&
+        loss->definingOp()->attrs.getString("group") == ir::kWorkerGroup)
+      return changed;
     ir::AttrMap attrs;
     attrs.set("group", ir::Attr::string(ir::kWorkerGroup));
     attrs.set("bucket", ir::Attr::integer(ir::kLossBucket));
@@ -45,6 +49,33 @@ public:
     reduce->result()->setType(loss->maybeType());
     module.loss->value = reduce->result();
     return true;
+  }
+
+private:
+  // Every replica_mean becomes the all_reduce over the workers of its operand (under its name),
+  // each its own bucket, numbered down from kFirstReplicaMeanBucket in program order.
+  bool reduceReplicaMeans(ir::Module &module) {
+    std::vector<ir::Op *> means;
+    for (const auto &op : module.ops())
+      if (op->def().has(ir::kReplicaMean))
+        means.push_back(op.get());
+    int64_t bucket = ir::kFirstReplicaMeanBucket;
+    for (ir::Op *mean : means) {
+      ir::AttrMap attrs;
+      attrs.set("group", ir::Attr::string(ir::kWorkerGroup));
+      attrs.set("bucket", ir::Attr::integer(bucket--));
+      ir::Value *result = mean->result();
+      std::string name = result->name();
+      module.renameValue(result, module.uniqueName(name + ".replica"));
+      ir::Op *reduce = module.createOp(ir::getOp("all_reduce"), {mean->operand(0)},
+                                       std::move(attrs), {name}, mean);
+      reduce->loc = mean->loc;
+      reduce->result()->setType(result->maybeType());
+      module.replaceAllUses(result, reduce->result());
+      module.eraseOp(mean);
+    }
+    count("replica means all-reduced", static_cast<int64_t>(means.size()));
+    return !means.empty();
   }
 };
 

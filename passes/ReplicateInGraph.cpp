@@ -71,14 +71,32 @@ public:
 
     std::vector<Op *> original = ir::inProgramOrder(module, *inTower);
     TowerValues towerValues(towers);
-    for (int64_t t = 0; t < towers; ++t)
-      copyTower(module, original, t, towers, towerValues[t], firstAfter);
+    // The towers are copied in segments split at each replica_mean: every tower's copy of a
+    // segment (the first after the tower's slices of the inputs), then one shared mean of the
+    // towers' operands, which the next segments read.
+    llvm::ArrayRef<Op *> ops = original;
+    int64_t shared = 0;
+    for (size_t begin = 0, i = 0; i <= ops.size(); ++i) {
+      if (i < ops.size() && !ops[i]->def().has(ir::kReplicaMean))
+        continue;
+      for (int64_t t = 0; t < towers; ++t) {
+        if (begin == 0)
+          sliceInputs(module, t, towers, towerValues[t], firstAfter);
+        copyOps(module, ops.slice(begin, i - begin), t, towerValues[t], firstAfter);
+      }
+      if (i < ops.size()) {
+        shareReplicaMean(module, *ops[i], towerValues, firstAfter);
+        ++shared;
+      }
+      begin = i + 1;
+    }
     int64_t combined = combineLeavingValues(module, original, *inTower, towerValues, firstAfter);
     // Last first, so every reader is gone before what it reads.
     for (auto it = original.rbegin(); it != original.rend(); ++it)
       module.eraseOp(*it);
     count("ops per tower", static_cast<int64_t>(original.size()));
     count("values combined", combined);
+    count("replica means shared", shared);
     return true;
   }
 
@@ -148,13 +166,17 @@ private:
     return llvm::Error::success();
   }
 
-  // Copies the tower ops for tower `t` of `towers` on device cpu:t, reading its slice of every
-  // input.
-  static void copyTower(ir::Module &module, llvm::ArrayRef<Op *> original, int64_t t,
-                        int64_t towers, llvm::DenseMap<const Value *, Value *> &towerValue,
-                        Op *before) {
-    const ir::DeviceId device{ir::DeviceKind::Cpu, static_cast<int>(t)};
-    const std::string suffix = ".t" + std::to_string(t);
+  static ir::DeviceId towerDevice(int64_t t) {
+    return ir::DeviceId{ir::DeviceKind::Cpu, static_cast<int>(t)};
+  }
+
+  static std::string towerSuffix(int64_t t) { return ".t" + std::to_string(t); }
+
+  // Tower `t` of `towers` reads its slice of every input (on device cpu:t).
+  static void sliceInputs(ir::Module &module, int64_t t, int64_t towers,
+                          llvm::DenseMap<const Value *, Value *> &towerValue, Op *before) {
+    const ir::DeviceId device = towerDevice(t);
+    const std::string suffix = towerSuffix(t);
     for (const auto &input : module.inputs()) {
       AttrMap attrs;
       attrs.set("tower", Attr::integer(t));
@@ -165,6 +187,13 @@ private:
       slice->result()->setType(input->value->maybeType());
       towerValue[input->value.get()] = slice->result();
     }
+  }
+
+  // Copies `original` (tower ops, in program order) for tower `t` on device cpu:t.
+  static void copyOps(ir::Module &module, llvm::ArrayRef<Op *> original, int64_t t,
+                      llvm::DenseMap<const Value *, Value *> &towerValue, Op *before) {
+    const ir::DeviceId device = towerDevice(t);
+    const std::string suffix = towerSuffix(t);
     for (Op *op : original) {
       llvm::SmallVector<Value *, 4> operands;
       for (Value *v : op->operands()) {
@@ -191,14 +220,39 @@ private:
     }
   }
 
+  // One replica_mean for all towers, under the original's name, of the towers' operands joined
+  // by combine_towers (their batch-weighted mean, which the workers' all-reduce continues):
+  // every tower and every later reader reads it.
+  static void shareReplicaMean(ir::Module &module, Op &mean, TowerValues &towerValues, Op *before) {
+    Value *operand = mean.operand(0);
+    llvm::SmallVector<Value *, 8> parts;
+    for (const auto &towerValue : towerValues) {
+      Value *part = towerValue.lookup(operand);
+      parts.push_back(part ? part : operand);
+    }
+    Value *result = mean.result();
+    std::string name = result->name();
+    module.renameValue(result, module.uniqueName(name + ".original"));
+    Op *combine = module.createOp(ir::getOp("combine_towers"), parts, {},
+                                  {module.uniqueName(name + ".towers")}, before);
+    combine->result()->setType(operand->maybeType());
+    Op *shared = module.createOp(mean.def(), {combine->result()}, mean.attrs, {name}, before);
+    shared->loc = combine->loc = mean.loc;
+    shared->result()->setType(result->maybeType());
+    for (auto &towerValue : towerValues)
+      towerValue[result] = shared->result();
+    module.replaceAllUses(result, shared->result());
+  }
+
   // Joins every value that leaves the towers (read by the loss, a gradient or a shared op)
-  // with combine_towers under the value's name; returns how many.
+  // with combine_towers under the value's name; returns how many. A replica_mean's result
+  // already is one shared value.
   static int64_t combineLeavingValues(ir::Module &module, llvm::ArrayRef<Op *> original,
                                       const OpSet &inTower, const TowerValues &towerValues,
                                       Op *before) {
     int64_t combined = 0;
     for (Op *op : original)
-      for (unsigned i = 0; i < op->numResults(); ++i) {
+      for (unsigned i = 0; i < op->numResults() && !op->def().has(ir::kReplicaMean); ++i) {
         Value *v = op->result(i);
         bool leaves = v->readOutsideOps();
         for (const ir::OpUse &use : v->uses())

@@ -10,7 +10,8 @@ namespace prism::plan {
 namespace {
 
 // From the user's model (forward, loss, optimizer) to a training step on one device.
-constexpr const char *kTrainingStepPasses = "inline,infer-shapes,autodiff,lower-optimizer,cse,dce";
+constexpr const char *kTrainingStepPasses =
+    "inline,infer-shapes,expand,autodiff,lower-optimizer,cse,dce";
 constexpr const char *kFusionPasses = "fuse-bias-activation,fuse-elementwise";
 constexpr const char *kPlaceAndRoutePasses = "place-variables,route-gradients";
 

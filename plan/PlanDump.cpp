@@ -12,6 +12,7 @@
 
 #include "cluster/Cluster.h"
 #include "ir/Attribute.h"
+#include "ir/Collectives.h"
 #include "ir/Diagnostic.h"
 #include "plan/CommunicationCost.h"
 #include "plan/PlanVariables.h"
@@ -455,7 +456,7 @@ std::vector<std::string> communicationRow(const PlanView &view, const Task &task
                                           const Communication &c) {
   std::string of, with;
   if (c.op == "all_reduce") {
-    of = c.bucket < 0 ? "loss" : "bucket " + std::to_string(c.bucket);
+    of = ir::bucketName(c.bucket);
     of += " (" + count(static_cast<int>(c.values), "value", "values");
     if (c.bucketDef)
       of += ", " + humanBytes(static_cast<double>(c.bucketDef->bytes()));

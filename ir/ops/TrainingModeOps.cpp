@@ -43,7 +43,6 @@ std::vector<AttrSpec> dropoutAttrs() {
 
 constexpr const char *kEpsilon = "epsilon";
 constexpr const char *kMomentum = "momentum";
-constexpr const char *kSync = "sync";
 constexpr const char *kValuesPerExample = "values_per_example";
 
 // The attributes the op has, in range.
@@ -52,10 +51,6 @@ llvm::Error checkBatchNormAttrs(const AttrMap &attrs) {
     return shapeError("epsilon must be positive, got " + formatDouble(eps->getFloat()));
   if (const Attr *m = attrs.find(kMomentum); m && !(m->getFloat() >= 0 && m->getFloat() <= 1))
     return shapeError("momentum must be in [0, 1], got " + formatDouble(m->getFloat()));
-  if (const Attr *sync = attrs.find(kSync); sync && sync->getBool())
-    return shapeError("sync = true (statistics over every worker and tower) is not supported "
-                      "yet; with sync = false each worker, tower and micro-batch normalizes with "
-                      "its own statistics");
   return llvm::Error::success();
 }
 
@@ -75,6 +70,15 @@ llvm::Error checkBatchNorm(const TensorType &x, llvm::ArrayRef<TensorType> perCh
       return shapeError(llvm::Twine(names[i]) + " must be " + channel.str() +
                         " (one per channel of " + x.str() + "), got " + perChannel[i].str());
   return checkBatchNormAttrs(attrs);
+}
+
+// moments [2, C] of x's dtype (batch_norm_moments of x).
+llvm::Error checkMoments(const TensorType &x, const TensorType &moments) {
+  TensorType expected(x.dtype, {2, x.dims.back()});
+  if (moments != expected)
+    return shapeError("moments must be " + expected.str() + " (batch_norm_moments of x " + x.str() +
+                      "), got " + moments.str());
+  return llvm::Error::success();
 }
 
 // batch_norm(x, scale, bias, running_mean, running_var) -> the type of x.
@@ -115,21 +119,25 @@ ShapeResult batchNormUpdateShape(llvm::ArrayRef<TensorType> in, const AttrMap &a
 // The running averages move towards the batch's statistics at step end: from the per-channel
 // moments, which the parts of a split batch (towers, micro-batches) combine exactly by their
 // batch-weighted mean, so a task's update sees its whole batch's statistics.
-llvm::Error batchNormStateUpdate(Module &module, const Op &op) {
-  auto emit = [&](llvm::StringRef name, llvm::ArrayRef<Value *> operands, AttrMap attrs,
-                  std::vector<std::string> results) -> llvm::Expected<Op *> {
-    Op *created = module.createOp(getOp(name), operands, std::move(attrs), results);
-    created->loc = op.loc;
-    auto types = inferResultTypes(*created);
-    if (!types)
-      return withLocation(withContext(types.takeError(), "'" + name + "'"), module.sourceFile(),
-                          op.loc);
-    for (unsigned i = 0; i < created->numResults(); ++i)
-      created->result(i)->setType((*types)[i]);
-    return created;
-  };
-  // State, not parameters: an optimizer must not update them too, nor a parameter server hold
-  // them for one.
+// Creates op `name` at `op`'s location before `before` (null: at the end), its result types
+// inferred.
+llvm::Expected<Op *> emitFor(Module &module, const Op &op, llvm::StringRef name,
+                             llvm::ArrayRef<Value *> operands, AttrMap attrs,
+                             std::vector<std::string> results, Op *before = nullptr) {
+  Op *created = module.createOp(getOp(name), operands, std::move(attrs), results, before);
+  created->loc = op.loc;
+  auto types = inferResultTypes(*created);
+  if (!types)
+    return withLocation(withContext(types.takeError(), "'" + name + "'"), module.sourceFile(),
+                        op.loc);
+  for (unsigned i = 0; i < created->numResults(); ++i)
+    created->result(i)->setType((*types)[i]);
+  return created;
+}
+
+// What batch_norm's running averages must be: state the step writes, not parameters (an
+// optimizer must not update them too, nor a parameter server hold them for one).
+llvm::Error checkRunningAverages(const Module &module, const Op &op) {
   for (unsigned i : {3u, 4u}) {
     const Variable *var = op.operand(i)->variable();
     if (!var || var->trainable())
@@ -138,22 +146,174 @@ llvm::Error batchNormStateUpdate(Module &module, const Op &op) {
                            op.operand(i)->ref() +
                            " at step end: it must be a variable declared {trainable = false}");
   }
+  return llvm::Error::success();
+}
+
+// batch_norm_update of running_mean and running_var (operands 3 and 4 of `op`) from `moments`
+// of x (operand 0).
+llvm::Error emitRunningUpdate(Module &module, const Op &op, Value *moments) {
   const TensorType &x = op.operand(0)->type();
-  auto moments = emit("batch_norm_moments", {op.operand(0)}, {},
-                      {module.uniqueName(op.result(0)->name() + ".moments")});
-  if (!moments)
-    return moments.takeError();
   int64_t perExample = 1;
   for (int64_t d = 1; d + 1 < x.rank(); ++d)
     perExample *= x.dims[d];
   AttrMap attrs;
   attrs.set(kMomentum, *withDefaults(op.def(), op.attrs).find(kMomentum));
   attrs.set(kValuesPerExample, Attr::integer(perExample));
-  auto update = emit("batch_norm_update", {op.operand(3), op.operand(4), (*moments)->result(0)},
-                     std::move(attrs), {});
-  if (!update)
-    return update.takeError();
-  return llvm::Error::success();
+  auto update = emitFor(module, op, "batch_norm_update", {op.operand(3), op.operand(4), moments},
+                        std::move(attrs), {});
+  return update ? llvm::Error::success() : update.takeError();
+}
+
+llvm::Error batchNormStateUpdate(Module &module, const Op &op) {
+  auto emit = [&](llvm::StringRef name, llvm::ArrayRef<Value *> operands, AttrMap attrs,
+                  std::vector<std::string> results) {
+    return emitFor(module, op, name, operands, std::move(attrs), std::move(results));
+  };
+  if (auto err = checkRunningAverages(module, op))
+    return err;
+  auto moments = emit("batch_norm_moments", {op.operand(0)}, {},
+                      {module.uniqueName(op.result(0)->name() + ".moments")});
+  if (!moments)
+    return moments.takeError();
+  return emitRunningUpdate(module, op, (*moments)->result(0));
+}
+
+// batch_norm_apply's running averages move towards the moments it normalized with: the whole
+// step's batch's, as every replica reads them.
+llvm::Error batchNormApplyStateUpdate(Module &module, const Op &op) {
+  if (auto err = checkRunningAverages(module, op))
+    return err;
+  return emitRunningUpdate(module, op, op.operand(5));
+}
+
+// sync = true: the statistics of the step's whole batch, over every tower and worker. The op
+// becomes
+//   %y.moments = batch_norm_moments(x)          this part's moments
+//   %y.global = replica_mean(%y.moments)        the whole batch's (exact: a batch-weighted mean)
+//   %y = batch_norm_apply(x, scale, bias, running_mean, running_var, %y.global)
+// and autodiff differentiates through the three, so the backward pass reduces the two sums the
+// input gradient needs over the replicas too (replica_mean is its own gradient).
+llvm::Expected<bool> batchNormExpand(Module &module, Op &op) {
+  AttrMap attrs = withDefaults(op.def(), op.attrs);
+  if (!attrs.getBool(kSyncAttr))
+    return false;
+  Value *y = op.result(0);
+  const std::string name = y->name();
+  auto moments = emitFor(module, op, "batch_norm_moments", {op.operand(0)}, {},
+                         {module.uniqueName(name + ".moments")}, &op);
+  if (!moments)
+    return moments.takeError();
+  auto global = emitFor(module, op, "replica_mean", {(*moments)->result(0)}, {},
+                        {module.uniqueName(name + ".global")}, &op);
+  if (!global)
+    return global.takeError();
+  AttrMap applyAttrs;
+  applyAttrs.set(kEpsilon, *attrs.find(kEpsilon));
+  applyAttrs.set(kMomentum, *attrs.find(kMomentum));
+  module.renameValue(y, module.uniqueName(name + ".expanded"));
+  llvm::SmallVector<Value *, 6> operands(op.operands().begin(), op.operands().end());
+  operands.push_back((*global)->result(0));
+  auto apply =
+      emitFor(module, op, "batch_norm_apply", operands, std::move(applyAttrs), {name}, &op);
+  if (!apply)
+    return apply.takeError();
+  (*apply)->trivia = op.trivia;
+  module.replaceAllUses(y, (*apply)->result(0));
+  module.eraseOp(&op);
+  return true;
+}
+
+// batch_norm_apply(x, scale, bias, running_mean, running_var, moments) -> the type of x.
+ShapeResult batchNormApplyShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
+  if (auto e = checkBatchNorm(in[0], in.slice(1, 4),
+                              {"scale", "bias", "running_mean", "running_var"}, attrs))
+    return std::move(e);
+  if (auto e = checkMoments(in[0], in[5]))
+    return std::move(e);
+  return Types{in[0]};
+}
+
+// batch_norm_apply_grad(dy, x, scale, running_mean, running_var, moments) -> the type of x.
+ShapeResult batchNormApplyGradShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
+  if (auto e =
+          checkBatchNorm(in[1], in.slice(2, 3), {"scale", "running_mean", "running_var"}, attrs))
+    return std::move(e);
+  if (auto e = expectSameType(in[0], in[1], "gradient and x"))
+    return std::move(e);
+  if (auto e = checkMoments(in[1], in[5]))
+    return std::move(e);
+  return Types{in[1]};
+}
+
+// batch_norm_apply_scale_grad(dy, x, running_mean, running_var, moments) -> [C].
+ShapeResult batchNormApplyScaleGradShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
+  if (auto e = checkBatchNorm(in[1], in.slice(2, 2), {"running_mean", "running_var"}, attrs))
+    return std::move(e);
+  if (auto e = expectSameType(in[0], in[1], "gradient and x"))
+    return std::move(e);
+  if (auto e = checkMoments(in[1], in[4]))
+    return std::move(e);
+  return Types{TensorType(in[1].dtype, {in[1].dims.back()})};
+}
+
+// batch_norm_apply_moments_grad(dy, x, scale, moments) -> [2, C], the type of moments.
+ShapeResult batchNormApplyMomentsGradShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
+  if (auto e = checkBatchNorm(in[1], in.slice(2, 1), {"scale"}, attrs))
+    return std::move(e);
+  if (auto e = expectSameType(in[0], in[1], "gradient and x"))
+    return std::move(e);
+  if (auto e = checkMoments(in[1], in[3]))
+    return std::move(e);
+  return Types{in[3]};
+}
+
+// batch_norm_moments_grad(dmoments, x) -> the type of x.
+ShapeResult batchNormMomentsGradShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
+  if (auto e = checkBatchNorm(in[1], {}, {}, attrs))
+    return std::move(e);
+  if (auto e = checkMoments(in[1], in[0]))
+    return std::move(e);
+  return Types{in[1]};
+}
+
+// y depends on x directly and through the moments (the training statistics), which autodiff
+// reaches through batch_norm_moments and replica_mean; running_mean and running_var get none.
+void batchNormApplyGrad(GradientContext &c) {
+  Value *dy = c.resultGrad();
+  if (!dy)
+    return;
+  AttrMap epsilon;
+  epsilon.set(kEpsilon, *c.resolvedAttrs().find(kEpsilon));
+  Value *x = c.operand(0), *mean = c.operand(3), *var = c.operand(4), *moments = c.operand(5);
+  c.setGrad(0, c.emit("batch_norm_apply_grad", {dy, x, c.operand(1), mean, var, moments}, epsilon));
+  c.setGrad(1, c.emit("batch_norm_apply_scale_grad", {dy, x, mean, var, moments}, epsilon));
+  c.setGrad(2, c.emit("sum_like", {dy, c.operand(2)}));
+  c.setGrad(5, c.emit("batch_norm_apply_moments_grad", {dy, x, c.operand(1), moments}, epsilon));
+}
+
+void batchNormMomentsGrad(GradientContext &c) {
+  if (Value *dm = c.resultGrad())
+    c.setGrad(0, c.emit("batch_norm_moments_grad", {dm, c.operand(0)}));
+}
+
+// replica_mean(x) -> the type of x: any dense float tensor.
+ShapeResult replicaMeanShape(llvm::ArrayRef<TensorType> in, const AttrMap &) {
+  if (auto e = expectDense(in[0], "x"))
+    return std::move(e);
+  if (auto e = expectFloat(in[0], "x"))
+    return std::move(e);
+  if (in[0].hasBatchDim())
+    return shapeError("x must not have the batch dimension (a mean over the replicas joins values "
+                      "of the same shape on every part of the batch), got " +
+                      in[0].str());
+  return Types{in[0]};
+}
+
+// Each replica's share of the loss weighs its gradient by its part of the batch, which is
+// what the mean gives every replica back: the gradient of the mean is the mean of the gradients.
+void replicaMeanGrad(GradientContext &c) {
+  if (Value *dy = c.resultGrad())
+    c.setGrad(0, c.emit("replica_mean", {dy}));
 }
 
 // batch_norm_grad(dy, x, scale, running_mean, running_var) -> the type of x.
@@ -212,9 +372,9 @@ AttrSpec momentumAttr() {
 
 std::vector<AttrSpec> batchNormAttrs() {
   return {epsilonAttr(), momentumAttr(),
-          attr(kSync, AttrKind::Bool, Attr::boolean(false),
-               "statistics over every worker and tower (not supported yet); false: each "
-               "worker's, tower's and micro-batch's own")};
+          attr(kSyncAttr, AttrKind::Bool, Attr::boolean(false),
+               "statistics over the step's whole batch, every worker and tower (reduced with "
+               "replica_mean); false: each worker's, tower's and micro-batch's own")};
 }
 
 } // namespace
@@ -236,13 +396,62 @@ void registerTrainingModeOps(std::vector<OpDef> &t) {
                     bnOperands, batchNormShape, batchNormGrad, batchNormAttrs(), kBatchStatistics);
   bn.noGradientOperands = 0b11000;
   bn.stateUpdate = batchNormStateUpdate;
+  bn.expand = batchNormExpand;
   bn.cost = batchNormCost<7>;
   t.push_back(bn);
   t.push_back(makeOp("batch_norm_moments",
                      "[mean(x), mean(x * x)] per channel (the last dimension of x [N, C] or [N, H, "
                      "W, C]) over every other dimension: what the parts of a split batch combine "
                      "exactly by their batch-weighted mean",
-                     {"x"}, batchNormMomentsShape, nullptr, {}, 0));
+                     {"x"}, batchNormMomentsShape, batchNormMomentsGrad, {}, 0));
+  t.push_back(makeOp("batch_norm_moments_grad",
+                     "dx of batch_norm_moments: (dmoments[0] + 2 x dmoments[1]) / n per channel, "
+                     "n the values per channel in x",
+                     {"dmoments", "x"}, batchNormMomentsGradShape, nullptr, {}, kGradientOnly));
+  OpDef mean = makeOp("replica_mean",
+                      "the batch-weighted mean of x over every part of the step's batch (towers "
+                      "and workers: the replicating passes join and all-reduce it); on one "
+                      "device x",
+                      {"x"}, replicaMeanShape, replicaMeanGrad, {}, kReplicaMean);
+  t.push_back(mean);
+  const std::vector<std::string> applyOperands = {"x",           "scale",  "bias", "running_mean",
+                                                  "running_var", "moments"};
+  OpDef apply = makeOp("batch_norm_apply",
+                       "scale * (x - mean) / sqrt(var + epsilon) + bias per channel with the "
+                       "statistics of moments ([mean, mean of squares], batch_norm with sync = "
+                       "true expands to it) in training, running_mean and running_var in "
+                       "evaluation",
+                       applyOperands, batchNormApplyShape, batchNormApplyGrad,
+                       {epsilonAttr(), momentumAttr()}, 0);
+  apply.noGradientOperands = 0b011000;
+  apply.stateUpdate = batchNormApplyStateUpdate;
+  apply.cost = batchNormCost<3>;
+  t.push_back(apply);
+  OpDef applyBack = makeOp("batch_norm_apply_grad",
+                           "dx of batch_norm_apply with its moments held: dy * scale / sqrt(var + "
+                           "epsilon), var from moments (training) or running_var (evaluation)",
+                           {"dy", "x", "scale", "running_mean", "running_var", "moments"},
+                           batchNormApplyGradShape, nullptr, {epsilonAttr()}, kGradientOnly);
+  applyBack.cost = batchNormCost<2>;
+  t.push_back(applyBack);
+  OpDef applyScaleBack =
+      makeOp("batch_norm_apply_scale_grad",
+             "dscale of batch_norm_apply: sum of dy * xhat per channel, xhat "
+             "normalized with moments (training) or the running averages "
+             "(evaluation)",
+             {"dy", "x", "running_mean", "running_var", "moments"}, batchNormApplyScaleGradShape,
+             nullptr, {epsilonAttr()}, kGradientOnly);
+  applyScaleBack.cost = batchNormCost<4>;
+  t.push_back(applyScaleBack);
+  OpDef applyMomentsBack = makeOp(
+      "batch_norm_apply_moments_grad",
+      "dmoments of batch_norm_apply per channel, from s = sum(dy) and t = sum(dy * (x - mean)): "
+      "[-scale * s / sd + scale * mean * t / sd^3, -scale * t / (2 sd^3)] with sd = sqrt(var + "
+      "epsilon) (training); zero in evaluation, where moments are not read",
+      {"dy", "x", "scale", "moments"}, batchNormApplyMomentsGradShape, nullptr, {epsilonAttr()},
+      kGradientOnly);
+  applyMomentsBack.cost = batchNormCost<4>;
+  t.push_back(applyMomentsBack);
   OpDef update = makeOp(
       "batch_norm_update",
       "training: at step end running = (1 - momentum) * running + momentum * the batch's "

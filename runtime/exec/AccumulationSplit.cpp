@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "ir/Collectives.h"
 #include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
 #include "llvm/ADT/DenseSet.h"
@@ -21,9 +22,25 @@ bool hasBatchDim(const ir::TensorType &t) {
   return std::find(t.dims.begin(), t.dims.end(), ir::kBatchDim) != t.dims.end();
 }
 
+// replica_mean, or the all_reduce a worker program has in its place: statistics of the step's
+// whole batch, which micro-batches, running one after another, cannot give each other.
+bool meansOverReplicas(const ir::Op &op) {
+  return op.def().has(ir::kReplicaMean) ||
+         (op.def().has(ir::kCommunication) && op.def().resultPerOperand && op.attrs.has("bucket") &&
+          op.attrs.getInt("bucket") <= ir::kFirstReplicaMeanBucket);
+}
+
 } // namespace
 
 llvm::Expected<AccumulationSplit> splitForAccumulation(const ir::Module &module) {
+  for (const auto &op : module.ops())
+    if (meansOverReplicas(*op))
+      return ir::makeError(module.sourceFile(), op->loc,
+                           "gradient accumulation: " + op->result(0)->ref() +
+                               " is a mean over every part of the step's batch (batch_norm with "
+                               "sync = true), but micro-batches run one after another and "
+                               "cannot see each other's statistics: use sync = false or train "
+                               "without --accumulate");
   // What the step part reads by name: the loss and the gradients.
   llvm::DenseSet<const ir::Value *> declared;
   if (module.loss)

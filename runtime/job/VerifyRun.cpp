@@ -50,9 +50,15 @@ llvm::Error checkSplitsExactly(const ir::Module &model) {
               "device's mean only when every part ignores the same share (docs/ir.md, \"Losses "
               "over positions and ignored labels\"); verify the model without " +
               ir::kIgnoreIndexAttr);
-  // Batch statistics (batch_norm with sync = false) are each part's own.
+  // Batch statistics are each part's own unless synchronized (sync = true: the whole step's
+  // batch's, through replica_mean).
+  auto synchronized = [](const ir::Op &op) {
+    const ir::AttrMap attrs = ir::withDefaults(op.def(), op.attrs);
+    const ir::Attr *sync = attrs.find(ir::kSyncAttr);
+    return sync && sync->getBool();
+  };
   for (const ir::Op *op : ops)
-    if (op->def().has(ir::kBatchStatistics))
+    if (op->def().has(ir::kBatchStatistics) && !synchronized(*op))
       return ir::makeError(
           model.sourceFile(), op->loc,
           "prism verify checks that a split batch trains exactly like one device, and " +
@@ -61,7 +67,8 @@ llvm::Error checkSplitsExactly(const ir::Module &model) {
               "and micro-batch computes its own mean and variance (as PyTorch's BatchNorm does), "
               "which differ from one device's over the whole batch (docs/ir.md, \"Training and "
               "evaluation\"); prism train --cluster and --accumulate train it so, with each part's "
-              "statistics");
+              "statistics. Give it sync = true (prism import --sync-batch-norm) to normalize "
+              "with the whole batch's statistics on every worker and tower");
   return llvm::Error::success();
 }
 

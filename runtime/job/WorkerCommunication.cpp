@@ -124,8 +124,7 @@ llvm::Error WorkerCommunication::synchronize() {
   if (stalls_ && (!queue_.empty() || busy_)) {
     std::string what;
     for (int64_t bucket : inFlight_)
-      what += (what.empty() ? "" : ", ") +
-              (bucket < 0 ? std::string("the loss") : "bucket " + std::to_string(bucket));
+      what += (what.empty() ? "" : ", ") + ir::bucketName(bucket);
     wait.emplace(stalls_,
                  "the all-reduce over group '" + std::string(ir::kWorkerGroup) + "' of " + what);
   }
@@ -213,9 +212,7 @@ llvm::Error WorkerCommunication::allReduce(llvm::StringRef group, int64_t bucket
     };
   if (trace_)
     job = [this, job = std::move(job), bucket, wireBytes] {
-      TraceSpan span(trace_, "all-reduce",
-                     bucket < 0 ? std::string("loss") : "bucket " + std::to_string(bucket),
-                     "all_reduce");
+      TraceSpan span(trace_, "all-reduce", ir::bucketName(bucket), "all_reduce");
       span.addArg("bytes", static_cast<double>(wireBytes));
       return job();
     };

@@ -1,6 +1,8 @@
 // Reference kernels of the ops that compute differently in training and evaluation: dropout
-// and dropout_grad, which draw their masks by the rule of runtime/DropoutMask.h, and batch_norm
-// with its gradients and the update of its running averages.
+// and dropout_grad, which draw their masks by the rule of runtime/DropoutMask.h, batch_norm
+// with its gradients and the update of its running averages, and what batch_norm with sync =
+// true expands to (batch_norm_apply and its gradients, replica_mean).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -204,9 +206,123 @@ llvm::Expected<KernelResults> batchNormScaleGradKernel(const KernelArgs &args) {
   return single(std::move(dscale));
 }
 
+// The statistics batch_norm_apply and its gradients normalize with: in training those of
+// `moments` ([mean, mean of squares]; the variance mean(x * x) - mean^2, at least 0), in
+// evaluation the running averages (operands `running` and `running + 1`).
+ChannelStats applyStats(const KernelArgs &args, const Tensor &x, unsigned running,
+                        unsigned moments) {
+  const int64_t channels = x.shape().back();
+  if (!args.step->training()) {
+    ChannelStats s;
+    s.mean = args.operand(running).data();
+    s.var = args.operand(running + 1).data();
+    return s;
+  }
+  const std::vector<double> &m = args.operand(moments).data();
+  ChannelStats s;
+  s.mean.assign(m.begin(), m.begin() + channels);
+  s.var.resize(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c)
+    s.var[c] = std::max(m[channels + c] - m[c] * m[c], 0.0);
+  return s;
+}
+
+// (x, scale, bias, running_mean, running_var, moments): scale * xhat + bias.
+llvm::Expected<KernelResults> batchNormApplyKernel(const KernelArgs &args) {
+  const Tensor &x = args.operand(0);
+  ChannelStats stats = applyStats(args, x, 3, 5);
+  std::vector<double> inv = inverseStd(stats, args.attrs.getFloat("epsilon"));
+  const std::vector<double> &scale = args.operand(1).data(), &bias = args.operand(2).data();
+  Tensor y = x;
+  const int64_t channels = static_cast<int64_t>(inv.size());
+  for (int64_t i = 0; i < y.numElements(); ++i) {
+    int64_t c = i % channels;
+    y.data()[i] = scale[c] * (x.data()[i] - stats.mean[c]) * inv[c] + bias[c];
+  }
+  return single(std::move(y));
+}
+
+// (dy, x, scale, running_mean, running_var, moments): dx with the statistics held,
+// scale * inv * dy.
+llvm::Expected<KernelResults> batchNormApplyGradKernel(const KernelArgs &args) {
+  const Tensor &dy = args.operand(0), &x = args.operand(1);
+  ChannelStats stats = applyStats(args, x, 3, 5);
+  std::vector<double> inv = inverseStd(stats, args.attrs.getFloat("epsilon"));
+  const std::vector<double> &scale = args.operand(2).data();
+  const int64_t channels = static_cast<int64_t>(inv.size());
+  Tensor dx = zeroResult(args);
+  for (int64_t i = 0; i < dx.numElements(); ++i)
+    dx.data()[i] = scale[i % channels] * inv[i % channels] * dy.data()[i];
+  return single(std::move(dx));
+}
+
+// (dy, x, running_mean, running_var, moments): sum of dy * xhat per channel.
+llvm::Expected<KernelResults> batchNormApplyScaleGradKernel(const KernelArgs &args) {
+  const Tensor &dy = args.operand(0), &x = args.operand(1);
+  ChannelStats stats = applyStats(args, x, 2, 4);
+  std::vector<double> inv = inverseStd(stats, args.attrs.getFloat("epsilon"));
+  const int64_t channels = static_cast<int64_t>(inv.size());
+  Tensor dscale = zeroResult(args);
+  for (int64_t i = 0; i < x.numElements(); ++i) {
+    int64_t c = i % channels;
+    dscale.data()[c] += dy.data()[i] * (x.data()[i] - stats.mean[c]) * inv[c];
+  }
+  return single(std::move(dscale));
+}
+
+// (dy, x, scale, moments): the gradient of the moments y was normalized with. With
+// inv = (q - m^2 + epsilon)^(-1/2), dy/dm = scale * (-inv + (x - m) * m * inv^3) and
+// dy/dq = -scale * (x - m) * inv^3 / 2; summed against dy. Zero in evaluation.
+llvm::Expected<KernelResults> batchNormApplyMomentsGradKernel(const KernelArgs &args) {
+  Tensor dmoments = zeroResult(args);
+  if (!args.step->training())
+    return single(std::move(dmoments));
+  const Tensor &dy = args.operand(0), &x = args.operand(1);
+  ChannelStats stats = applyStats(args, x, 3, 3);
+  std::vector<double> inv = inverseStd(stats, args.attrs.getFloat("epsilon"));
+  const std::vector<double> &scale = args.operand(2).data();
+  const int64_t channels = static_cast<int64_t>(inv.size());
+  std::vector<double> sumDy(inv.size(), 0.0), sumDyCentered(inv.size(), 0.0);
+  for (int64_t i = 0; i < x.numElements(); ++i) {
+    int64_t c = i % channels;
+    sumDy[c] += dy.data()[i];
+    sumDyCentered[c] += dy.data()[i] * (x.data()[i] - stats.mean[c]);
+  }
+  for (int64_t c = 0; c < channels; ++c) {
+    double inv3 = inv[c] * inv[c] * inv[c];
+    dmoments.data()[c] = scale[c] * (-inv[c] * sumDy[c] + stats.mean[c] * inv3 * sumDyCentered[c]);
+    dmoments.data()[channels + c] = -0.5 * scale[c] * inv3 * sumDyCentered[c];
+  }
+  return single(std::move(dmoments));
+}
+
+// (dmoments, x): dx = (dmoments[0] + 2 x dmoments[1]) / n per channel, n values per channel.
+llvm::Expected<KernelResults> batchNormMomentsGradKernel(const KernelArgs &args) {
+  const Tensor &dm = args.operand(0), &x = args.operand(1);
+  const int64_t channels = x.shape().back();
+  const double count = static_cast<double>(channels == 0 ? 0 : x.numElements() / channels);
+  Tensor dx = zeroResult(args);
+  for (int64_t i = 0; i < x.numElements(); ++i) {
+    int64_t c = i % channels;
+    dx.data()[i] = (dm.data()[c] + 2 * x.data()[i] * dm.data()[channels + c]) / count;
+  }
+  return single(std::move(dx));
+}
+
+// (x): on one device the mean over the replicas is x itself.
+llvm::Expected<KernelResults> replicaMeanKernel(const KernelArgs &args) {
+  return single(args.operand(0));
+}
+
 } // namespace
 
 void registerTrainingModeKernels(KernelTable &t) {
+  t["batch_norm_apply"] = {batchNormApplyKernel};
+  t["batch_norm_apply_grad"] = {batchNormApplyGradKernel};
+  t["batch_norm_apply_scale_grad"] = {batchNormApplyScaleGradKernel};
+  t["batch_norm_apply_moments_grad"] = {batchNormApplyMomentsGradKernel};
+  t["batch_norm_moments_grad"] = {batchNormMomentsGradKernel};
+  t["replica_mean"] = {replicaMeanKernel};
   t["dropout"] = {dropoutMaskKernel};
   t["dropout_grad"] = {dropoutMaskKernel};
   t["batch_norm"] = {batchNormKernel};

@@ -1,7 +1,8 @@
 // The CPU kernels of dropout and dropout_grad against the reference interpreter, in training and
 // evaluation, at several seeds, steps and example offsets; and the property the mask rule
 // exists for: a batch run in pieces (shards at their offsets) draws what it draws whole. The
-// batch_norm family against the reference in both modes, its running averages after steps.
+// batch_norm family against the reference in both modes, its running averages after steps, and
+// the same for batch_norm with sync = true as the expand pass and autodiff make it.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -9,6 +10,7 @@
 
 #include "ir/Builder.h"
 #include "ir/OpTable.h"
+#include "passes/PassManager.h"
 #include "runtime/exec/Executor.h"
 #include "tests/cpu/ReferenceCheck.h"
 
@@ -172,11 +174,97 @@ TEST(TrainingModeKernels, BatchNormMatchesTheReference) {
       }
 }
 
+// batch_norm with sync = true in a training step: expanded (moments, replica_mean,
+// batch_norm_apply), differentiated through the three, its running averages updated from the
+// moments; a loss that weighs every output element differently (dy), and a parameter w
+// before the op, so every gradient path counts.
+std::unique_ptr<ir::Module> syncBatchNormModule(const TensorType &xType) {
+  ir::ModuleBuilder b("sync_batch_norm");
+  ir::Value *x = b.input("x", xType);
+  ir::Value *dy = b.input("dy", xType);
+  TensorType channel(xType.dtype, {xType.dims.back()});
+  ir::AttrMap untrained = ir::attrs({{"trainable", Attr::boolean(false)}});
+  ir::Initializer positive{"uniform",
+                           ir::attrs({{"min", Attr::real(0.5)}, {"max", Attr::real(2.0)}})};
+  ir::Value *scale = b.variable("scale", channel, positive);
+  ir::Value *bias = b.variable("bias", channel, positive);
+  ir::Value *mean = b.variable("mean", channel, positive, untrained);
+  ir::Value *var = b.variable("var", channel, positive, untrained);
+  // A parameter before the op, so its input's gradient (through the moments too) is needed.
+  ir::Value *w = b.variable("w", channel, positive);
+  ir::Value *y = b.op("batch_norm", {b.op("mul", {x, w}), scale, bias, mean, var},
+                      ir::attrs({{"momentum", Attr::real(0.3)},
+                                 {"epsilon", Attr::real(0.01)},
+                                 {"sync", Attr::boolean(true)}}),
+                      "y");
+  ir::Value *loss = b.op("reduce_sum", {b.op("mul", {y, dy})}, {}, "loss");
+  b.minimize(loss, "sgd", ir::attrs({{"lr", Attr::real(0.1)}}));
+  auto m = b.finish();
+  EXPECT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  if (!m)
+    return nullptr;
+  auto pipeline = passes::PassManager::fromPipeline("infer-shapes,expand,autodiff,lower-optimizer");
+  EXPECT_TRUE(bool(pipeline)) << llvm::toString(pipeline.takeError());
+  if (!pipeline)
+    return nullptr;
+  auto changed = pipeline->run(**m, passes::PassOptions());
+  EXPECT_TRUE(bool(changed)) << llvm::toString(changed.takeError());
+  return changed ? std::move(*m) : nullptr;
+}
+
+TEST(TrainingModeKernels, SyncBatchNormMatchesTheReference) {
+  for (DType dtype : {DType::F32, DType::F64})
+    for (const std::vector<int64_t> &dims : {std::vector<int64_t>{B, 5}, {B, 3, 4, 6}})
+      for (int threads : {1, 2}) {
+        TensorType type(dtype, dims);
+        SCOPED_TRACE("sync batch_norm of " + type.str() + " on " + std::to_string(threads) +
+                     " threads");
+        auto module = syncBatchNormModule(type);
+        ASSERT_TRUE(module);
+        std::vector<std::string> values;
+        std::set<std::string> ops;
+        for (const auto &op : module->ops()) {
+          ops.insert(op->name().str());
+          for (unsigned r = 0; r < op->numResults(); ++r)
+            values.push_back(op->result(r)->name());
+        }
+        for (const char *op :
+             {"batch_norm_moments", "replica_mean", "batch_norm_apply", "batch_norm_apply_grad",
+              "batch_norm_apply_scale_grad", "batch_norm_apply_moments_grad",
+              "batch_norm_moments_grad", "batch_norm_update"})
+          EXPECT_TRUE(ops.count(op)) << "the expanded step has no " << op;
+        ReferenceCheckOptions options;
+        options.batch = 4;
+        options.threads = threads;
+        options.low = -2.0;
+        options.high = 3.0;
+        prism::testing::expectMatchesReference(*module, values, options);
+        // Training steps (the CPU's optimizers update f32 variables): the running averages and
+        // parameters after each.
+        if (dtype == DType::F32) {
+          options.steps = 3;
+          prism::testing::expectMatchesReference(*module, {}, options);
+          options.steps = 1;
+        }
+        options.context.mode = runtime::StepMode::Evaluation;
+        prism::testing::expectMatchesReference(*module, values, options);
+      }
+}
+
 TEST(TrainingModeKernels, EveryTrainingModeOpHasACpuKernel) {
-  const std::set<std::string> family = {
-      "dropout",          "dropout_grad",          "batch_norm",
-      "batch_norm_grad",  "batch_norm_scale_grad", "batch_norm_moments",
-      "batch_norm_update"};
+  const std::set<std::string> family = {"dropout",
+                                        "dropout_grad",
+                                        "batch_norm",
+                                        "batch_norm_grad",
+                                        "batch_norm_scale_grad",
+                                        "batch_norm_moments",
+                                        "batch_norm_moments_grad",
+                                        "batch_norm_update",
+                                        "batch_norm_apply",
+                                        "batch_norm_apply_grad",
+                                        "batch_norm_apply_scale_grad",
+                                        "batch_norm_apply_moments_grad",
+                                        "replica_mean"};
   for (const std::string &name : family)
     EXPECT_NE(runtime::findKernel(name, ir::DeviceKind::Cpu), nullptr) << name;
 }

@@ -102,7 +102,7 @@ TEST(OpTable, DropoutIsRandomAndShapePreserving) {
 
 // batch_norm keeps its operand's type over NHWC or [N, C], gives no gradient to its running
 // averages, has a state-update rule that emits its moments and the update of the two variables,
-// and refuses what it does not take (sync = true included) with a reason.
+// and refuses what it does not take with a reason.
 TEST(OpTable, BatchNorm) {
   const OpDef &bn = getOp("batch_norm");
   EXPECT_EQ(bn.signature(), "batch_norm(x, scale, bias, running_mean, running_var, epsilon = "
@@ -157,10 +157,58 @@ TEST(OpTable, BatchNorm) {
       errorOf({x4, channel, channel, channel, channel}, attrs({{"momentum", Attr::real(1.5)}}))
           .find("momentum must be in [0, 1], got 1.5"),
       std::string::npos);
-  EXPECT_NE(
-      errorOf({x4, channel, channel, channel, channel}, attrs({{"sync", Attr::boolean(true)}}))
-          .find("not supported yet"),
-      std::string::npos);
+  EXPECT_EQ(
+      errorOf({x4, channel, channel, channel, channel}, attrs({{"sync", Attr::boolean(true)}})),
+      "");
+}
+
+// batch_norm with sync = true expands (its rule) to its moments, their replica_mean and
+// batch_norm_apply under the op's result name; without sync the rule leaves it. replica_mean
+// is its own gradient, takes no batch-major value, and is marked for the replicating passes.
+TEST(OpTable, SyncBatchNormExpands) {
+  const OpDef &mean = getOp("replica_mean");
+  EXPECT_TRUE(mean.has(kReplicaMean));
+  EXPECT_FALSE(mean.has(kCommunication)); // copied into towers' places, not a transfer itself
+  EXPECT_NE(llvm::toString(mean.shape({TensorType(DType::F32, {kBatchDim, 4})}, {}).takeError())
+                .find("must not have the batch dimension"),
+            std::string::npos);
+  const OpDef &apply = getOp("batch_norm_apply");
+  EXPECT_FALSE(apply.has(kBatchStatistics)); // its statistics come in as an operand
+  EXPECT_FALSE(apply.getsGradient(3) || apply.getsGradient(4));
+  EXPECT_TRUE(apply.getsGradient(5));
+  EXPECT_NE(apply.stateUpdate, nullptr);
+
+  ModuleBuilder b("m");
+  TensorType channel(DType::F32, {8});
+  AttrMap untrained = attrs({{"trainable", Attr::boolean(false)}});
+  Value *x = b.input("x", TensorType(DType::F32, {kBatchDim, 6, 6, 8}));
+  Value *scale = b.variable("scale", channel), *bias = b.variable("bias", channel);
+  Value *rm = b.variable("mean", channel, {"zeros", {}}, untrained);
+  Value *rv = b.variable("var", channel, {"ones", {}}, untrained);
+  Value *synced = b.op("batch_norm", {x, scale, bias, rm, rv},
+                       attrs({{"sync", Attr::boolean(true)}, {"epsilon", Attr::real(0.01)}}), "y");
+  Value *own = b.op("batch_norm", {synced, scale, bias, rm, rv}, {}, "z");
+  Module &m = b.module();
+  const OpDef &bn = getOp("batch_norm");
+  ASSERT_NE(bn.expand, nullptr);
+  auto unchanged = bn.expand(m, *own->definingOp());
+  ASSERT_TRUE(bool(unchanged)) << llvm::toString(unchanged.takeError());
+  EXPECT_FALSE(*unchanged);
+  auto expanded = bn.expand(m, *synced->definingOp());
+  ASSERT_TRUE(bool(expanded)) << llvm::toString(expanded.takeError());
+  EXPECT_TRUE(*expanded);
+  Value *y = m.lookup("y");
+  ASSERT_NE(y, nullptr);
+  const Op &applied = *y->definingOp();
+  EXPECT_EQ(applied.name(), "batch_norm_apply");
+  EXPECT_EQ(applied.attrs.getFloat("epsilon"), 0.01);
+  EXPECT_EQ(applied.operand(0), x);
+  const Op &reduced = *applied.operand(5)->definingOp();
+  EXPECT_EQ(reduced.name(), "replica_mean");
+  EXPECT_EQ(reduced.operand(0)->definingOp()->name(), "batch_norm_moments");
+  EXPECT_EQ(own->definingOp()->operand(0), y); // the reader reads the expansion
+  auto ok = b.finish();
+  ASSERT_TRUE(bool(ok)) << llvm::toString(ok.takeError());
 }
 
 TEST(OpTable, GatherGradientIsSparse) {

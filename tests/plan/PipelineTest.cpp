@@ -30,8 +30,8 @@ int countOps(const ir::Module &module, llvm::StringRef name) {
 }
 
 TEST(Pipeline, TrainingPipelineFusesOnRequest) {
-  EXPECT_EQ(trainingPipeline(false), "inline,infer-shapes,autodiff,lower-optimizer,cse,dce");
-  EXPECT_EQ(trainingPipeline(true), "inline,infer-shapes,autodiff,lower-optimizer,cse,dce,"
+  EXPECT_EQ(trainingPipeline(false), "inline,infer-shapes,expand,autodiff,lower-optimizer,cse,dce");
+  EXPECT_EQ(trainingPipeline(true), "inline,infer-shapes,expand,autodiff,lower-optimizer,cse,dce,"
                                     "fuse-bias-activation,fuse-elementwise");
 }
 

@@ -32,6 +32,9 @@ enum class Fill {
   Signed,   // magnitude in [0.5, 1.5], random sign: away from kinks and poles
   Positive, // in [0.5, 2]: for log and sqrt
   Distinct, // a shuffle of distinct values 0.02 apart: no ties for max pooling
+  // Positive, except a [2, C] operand: batch_norm moments [mean, mean of squares] with a
+  // variance in [0.5, 2] (mean of squares above mean^2)
+  Moments,
 };
 
 struct GradCase {
@@ -189,6 +192,16 @@ std::vector<GradCase> allCases() {
         ir::attrs({{"epsilon", Attr::real(0.01)}}), Fill::Positive);
     cases.back().mode = mode;
   }
+  // What sync = true expands to: x, scale, bias, running_mean, running_var, moments. In
+  // training (in evaluation moments are not read: nothing to differentiate; the CPU kernel
+  // tests check that mode against the reference).
+  add("batch_norm_apply", {f32({B, 4}), f32({4}), f32({4}), f32({4}), f32({4}), f32({2, 4})}, {},
+      Fill::Moments);
+  add("batch_norm_apply", {f32({B, 2, 2, 3}), f32({3}), f32({3}), f32({3}), f32({3}), f32({2, 3})},
+      ir::attrs({{"epsilon", Attr::real(0.01)}}), Fill::Moments);
+  add("batch_norm_moments", {f32({B, 4})});
+  add("batch_norm_moments", {f32({B, 2, 2, 3})});
+  add("replica_mean", {f32({2, 3})});
   return cases;
 }
 
@@ -222,8 +235,17 @@ Tensor randomTensor(const TensorType &type, Fill fill, int64_t indexBound, std::
     std::shuffle(t.data().begin(), t.data().end(), gen);
     return t;
   }
+  if (fill == Fill::Moments && type.rank() == 2 && type.dims[0] == 2) {
+    const int64_t channels = type.dims[1];
+    for (int64_t c = 0; c < channels; ++c) {
+      double mean = (unit(gen) < 0.5 ? -1 : 1) * (0.5 + unit(gen));
+      t.data()[c] = mean;
+      t.data()[channels + c] = mean * mean + 0.5 + 1.5 * unit(gen);
+    }
+    return t;
+  }
   for (double &v : t.data()) {
-    if (fill == Fill::Positive)
+    if (fill == Fill::Positive || fill == Fill::Moments)
       v = 0.5 + 1.5 * unit(gen);
     else
       v = (unit(gen) < 0.5 ? -1 : 1) * (0.5 + unit(gen));

@@ -1,6 +1,7 @@
 // CPU kernels of the ops that compute differently in training and evaluation: dropout and
 // dropout_grad, whose masks follow runtime/DropoutMask.h (the reference's rule, draw for draw),
-// and batch_norm with its gradients and the update of its running averages.
+// batch_norm with its gradients and the update of its running averages, and what batch_norm
+// with sync = true expands to (batch_norm_apply with its gradients, replica_mean on one task).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -134,6 +135,64 @@ protected:
     return llvm::Error::success();
   }
 
+  // mean_ and inv_ of the statistics of input `moments` ([mean, mean of squares]; the variance
+  // mean(x * x) - mean^2, at least 0) in training, of the running averages in evaluation.
+  void momentsStatistics(llvm::ArrayRef<const RuntimeValue *> inputs, unsigned moments) {
+    const int64_t channels = channels_;
+    if (training()) {
+      const T *m = inputs[moments]->dense.data<T>();
+      for (int64_t c = 0; c < channels; ++c) {
+        mean_[c] = static_cast<double>(m[c]);
+        var_[c] = std::max(static_cast<double>(m[channels + c]) - mean_[c] * mean_[c], 0.0);
+      }
+    } else {
+      const T *mean = inputs[running_]->dense.data<T>();
+      const T *var = inputs[running_ + 1]->dense.data<T>();
+      for (int64_t c = 0; c < channels; ++c) {
+        mean_[c] = static_cast<double>(mean[c]);
+        var_[c] = static_cast<double>(var[c]);
+      }
+    }
+    for (int64_t c = 0; c < channels; ++c)
+      inv_[c] = 1.0 / std::sqrt(var_[c] + epsilon_);
+  }
+
+  // y = scale * (x - mean_) * inv_ + bias with x, scale and bias inputs 0, 1 and 2.
+  void normalize(llvm::ArrayRef<const RuntimeValue *> inputs,
+                 llvm::ArrayRef<RuntimeValue *> outputs) const {
+    const T *x = inputs[0]->dense.data<T>();
+    const T *scale = inputs[1]->dense.data<T>();
+    const T *bias = inputs[2]->dense.data<T>();
+    T *y = outputs[0]->dense.data<T>();
+    const int64_t channels = channels_;
+    // y = x * a + b per channel.
+    std::vector<double> a(static_cast<size_t>(channels)), b(static_cast<size_t>(channels));
+    for (int64_t c = 0; c < channels; ++c) {
+      a[c] = static_cast<double>(scale[c]) * inv_[c];
+      b[c] = static_cast<double>(bias[c]) - mean_[c] * a[c];
+    }
+    forRows([&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        int64_t c = i % channels;
+        y[i] = static_cast<T>(static_cast<double>(x[i]) * a[c] + b[c]);
+      }
+    });
+  }
+
+  // sum of dy * (x - mean_) * inv_ per channel into `out`, dy and x inputs 0 and 1.
+  void scaleGradient(llvm::ArrayRef<const RuntimeValue *> inputs, T *out) const {
+    const T *dy = inputs[0]->dense.data<T>();
+    const T *x = inputs[1]->dense.data<T>();
+    const int64_t channels = channels_;
+    std::vector<double> sum(static_cast<size_t>(channels), 0.0);
+    for (int64_t i = 0; i < rows_ * channels; ++i) {
+      int64_t c = i % channels;
+      sum[c] += static_cast<double>(dy[i]) * (static_cast<double>(x[i]) - mean_[c]) * inv_[c];
+    }
+    for (int64_t c = 0; c < channels; ++c)
+      out[c] = static_cast<T>(sum[c]);
+  }
+
   // fn(begin, end) over element ranges that start at a row.
   template <typename Body> void forRows(const Body &body) const {
     parallelFor(rows_, threads_,
@@ -158,25 +217,141 @@ public:
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
     if (auto err = this->normalizingStatistics(inputs))
       return err;
-    const T *x = inputs[0]->dense.data<T>();
-    const T *scale = inputs[1]->dense.data<T>();
-    const T *bias = inputs[2]->dense.data<T>();
-    T *y = outputs[0]->dense.data<T>();
+    this->normalize(inputs, outputs);
+    return llvm::Error::success();
+  }
+};
+
+// (x, scale, bias, running_mean, running_var, moments): y with the statistics of moments.
+template <typename T> class BatchNormApplyKernel final : public BatchNormKernelBase<T> {
+public:
+  explicit BatchNormApplyKernel(const KernelSpec &spec) : BatchNormKernelBase<T>(spec, 0, 3) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    this->momentsStatistics(inputs, 5);
+    this->normalize(inputs, outputs);
+    return llvm::Error::success();
+  }
+};
+
+// (dy, x, scale, running_mean, running_var, moments): dx = scale * inv * dy, the statistics
+// held (their own gradient goes to moments).
+template <typename T> class BatchNormApplyGradKernel final : public BatchNormKernelBase<T> {
+public:
+  explicit BatchNormApplyGradKernel(const KernelSpec &spec) : BatchNormKernelBase<T>(spec, 1, 3) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    this->momentsStatistics(inputs, 5);
+    const T *dy = inputs[0]->dense.data<T>();
+    const T *scale = inputs[2]->dense.data<T>();
+    T *dx = outputs[0]->dense.data<T>();
     const int64_t channels = this->channels_;
-    // y = x * a + b per channel.
-    std::vector<double> a(static_cast<size_t>(channels)), b(static_cast<size_t>(channels));
-    for (int64_t c = 0; c < channels; ++c) {
+    std::vector<double> a(static_cast<size_t>(channels));
+    for (int64_t c = 0; c < channels; ++c)
       a[c] = static_cast<double>(scale[c]) * this->inv_[c];
-      b[c] = static_cast<double>(bias[c]) - this->mean_[c] * a[c];
-    }
     this->forRows([&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        int64_t c = i % channels;
-        y[i] = static_cast<T>(static_cast<double>(x[i]) * a[c] + b[c]);
-      }
+      for (int64_t i = begin; i < end; ++i)
+        dx[i] = static_cast<T>(static_cast<double>(dy[i]) * a[i % channels]);
     });
     return llvm::Error::success();
   }
+};
+
+// (dy, x, running_mean, running_var, moments): sum of dy * xhat per channel.
+template <typename T> class BatchNormApplyScaleGradKernel final : public BatchNormKernelBase<T> {
+public:
+  explicit BatchNormApplyScaleGradKernel(const KernelSpec &spec)
+      : BatchNormKernelBase<T>(spec, 1, 2) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    this->momentsStatistics(inputs, 4);
+    this->scaleGradient(inputs, outputs[0]->dense.data<T>());
+    return llvm::Error::success();
+  }
+};
+
+// (dy, x, scale, moments): [dmean, dmean_of_squares] per channel from sum(dy) and
+// sum(dy * (x - mean)) (the reference kernel has the derivation); zero in evaluation.
+template <typename T> class BatchNormApplyMomentsGradKernel final : public BatchNormKernelBase<T> {
+public:
+  explicit BatchNormApplyMomentsGradKernel(const KernelSpec &spec)
+      : BatchNormKernelBase<T>(spec, 1, 3) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    const int64_t channels = this->channels_;
+    T *dmoments = outputs[0]->dense.data<T>();
+    if (!this->training()) {
+      std::fill(dmoments, dmoments + 2 * channels, T(0));
+      return llvm::Error::success();
+    }
+    this->momentsStatistics(inputs, 3);
+    const T *dy = inputs[0]->dense.data<T>();
+    const T *x = inputs[1]->dense.data<T>();
+    const T *scale = inputs[2]->dense.data<T>();
+    std::vector<double> sumDy(static_cast<size_t>(channels), 0.0), sumDyCentered(sumDy);
+    for (int64_t i = 0; i < this->rows_ * channels; ++i) {
+      int64_t c = i % channels;
+      double g = static_cast<double>(dy[i]);
+      sumDy[c] += g;
+      sumDyCentered[c] += g * (static_cast<double>(x[i]) - this->mean_[c]);
+    }
+    for (int64_t c = 0; c < channels; ++c) {
+      double inv = this->inv_[c], inv3 = inv * inv * inv, s = static_cast<double>(scale[c]);
+      dmoments[c] =
+          static_cast<T>(s * (-inv * sumDy[c] + this->mean_[c] * inv3 * sumDyCentered[c]));
+      dmoments[channels + c] = static_cast<T>(-0.5 * s * inv3 * sumDyCentered[c]);
+    }
+    return llvm::Error::success();
+  }
+};
+
+// (dmoments, x): dx = (dmoments[0] + 2 x dmoments[1]) / rows per channel.
+template <typename T> class BatchNormMomentsGradKernel final : public BatchNormKernelBase<T> {
+public:
+  explicit BatchNormMomentsGradKernel(const KernelSpec &spec)
+      : BatchNormKernelBase<T>(spec, 1, 1) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    const T *dm = inputs[0]->dense.data<T>();
+    const T *x = inputs[1]->dense.data<T>();
+    T *dx = outputs[0]->dense.data<T>();
+    const int64_t channels = this->channels_;
+    const double rows = static_cast<double>(this->rows_);
+    std::vector<double> a(static_cast<size_t>(channels)), b(a);
+    for (int64_t c = 0; c < channels; ++c) {
+      a[c] = static_cast<double>(dm[c]) / rows;
+      b[c] = 2 * static_cast<double>(dm[channels + c]) / rows;
+    }
+    this->forRows([&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        dx[i] = static_cast<T>(a[i % channels] + b[i % channels] * static_cast<double>(x[i]));
+    });
+    return llvm::Error::success();
+  }
+};
+
+// (x): on one task with no towers the mean over the replicas is x itself.
+template <typename T> class ReplicaMeanKernel final : public Kernel {
+public:
+  explicit ReplicaMeanKernel(const KernelSpec &spec)
+      : elements_(spec.outputTypes[0].numElements()) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    const T *x = inputs[0]->dense.data<T>();
+    T *y = outputs[0]->dense.data<T>();
+    if (x != y)
+      std::copy(x, x + elements_, y);
+    return llvm::Error::success();
+  }
+
+private:
+  int64_t elements_;
 };
 
 // (x): [mean, mean of squares] per channel, summed in double.
@@ -298,18 +473,7 @@ public:
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
     if (auto err = this->normalizingStatistics(inputs))
       return err;
-    const T *dy = inputs[0]->dense.data<T>();
-    const T *x = inputs[1]->dense.data<T>();
-    const int64_t channels = this->channels_;
-    std::vector<double> sum(static_cast<size_t>(channels), 0.0);
-    for (int64_t i = 0; i < this->rows_ * channels; ++i) {
-      int64_t c = i % channels;
-      sum[c] +=
-          static_cast<double>(dy[i]) * (static_cast<double>(x[i]) - this->mean_[c]) * this->inv_[c];
-    }
-    T *dscale = outputs[0]->dense.data<T>();
-    for (int64_t c = 0; c < channels; ++c)
-      dscale[c] = static_cast<T>(sum[c]);
+    this->scaleGradient(inputs, outputs[0]->dense.data<T>());
     return llvm::Error::success();
   }
 };
@@ -340,6 +504,22 @@ void registerTrainingModeKernels(KernelRegistry &registry) {
   registry.add("batch_norm_scale_grad", [](const KernelSpec &spec) {
     return makeBatchNorm<BatchNormScaleGradKernel>(spec, 1);
   });
+  registry.add("batch_norm_apply",
+               [](const KernelSpec &spec) { return makeBatchNorm<BatchNormApplyKernel>(spec, 0); });
+  registry.add("batch_norm_apply_grad", [](const KernelSpec &spec) {
+    return makeBatchNorm<BatchNormApplyGradKernel>(spec, 1);
+  });
+  registry.add("batch_norm_apply_scale_grad", [](const KernelSpec &spec) {
+    return makeBatchNorm<BatchNormApplyScaleGradKernel>(spec, 1);
+  });
+  registry.add("batch_norm_apply_moments_grad", [](const KernelSpec &spec) {
+    return makeBatchNorm<BatchNormApplyMomentsGradKernel>(spec, 1);
+  });
+  registry.add("batch_norm_moments_grad", [](const KernelSpec &spec) {
+    return makeBatchNorm<BatchNormMomentsGradKernel>(spec, 1);
+  });
+  registry.add("replica_mean",
+               [](const KernelSpec &spec) { return makeBatchNorm<ReplicaMeanKernel>(spec, 0); });
 }
 
 } // namespace prism::runtime::cpu
