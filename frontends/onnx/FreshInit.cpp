@@ -45,8 +45,7 @@ int64_t product(llvm::ArrayRef<int64_t> dims) {
 
 FreshInitRules::FreshInitRules(const ::onnx::GraphProto &graph) {
   for (const ::onnx::TensorProto &init : graph.initializer())
-    initializerDims_[init.name()] =
-        std::vector<int64_t>(init.dims().begin(), init.dims().end());
+    initializerDims_[init.name()] = std::vector<int64_t>(init.dims().begin(), init.dims().end());
   for (const ::onnx::NodeProto &node : graph.node()) {
     for (int k = 0; k < node.input_size(); ++k)
       if (!node.input(k).empty())
@@ -112,7 +111,7 @@ llvm::Expected<ir::Initializer> FreshInitRules::ruleForUse(const Use &use) const
     if (auto fanIn = weightFanIn(layer); fanIn && *fanIn > 0)
       return fanInUniform(*fanIn);
     return ir::makeError("it is the bias of " + layer.op_type() + " node '" + layer.name() +
-                             "', whose weight is no initializer (its fan-in is unknown)");
+                         "', whose weight is no initializer (its fan-in is unknown)");
   };
   if ((op == "Conv" || op == "Gemm" || op == "MatMul") && k == 1)
     return fromWeight(node);
@@ -133,9 +132,9 @@ llvm::Expected<ir::Initializer> FreshInitRules::ruleForUse(const Use &use) const
   if (op == "Gather" && k == 0)
     return normal01();
   return ir::makeError("it is input " + llvm::Twine(k) + " of " + op + " node '" + node.name() +
-                           "', a role with no fresh rule (weights and biases of Conv, Gemm and " +
-                           "MatMul, normalization parameters and embedding tables have one; " +
-                           "import with --init onnx to keep the exported values)");
+                       "', a role with no fresh rule (weights and biases of Conv, Gemm and " +
+                       "MatMul, normalization parameters and embedding tables have one; " +
+                       "import with --init onnx to keep the exported values)");
 }
 
 llvm::Expected<ir::Initializer> FreshInitRules::ruleFor(const std::string &name) const {
@@ -149,7 +148,7 @@ llvm::Expected<ir::Initializer> FreshInitRules::ruleFor(const std::string &name)
       return r.takeError();
     if (rule && !(*rule == *r))
       return ir::makeError("its readers give it two roles (" + use.node->op_type() + " node '" +
-                               use.node->name() + "' another than the first)");
+                           use.node->name() + "' another than the first)");
     rule = std::move(*r);
   }
   return *rule;
@@ -162,16 +161,15 @@ llvm::Expected<ir::Initializer> FreshInitRules::initializerFor(const std::string
     return ruleFor(name);
   // A graph constant, not a weight: its values are part of the model. One value repeated is
   // `constant(value)`; anything else needs the values file.
-  if (!value.floats.empty() &&
-      std::all_of(value.floats.begin(), value.floats.end(),
-                  [&](float v) { return v == value.floats[0]; })) {
+  if (!value.floats.empty() && std::all_of(value.floats.begin(), value.floats.end(),
+                                           [&](float v) { return v == value.floats[0]; })) {
     ir::Initializer init = simple("constant");
     init.params.set("value", ir::Attr::real(value.floats[0]));
     return init;
   }
   return ir::makeError("it is a constant of the graph with " + llvm::Twine(value.numElements()) +
-                           " different elements, which only a values file holds (import " +
-                           "with --init onnx)");
+                       " different elements, which only a values file holds (import " +
+                       "with --init onnx)");
 }
 
 } // namespace prism::frontends::onnx
