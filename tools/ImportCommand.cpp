@@ -1,5 +1,6 @@
 // `prism import MODEL.onnx -o MODEL.prism`: an ONNX model as a Prism module that trains it, and
-// beside it the values file with its initial weights (frontends/onnx does the work).
+// beside it the values file with its initial weights, or none with `--init fresh`
+// (frontends/onnx does the work).
 #include <string>
 
 #include "frontends/onnx/OnnxImport.h"
@@ -38,15 +39,21 @@ int runImport(ImportArgs &args) {
   auto imported = frontends::onnx::importOnnxFile(args.model, args.options);
   if (!imported)
     return reportError(imported.takeError());
+  const bool fresh = args.options.init == "fresh";
   // The values first: a model file never names values that are not there.
-  if (auto err = writeOutput(valuesPath, imported->values))
-    return reportError(std::move(err));
+  if (!fresh)
+    if (auto err = writeOutput(valuesPath, imported->values))
+      return reportError(std::move(err));
   if (auto err = writeOutput(args.output, ir::printModule(*imported->module)))
     return reportError(std::move(err));
-  if (!args.quiet)
-    llvm::errs() << "imported " << args.model << " as " << args.output << " ("
-                 << imported->module->variables().size() << " variables in " << valuesPath << ", "
-                 << imported->values.size() << " bytes)\n";
+  if (args.quiet)
+    return 0;
+  llvm::errs() << "imported " << args.model << " as " << args.output << " ("
+               << imported->module->variables().size() << " variables";
+  if (fresh)
+    llvm::errs() << ", initialized afresh)\n";
+  else
+    llvm::errs() << " in " << valuesPath << ", " << imported->values.size() << " bytes)\n";
   return 0;
 }
 
@@ -73,6 +80,14 @@ void registerImportCommand(CLI::App &app) {
   cmd->add_option("--data", args->options.data,
                   "The data set the model names (its data statement), as prism train's --data "
                   "takes it: fashion-mnist[:DIR], zipf:VOCAB[,...], text:FILE, npy:DIR");
+  cmd->add_option("--init", args->options.init,
+                  "Where variables start: onnx (the exported values, written to the values "
+                  "file) or fresh (PyTorch's default initialization for each variable's role: "
+                  "uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) for Conv, Gemm and MatMul weights "
+                  "and biases, ones and zeros for normalizations, normal(0, 1) for embedding "
+                  "tables; no values file)")
+      ->check(CLI::IsMember({"onnx", "fresh"}))
+      ->capture_default_str();
   cmd->add_option("--name", args->options.modelName,
                   "The model's name (default: the output file's name)");
   cmd->add_flag("--quiet,-q", args->quiet, "Print only errors");

@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 
+#include "frontends/onnx/FreshInit.h"
 #include "ir/Builder.h"
 #include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
@@ -346,9 +347,18 @@ llvm::Expected<ir::Value *> OnnxGraph::variableFor(const std::string &name,
     }
   }
   ir::Initializer init;
-  init.kind = "values";
-  init.params.set("file", ir::Attr::string(valuesFile_));
-  init.params.set("offset", ir::Attr::integer(static_cast<int64_t>(values_.append(elements))));
+  if (fresh_) {
+    auto fresh = fresh_->initializerFor(name, c, it->second.initializer);
+    if (!fresh)
+      return fail((it->second.initializer ? "initializer '" : "constant '") + name +
+                      "' has no fresh initialization: " + ir::messageOf(fresh.takeError()),
+                  ir::ErrorCode::Unsupported);
+    init = std::move(*fresh);
+  } else {
+    init.kind = "values";
+    init.params.set("file", ir::Attr::string(valuesFile_));
+    init.params.set("offset", ir::Attr::integer(static_cast<int64_t>(values_.append(elements))));
+  }
   std::string varName = module_.uniqueName(sanitize(name));
   ir::Variable *var = module_.addVariable(varName, ir::TensorType(ir::DType::F32, dims), init);
   if (!it->second.initializer)

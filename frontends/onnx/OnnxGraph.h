@@ -83,6 +83,8 @@ struct ImportedValue {
   bool initializer = false; // a graph initializer: becomes a trained variable when read as one
 };
 
+class FreshInitRules;
+
 class OnnxGraph {
 public:
   // `fileName` names the ONNX file in errors; `valuesFile` is the values file as the module's
@@ -91,6 +93,8 @@ public:
 
   ir::Module &module() { return module_; }
   ir::ValuesFileWriter &values() { return values_; }
+  // With rules, variables get fresh initializers from them instead of `values` records.
+  void setFreshInit(const FreshInitRules *rules) { fresh_ = rules; }
   // Notes for the generated file's header (an op imported with a caveat).
   std::vector<std::string> &notes() { return notes_; }
 
@@ -172,6 +176,7 @@ private:
   ir::ValuesFileWriter values_;
   std::vector<std::string> notes_;
   const ::onnx::NodeProto *node_ = nullptr;
+  const FreshInitRules *fresh_ = nullptr;
   std::map<std::string, ImportedValue> imported_;
   std::set<std::string> read_;
   // A value already transposed into the other layout, so that it is transposed once.

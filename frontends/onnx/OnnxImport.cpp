@@ -4,6 +4,7 @@
 
 #include <climits>
 
+#include "frontends/onnx/FreshInit.h"
 #include "frontends/onnx/OnnxGraph.h"
 #include "frontends/text/Parser.h"
 #include "ir/Diagnostic.h"
@@ -176,8 +177,12 @@ void addHeader(ir::Module &module, const ::onnx::ModelProto &model, llvm::String
       opset = o.version();
   comments.push_back("Imported by prism import from " + llvm::sys::path::filename(file).str() +
                      " (" + producer + ", opset " + std::to_string(opset) + ").");
-  comments.push_back("Variables = values(...) read their first values from " + options.valuesFile +
-                     " (docs/import.md).");
+  if (options.init == "fresh")
+    comments.push_back("Variables start afresh, initialized as PyTorch initializes their roles " +
+                       std::string("(prism import --init fresh, docs/import.md)."));
+  else
+    comments.push_back("Variables = values(...) read their first values from " +
+                       options.valuesFile + " (docs/import.md).");
   for (const std::string &note : notes)
     comments.push_back("Note: " + note + ".");
 }
@@ -197,9 +202,16 @@ llvm::Expected<ImportedModel> importOnnx(llvm::StringRef bytes, llvm::StringRef 
     return std::move(e);
   const ::onnx::GraphProto &onnxGraph = model.graph();
 
+  if (options.init != "onnx" && options.init != "fresh")
+    return ir::makeError("--init '" + options.init + "' is not known; accepted: onnx, fresh");
   ImportedModel imported;
   imported.module = std::make_unique<ir::Module>(moduleName(options, fileName));
   OnnxGraph graph(*imported.module, fileName.str(), options.valuesFile);
+  std::optional<FreshInitRules> fresh;
+  if (options.init == "fresh") {
+    fresh.emplace(onnxGraph);
+    graph.setFreshInit(&*fresh);
+  }
   llvm::StringSet<> initializers;
   for (const ::onnx::TensorProto &init : onnxGraph.initializer()) {
     auto tensor = readTensor(init);
@@ -230,7 +242,8 @@ llvm::Expected<ImportedModel> importOnnx(llvm::StringRef bytes, llvm::StringRef 
   addHeader(*imported.module, model, fileName, options, graph.notes());
   if (auto e = ir::verify(*imported.module))
     return ir::withNote(std::move(e), "while importing " + fileName);
-  imported.values = graph.values().bytes();
+  if (!fresh)
+    imported.values = graph.values().bytes();
   return imported;
 }
 

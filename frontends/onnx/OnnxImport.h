@@ -27,11 +27,16 @@ struct ImportOptions {
   // The values file as the module names it: relative to the directory of the .prism file the
   // module will be written to, e.g. `model.weights`.
   std::string valuesFile = "model.weights";
+  // `onnx`: variables start from the ONNX initializers' values (`values` initializers into the
+  // values file); `fresh`: from initializers that mirror PyTorch's default initialization for
+  // the role the graph gives each one (FreshInit.h), with no values file.
+  std::string init = "onnx";
 };
 
 struct ImportedModel {
   std::unique_ptr<ir::Module> module;
-  // The contents of the values file the module's `values` initializers point into.
+  // The contents of the values file the module's `values` initializers point into (empty with
+  // fresh initialization).
   std::string values;
 };
 

@@ -3,7 +3,9 @@ same arrays Prism trains on (npy:DIR), so the two losses can be compared step by
 
   torch_models.py export MODEL OUT.onnx [OPSET [training|eval]]    (MODEL: a key of MODELS)
   torch_models.py inference-batchnorm IN.onnx OUT.onnx  BatchNormalization nodes as inference
-  torch_models.py data DIR N                       N examples in DIR/train and DIR/test
+  torch_models.py data DIR N                       N Fashion-MNIST examples in DIR/train, N/4 in
+                                                   DIR/test (as npy arrays x [N, 784], y [N])
+  torch_models.py noise DIR N                      the same with uniform random images and labels
   torch_models.py tokens DIR N                     the same with int32 tokens [N, 8] (encoder)
   torch_models.py train MODEL OUT.onnx DIR STEPS BATCH OPTIMIZER LR LOSSES.json
 
@@ -210,7 +212,33 @@ def inference_batchnorm(source, target):
     onnx.save(model, target)
 
 
+FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
+
+
+def fashion_mnist(split, rows):
+    """The first `rows` images (floats in [0, 1], [rows, 784]) and labels of Debian's
+    Fashion-MNIST; `split` is train or t10k."""
+    import gzip
+    with gzip.open(os.path.join(FASHION_MNIST, split + "-images-idx3-ubyte.gz")) as f:
+        images = np.frombuffer(f.read(), np.uint8, offset=16)[:rows * 784]
+    with gzip.open(os.path.join(FASHION_MNIST, split + "-labels-idx1-ubyte.gz")) as f:
+        labels = np.frombuffer(f.read(), np.uint8, offset=8)[:rows]
+    return ((images.reshape(rows, 784) / np.float32(255)).astype(np.float32),
+            labels.astype(np.int32))
+
+
 def data(directory, n):
+    """Real images and labels, so that 20 steps learn rather than memorize random labels (a
+    loss near zero makes relative differences meaningless)."""
+    for split, rows, source in (("train", n, "train"), ("test", max(1, n // 4), "t10k")):
+        os.makedirs(os.path.join(directory, split), exist_ok=True)
+        x, y = fashion_mnist(source, rows)
+        np.save(os.path.join(directory, split, "x.npy"), x)
+        np.save(os.path.join(directory, split, "y.npy"), y)
+
+
+def noise(directory, n):
+    """Uniform random images and labels."""
     rng = np.random.default_rng(0)
     for split, rows in (("train", n), ("test", max(1, n // 4))):
         os.makedirs(os.path.join(directory, split), exist_ok=True)
@@ -220,14 +248,14 @@ def data(directory, n):
 
 
 def tokens(directory, n):
-    """Token ids as int32 (the exported model's input dtype; npy:DIR wants it exact)."""
+    """Token ids as int32 (the exported model's input dtype; npy:DIR wants it exact), labelled
+    by their first token (mod 10), a rule to learn rather than labels to memorize."""
     rng = np.random.default_rng(0)
     for split, rows in (("train", n), ("test", max(1, n // 4))):
         os.makedirs(os.path.join(directory, split), exist_ok=True)
-        np.save(os.path.join(directory, split, "x.npy"),
-                rng.integers(0, VOCAB, (rows, TOKENS)).astype(np.int32))
-        np.save(os.path.join(directory, split, "y.npy"),
-                rng.integers(0, 10, rows).astype(np.int32))
+        x = rng.integers(0, VOCAB, (rows, TOKENS)).astype(np.int32)
+        np.save(os.path.join(directory, split, "x.npy"), x)
+        np.save(os.path.join(directory, split, "y.npy"), (x[:, 0] % 10).astype(np.int32))
 
 
 MASK = (1 << 64) - 1
@@ -337,6 +365,8 @@ if __name__ == "__main__":
         inference_batchnorm(args[0], args[1])
     elif command == "data":
         data(args[0], int(args[1]))
+    elif command == "noise":
+        noise(args[0], int(args[1]))
     elif command == "tokens":
         tokens(args[0], int(args[1]))
     elif command == "train":
