@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ir/Module.h"
 #include "llvm/ADT/StringRef.h"
@@ -27,16 +28,23 @@ struct ImportOptions {
   // The values file as the module names it: relative to the directory of the .prism file the
   // module will be written to, e.g. `model.weights`.
   std::string valuesFile = "model.weights";
+  // The forward graph alone, for evaluating it: no loss or optimizer is added (`loss`,
+  // `labels` and `optimizer` are ignored), the graph may have several outputs of any shape, and
+  // ImportedModel::outputs names them.
+  bool forwardOnly = false;
 };
 
 struct ImportedModel {
   std::unique_ptr<ir::Module> module;
   // The contents of the values file the module's `values` initializers point into.
   std::string values;
+  // The Prism value of each graph output, in the graph's order (forwardOnly imports).
+  std::vector<std::string> outputs;
 };
 
 // Imports the serialized ModelProto `bytes`; `fileName` names it in errors, which read
-// `fileName: error: node 'NAME' (OpType): ...` for a node the import cannot map.
+// `fileName: error: node 'NAME' (OpType): ...` for a node the import cannot map (an unnamed
+// node: `the node (OpType) computing 'OUTPUT'`).
 llvm::Expected<ImportedModel> importOnnx(llvm::StringRef bytes, llvm::StringRef fileName,
                                          const ImportOptions &options);
 // Reads the file at `path` and imports it.
