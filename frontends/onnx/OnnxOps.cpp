@@ -1159,11 +1159,23 @@ llvm::Error where(OnnxGraph &g, const OnnxOp &) {
   return done(emitOutput(g, "where", operands, {}));
 }
 
-// Max and Min of two operands.
+// Max and Min: of one operand the identity, of two a broadcasting op, of more a chain of them
+// in the ONNX layout.
 llvm::Error extremum(OnnxGraph &g, const OnnxOp &op) {
-  if (g.node().input_size() != 2)
-    return g.fail("only two operands are supported", ir::ErrorCode::Unsupported);
-  return binary(g, op);
+  const unsigned count = static_cast<unsigned>(g.node().input_size());
+  if (count == 1)
+    return identity(g, op);
+  if (count == 2)
+    return binary(g, op);
+  auto result = g.tensorInput(0);
+  for (unsigned i = 1; result && i < count; ++i) {
+    auto next = g.tensorInput(i);
+    if (!next)
+      return next.takeError();
+    result = i + 1 < count ? g.emit(op.prismOp, {*result, *next})
+                           : emitOutput(g, op.prismOp, {*result, *next}, {});
+  }
+  return done(std::move(result));
 }
 
 // Pad in constant mode: zero pads are the identity; others Prism's pad, in the layout the input
