@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Writes models/resnet18.prism: torchvision's ResNet-18 (1-channel 7x7 stem, 10 classes, as
 tests/lit/import/Inputs/torch_models.py builds it) exported by PyTorch and imported with
-`prism import --init fresh`, so that the file needs no values file.
+`prism import --init fresh --sync-batch-norm`: it needs no values file, and its batch norms
+normalize with the whole step's batch on every worker and tower, so data-parallel training equals
+one device's (`prism verify`).
 
     /usr/bin/python3 scripts/gen_resnet18.py PRISM            # rewrite the file
     /usr/bin/python3 scripts/gen_resnet18.py PRISM --check    # exit 1 if the committed file differs
@@ -32,7 +34,8 @@ def generate(prism, directory):
         onnx_path = os.path.join(tmp, "resnet18.onnx")
         torch_models.export("resnet18", onnx_path)
         subprocess.run([prism, "import", onnx_path, "-o", os.path.join(directory, "resnet18.prism"),
-                        "--init", "fresh", "--data", "fashion-mnist", "--optimizer", OPTIMIZER,
+                        "--init", "fresh", "--sync-batch-norm", "--data", "fashion-mnist",
+                        "--optimizer", OPTIMIZER,
                         "--name", "resnet18", "-q"], check=True)
 
 

@@ -90,6 +90,10 @@ void registerImportCommand(CLI::App &app) {
       ->capture_default_str();
   cmd->add_option("--name", args->options.modelName,
                   "The model's name (default: the output file's name)");
+  cmd->add_flag("--sync-batch-norm", args->options.syncBatchNorm,
+                "BatchNormalization normalizes with the statistics of the step's whole batch on "
+                "every worker and tower (batch_norm with sync = true, as PyTorch's "
+                "SyncBatchNorm); default: each part's own, as BatchNorm under DDP");
   cmd->add_flag("--quiet,-q", args->quiet, "Print only errors");
   cmd->callback([args]() {
     if (int status = runImport(*args))

@@ -96,8 +96,12 @@ OnnxGraph::OnnxGraph(ir::Module &module, std::string fileName, std::string value
 
 llvm::Error OnnxGraph::fail(const llvm::Twine &message, ir::ErrorCode code) const {
   std::string where;
-  if (node_)
+  // Node names are optional in ONNX: an unnamed node is named by its first output.
+  if (node_ && !node_->name().empty())
     where = "node '" + node_->name() + "' (" + node_->op_type() + "): ";
+  else if (node_)
+    where = "the node (" + node_->op_type() + ") computing '" +
+            (node_->output_size() > 0 ? node_->output(0) : std::string()) + "': ";
   return ir::withLocation(ir::makeError(code, where + message), fileName_, {});
 }
 

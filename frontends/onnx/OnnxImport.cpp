@@ -158,6 +158,19 @@ llvm::Error addLoss(OnnxGraph &graph, const ::onnx::GraphProto &onnxGraph, llvm:
   return llvm::Error::success();
 }
 
+// The graph's outputs as Prism values in the ONNX layout, for a forward-only import.
+llvm::Expected<std::vector<std::string>> outputNames(OnnxGraph &graph,
+                                                     const ::onnx::GraphProto &onnxGraph) {
+  std::vector<std::string> names;
+  for (const ::onnx::ValueInfoProto &output : onnxGraph.output()) {
+    auto value = graph.tensor(output.name());
+    if (!value)
+      return value.takeError();
+    names.push_back((*value)->name());
+  }
+  return names;
+}
+
 std::string moduleName(const ImportOptions &options, llvm::StringRef file) {
   if (!options.modelName.empty())
     return OnnxGraph::sanitize(options.modelName);
@@ -185,6 +198,14 @@ void addHeader(ir::Module &module, const ::onnx::ModelProto &model, llvm::String
                        options.valuesFile + " (docs/import.md).");
   for (const std::string &note : notes)
     comments.push_back("Note: " + note + ".");
+}
+
+// --sync-batch-norm: every op that normalizes with its batch's statistics (batch_norm) does so
+// over the whole step's batch, every worker and tower (sync = true).
+void synchronizeBatchStatistics(ir::Module &module) {
+  for (const auto &op : module.ops())
+    if (op->def().has(ir::kBatchStatistics) && op->def().attrSpec(ir::kSyncAttr))
+      op->attrs.set(ir::kSyncAttr, ir::Attr::boolean(true));
 }
 
 } // namespace
@@ -235,8 +256,16 @@ llvm::Expected<ImportedModel> importOnnx(llvm::StringRef bytes, llvm::StringRef 
       return std::move(e);
   }
   graph.setNode(nullptr);
-  if (auto e = addLoss(graph, onnxGraph, fileName, options))
+  if (options.syncBatchNorm)
+    synchronizeBatchStatistics(*imported.module);
+  if (options.forwardOnly) {
+    auto outputs = outputNames(graph, onnxGraph);
+    if (!outputs)
+      return outputs.takeError();
+    imported.outputs = std::move(*outputs);
+  } else if (auto e = addLoss(graph, onnxGraph, fileName, options)) {
     return std::move(e);
+  }
   if (!options.data.empty())
     imported.module->data = ir::DataDefault{options.data, {}, {}};
   addHeader(*imported.module, model, fileName, options, graph.notes());

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ir/Module.h"
 #include "llvm/ADT/StringRef.h"
@@ -31,6 +32,13 @@ struct ImportOptions {
   // values file); `fresh`: from initializers that mirror PyTorch's default initialization for
   // the role the graph gives each one (FreshInit.h), with no values file.
   std::string init = "onnx";
+  // The forward graph alone, for evaluating it: no loss or optimizer is added (`loss`,
+  // `labels` and `optimizer` are ignored), the graph may have several outputs of any shape, and
+  // ImportedModel::outputs names them.
+  bool forwardOnly = false;
+  // batch_norm with sync = true: statistics over the step's whole batch on every worker and
+  // tower (PyTorch's SyncBatchNorm), so data-parallel training equals one device's.
+  bool syncBatchNorm = false;
 };
 
 struct ImportedModel {
@@ -38,10 +46,13 @@ struct ImportedModel {
   // The contents of the values file the module's `values` initializers point into (empty with
   // fresh initialization).
   std::string values;
+  // The Prism value of each graph output, in the graph's order (forwardOnly imports).
+  std::vector<std::string> outputs;
 };
 
 // Imports the serialized ModelProto `bytes`; `fileName` names it in errors, which read
-// `fileName: error: node 'NAME' (OpType): ...` for a node the import cannot map.
+// `fileName: error: node 'NAME' (OpType): ...` for a node the import cannot map (an unnamed
+// node: `the node (OpType) computing 'OUTPUT'`).
 llvm::Expected<ImportedModel> importOnnx(llvm::StringRef bytes, llvm::StringRef fileName,
                                          const ImportOptions &options);
 // Reads the file at `path` and imports it.

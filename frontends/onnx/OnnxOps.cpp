@@ -1085,6 +1085,9 @@ llvm::Error reduce(OnnxGraph &g, const OnnxOp &op) {
       return given.takeError();
     axes = *given;
   }
+  // Empty axes reduce everything, or (noop_with_empty_axes = 1) nothing.
+  if (axes.empty() && intAttr(g.node(), "noop_with_empty_axes", 0) != 0)
+    return identity(g, op);
   if (axes.empty())
     for (size_t k = 0; k < dims->size(); ++k)
       axes.push_back(static_cast<int64_t>(k));
@@ -1117,8 +1120,12 @@ llvm::Error reduce(OnnxGraph &g, const OnnxOp &op) {
 // Pow by a constant exponent: 2 (a variance's square) and 0.5 (its root).
 llvm::Error pow(OnnxGraph &g, const OnnxOp &op) {
   const ConstTensor *e = g.constantInput(1);
-  if (!e || e->numElements() != 1)
+  if (!e)
     return g.fail("only an exponent known at import is supported", ir::ErrorCode::Unsupported);
+  if (e->numElements() != 1)
+    return g.fail("an exponent of " + llvm::Twine(e->numElements()) +
+                      " elements is not supported: only one, known at import (2, 0.5 or 1)",
+                  ir::ErrorCode::Unsupported);
   const double exponent = e->integer ? static_cast<double>(e->ints[0]) : e->floats[0];
   if (exponent == 2) {
     auto x = g.heldInput(0);
@@ -1152,11 +1159,23 @@ llvm::Error where(OnnxGraph &g, const OnnxOp &) {
   return done(emitOutput(g, "where", operands, {}));
 }
 
-// Max and Min of two operands.
+// Max and Min: of one operand the identity, of two a broadcasting op, of more a chain of them
+// in the ONNX layout.
 llvm::Error extremum(OnnxGraph &g, const OnnxOp &op) {
-  if (g.node().input_size() != 2)
-    return g.fail("only two operands are supported", ir::ErrorCode::Unsupported);
-  return binary(g, op);
+  const unsigned count = static_cast<unsigned>(g.node().input_size());
+  if (count == 1)
+    return identity(g, op);
+  if (count == 2)
+    return binary(g, op);
+  auto result = g.tensorInput(0);
+  for (unsigned i = 1; result && i < count; ++i) {
+    auto next = g.tensorInput(i);
+    if (!next)
+      return next.takeError();
+    result = i + 1 < count ? g.emit(op.prismOp, {*result, *next})
+                           : emitOutput(g, op.prismOp, {*result, *next}, {});
+  }
+  return done(std::move(result));
 }
 
 // Pad in constant mode: zero pads are the identity; others Prism's pad, in the layout the input

@@ -72,9 +72,16 @@ llvm::Error checkBatchNorm(const TensorType &x, llvm::ArrayRef<TensorType> perCh
   return checkBatchNormAttrs(attrs);
 }
 
-// moments [2, C] of x's dtype (batch_norm_moments of x).
+// Moments are float64 whatever x is: the variance mean(x * x) - mean^2 cancels digits when a
+// channel's mean is large against its spread, and float64 keeps the replicas' combined
+// statistics equal to one device's.
+TensorType momentsType(const TensorType &x) {
+  return TensorType(DType::F64, {2, x.dims.back()});
+}
+
+// moments f64[2, C] (batch_norm_moments of x).
 llvm::Error checkMoments(const TensorType &x, const TensorType &moments) {
-  TensorType expected(x.dtype, {2, x.dims.back()});
+  TensorType expected = momentsType(x);
   if (moments != expected)
     return shapeError("moments must be " + expected.str() + " (batch_norm_moments of x " + x.str() +
                       "), got " + moments.str());
@@ -89,11 +96,11 @@ ShapeResult batchNormShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) 
   return Types{in[0]};
 }
 
-// batch_norm_moments(x) -> [2, C]: the mean and the mean of squares per channel.
+// batch_norm_moments(x) -> f64[2, C]: the mean and the mean of squares per channel.
 ShapeResult batchNormMomentsShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
   if (auto e = checkBatchNorm(in[0], {}, {}, attrs))
     return std::move(e);
-  return Types{TensorType(in[0].dtype, {2, in[0].dims.back()})};
+  return Types{momentsType(in[0])};
 }
 
 // batch_norm_update(running_mean, running_var, moments): no results.
@@ -104,7 +111,7 @@ ShapeResult batchNormUpdateShape(llvm::ArrayRef<TensorType> in, const AttrMap &a
   if (in[0].rank() != 1 || in[1] != in[0])
     return shapeError("running_mean and running_var must be one [C] type, got " + in[0].str() +
                       " and " + in[1].str());
-  TensorType moments(in[0].dtype, {2, in[0].dims[0]});
+  TensorType moments(DType::F64, {2, in[0].dims[0]});
   if (in[2] != moments)
     return shapeError("moments must be " + moments.str() + " (batch_norm_moments of x), got " +
                       in[2].str());
@@ -256,7 +263,7 @@ ShapeResult batchNormApplyScaleGradShape(llvm::ArrayRef<TensorType> in, const At
   return Types{TensorType(in[1].dtype, {in[1].dims.back()})};
 }
 
-// batch_norm_apply_moments_grad(dy, x, scale, moments) -> [2, C], the type of moments.
+// batch_norm_apply_moments_grad(dy, x, scale, moments) -> f64[2, C], the type of moments.
 ShapeResult batchNormApplyMomentsGradShape(llvm::ArrayRef<TensorType> in, const AttrMap &attrs) {
   if (auto e = checkBatchNorm(in[1], in.slice(2, 1), {"scale"}, attrs))
     return std::move(e);
@@ -401,8 +408,8 @@ void registerTrainingModeOps(std::vector<OpDef> &t) {
   t.push_back(bn);
   t.push_back(makeOp("batch_norm_moments",
                      "[mean(x), mean(x * x)] per channel (the last dimension of x [N, C] or [N, H, "
-                     "W, C]) over every other dimension: what the parts of a split batch combine "
-                     "exactly by their batch-weighted mean",
+                     "W, C]) over every other dimension, in float64: what the parts of a split "
+                     "batch combine exactly by their batch-weighted mean",
                      {"x"}, batchNormMomentsShape, batchNormMomentsGrad, {}, 0));
   t.push_back(makeOp("batch_norm_moments_grad",
                      "dx of batch_norm_moments: (dmoments[0] + 2 x dmoments[1]) / n per channel, "

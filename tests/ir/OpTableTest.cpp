@@ -133,7 +133,7 @@ TEST(OpTable, BatchNorm) {
   EXPECT_EQ(update.operand(0), mean);
   EXPECT_EQ(update.operand(1), var);
   EXPECT_EQ(update.operand(2)->definingOp()->name(), "batch_norm_moments");
-  EXPECT_EQ(update.operand(2)->type(), TensorType(DType::F32, {2, 8}));
+  EXPECT_EQ(update.operand(2)->type(), TensorType(DType::F64, {2, 8}));
   EXPECT_EQ(update.attrs.getFloat("momentum"), 0.2);
   EXPECT_EQ(update.attrs.getInt("values_per_example"), 36);
   auto ok = b.finish();

@@ -195,9 +195,9 @@ std::vector<GradCase> allCases() {
   // What sync = true expands to: x, scale, bias, running_mean, running_var, moments. In
   // training (in evaluation moments are not read: nothing to differentiate; the CPU kernel
   // tests check that mode against the reference).
-  add("batch_norm_apply", {f32({B, 4}), f32({4}), f32({4}), f32({4}), f32({4}), f32({2, 4})}, {},
+  add("batch_norm_apply", {f32({B, 4}), f32({4}), f32({4}), f32({4}), f32({4}), f64({2, 4})}, {},
       Fill::Moments);
-  add("batch_norm_apply", {f32({B, 2, 2, 3}), f32({3}), f32({3}), f32({3}), f32({3}), f32({2, 3})},
+  add("batch_norm_apply", {f32({B, 2, 2, 3}), f32({3}), f32({3}), f32({3}), f32({3}), f64({2, 3})},
       ir::attrs({{"epsilon", Attr::real(0.01)}}), Fill::Moments);
   add("batch_norm_moments", {f32({B, 4})});
   add("batch_norm_moments", {f32({B, 2, 2, 3})});

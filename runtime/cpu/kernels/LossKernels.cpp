@@ -32,10 +32,16 @@ template <typename T> PRISM_ALWAYS_INLINE double sumExp(const T *__restrict x, i
   return sum;
 }
 
-// log(sum(exp(x))) over a row, shifted by the maximum so that exp cannot overflow.
-template <typename T> PRISM_ALWAYS_INLINE T logSumExp(const T *x, int64_t n) {
+// log(sum(exp(x))) over a row as most + logSum, shifted by the maximum so that exp cannot
+// overflow. The two parts stay apart: x[i] - lse computed as (x[i] - most) - logSum keeps the
+// low bits that x[i] - (most + logSum) loses when |most| is large (x ~ 1e4).
+template <typename T> struct LogSumExp {
+  T most;
+  T logSum;
+};
+template <typename T> PRISM_ALWAYS_INLINE LogSumExp<T> logSumExp(const T *x, int64_t n) {
   T most = rowMax(x, n);
-  return most + static_cast<T>(std::log(sumExp(x, n, most)));
+  return {most, static_cast<T>(std::log(sumExp(x, n, most)))};
 }
 
 // y = scale * softmax(x) over a row: exponentials shifted by the row's maximum, summed in
@@ -111,9 +117,9 @@ struct Softmax {
 struct LogSoftmax {
   template <typename T>
   static void apply(const T *__restrict x, const T *, T *__restrict y, int64_t n) {
-    const T lse = logSumExp(x, n);
+    const LogSumExp<T> lse = logSumExp(x, n);
     for (int64_t i = 0; i < n; ++i)
-      y[i] = x[i] - lse;
+      y[i] = (x[i] - lse.most) - lse.logSum;
   }
 };
 
@@ -188,7 +194,8 @@ PRISM_TARGET_CLONES double crossEntropySum(const T *logits, const Label *labels,
     if (ignored.skips(labels[r]))
       continue;
     const T *row = logits + r * classes;
-    sum += static_cast<double>(logSumExp(row, classes) - row[labels[r]]);
+    const LogSumExp<T> lse = logSumExp(row, classes);
+    sum += static_cast<double>(lse.most - row[labels[r]]) + static_cast<double>(lse.logSum);
   }
   return sum;
 }

@@ -140,10 +140,10 @@ protected:
   void momentsStatistics(llvm::ArrayRef<const RuntimeValue *> inputs, unsigned moments) {
     const int64_t channels = channels_;
     if (training()) {
-      const T *m = inputs[moments]->dense.data<T>();
+      const double *m = inputs[moments]->dense.data<double>();
       for (int64_t c = 0; c < channels; ++c) {
-        mean_[c] = static_cast<double>(m[c]);
-        var_[c] = std::max(static_cast<double>(m[channels + c]) - mean_[c] * mean_[c], 0.0);
+        mean_[c] = m[c];
+        var_[c] = std::max(m[channels + c] - mean_[c] * mean_[c], 0.0);
       }
     } else {
       const T *mean = inputs[running_]->dense.data<T>();
@@ -283,9 +283,9 @@ public:
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
     const int64_t channels = this->channels_;
-    T *dmoments = outputs[0]->dense.data<T>();
+    double *dmoments = outputs[0]->dense.data<double>();
     if (!this->training()) {
-      std::fill(dmoments, dmoments + 2 * channels, T(0));
+      std::fill(dmoments, dmoments + 2 * channels, 0.0);
       return llvm::Error::success();
     }
     this->momentsStatistics(inputs, 3);
@@ -301,9 +301,8 @@ public:
     }
     for (int64_t c = 0; c < channels; ++c) {
       double inv = this->inv_[c], inv3 = inv * inv * inv, s = static_cast<double>(scale[c]);
-      dmoments[c] =
-          static_cast<T>(s * (-inv * sumDy[c] + this->mean_[c] * inv3 * sumDyCentered[c]));
-      dmoments[channels + c] = static_cast<T>(-0.5 * s * inv3 * sumDyCentered[c]);
+      dmoments[c] = s * (-inv * sumDy[c] + this->mean_[c] * inv3 * sumDyCentered[c]);
+      dmoments[channels + c] = -0.5 * s * inv3 * sumDyCentered[c];
     }
     return llvm::Error::success();
   }
@@ -317,15 +316,15 @@ public:
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
-    const T *dm = inputs[0]->dense.data<T>();
+    const double *dm = inputs[0]->dense.data<double>();
     const T *x = inputs[1]->dense.data<T>();
     T *dx = outputs[0]->dense.data<T>();
     const int64_t channels = this->channels_;
     const double rows = static_cast<double>(this->rows_);
     std::vector<double> a(static_cast<size_t>(channels)), b(a);
     for (int64_t c = 0; c < channels; ++c) {
-      a[c] = static_cast<double>(dm[c]) / rows;
-      b[c] = 2 * static_cast<double>(dm[channels + c]) / rows;
+      a[c] = dm[c] / rows;
+      b[c] = 2 * dm[channels + c] / rows;
     }
     this->forRows([&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i)
@@ -354,7 +353,7 @@ private:
   int64_t elements_;
 };
 
-// (x): [mean, mean of squares] per channel, summed in double.
+// (x): [mean, mean of squares] per channel, summed and kept in double.
 template <typename T> class BatchNormMomentsKernel final : public BatchNormKernelBase<T> {
 public:
   explicit BatchNormMomentsKernel(const KernelSpec &spec) : BatchNormKernelBase<T>(spec, 0, 0) {}
@@ -369,11 +368,11 @@ public:
       sum[i % channels] += v;
       squares[i % channels] += v * v;
     }
-    T *moments = outputs[0]->dense.data<T>();
+    double *moments = outputs[0]->dense.data<double>();
     const double rows = static_cast<double>(this->rows_);
     for (int64_t c = 0; c < channels; ++c) {
-      moments[c] = static_cast<T>(sum[c] / rows);
-      moments[channels + c] = static_cast<T>(squares[c] / rows);
+      moments[c] = sum[c] / rows;
+      moments[channels + c] = squares[c] / rows;
     }
     return llvm::Error::success();
   }
@@ -403,10 +402,10 @@ public:
     Tensor meanVar = inputs[0]->dense, varVar = inputs[1]->dense;
     T *mean = meanVar.data<T>();
     T *var = varVar.data<T>();
-    const T *moments = inputs[2]->dense.data<T>();
+    const double *moments = inputs[2]->dense.data<double>();
     for (int64_t c = 0; c < channels_; ++c) {
-      double m = static_cast<double>(moments[c]);
-      double biased = static_cast<double>(moments[channels_ + c]) - m * m;
+      double m = moments[c];
+      double biased = moments[channels_ + c] - m * m;
       mean[c] = static_cast<T>((1 - momentum_) * static_cast<double>(mean[c]) + momentum_ * m);
       var[c] = static_cast<T>((1 - momentum_) * static_cast<double>(var[c]) +
                               momentum_ * biased * count / (count - 1));
