@@ -2,7 +2,8 @@
 """PyTorch peer for bench/single_device: the same models, optimizer, batch and data as Prism.
 
 Prints one JSON line: {"model", "threads", "samples_per_sec", "steps", "peak_rss_mb", and
-"test_accuracy" when --epochs is given}. --bf16 trains under bf16 autocast. Run with Debian's /usr/bin/python3 (python3-torch).
+"test_accuracy" when --epochs is given, "test_accuracy_by_epoch" with --eval-every-epoch}.
+--bf16 trains under bf16 autocast. Run with Debian's /usr/bin/python3 (python3-torch).
 """
 import argparse
 import gzip
@@ -107,14 +108,42 @@ def zipf_tokens(vocab, gen):
     return tokens, torch.randint(0, 10, (tokens.shape[0],), generator=gen)
 
 
+class ResNet18(nn.Module):
+    """torchvision's ResNet-18 for 1-channel 28x28 images and 10 classes, reading NHWC."""
+
+    def __init__(self):
+        super().__init__()
+        import torchvision
+        self.net = torchvision.models.resnet18(weights=None, num_classes=10)
+        self.net.conv1 = nn.Conv2d(1, 64, 7, stride=2, padding=3, bias=False)
+
+    def forward(self, x):
+        return self.net(x.permute(0, 3, 1, 2))
+
+
+def accuracy(model, test, bf16):
+    """Test accuracy in evaluation mode (batch norm on its running averages), 1,000 at a time."""
+    model.eval()
+    correct = 0
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        for i in range(0, test[0].shape[0], 1000):
+            logits = model(test[0][i:i + 1000])
+            correct += (logits.argmax(1) == test[1][i:i + 1000]).sum().item()
+    model.train()
+    return correct / test[0].shape[0]
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("model", choices=["mlp", "mlp1024", "cnn", "embedding", "transformer"])
+    p.add_argument("model",
+                   choices=["mlp", "mlp1024", "cnn", "embedding", "transformer", "resnet18"])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--steps", type=int, default=0)
     p.add_argument("--epochs", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--eval-every-epoch", action="store_true",
+                   help="test accuracy at each epoch end (evaluation mode), not timed")
     p.add_argument("--bf16", action="store_true",
                    help="bf16 autocast (linear and convolution in bf16, weights f32)")
     a = p.parse_args()
@@ -128,6 +157,13 @@ def main():
         opts = [torch.optim.SparseAdam(list(model.emb.parameters()), lr=0.001),
                 torch.optim.Adam(dense, lr=0.001)]
         train_x, train_y, test = tokens, labels, None
+    elif a.model == "resnet18":
+        # models/resnet18.prism's module and optimizer: torchvision's ResNet-18 with a 1-channel
+        # stem (NCHW: for one channel the same memory as the NHWC images).
+        model = ResNet18()
+        opts = [torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)]
+        train_x, train_y = fashion("train")
+        test = fashion("test")
     else:
         model = {"mlp": lambda: Mlp([256]), "mlp1024": lambda: Mlp([1024, 1024]),
                  "cnn": lambda: Cnn()}[a.model]()
@@ -139,13 +175,19 @@ def main():
     total = a.steps or a.epochs * steps_per_epoch
     gen = torch.Generator().manual_seed(a.seed)
     order = torch.randperm(n, generator=gen)
-    warmup = min(5, total)
-    start = None
+    warmup = 0 if a.eval_every_epoch else min(5, total)
+    start = time.perf_counter()
+    evaluating = 0.0
+    accuracies = []
     for step in range(total + warmup):
         if step == warmup:
             start = time.perf_counter()
         s = step % steps_per_epoch
         if s == 0 and step > 0:
+            if a.eval_every_epoch:
+                began = time.perf_counter()
+                accuracies.append(accuracy(model, test, a.bf16))
+                evaluating += time.perf_counter() - began
             order = torch.randperm(n, generator=gen)
         idx = order[s * a.batch:(s + 1) * a.batch]
         for o in opts:
@@ -155,14 +197,14 @@ def main():
         loss.backward()
         for o in opts:
             o.step()
-    elapsed = time.perf_counter() - start
+    elapsed = time.perf_counter() - start - evaluating
     result = {"model": a.model, "threads": a.threads, "batch": a.batch, "steps": total,
               "samples_per_sec": total * a.batch / elapsed,
               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if a.epochs and test is not None:
-        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
-            logits = model(test[0])
-        result["test_accuracy"] = (logits.argmax(1) == test[1]).float().mean().item()
+        result["test_accuracy"] = accuracy(model, test, a.bf16)
+        if a.eval_every_epoch:
+            result["test_accuracy_by_epoch"] = accuracies + [result["test_accuracy"]]
     print(json.dumps(result))
     sys.stdout.flush()
 

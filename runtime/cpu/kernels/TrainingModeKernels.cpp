@@ -100,20 +100,26 @@ protected:
                            "channel, x has " +
                            llvm::Twine(rows_) + " per channel");
     const T *x = inputs[x_]->dense.data<T>();
-    std::fill(mean_.begin(), mean_.end(), 0.0);
-    std::fill(var_.begin(), var_.end(), 0.0);
-    for (int64_t r = 0; r < rows_; ++r)
-      for (int64_t c = 0; c < channels_; ++c)
-        mean_[c] += static_cast<double>(x[r * channels_ + c]);
-    for (double &m : mean_)
-      m /= static_cast<double>(rows_);
-    for (int64_t r = 0; r < rows_; ++r)
-      for (int64_t c = 0; c < channels_; ++c) {
-        double d = static_cast<double>(x[r * channels_ + c]) - mean_[c];
-        var_[c] += d * d;
+    const int64_t channels = channels_;
+    std::vector<double> sum = channelSums(1, [&](int64_t r, double *acc) {
+      const T *xr = x + r * channels;
+#pragma omp simd
+      for (int64_t c = 0; c < channels; ++c)
+        acc[c] += static_cast<double>(xr[c]);
+    });
+    for (int64_t c = 0; c < channels; ++c)
+      mean_[c] = sum[c] / static_cast<double>(rows_);
+    const double *mean = mean_.data();
+    std::vector<double> squares = channelSums(1, [&](int64_t r, double *acc) {
+      const T *xr = x + r * channels;
+#pragma omp simd
+      for (int64_t c = 0; c < channels; ++c) {
+        double d = static_cast<double>(xr[c]) - mean[c];
+        acc[c] += d * d;
       }
-    for (double &v : var_)
-      v /= static_cast<double>(rows_);
+    });
+    for (int64_t c = 0; c < channels; ++c)
+      var_[c] = squares[c] / static_cast<double>(rows_);
     return llvm::Error::success();
   }
 
@@ -171,11 +177,12 @@ protected:
       a[c] = static_cast<double>(scale[c]) * inv_[c];
       b[c] = static_cast<double>(bias[c]) - mean_[c] * a[c];
     }
-    forRows([&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        int64_t c = i % channels;
-        y[i] = static_cast<T>(static_cast<double>(x[i]) * a[c] + b[c]);
-      }
+    forEachRow([&](int64_t r) {
+      const T *xr = x + r * channels;
+      T *yr = y + r * channels;
+#pragma omp simd
+      for (int64_t c = 0; c < channels; ++c)
+        yr[c] = static_cast<T>(static_cast<double>(xr[c]) * a[c] + b[c]);
     });
   }
 
@@ -184,20 +191,67 @@ protected:
     const T *dy = inputs[0]->dense.data<T>();
     const T *x = inputs[1]->dense.data<T>();
     const int64_t channels = channels_;
-    std::vector<double> sum(static_cast<size_t>(channels), 0.0);
-    for (int64_t i = 0; i < rows_ * channels; ++i) {
-      int64_t c = i % channels;
-      sum[c] += static_cast<double>(dy[i]) * (static_cast<double>(x[i]) - mean_[c]) * inv_[c];
-    }
+    const double *mean = mean_.data();
+    std::vector<double> sum = channelSums(1, [&](int64_t r, double *acc) {
+      const T *xr = x + r * channels, *dyr = dy + r * channels;
+#pragma omp simd
+      for (int64_t c = 0; c < channels; ++c)
+        acc[c] += static_cast<double>(dyr[c]) * (static_cast<double>(xr[c]) - mean[c]);
+    });
     for (int64_t c = 0; c < channels; ++c)
-      out[c] = static_cast<T>(sum[c]);
+      out[c] = static_cast<T>(sum[c] * inv_[c]);
   }
 
-  // fn(begin, end) over element ranges that start at a row.
-  template <typename Body> void forRows(const Body &body) const {
+  // [sum(dy), sum(dy * (x - mean_))] per channel, dy and x the values `dy` and `x`.
+  std::vector<double> gradientSums(const RuntimeValue *dyValue, const RuntimeValue *xValue) const {
+    const T *dy = dyValue->dense.data<T>();
+    const T *x = xValue->dense.data<T>();
+    const int64_t channels = channels_;
+    const double *mean = mean_.data();
+    return channelSums(2, [&](int64_t r, double *acc) {
+      const T *xr = x + r * channels, *dyr = dy + r * channels;
+#pragma omp simd
+      for (int64_t c = 0; c < channels; ++c) {
+        double g = static_cast<double>(dyr[c]);
+        acc[c] += g;
+        acc[channels + c] += g * (static_cast<double>(xr[c]) - mean[c]);
+      }
+    });
+  }
+
+  // fn(r) for every row r, rows split among the threads.
+  template <typename Body> void forEachRow(const Body &body) const {
     parallelFor(rows_, threads_,
-                std::max<int64_t>(kCostlyGrain / std::max<int64_t>(channels_, 1), 1),
-                [&](int64_t begin, int64_t end) { body(begin * channels_, end * channels_); });
+                std::max<int64_t>(kCheapGrain / std::max<int64_t>(channels_, 1), 1),
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t r = begin; r < end; ++r)
+                    body(r);
+                });
+  }
+
+  // Per-channel sums over every row: add(r, acc) adds row r's `terms` values per channel into
+  // acc[terms * channels]. Rows are summed in blocks of a fixed size, in parallel, and the
+  // blocks in order, so the sums do not depend on the thread count.
+  template <typename Add> std::vector<double> channelSums(int terms, const Add &add) const {
+    constexpr int64_t kRowsPerBlock = 64;
+    const int64_t width = terms * channels_;
+    const int64_t blocks = (rows_ + kRowsPerBlock - 1) / kRowsPerBlock;
+    std::vector<double> partial(static_cast<size_t>(blocks * width), 0.0);
+    parallelFor(blocks, threads_,
+                std::max<int64_t>(kCheapGrain / std::max<int64_t>(kRowsPerBlock * width, 1), 1),
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t b = begin; b < end; ++b) {
+                    double *acc = partial.data() + b * width;
+                    for (int64_t r = b * kRowsPerBlock;
+                         r < std::min(rows_, (b + 1) * kRowsPerBlock); ++r)
+                      add(r, acc);
+                  }
+                });
+    std::vector<double> sums(static_cast<size_t>(width), 0.0);
+    for (int64_t b = 0; b < blocks; ++b)
+      for (int64_t k = 0; k < width; ++k)
+        sums[k] += partial[b * width + k];
+    return sums;
   }
 
   unsigned x_, running_;
@@ -251,9 +305,12 @@ public:
     std::vector<double> a(static_cast<size_t>(channels));
     for (int64_t c = 0; c < channels; ++c)
       a[c] = static_cast<double>(scale[c]) * this->inv_[c];
-    this->forRows([&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i)
-        dx[i] = static_cast<T>(static_cast<double>(dy[i]) * a[i % channels]);
+    this->forEachRow([&](int64_t r) {
+      const T *dyr = dy + r * channels;
+      T *dxr = dx + r * channels;
+#pragma omp simd
+      for (int64_t c = 0; c < channels; ++c)
+        dxr[c] = static_cast<T>(static_cast<double>(dyr[c]) * a[c]);
     });
     return llvm::Error::success();
   }
@@ -289,20 +346,13 @@ public:
       return llvm::Error::success();
     }
     this->momentsStatistics(inputs, 3);
-    const T *dy = inputs[0]->dense.data<T>();
-    const T *x = inputs[1]->dense.data<T>();
     const T *scale = inputs[2]->dense.data<T>();
-    std::vector<double> sumDy(static_cast<size_t>(channels), 0.0), sumDyCentered(sumDy);
-    for (int64_t i = 0; i < this->rows_ * channels; ++i) {
-      int64_t c = i % channels;
-      double g = static_cast<double>(dy[i]);
-      sumDy[c] += g;
-      sumDyCentered[c] += g * (static_cast<double>(x[i]) - this->mean_[c]);
-    }
+    std::vector<double> sums = this->gradientSums(inputs[0], inputs[1]);
     for (int64_t c = 0; c < channels; ++c) {
       double inv = this->inv_[c], inv3 = inv * inv * inv, s = static_cast<double>(scale[c]);
-      dmoments[c] = s * (-inv * sumDy[c] + this->mean_[c] * inv3 * sumDyCentered[c]);
-      dmoments[channels + c] = -0.5 * s * inv3 * sumDyCentered[c];
+      double sumDy = sums[c], sumDyCentered = sums[channels + c];
+      dmoments[c] = s * (-inv * sumDy + this->mean_[c] * inv3 * sumDyCentered);
+      dmoments[channels + c] = -0.5 * s * inv3 * sumDyCentered;
     }
     return llvm::Error::success();
   }
@@ -326,9 +376,12 @@ public:
       a[c] = dm[c] / rows;
       b[c] = 2 * dm[channels + c] / rows;
     }
-    this->forRows([&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i)
-        dx[i] = static_cast<T>(a[i % channels] + b[i % channels] * static_cast<double>(x[i]));
+    this->forEachRow([&](int64_t r) {
+      const T *xr = x + r * channels;
+      T *dxr = dx + r * channels;
+#pragma omp simd
+      for (int64_t c = 0; c < channels; ++c)
+        dxr[c] = static_cast<T>(a[c] + b[c] * static_cast<double>(xr[c]));
     });
     return llvm::Error::success();
   }
@@ -362,18 +415,19 @@ public:
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
     const T *x = inputs[0]->dense.data<T>();
     const int64_t channels = this->channels_;
-    std::vector<double> sum(static_cast<size_t>(channels), 0.0), squares(sum);
-    for (int64_t i = 0; i < this->rows_ * channels; ++i) {
-      double v = static_cast<double>(x[i]);
-      sum[i % channels] += v;
-      squares[i % channels] += v * v;
-    }
+    std::vector<double> sums = this->channelSums(2, [&](int64_t r, double *acc) {
+      const T *xr = x + r * channels;
+#pragma omp simd
+      for (int64_t c = 0; c < channels; ++c) {
+        double v = static_cast<double>(xr[c]);
+        acc[c] += v;
+        acc[channels + c] += v * v;
+      }
+    });
     double *moments = outputs[0]->dense.data<double>();
     const double rows = static_cast<double>(this->rows_);
-    for (int64_t c = 0; c < channels; ++c) {
-      moments[c] = sum[c] / rows;
-      moments[channels + c] = squares[c] / rows;
-    }
+    for (int64_t k = 0; k < 2 * channels; ++k)
+      moments[k] = sums[k] / rows;
     return llvm::Error::success();
   }
 };
@@ -436,28 +490,27 @@ public:
     const T *scale = inputs[2]->dense.data<T>();
     T *dx = outputs[0]->dense.data<T>();
     const int64_t channels = this->channels_;
-    const std::vector<double> &mean = this->mean_, &inv = this->inv_;
-    std::vector<double> meanDy(static_cast<size_t>(channels), 0.0);
-    std::vector<double> meanDyXhat(static_cast<size_t>(channels), 0.0);
-    if (this->training()) {
-      for (int64_t i = 0; i < this->rows_ * channels; ++i) {
-        int64_t c = i % channels;
-        double g = static_cast<double>(dy[i]);
-        meanDy[c] += g;
-        meanDyXhat[c] += g * (static_cast<double>(x[i]) - mean[c]) * inv[c];
-      }
-      for (int64_t c = 0; c < channels; ++c) {
-        meanDy[c] /= static_cast<double>(this->rows_);
-        meanDyXhat[c] /= static_cast<double>(this->rows_);
-      }
+    const double *mean = this->mean_.data(), *inv = this->inv_.data();
+    // dx = a * dy + b * x + d per channel: a = scale * inv, b = -a * inv * mean(dy * xhat),
+    // d = -a * mean(dy) - b * mean.
+    std::vector<double> a(static_cast<size_t>(channels)), b(a), d(a);
+    std::vector<double> sums =
+        this->training() ? this->gradientSums(inputs[0], inputs[1]) : std::vector<double>();
+    const double rows = static_cast<double>(this->rows_);
+    for (int64_t c = 0; c < channels; ++c) {
+      a[c] = static_cast<double>(scale[c]) * inv[c];
+      double meanDy = sums.empty() ? 0.0 : sums[c] / rows;
+      double meanDyXhat = sums.empty() ? 0.0 : sums[channels + c] * inv[c] / rows;
+      b[c] = -a[c] * inv[c] * meanDyXhat;
+      d[c] = -a[c] * meanDy - b[c] * mean[c];
     }
-    this->forRows([&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        int64_t c = i % channels;
-        double xhat = (static_cast<double>(x[i]) - mean[c]) * inv[c];
-        dx[i] = static_cast<T>(static_cast<double>(scale[c]) * inv[c] *
-                               (static_cast<double>(dy[i]) - meanDy[c] - xhat * meanDyXhat[c]));
-      }
+    this->forEachRow([&](int64_t r) {
+      const T *xr = x + r * channels, *dyr = dy + r * channels;
+      T *dxr = dx + r * channels;
+#pragma omp simd
+      for (int64_t c = 0; c < channels; ++c)
+        dxr[c] = static_cast<T>(a[c] * static_cast<double>(dyr[c]) +
+                                b[c] * static_cast<double>(xr[c]) + d[c]);
     });
     return llvm::Error::success();
   }
