@@ -2,7 +2,8 @@
 // device (tower i's ops are pinned to CPU device i, ir/Device.h), each reading its slice of the
 // task's batch, and joins the towers' losses and gradients (and per-channel statistics that
 // variable writes read) with combine_towers, so the task pushes or all-reduces once (local
-// aggregation) and its update ops run once.
+// aggregation) and its update ops run once. A replica_mean (synchronized batch statistics) is one
+// shared op between two segments of the towers, over the towers' combined operands.
 #include <string>
 #include <vector>
 
