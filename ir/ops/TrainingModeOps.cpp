@@ -172,14 +172,10 @@ llvm::Error emitRunningUpdate(Module &module, const Op &op, Value *moments) {
 }
 
 llvm::Error batchNormStateUpdate(Module &module, const Op &op) {
-  auto emit = [&](llvm::StringRef name, llvm::ArrayRef<Value *> operands, AttrMap attrs,
-                  std::vector<std::string> results) {
-    return emitFor(module, op, name, operands, std::move(attrs), std::move(results));
-  };
   if (auto err = checkRunningAverages(module, op))
     return err;
-  auto moments = emit("batch_norm_moments", {op.operand(0)}, {},
-                      {module.uniqueName(op.result(0)->name() + ".moments")});
+  auto moments = emitFor(module, op, "batch_norm_moments", {op.operand(0)}, {},
+                         {module.uniqueName(op.result(0)->name() + ".moments")});
   if (!moments)
     return moments.takeError();
   return emitRunningUpdate(module, op, (*moments)->result(0));
@@ -384,33 +380,9 @@ std::vector<AttrSpec> batchNormAttrs() {
                "replica_mean); false: each worker's, tower's and micro-batch's own")};
 }
 
-} // namespace
-
-void registerTrainingModeOps(std::vector<OpDef> &t) {
-  t.push_back(makeOp("dropout",
-                     "training: each element zeroed with probability rate, the others scaled by "
-                     "1/(1-rate); evaluation: x",
-                     {"x"}, dropoutShape, dropoutGrad, dropoutAttrs(), kRandom));
-  t.push_back(makeOp("dropout_grad",
-                     "dy through the mask of the dropout with the same key (training); dy "
-                     "(evaluation)",
-                     {"dy"}, dropoutShape, nullptr, dropoutAttrs(), kRandom | kGradientOnly));
-  const std::vector<std::string> bnOperands = {"x", "scale", "bias", "running_mean", "running_var"};
-  OpDef bn = makeOp("batch_norm",
-                    "scale * (x - mean) / sqrt(var + epsilon) + bias per channel (the last "
-                    "dimension of x [N, C] or [N, H, W, C]); training: the batch's mean and biased "
-                    "variance over every other dimension, evaluation: running_mean and running_var",
-                    bnOperands, batchNormShape, batchNormGrad, batchNormAttrs(), kBatchStatistics);
-  bn.noGradientOperands = 0b11000;
-  bn.stateUpdate = batchNormStateUpdate;
-  bn.expand = batchNormExpand;
-  bn.cost = batchNormCost<7>;
-  t.push_back(bn);
-  t.push_back(makeOp("batch_norm_moments",
-                     "[mean(x), mean(x * x)] per channel (the last dimension of x [N, C] or [N, H, "
-                     "W, C]) over every other dimension, in float64: what the parts of a split "
-                     "batch combine exactly by their batch-weighted mean",
-                     {"x"}, batchNormMomentsShape, batchNormMomentsGrad, {}, 0));
+// What batch_norm with sync = true expands to beyond batch_norm_moments: the gradient of the
+// moments, replica_mean, and batch_norm_apply with its gradients.
+void registerSyncBatchNormOps(std::vector<OpDef> &t) {
   t.push_back(makeOp("batch_norm_moments_grad",
                      "dx of batch_norm_moments: (dmoments[0] + 2 x dmoments[1]) / n per channel, "
                      "n the values per channel in x",
@@ -459,6 +431,36 @@ void registerTrainingModeOps(std::vector<OpDef> &t) {
       kGradientOnly);
   applyMomentsBack.cost = batchNormCost<4>;
   t.push_back(applyMomentsBack);
+}
+
+} // namespace
+
+void registerTrainingModeOps(std::vector<OpDef> &t) {
+  t.push_back(makeOp("dropout",
+                     "training: each element zeroed with probability rate, the others scaled by "
+                     "1/(1-rate); evaluation: x",
+                     {"x"}, dropoutShape, dropoutGrad, dropoutAttrs(), kRandom));
+  t.push_back(makeOp("dropout_grad",
+                     "dy through the mask of the dropout with the same key (training); dy "
+                     "(evaluation)",
+                     {"dy"}, dropoutShape, nullptr, dropoutAttrs(), kRandom | kGradientOnly));
+  const std::vector<std::string> bnOperands = {"x", "scale", "bias", "running_mean", "running_var"};
+  OpDef bn = makeOp("batch_norm",
+                    "scale * (x - mean) / sqrt(var + epsilon) + bias per channel (the last "
+                    "dimension of x [N, C] or [N, H, W, C]); training: the batch's mean and biased "
+                    "variance over every other dimension, evaluation: running_mean and running_var",
+                    bnOperands, batchNormShape, batchNormGrad, batchNormAttrs(), kBatchStatistics);
+  bn.noGradientOperands = 0b11000;
+  bn.stateUpdate = batchNormStateUpdate;
+  bn.expand = batchNormExpand;
+  bn.cost = batchNormCost<7>;
+  t.push_back(bn);
+  t.push_back(makeOp("batch_norm_moments",
+                     "[mean(x), mean(x * x)] per channel (the last dimension of x [N, C] or [N, H, "
+                     "W, C]) over every other dimension, in float64: what the parts of a split "
+                     "batch combine exactly by their batch-weighted mean",
+                     {"x"}, batchNormMomentsShape, batchNormMomentsGrad, {}, 0));
+  registerSyncBatchNormOps(t);
   OpDef update = makeOp(
       "batch_norm_update",
       "training: at step end running = (1 - momentum) * running + momentum * the batch's "

@@ -100,21 +100,39 @@ std::vector<double> inverseStd(const ChannelStats &s, double epsilon) {
   return inv;
 }
 
-// (x, scale, bias, running_mean, running_var): scale * xhat + bias.
-llvm::Expected<KernelResults> batchNormKernel(const KernelArgs &args) {
+// scale * xhat + bias with x, scale and bias operands 0, 1 and 2, xhat normalized by `stats`.
+KernelResults normalized(const KernelArgs &args, const ChannelStats &stats) {
   const Tensor &x = args.operand(0);
-  auto stats = normalizingStats(args, x, 3);
-  if (!stats)
-    return stats.takeError();
-  std::vector<double> inv = inverseStd(*stats, args.attrs.getFloat("epsilon"));
+  std::vector<double> inv = inverseStd(stats, args.attrs.getFloat("epsilon"));
   const std::vector<double> &scale = args.operand(1).data(), &bias = args.operand(2).data();
   Tensor y = x;
   const int64_t channels = static_cast<int64_t>(inv.size());
   for (int64_t i = 0; i < y.numElements(); ++i) {
     int64_t c = i % channels;
-    y.data()[i] = scale[c] * (x.data()[i] - stats->mean[c]) * inv[c] + bias[c];
+    y.data()[i] = scale[c] * (x.data()[i] - stats.mean[c]) * inv[c] + bias[c];
   }
   return single(std::move(y));
+}
+
+// sum of dy * xhat per channel with dy and x operands 0 and 1, xhat normalized by `stats`.
+KernelResults scaleGradient(const KernelArgs &args, const ChannelStats &stats) {
+  const Tensor &dy = args.operand(0), &x = args.operand(1);
+  std::vector<double> inv = inverseStd(stats, args.attrs.getFloat("epsilon"));
+  const int64_t channels = static_cast<int64_t>(inv.size());
+  Tensor dscale = zeroResult(args);
+  for (int64_t i = 0; i < x.numElements(); ++i) {
+    int64_t c = i % channels;
+    dscale.data()[c] += dy.data()[i] * (x.data()[i] - stats.mean[c]) * inv[c];
+  }
+  return single(std::move(dscale));
+}
+
+// (x, scale, bias, running_mean, running_var): scale * xhat + bias.
+llvm::Expected<KernelResults> batchNormKernel(const KernelArgs &args) {
+  auto stats = normalizingStats(args, args.operand(0), 3);
+  if (!stats)
+    return stats.takeError();
+  return normalized(args, *stats);
 }
 
 // (x): [mean, mean of squares] per channel.
@@ -192,33 +210,17 @@ llvm::Expected<KernelResults> batchNormGradKernel(const KernelArgs &args) {
 
 // (dy, x, running_mean, running_var): sum of dy * xhat per channel.
 llvm::Expected<KernelResults> batchNormScaleGradKernel(const KernelArgs &args) {
-  const Tensor &dy = args.operand(0), &x = args.operand(1);
-  auto stats = normalizingStats(args, x, 2);
+  auto stats = normalizingStats(args, args.operand(1), 2);
   if (!stats)
     return stats.takeError();
-  std::vector<double> inv = inverseStd(*stats, args.attrs.getFloat("epsilon"));
-  const int64_t channels = static_cast<int64_t>(inv.size());
-  Tensor dscale = zeroResult(args);
-  for (int64_t i = 0; i < x.numElements(); ++i) {
-    int64_t c = i % channels;
-    dscale.data()[c] += dy.data()[i] * (x.data()[i] - stats->mean[c]) * inv[c];
-  }
-  return single(std::move(dscale));
+  return scaleGradient(args, *stats);
 }
 
-// The statistics batch_norm_apply and its gradients normalize with: in training those of
-// `moments` ([mean, mean of squares]; the variance mean(x * x) - mean^2, at least 0), in
-// evaluation the running averages (operands `running` and `running + 1`).
-ChannelStats applyStats(const KernelArgs &args, const Tensor &x, unsigned running,
-                        unsigned moments) {
-  const int64_t channels = x.shape().back();
-  if (!args.step->training()) {
-    ChannelStats s;
-    s.mean = args.operand(running).data();
-    s.var = args.operand(running + 1).data();
-    return s;
-  }
-  const std::vector<double> &m = args.operand(moments).data();
+// The statistics of `moments` [2, C] ([mean, mean of squares]; the variance
+// mean(x * x) - mean^2, at least 0).
+ChannelStats momentsStats(const Tensor &moments) {
+  const int64_t channels = moments.shape().back();
+  const std::vector<double> &m = moments.data();
   ChannelStats s;
   s.mean.assign(m.begin(), m.begin() + channels);
   s.var.resize(static_cast<size_t>(channels));
@@ -227,26 +229,27 @@ ChannelStats applyStats(const KernelArgs &args, const Tensor &x, unsigned runnin
   return s;
 }
 
+// The statistics batch_norm_apply and its gradients normalize with: in training those of
+// operand `moments`, in evaluation the running averages (operands `running` and `running + 1`).
+ChannelStats applyStats(const KernelArgs &args, unsigned running, unsigned moments) {
+  if (args.step->training())
+    return momentsStats(args.operand(moments));
+  ChannelStats s;
+  s.mean = args.operand(running).data();
+  s.var = args.operand(running + 1).data();
+  return s;
+}
+
 // (x, scale, bias, running_mean, running_var, moments): scale * xhat + bias.
 llvm::Expected<KernelResults> batchNormApplyKernel(const KernelArgs &args) {
-  const Tensor &x = args.operand(0);
-  ChannelStats stats = applyStats(args, x, 3, 5);
-  std::vector<double> inv = inverseStd(stats, args.attrs.getFloat("epsilon"));
-  const std::vector<double> &scale = args.operand(1).data(), &bias = args.operand(2).data();
-  Tensor y = x;
-  const int64_t channels = static_cast<int64_t>(inv.size());
-  for (int64_t i = 0; i < y.numElements(); ++i) {
-    int64_t c = i % channels;
-    y.data()[i] = scale[c] * (x.data()[i] - stats.mean[c]) * inv[c] + bias[c];
-  }
-  return single(std::move(y));
+  return normalized(args, applyStats(args, 3, 5));
 }
 
 // (dy, x, scale, running_mean, running_var, moments): dx with the statistics held,
 // scale * inv * dy.
 llvm::Expected<KernelResults> batchNormApplyGradKernel(const KernelArgs &args) {
-  const Tensor &dy = args.operand(0), &x = args.operand(1);
-  ChannelStats stats = applyStats(args, x, 3, 5);
+  const Tensor &dy = args.operand(0);
+  ChannelStats stats = applyStats(args, 3, 5);
   std::vector<double> inv = inverseStd(stats, args.attrs.getFloat("epsilon"));
   const std::vector<double> &scale = args.operand(2).data();
   const int64_t channels = static_cast<int64_t>(inv.size());
@@ -258,16 +261,7 @@ llvm::Expected<KernelResults> batchNormApplyGradKernel(const KernelArgs &args) {
 
 // (dy, x, running_mean, running_var, moments): sum of dy * xhat per channel.
 llvm::Expected<KernelResults> batchNormApplyScaleGradKernel(const KernelArgs &args) {
-  const Tensor &dy = args.operand(0), &x = args.operand(1);
-  ChannelStats stats = applyStats(args, x, 2, 4);
-  std::vector<double> inv = inverseStd(stats, args.attrs.getFloat("epsilon"));
-  const int64_t channels = static_cast<int64_t>(inv.size());
-  Tensor dscale = zeroResult(args);
-  for (int64_t i = 0; i < x.numElements(); ++i) {
-    int64_t c = i % channels;
-    dscale.data()[c] += dy.data()[i] * (x.data()[i] - stats.mean[c]) * inv[c];
-  }
-  return single(std::move(dscale));
+  return scaleGradient(args, applyStats(args, 2, 4));
 }
 
 // (dy, x, scale, moments): the gradient of the moments y was normalized with. With
@@ -278,7 +272,7 @@ llvm::Expected<KernelResults> batchNormApplyMomentsGradKernel(const KernelArgs &
   if (!args.step->training())
     return single(std::move(dmoments));
   const Tensor &dy = args.operand(0), &x = args.operand(1);
-  ChannelStats stats = applyStats(args, x, 3, 3);
+  ChannelStats stats = momentsStats(args.operand(3));
   std::vector<double> inv = inverseStd(stats, args.attrs.getFloat("epsilon"));
   const std::vector<double> &scale = args.operand(2).data();
   const int64_t channels = static_cast<int64_t>(inv.size());

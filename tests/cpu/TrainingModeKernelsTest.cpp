@@ -118,22 +118,55 @@ TEST(TrainingModeKernels, MasksDoNotDependOnHowTheBatchIsSplit) {
   EXPECT_NE(whole, runRows(*module, x, 0, 10, 5));
 }
 
+// A channel's positive parameter or running average, drawn from [0.5, 2].
+ir::Initializer positiveInit() {
+  return {"uniform", ir::attrs({{"min", Attr::real(0.5)}, {"max", Attr::real(2.0)}})};
+}
+
+// batch_norm(x, scale, bias, mean, var, momentum = 0.3, epsilon = 0.01[, sync]) named `y`, its
+// per-channel variables positive, the running averages untrained.
+ir::Value *addBatchNorm(ir::ModuleBuilder &b, ir::Value *x, bool sync) {
+  const TensorType &xType = x->type();
+  TensorType channel(xType.dtype, {xType.dims.back()});
+  ir::AttrMap untrained = ir::attrs({{"trainable", Attr::boolean(false)}});
+  ir::Value *scale = b.variable("scale", channel, positiveInit());
+  ir::Value *bias = b.variable("bias", channel, positiveInit());
+  ir::Value *mean = b.variable("mean", channel, positiveInit(), untrained);
+  ir::Value *var = b.variable("var", channel, positiveInit(), untrained);
+  ir::AttrMap attrs = ir::attrs({{"momentum", Attr::real(0.3)}, {"epsilon", Attr::real(0.01)}});
+  if (sync)
+    attrs.set("sync", Attr::boolean(true));
+  return b.op("batch_norm", {x, scale, bias, mean, var}, attrs, "y");
+}
+
+// body(type, threads) for f32 and f64 x of [B, 5] and [B, 3, 4, 6] on 1 and 2 threads.
+template <typename Body> void forEachBatchNormCase(const Body &body) {
+  for (DType dtype : {DType::F32, DType::F64})
+    for (const std::vector<int64_t> &dims : {std::vector<int64_t>{B, 5}, {B, 3, 4, 6}})
+      for (int threads : {1, 2}) {
+        TensorType type(dtype, dims);
+        SCOPED_TRACE(type.str() + " on " + std::to_string(threads) + " threads");
+        body(type, threads);
+      }
+}
+
+// Batch-norm checks draw x from [-2, 3) over a batch of 4.
+ReferenceCheckOptions batchNormOptions(int threads) {
+  ReferenceCheckOptions options;
+  options.batch = 4;
+  options.threads = threads;
+  options.low = -2.0;
+  options.high = 3.0;
+  return options;
+}
+
 // y = batch_norm(x, scale, bias, mean, var) with its backward ops for upstream dy (g, dscale)
 // and its state update (the moments and the running averages' writes).
 std::unique_ptr<ir::Module> batchNormModule(const TensorType &xType) {
   ir::ModuleBuilder b("batch_norm");
   ir::Value *x = b.input("x", xType);
   b.input("dy", xType);
-  TensorType channel(xType.dtype, {xType.dims.back()});
-  ir::AttrMap untrained = ir::attrs({{"trainable", Attr::boolean(false)}});
-  ir::Initializer positive{"uniform",
-                           ir::attrs({{"min", Attr::real(0.5)}, {"max", Attr::real(2.0)}})};
-  ir::Value *scale = b.variable("scale", channel, positive);
-  ir::Value *bias = b.variable("bias", channel, positive);
-  ir::Value *mean = b.variable("mean", channel, positive, untrained);
-  ir::Value *var = b.variable("var", channel, positive, untrained);
-  b.op("batch_norm", {x, scale, bias, mean, var},
-       ir::attrs({{"momentum", Attr::real(0.3)}, {"epsilon", Attr::real(0.01)}}), "y");
+  addBatchNorm(b, x, /*sync=*/false);
   auto m = b.finish();
   EXPECT_TRUE(bool(m)) << llvm::toString(m.takeError());
   if (!m)
@@ -151,27 +184,19 @@ std::unique_ptr<ir::Module> batchNormModule(const TensorType &xType) {
 }
 
 TEST(TrainingModeKernels, BatchNormMatchesTheReference) {
-  for (DType dtype : {DType::F32, DType::F64})
-    for (const std::vector<int64_t> &dims : {std::vector<int64_t>{B, 5}, {B, 3, 4, 6}})
-      for (int threads : {1, 2}) {
-        TensorType type(dtype, dims);
-        SCOPED_TRACE("batch_norm of " + type.str() + " on " + std::to_string(threads) + " threads");
-        auto module = batchNormModule(type);
-        ASSERT_TRUE(module);
-        ReferenceCheckOptions options;
-        options.batch = 4;
-        options.threads = threads;
-        options.low = -2.0;
-        options.high = 3.0;
-        prism::testing::expectMatchesReference(*module, {"y", "g", "dscale", "moments"}, options);
-        // Training steps: the running averages after each.
-        options.steps = 3;
-        prism::testing::expectMatchesReference(*module, {}, options);
-        options.steps = 1;
-        options.context.mode = runtime::StepMode::Evaluation;
-        prism::testing::expectMatchesReference(*module, {"y", "g", "dscale"}, options);
-        prism::testing::expectMatchesReference(*module, {}, options);
-      }
+  forEachBatchNormCase([](const TensorType &type, int threads) {
+    auto module = batchNormModule(type);
+    ASSERT_TRUE(module);
+    ReferenceCheckOptions options = batchNormOptions(threads);
+    prism::testing::expectMatchesReference(*module, {"y", "g", "dscale", "moments"}, options);
+    // Training steps: the running averages after each.
+    options.steps = 3;
+    prism::testing::expectMatchesReference(*module, {}, options);
+    options.steps = 1;
+    options.context.mode = runtime::StepMode::Evaluation;
+    prism::testing::expectMatchesReference(*module, {"y", "g", "dscale"}, options);
+    prism::testing::expectMatchesReference(*module, {}, options);
+  });
 }
 
 // batch_norm with sync = true in a training step: expanded (moments, replica_mean,
@@ -182,21 +207,9 @@ std::unique_ptr<ir::Module> syncBatchNormModule(const TensorType &xType) {
   ir::ModuleBuilder b("sync_batch_norm");
   ir::Value *x = b.input("x", xType);
   ir::Value *dy = b.input("dy", xType);
-  TensorType channel(xType.dtype, {xType.dims.back()});
-  ir::AttrMap untrained = ir::attrs({{"trainable", Attr::boolean(false)}});
-  ir::Initializer positive{"uniform",
-                           ir::attrs({{"min", Attr::real(0.5)}, {"max", Attr::real(2.0)}})};
-  ir::Value *scale = b.variable("scale", channel, positive);
-  ir::Value *bias = b.variable("bias", channel, positive);
-  ir::Value *mean = b.variable("mean", channel, positive, untrained);
-  ir::Value *var = b.variable("var", channel, positive, untrained);
   // A parameter before the op, so its input's gradient (through the moments too) is needed.
-  ir::Value *w = b.variable("w", channel, positive);
-  ir::Value *y = b.op("batch_norm", {b.op("mul", {x, w}), scale, bias, mean, var},
-                      ir::attrs({{"momentum", Attr::real(0.3)},
-                                 {"epsilon", Attr::real(0.01)},
-                                 {"sync", Attr::boolean(true)}}),
-                      "y");
+  ir::Value *w = b.variable("w", TensorType(xType.dtype, {xType.dims.back()}), positiveInit());
+  ir::Value *y = addBatchNorm(b, b.op("mul", {x, w}), /*sync=*/true);
   ir::Value *loss = b.op("reduce_sum", {b.op("mul", {y, dy})}, {}, "loss");
   b.minimize(loss, "sgd", ir::attrs({{"lr", Attr::real(0.1)}}));
   auto m = b.finish();
@@ -213,42 +226,33 @@ std::unique_ptr<ir::Module> syncBatchNormModule(const TensorType &xType) {
 }
 
 TEST(TrainingModeKernels, SyncBatchNormMatchesTheReference) {
-  for (DType dtype : {DType::F32, DType::F64})
-    for (const std::vector<int64_t> &dims : {std::vector<int64_t>{B, 5}, {B, 3, 4, 6}})
-      for (int threads : {1, 2}) {
-        TensorType type(dtype, dims);
-        SCOPED_TRACE("sync batch_norm of " + type.str() + " on " + std::to_string(threads) +
-                     " threads");
-        auto module = syncBatchNormModule(type);
-        ASSERT_TRUE(module);
-        std::vector<std::string> values;
-        std::set<std::string> ops;
-        for (const auto &op : module->ops()) {
-          ops.insert(op->name().str());
-          for (unsigned r = 0; r < op->numResults(); ++r)
-            values.push_back(op->result(r)->name());
-        }
-        for (const char *op :
-             {"batch_norm_moments", "replica_mean", "batch_norm_apply", "batch_norm_apply_grad",
-              "batch_norm_apply_scale_grad", "batch_norm_apply_moments_grad",
-              "batch_norm_moments_grad", "batch_norm_update"})
-          EXPECT_TRUE(ops.count(op)) << "the expanded step has no " << op;
-        ReferenceCheckOptions options;
-        options.batch = 4;
-        options.threads = threads;
-        options.low = -2.0;
-        options.high = 3.0;
-        prism::testing::expectMatchesReference(*module, values, options);
-        // Training steps (the CPU's optimizers update f32 variables): the running averages and
-        // parameters after each.
-        if (dtype == DType::F32) {
-          options.steps = 3;
-          prism::testing::expectMatchesReference(*module, {}, options);
-          options.steps = 1;
-        }
-        options.context.mode = runtime::StepMode::Evaluation;
-        prism::testing::expectMatchesReference(*module, values, options);
-      }
+  forEachBatchNormCase([](const TensorType &type, int threads) {
+    auto module = syncBatchNormModule(type);
+    ASSERT_TRUE(module);
+    std::vector<std::string> values;
+    std::set<std::string> ops;
+    for (const auto &op : module->ops()) {
+      ops.insert(op->name().str());
+      for (unsigned r = 0; r < op->numResults(); ++r)
+        values.push_back(op->result(r)->name());
+    }
+    for (const char *op :
+         {"batch_norm_moments", "replica_mean", "batch_norm_apply", "batch_norm_apply_grad",
+          "batch_norm_apply_scale_grad", "batch_norm_apply_moments_grad", "batch_norm_moments_grad",
+          "batch_norm_update"})
+      EXPECT_TRUE(ops.count(op)) << "the expanded step has no " << op;
+    ReferenceCheckOptions options = batchNormOptions(threads);
+    prism::testing::expectMatchesReference(*module, values, options);
+    // Training steps (the CPU's optimizers update f32 variables): the running averages and
+    // parameters after each.
+    if (type.dtype == DType::F32) {
+      options.steps = 3;
+      prism::testing::expectMatchesReference(*module, {}, options);
+      options.steps = 1;
+    }
+    options.context.mode = runtime::StepMode::Evaluation;
+    prism::testing::expectMatchesReference(*module, values, options);
+  });
 }
 
 TEST(TrainingModeKernels, EveryTrainingModeOpHasACpuKernel) {
