@@ -129,37 +129,40 @@ protected:
       if (auto err = batchStatistics(inputs))
         return err;
     } else {
-      const T *mean = inputs[running_]->dense.data<T>();
-      const T *var = inputs[running_ + 1]->dense.data<T>();
-      for (int64_t c = 0; c < channels_; ++c) {
-        mean_[c] = static_cast<double>(mean[c]);
-        var_[c] = static_cast<double>(var[c]);
-      }
+      runningStatistics(inputs);
     }
-    for (int64_t c = 0; c < channels_; ++c)
-      inv_[c] = 1.0 / std::sqrt(var_[c] + epsilon_);
+    inverseStd();
     return llvm::Error::success();
   }
 
   // mean_ and inv_ of the statistics of input `moments` ([mean, mean of squares]; the variance
   // mean(x * x) - mean^2, at least 0) in training, of the running averages in evaluation.
   void momentsStatistics(llvm::ArrayRef<const RuntimeValue *> inputs, unsigned moments) {
-    const int64_t channels = channels_;
     if (training()) {
       const double *m = inputs[moments]->dense.data<double>();
-      for (int64_t c = 0; c < channels; ++c) {
+      for (int64_t c = 0; c < channels_; ++c) {
         mean_[c] = m[c];
-        var_[c] = std::max(m[channels + c] - mean_[c] * mean_[c], 0.0);
+        var_[c] = std::max(m[channels_ + c] - mean_[c] * mean_[c], 0.0);
       }
     } else {
-      const T *mean = inputs[running_]->dense.data<T>();
-      const T *var = inputs[running_ + 1]->dense.data<T>();
-      for (int64_t c = 0; c < channels; ++c) {
-        mean_[c] = static_cast<double>(mean[c]);
-        var_[c] = static_cast<double>(var[c]);
-      }
+      runningStatistics(inputs);
     }
-    for (int64_t c = 0; c < channels; ++c)
+    inverseStd();
+  }
+
+  // The running averages into mean_ and var_.
+  void runningStatistics(llvm::ArrayRef<const RuntimeValue *> inputs) {
+    const T *mean = inputs[running_]->dense.data<T>();
+    const T *var = inputs[running_ + 1]->dense.data<T>();
+    for (int64_t c = 0; c < channels_; ++c) {
+      mean_[c] = static_cast<double>(mean[c]);
+      var_[c] = static_cast<double>(var[c]);
+    }
+  }
+
+  // inv_ = 1 / sqrt(var_ + epsilon).
+  void inverseStd() {
+    for (int64_t c = 0; c < channels_; ++c)
       inv_[c] = 1.0 / std::sqrt(var_[c] + epsilon_);
   }
 
