@@ -89,6 +89,14 @@ llvm::Expected<plan::PartitionOptions> partitionOptions(const CompileOptions &op
     result.compress = *compress;
   }
   result.errorFeedback = options.errorFeedback;
+  if (!options.localAggregation.empty()) {
+    auto mode = plan::parseLocalAggregation(options.localAggregation);
+    if (!mode) {
+      llvm::consumeError(mode.takeError());
+      return badOption("localAggregation", "auto, on or off", "'" + options.localAggregation + "'");
+    }
+    result.localAggregation = *mode;
+  }
   return result;
 }
 

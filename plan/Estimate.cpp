@@ -11,6 +11,7 @@
 #include "ir/OpTable.h"
 #include "ir/VariablePlacement.h"
 #include "plan/CommunicationCost.h"
+#include "plan/LocalAggregation.h"
 #include "plan/PlanVariables.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -78,8 +79,11 @@ public:
   }
   // Distinct rows one row pull moves per step: with gradient accumulation each micro-batch
   // pulls its own rows, so a row two micro-batches read travels twice.
-  double pulledPerStep(const ir::Op &pullRows, const WorkerBatches &batches) const {
+  // `workers` > 1: the union of as many workers' rows (a host's leader pulls it for them all).
+  double pulledPerStep(const ir::Op &pullRows, const WorkerBatches &batches,
+                       double workers = 1) const {
     double indices =
+        workers *
         static_cast<double>(pullRows.operand(1)->type().numElements(batches.microOf(pullRows)));
     return static_cast<double>(batches.accumulate) * distinct(pullRows.operand(0)->name(), indices);
   }
@@ -92,9 +96,9 @@ public:
     return expectedDistinct(tableRows(*variables_.lookup(table)), indices);
   }
   // Over all the table's indices of a step (what the worker pushes back).
-  double perStep(const std::string &table) const {
+  double perStep(const std::string &table, double workers = 1) const {
     auto total = indicesPerStep_.find(table);
-    return distinct(table, total == indicesPerStep_.end() ? 0 : total->second);
+    return distinct(table, workers * (total == indicesPerStep_.end() ? 0 : total->second));
   }
   void addTables(Estimate &estimate, const WorkerBatches &batches) const {
     const double k = static_cast<double>(batches.accumulate);
@@ -116,6 +120,8 @@ private:
 
 // flows[from][to]: bytes per step between two tasks.
 using Flows = std::map<std::string, std::map<std::string, double>>;
+// By leader: what its members and it send each other per step for local aggregation.
+using LocalBytes = std::map<std::string, double>;
 
 // Adds what one worker's PS op on `v` moves to and from each shard's task.
 void addPsFlows(Flows &flows, const RunConfig &run, const std::string &worker, PsTransfer transfer,
@@ -127,10 +133,53 @@ void addPsFlows(Flows &flows, const RunConfig &run, const std::string &worker, P
   }
 }
 
+// A worker's part in local aggregation (plan/LocalAggregation.h): alone (its own PS traffic), a
+// leader (its host's: the union of its members' rows, dense values once) or a member (its PS
+// traffic goes to its leader over loopback, uncompressed).
+struct AggregationRole {
+  const std::string *leader = nullptr; // set for members
+  double workers = 1;                  // the host's workers, for a leader
+};
+
+AggregationRole aggregationRole(const Plan &plan, const std::string &worker) {
+  AggregationRole role;
+  if (const HostAggregation *a = aggregationOf(plan, worker)) {
+    if (a->leader() == worker)
+      role.workers = static_cast<double>(a->members_size());
+    else
+      role.leader = &a->leader();
+  }
+  return role;
+}
+
+// Adds what one worker's PS op moves: to the shards' tasks, or for a member to its leader.
+void addPsOpFlows(Flows &flows, const Plan &plan, const std::string &w, const AggregationRole &role,
+                  const ir::Op &op, PsTransfer transfer, const Variable &v,
+                  const WorkerBatches &batches, const RowsPerStep &rows, LocalBytes &local) {
+  double moved = 0;
+  if (transfer == PsTransfer::PullRows)
+    moved = rows.pulledPerStep(op, batches, role.workers);
+  else if (transfer == PsTransfer::PushRows)
+    moved = rows.perStep(v.name(), role.workers);
+  const double times = timesPerStep(plan, transfer);
+  if (!role.leader) {
+    addPsFlows(flows, plan.run(), w, transfer, v, moved, times);
+    return;
+  }
+  RunConfig uncompressed = plan.run();
+  uncompressed.clear_compress();
+  for (const Shard &s : v.shards()) {
+    ShardTraffic traffic = psShardTraffic(uncompressed, transfer, v, s, moved);
+    flows[w][*role.leader] += times * traffic.toPs;
+    flows[*role.leader][w] += times * traffic.fromPs;
+    local[*role.leader] += times * (traffic.toPs + traffic.fromPs);
+  }
+}
+
 // Every worker runs the same program: its flows are added once per worker (by rank: a ring
 // all-reduce sends to the next rank).
 Flows workerFlows(const Plan &plan, const ir::Module &worker, const WorkerBatches &batches,
-                  const RowsPerStep &rows) {
+                  const RowsPerStep &rows, LocalBytes &local) {
   llvm::StringMap<const Variable *> variables;
   for (const Variable &v : plan.variables())
     variables[v.name()] = &v;
@@ -139,6 +188,7 @@ Flows workerFlows(const Plan &plan, const ir::Module &worker, const WorkerBatche
   Flows flows;
   for (int64_t rank = 0; rank < n; ++rank) {
     const std::string &w = workers[static_cast<size_t>(rank)];
+    const AggregationRole role = aggregationRole(plan, w);
     for (const auto &op : worker.ops()) {
       if (op->name() == "all_reduce") {
         if (n < 2)
@@ -158,15 +208,20 @@ Flows workerFlows(const Plan &plan, const ir::Module &worker, const WorkerBatche
       const Variable *v = transfer ? variables.lookup(op->operand(0)->name()) : nullptr;
       if (!v || !onParameterServers(*v))
         continue;
-      double moved = 0;
-      if (*transfer == PsTransfer::PullRows)
-        moved = rows.pulledPerStep(*op, batches);
-      else if (*transfer == PsTransfer::PushRows)
-        moved = rows.perStep(v->name());
-      addPsFlows(flows, plan.run(), w, *transfer, *v, moved, timesPerStep(plan, *transfer));
+      addPsOpFlows(flows, plan, w, role, *op, *transfer, *v, batches, rows, local);
     }
   }
   return flows;
+}
+
+// What the workers of each aggregating host send each other per step (both directions).
+void addLocalTraffic(const Plan &plan, const LocalBytes &local, Estimate &estimate) {
+  for (const HostAggregation &a : plan.host_aggregation()) {
+    auto bytes = local.find(a.leader());
+    LocalTrafficEstimate *traffic = estimate.add_local_traffic();
+    traffic->set_host(a.host());
+    traffic->set_bytes_per_step(bytes == local.end() ? 0 : bytes->second);
+  }
 }
 
 // One worker's step: FLOPs, and activations (an upper bound: every intermediate) of one
@@ -294,9 +349,11 @@ void estimatePlan(Plan &plan, const ir::Module &worker, const std::vector<const 
   estimate.set_micro_batch(batches.microBatch);
   const RowsPerStep rows(plan, worker, batches, rowsPerStep);
   rows.addTables(estimate, batches);
-  const Flows flows = workerFlows(plan, worker, batches, rows);
+  LocalBytes local;
+  const Flows flows = workerFlows(plan, worker, batches, rows, local);
   addTaskEstimates(plan, flows, worker, ps, batches, estimate);
   addLinkEstimates(plan, flows, estimate);
+  addLocalTraffic(plan, local, estimate);
 }
 
 } // namespace prism::plan

@@ -10,6 +10,7 @@
 #include "ir/OpTable.h"
 #include "ir/Printer.h"
 #include "ir/VariablePlacement.h"
+#include "plan/CommunicationCost.h"
 #include "plan/Estimate.h"
 #include "plan/PlanFile.h"
 #include "plan/PlanVerifier.h"
@@ -444,6 +445,14 @@ void addPsPrograms(const std::vector<std::unique_ptr<Module>> &programs,
   }
 }
 
+// Whether the worker program pulls or pushes rows of tables on parameter servers.
+bool movesRowsOfPsTables(const Module &worker) {
+  for (const auto &op : worker.ops())
+    if (auto transfer = psTransferOf(op->name()); transfer && movesRows(*transfer))
+      return true;
+  return false;
+}
+
 // `scaled` is the model's optimizer with the lr scaling rule applied.
 void fillRunConfig(const std::optional<ir::Optimizer> &model,
                    const std::optional<ir::Optimizer> &scaled, const PartitionOptions &options,
@@ -520,6 +529,9 @@ llvm::Expected<PartitionResult> partition(std::unique_ptr<ir::Module> routed,
     return worker.takeError();
   addPsPrograms(*ps, cluster, plan);
   fillRunConfig(optimizer, scaled, options, *towers, *plan.mutable_run());
+  if (auto e =
+          decideLocalAggregation(plan, options.localAggregation, movesRowsOfPsTables(**worker)))
+    return std::move(e);
 
   std::vector<const Module *> psModules;
   for (const auto &program : *ps)

@@ -11,6 +11,7 @@
 #include "ir/Module.h"
 #include "passes/ParallelizeOptions.h"
 #include "plan/LearningRateScaling.h"
+#include "plan/LocalAggregation.h"
 #include "plan/Pipeline.h"
 #include "plan/plan.pb.h"
 #include "llvm/Support/Error.h"
@@ -36,6 +37,8 @@ struct PartitionOptions {
   // error feedback.
   ir::ComputePrecision compress = ir::ComputePrecision::F32;
   bool errorFeedback = false;
+  // Local aggregation per host (--local-aggregation; plan/LocalAggregation.h).
+  LocalAggregationMode localAggregation = LocalAggregationMode::Auto;
   std::string jobToken; // empty: a fresh random token
 };
 

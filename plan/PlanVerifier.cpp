@@ -15,6 +15,7 @@
 #include "ir/Verifier.h"
 #include "passes/ParallelizeOptions.h"
 #include "plan/CommunicationCost.h"
+#include "plan/LocalAggregation.h"
 #include "plan/PlanFile.h"
 #include "plan/PlanTasks.h"
 #include "plan/PlanVariables.h"
@@ -498,6 +499,8 @@ llvm::Error verifyPlan(const Plan &plan, llvm::ArrayRef<const ir::Module *> prog
     return e;
   if (auto e = verifyCluster(plan))
     return e;
+  if (auto e = verifyLocalAggregation(plan))
+    return fail(ir::messageOf(std::move(e)));
   if (auto e = verifyVariables(plan))
     return e;
   if (auto e = verifyGroups(plan))

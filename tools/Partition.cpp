@@ -46,6 +46,11 @@ void CompileArgs::addOptions(CLI::App &cmd, bool runOptions, bool clusterRequire
       ->capture_default_str();
   cmd.add_flag("--error-feedback", options.errorFeedback,
                "With --compress: add each worker's rounding error to its next contribution");
+  cmd.add_option("--local-aggregation", localAggregation,
+                 "auto, on or off: the workers of a host combine their PS pushes and pulls and "
+                 "one of them sends them (auto: between-graph, hosts with several workers, "
+                 "tables pulled by rows)")
+      ->capture_default_str();
   if (!runOptions)
     return;
   cmd.add_option("--batch", options.globalBatch, "Global batch size (all workers together)")
@@ -104,6 +109,10 @@ llvm::Expected<plan::PartitionOptions> CompileArgs::toOptions() const {
   checked.compress = *parsedCompress;
   if (checked.errorFeedback && checked.compress == ir::ComputePrecision::F32)
     return ir::makeError("option --error-feedback: it needs --compress fp16 or bf16");
+  auto parsedAggregation = plan::parseLocalAggregation(localAggregation);
+  if (!parsedAggregation)
+    return ir::withContext(parsedAggregation.takeError(), "option --local-aggregation");
+  checked.localAggregation = *parsedAggregation;
   return checked;
 }
 
@@ -128,6 +137,7 @@ llvm::Expected<api::CompileOptions> CompileArgs::toApiOptions() const {
   result.lrBaseBatch = checked->lrScaling.baseBatch;
   result.compress = plan::compressionName(checked->compress).str();
   result.errorFeedback = checked->errorFeedback;
+  result.localAggregation = plan::localAggregationName(checked->localAggregation).str();
   return result;
 }
 
@@ -186,6 +196,10 @@ void printPlanSummary(const plan::Plan &plan, llvm::StringRef path, llvm::raw_os
   os << "  all-reduce: " << variables(reduced) << ", " << plan::formatBytes(reducedBytes) << " in "
      << buckets << (buckets == 1 ? " bucket" : " buckets") << "\n";
   os << "  parameter servers: " << variables(onPs) << ", " << plan::formatBytes(psBytes) << "\n";
+  if (plan.host_aggregation_size() > 0)
+    os << "  local aggregation: " << plan.host_aggregation_size()
+       << (plan.host_aggregation_size() == 1 ? " host pushes and pulls" : " hosts push and pull")
+       << " once for their workers\n";
   double workerBytes = 0;
   for (const plan::TaskEstimate &t : plan.estimate().tasks())
     if (t.task() == "worker:0")

@@ -11,12 +11,14 @@
 #include "ir/Collectives.h"
 #include "ir/Diagnostic.h"
 #include "plan/CommunicationCost.h"
+#include "plan/LocalAggregation.h"
 #include "plan/PlanTasks.h"
 #include "plan/PlanVerifier.h"
 #include "runtime/dist/CoordinatorClient.h"
 #include "runtime/job/InjectedFault.h"
 #include "runtime/job/JobCheckpoints.h"
 #include "runtime/job/WorkerCommunication.h"
+#include "runtime/ps/HostAggregator.h"
 #include "runtime/ps/ParameterServer.h"
 #include "runtime/ps/ShardCheckpoint.h"
 #include "runtime/train/Checkpoint.h"
@@ -134,6 +136,51 @@ connectToParameterServers(const plan::Plan &plan, dist::CoordinatorClient &clien
   return ps::PsClient::create(std::move(psOptions));
 }
 
+std::string hostAggregatorKey(llvm::StringRef host) {
+  return "host-aggregator/" + host.str();
+}
+
+// Local aggregation (plan/LocalAggregation.h): a host's leader serves its members on loopback
+// and publishes where; each of them then sends its steps' PS traffic through it. Returns the
+// leader's aggregator (null elsewhere), to be destroyed before `communication`.
+llvm::Expected<std::unique_ptr<ps::HostAggregator>>
+joinHostAggregation(const plan::Plan &plan, const plan::Task &task, dist::CoordinatorClient &client,
+                    const JobOptions &options, const std::optional<dist::TlsIdentity> &tls,
+                    WorkerCommunication &communication) {
+  const plan::HostAggregation *aggregation = plan::aggregationOf(plan, task.name());
+  ps::PsClient *psClient = communication.psClient();
+  if (!aggregation || !psClient)
+    return nullptr;
+  if (aggregation->leader() != task.name()) {
+    auto endpoint = client.get(hostAggregatorKey(aggregation->host()), options.rpcTimeout);
+    if (!endpoint)
+      return ir::withContext(endpoint.takeError(),
+                             "the host's leader " + aggregation->leader() + "'s endpoint");
+    auto channel = ps::connectToHostAggregator(*endpoint, task.index(), psClient->variables(),
+                                               options.jobToken, options.rpcTimeout, tls,
+                                               aggregation->leader());
+    if (!channel)
+      return channel.takeError();
+    communication.setHostChannel(std::move(*channel));
+    return nullptr;
+  }
+  ps::HostAggregatorOptions aggregatorOptions;
+  aggregatorOptions.host = aggregation->host();
+  for (const std::string &member : aggregation->members())
+    aggregatorOptions.members.push_back(plan::findTask(plan, member)->index());
+  aggregatorOptions.ps = psClient;
+  aggregatorOptions.jobToken = options.jobToken;
+  aggregatorOptions.timeout = options.rpcTimeout;
+  aggregatorOptions.tls = tls;
+  auto aggregator = ps::HostAggregator::start(std::move(aggregatorOptions));
+  if (!aggregator)
+    return aggregator.takeError();
+  if (auto e = client.set(hostAggregatorKey(aggregation->host()), (*aggregator)->endpoint()))
+    return std::move(e);
+  communication.setHostChannel((*aggregator)->leaderChannel());
+  return aggregator;
+}
+
 // How worker `task` trains: the plan's run configuration, the job's options; worker:0 reports,
 // evaluates and saves.
 llvm::Expected<train::TrainOptions>
@@ -182,6 +229,9 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
                                     {compressionOf(plan), plan.run().error_feedback()});
   communication.setTrace(trace);
   communication.setStallWatch(&stalls);
+  auto aggregator = joinHostAggregation(plan, task, client, options, tls, communication);
+  if (!aggregator)
+    return aggregator.takeError();
 
   train::WorkerRole role;
   role.rank = task.index();
@@ -371,12 +421,20 @@ llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
   serverOptions.tls = tls;
   serverOptions.variables = store;
   serverOptions.contributors = numWorkers(plan);
+  if (plan.host_aggregation_size() > 0)
+    serverOptions.contributorIds = plan::psContributors(plan);
+  // How many pushes each step combined (one per aggregating host), for the trace's apply spans.
+  auto combinedPushes = std::make_shared<size_t>(0);
+  serverOptions.combined = [combinedPushes](int64_t, llvm::ArrayRef<int64_t> contributors) {
+    *combinedPushes = contributors.size();
+  };
   serverOptions.waitTimeout = options.rpcTimeout;
   runtime::Executor *update = executor->get();
-  serverOptions.apply = [gradients, update, trace](int64_t step,
-                                                   const ps::GradientSet &set) -> llvm::Error {
+  serverOptions.apply = [gradients, update, trace,
+                         combinedPushes](int64_t step, const ps::GradientSet &set) -> llvm::Error {
     TraceSpan span(trace, "apply", "apply step " + std::to_string(step), "ps_apply");
     span.addArg("variables", static_cast<double>(set.size()));
+    span.addArg("contributors", static_cast<double>(*combinedPushes));
     gradients->current = &set;
     auto e = update->step({});
     gradients->current = nullptr;

@@ -4,12 +4,12 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
-#include <unordered_map>
 
 #include "ir/Collectives.h"
 #include "ir/Diagnostic.h"
 #include "runtime/HalfFloat.h"
 #include "runtime/cpu/Kernel.h"
+#include "runtime/ps/GradientAggregator.h"
 
 namespace prism::runtime::job {
 namespace {
@@ -139,6 +139,8 @@ void WorkerCommunication::beginStep(int64_t step, int64_t examples, int64_t glob
   examples_ = examples;
   globalExamples_ = globalExamples;
   pending_.clear();
+  pullRounds_.clear();
+  inStep_ = true;
 }
 
 template <typename Call>
@@ -155,10 +157,12 @@ auto WorkerCommunication::watchedPsCall(const char *category, std::string name, 
 }
 
 llvm::Error WorkerCommunication::finishStep() {
+  inStep_ = false;
   if (!ps_)
     return llvm::Error::success();
   auto e = watchedPsCall("ps_push", "push step " + std::to_string(step_), [&] {
-    return ps_->push(step_, static_cast<double>(examples_), rank_, pending_);
+    return host_ ? host_->push(step_, static_cast<double>(examples_), pending_)
+                 : ps_->push(step_, static_cast<double>(examples_), rank_, pending_);
   });
   pending_.clear();
   return e;
@@ -266,8 +270,10 @@ uint64_t WorkerCommunication::bytesReceived() const {
 llvm::Expected<Tensor> WorkerCommunication::pull(llvm::StringRef variable) {
   if (!ps_)
     return ir::makeError("'" + variable.str() + "' is pulled, but the job has no PS variables");
-  return watchedPsCall("ps_pull", "pull " + variable.str(),
-                       [&] { return ps_->pull(variable, step_); });
+  return watchedPsCall("ps_pull", "pull " + variable.str(), [&] {
+    return host_ && inStep_ ? host_->pull(pullRounds_["pull/" + variable.str()]++, variable, step_)
+                            : ps_->pull(variable, step_);
+  });
 }
 
 llvm::Expected<Tensor> WorkerCommunication::pullRows(llvm::StringRef variable,
@@ -275,8 +281,11 @@ llvm::Expected<Tensor> WorkerCommunication::pullRows(llvm::StringRef variable,
   if (!ps_)
     return ir::makeError("rows of '" + variable.str() +
                          "' are pulled, but the job has no PS variables");
-  return watchedPsCall("ps_pull_rows", "pull rows of " + variable.str(),
-                       [&] { return ps_->pullRows(variable, indices, step_); });
+  return watchedPsCall("ps_pull_rows", "pull rows of " + variable.str(), [&] {
+    return host_ && inStep_
+               ? host_->pullRows(pullRounds_["rows/" + variable.str()]++, variable, indices, step_)
+               : ps_->pullRows(variable, indices, step_);
+  });
 }
 
 llvm::Error WorkerCommunication::push(llvm::StringRef variable,
@@ -293,35 +302,8 @@ llvm::Error WorkerCommunication::push(llvm::StringRef variable,
     return llvm::Error::success();
   }
   // Rows of one id add up: send each id once (fewer bytes; the servers' sum is the same).
-  const Tensor &indices = gradient.indices;
-  const Tensor &rows = gradient.dense;
-  int64_t n = indices.numElements();
-  int64_t rowElements = n ? rows.numElements() / n : 0;
-  std::unordered_map<int64_t, int64_t> slotOf;
-  slotOf.reserve(static_cast<size_t>(n));
-  std::vector<int64_t> order;
-  for (int64_t i = 0; i < n; ++i)
-    if (slotOf.emplace(indices.data<int64_t>()[i], static_cast<int64_t>(order.size())).second)
-      order.push_back(indices.data<int64_t>()[i]);
-  int64_t unique = static_cast<int64_t>(order.size());
-  std::vector<int64_t> rowShape = rows.shape();
-  rowShape[0] = unique;
-  Tensor coalescedIndices(ir::DType::I64, {unique});
-  std::memcpy(coalescedIndices.raw(), order.data(), order.size() * sizeof(int64_t));
-  Tensor coalescedRows(rows.dtype(), rowShape);
-  coalescedRows.fillZero();
-  auto add = [&](auto *dst, const auto *src) {
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t slot = slotOf[indices.data<int64_t>()[i]];
-      for (int64_t k = 0; k < rowElements; ++k)
-        dst[slot * rowElements + k] += src[i * rowElements + k];
-    }
-  };
-  if (rows.dtype() == ir::DType::F64)
-    add(coalescedRows.data<double>(), rows.data<double>());
-  else
-    add(coalescedRows.data<float>(), rows.data<float>());
-  pending_.push_back(ps::Gradient::ofRows(variable.str(), coalescedIndices, coalescedRows));
+  ps::ShardGradient coalesced = ps::coalesceRows(gradient.indices, gradient.dense);
+  pending_.push_back(ps::Gradient::ofRows(variable.str(), coalesced.indices, coalesced.rows));
   return llvm::Error::success();
 }
 

@@ -16,6 +16,7 @@
 #include "runtime/exec/Communication.h"
 #include "runtime/exec/Trace.h"
 #include "runtime/job/StallWatch.h"
+#include "runtime/ps/HostAggregator.h"
 #include "runtime/ps/PsClient.h"
 
 namespace prism::runtime::job {
@@ -51,6 +52,10 @@ public:
   llvm::Error synchronize() override;
 
   ps::PsClient *psClient() { return ps_.get(); }
+  // Local aggregation (ps/HostAggregator.h): from now on, the pulls and the push of each step go
+  // to the host's leader through `channel` (pulls outside a step, an evaluation's, still go to
+  // the servers).
+  void setHostChannel(std::unique_ptr<ps::HostChannel> channel) { host_ = std::move(channel); }
   // Payload bytes this worker sent and received so far: what a ring all-reduce moves each way,
   // 2(N−1)/N of each bucket, and the serialized PS messages.
   uint64_t bytesSent() const;
@@ -74,6 +79,10 @@ private:
   int64_t rank_;
   std::unique_ptr<dist::Collective> collective_;
   std::unique_ptr<ps::PsClient> ps_;
+  std::unique_ptr<ps::HostChannel> host_;
+  bool inStep_ = false; // between beginStep and finishStep
+  // This step's pulls so far, by "pull/variable" and "rows/variable": the round of the next one.
+  std::map<std::string, int64_t> pullRounds_;
   int64_t step_ = 0, examples_ = 0, globalExamples_ = 0;
   std::vector<ps::Gradient> pending_;
   // All-reduces run on one background thread, in the order the program starts them (the same

@@ -2,6 +2,7 @@
 #include "runtime/ps/GradientAggregator.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "ir/Diagnostic.h"
 
@@ -60,7 +61,44 @@ ShardGradient concatenateSparse(const PsShard &shard, llvm::ArrayRef<const Shard
   return result;
 }
 
+template <typename T>
+void sumRows(const int64_t *indices, int64_t n, const T *rows, int64_t rowElements,
+             const std::unordered_map<int64_t, int64_t> &slotOf, T *out, int64_t unique) {
+  std::vector<double> sum(static_cast<size_t>(unique * rowElements), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    double *to = sum.data() + slotOf.at(indices[i]) * rowElements;
+    for (int64_t k = 0; k < rowElements; ++k)
+      to[k] += static_cast<double>(rows[i * rowElements + k]);
+  }
+  for (size_t j = 0; j < sum.size(); ++j)
+    out[j] = static_cast<T>(sum[j]);
+}
+
 } // namespace
+
+ShardGradient coalesceRows(const Tensor &indices, const Tensor &rows) {
+  const int64_t n = indices.numElements();
+  const int64_t rowElements = n ? rows.numElements() / n : 0;
+  const int64_t *ids = indices.data<int64_t>();
+  std::unordered_map<int64_t, int64_t> slotOf;
+  slotOf.reserve(static_cast<size_t>(n));
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < n; ++i)
+    if (slotOf.emplace(ids[i], static_cast<int64_t>(order.size())).second)
+      order.push_back(ids[i]);
+  const auto unique = static_cast<int64_t>(order.size());
+  std::vector<int64_t> rowShape = rows.shape();
+  if (rowShape.empty())
+    rowShape.push_back(unique);
+  rowShape[0] = unique;
+  ShardGradient result{Tensor(), Tensor(ir::DType::I64, {unique}), Tensor(rows.dtype(), rowShape)};
+  std::copy(order.begin(), order.end(), result.indices.data<int64_t>());
+  if (rows.dtype() == ir::DType::F64)
+    sumRows(ids, n, rows.data<double>(), rowElements, slotOf, result.rows.data<double>(), unique);
+  else
+    sumRows(ids, n, rows.data<float>(), rowElements, slotOf, result.rows.data<float>(), unique);
+  return result;
+}
 
 llvm::Expected<GradientSet> aggregateGradients(llvm::ArrayRef<PsShard> shards,
                                                llvm::ArrayRef<Contribution> contributions) {

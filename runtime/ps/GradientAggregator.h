@@ -39,4 +39,9 @@ struct Contribution {
 llvm::Expected<GradientSet> aggregateGradients(llvm::ArrayRef<PsShard> shards,
                                                llvm::ArrayRef<Contribution> contributions);
 
+// Sparse rows with each index once: `indices` (i64, n) and `rows` ([n, row shape...], f32 or
+// f64) with the rows of a repeated index summed (in float64, in the given order), the indices in
+// the order they first appear. Repeated rows add up, so the sum a server takes is the same.
+ShardGradient coalesceRows(const Tensor &indices, const Tensor &rows);
+
 } // namespace prism::runtime::ps

@@ -30,16 +30,6 @@ grpc::Status statusOf(grpc::StatusCode code, llvm::Error error) {
   return grpc::Status(code, ir::messageOf(std::move(error)));
 }
 
-// Compares in time independent of where the strings differ.
-bool sameToken(grpc::string_ref given, const std::string &expected) {
-  if (given.size() != expected.size())
-    return false;
-  unsigned char difference = 0;
-  for (size_t i = 0; i < expected.size(); ++i)
-    difference |= static_cast<unsigned char>(given.data()[i] ^ expected[i]);
-  return difference == 0;
-}
-
 } // namespace
 
 class ParameterServer::Service final : public wire::ParameterServer::Service {
@@ -90,6 +80,24 @@ private:
   decodeGradients(const google::protobuf::RepeatedPtrField<wire::Gradient> &gradients) const;
   // Applies every buffered step that all contributors pushed, in order (lock held).
   void applyCompleteSteps();
+  int64_t contributorCount() const {
+    return options_.contributorIds.empty() ? options_.contributors
+                                           : static_cast<int64_t>(options_.contributorIds.size());
+  }
+  bool takesFrom(int64_t contributor) const {
+    if (options_.contributorIds.empty())
+      return contributor >= 0 && contributor < options_.contributors;
+    return std::binary_search(options_.contributorIds.begin(), options_.contributorIds.end(),
+                              contributor);
+  }
+  std::string contributorsText() const {
+    if (options_.contributorIds.empty())
+      return "0 to " + std::to_string(options_.contributors - 1);
+    std::string text;
+    for (int64_t id : options_.contributorIds)
+      text += (text.empty() ? "" : ", ") + std::to_string(id);
+    return text;
+  }
 
   ParameterServerOptions options_;
   llvm::StringMap<size_t> shardIndex_;
@@ -138,7 +146,9 @@ grpc::Status ParameterServer::Service::authenticate(grpc::ServerContext *context
                                                     std::optional<int64_t> contributor) const {
   const auto &metadata = context->client_metadata();
   auto token = metadata.find(kJobTokenKey);
-  if (token != metadata.end() && sameToken(token->second, options_.jobToken)) {
+  if (token != metadata.end() &&
+      sameJobToken(llvm::StringRef(token->second.data(), token->second.size()),
+                   options_.jobToken)) {
     // With TLS only workers call, and a push comes from the worker it is counted for.
     std::optional<std::string> caller = dist::callerTask(*context);
     if (!caller)
@@ -315,12 +325,17 @@ llvm::Expected<GradientSet> ParameterServer::Service::decodeGradients(
 void ParameterServer::Service::applyCompleteSteps() {
   while (failure_.empty()) {
     auto step = pending_.find(version_);
-    if (step == pending_.end() || static_cast<int64_t>(step->second.size()) < options_.contributors)
+    if (step == pending_.end() || static_cast<int64_t>(step->second.size()) < contributorCount())
       return;
     // By contributor index (the map's order), never by arrival.
     std::vector<Contribution> contributions;
-    for (auto &[contributor, contribution] : step->second)
+    std::vector<int64_t> order;
+    for (auto &[contributor, contribution] : step->second) {
       contributions.push_back(std::move(contribution));
+      order.push_back(contributor);
+    }
+    if (options_.combined)
+      options_.combined(version_, order);
     pending_.erase(step);
     llvm::Error error = [&]() -> llvm::Error {
       auto gradients = aggregateGradients(options_.shards, contributions);
@@ -347,10 +362,9 @@ grpc::Status ParameterServer::Service::PushStep(grpc::ServerContext *context,
   int64_t step = request->step(), contributor = request->contributor();
   std::string what =
       "push of step " + std::to_string(step) + " by contributor " + std::to_string(contributor);
-  if (contributor < 0 || contributor >= options_.contributors)
+  if (!takesFrom(contributor))
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        what + ": contributors are 0 to " +
-                            std::to_string(options_.contributors - 1));
+                        what + ": contributors are " + contributorsText());
   if (!(request->weight() > 0) || !std::isfinite(request->weight()))
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         what + ": its weight is not a positive number");
@@ -388,7 +402,7 @@ grpc::Status ParameterServer::Service::Status(grpc::ServerContext *context,
     return status;
   std::lock_guard<std::mutex> lock(mutex_);
   response->set_version(version_);
-  response->set_contributors(options_.contributors);
+  response->set_contributors(contributorCount());
   response->set_failure(failure_);
   for (const PsShard &shard : options_.shards) {
     wire::ShardInfo *info = response->add_shards();
@@ -446,8 +460,12 @@ ParameterServer::start(ParameterServerOptions options) {
     return ir::makeError("a parameter server needs a variable store");
   if (!options.apply)
     return ir::makeError("a parameter server needs an apply callback");
-  if (options.contributors < 1)
+  if (options.contributors < 1 && options.contributorIds.empty())
     return ir::makeError("a parameter server needs at least one contributor");
+  if (!std::is_sorted(options.contributorIds.begin(), options.contributorIds.end()) ||
+      std::adjacent_find(options.contributorIds.begin(), options.contributorIds.end()) !=
+          options.contributorIds.end())
+    return ir::makeError("a parameter server's contributor indices must ascend without repeats");
   llvm::StringSet<> names;
   for (const PsShard &shard : options.shards) {
     if (auto error = shard.verify())

@@ -39,7 +39,13 @@ struct ParameterServerOptions {
   // Contributors 0 .. contributors-1 each push every step to this server (an empty push when they
   // have nothing for it).
   int64_t contributors = 1;
+  // When not empty, the contributors are these indices instead (ascending; with local
+  // aggregation a host's leader pushes for the host's workers, which count as one).
+  std::vector<int64_t> contributorIds;
   ApplyGradients apply;
+  // Called before each apply, under the same lock, with the contributors whose pushes it
+  // combines, in the order combined (for traces). Optional.
+  std::function<void(int64_t step, llvm::ArrayRef<int64_t> contributors)> combined;
   // Called with the new version after each apply, under the same lock (a checkpoint written
   // here is of one version: no pull or apply runs meanwhile); an error fails the server as an
   // apply's does. Optional.

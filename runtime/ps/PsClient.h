@@ -91,6 +91,8 @@ public:
                    llvm::ArrayRef<Gradient> gradients);
   llvm::Expected<ServerStatus> status(llvm::StringRef endpoint);
 
+  // The variables on the servers and where their rows are.
+  const std::map<std::string, VariableLayout> &variables() const { return options_.variables; }
   // Every server of the layout, sorted.
   const std::vector<std::string> &endpoints() const { return endpoints_; }
   // Serialized request and response message bytes so far (the payload, without gRPC framing).

@@ -11,6 +11,15 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 namespace prism::runtime::ps {
 
+bool sameJobToken(llvm::StringRef given, llvm::StringRef expected) {
+  if (given.size() != expected.size())
+    return false;
+  unsigned char difference = 0;
+  for (size_t i = 0; i < expected.size(); ++i)
+    difference |= static_cast<unsigned char>(given[i] ^ expected[i]);
+  return difference == 0;
+}
+
 void setWireData(const void *data, int64_t elements, ir::DType dtype, ir::ComputePrecision encoding,
                  ::prism::ps::Tensor *message) {
   if (dtype != ir::DType::F32 || encoding == ir::ComputePrecision::F32) {

@@ -11,6 +11,8 @@ namespace prism::runtime::ps {
 
 // gRPC metadata every call carries (keys are lower case).
 inline constexpr char kJobTokenKey[] = "prism-job-token";
+// Compares a call's token with the job's in time independent of where they differ.
+bool sameJobToken(llvm::StringRef given, llvm::StringRef expected);
 
 // `encoding` BF16 or FP16 sends an f32 tensor's elements as 16-bit floats (--compress); other
 // dtypes always travel as they are.
