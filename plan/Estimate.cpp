@@ -66,8 +66,8 @@ struct WorkerBatches {
 class RowsPerStep {
 public:
   RowsPerStep(const Plan &plan, const ir::Module &worker, const WorkerBatches &batches,
-              std::optional<double> given)
-      : given_(given) {
+              std::optional<double> given, const std::map<int, double> &givenOfWorkers)
+      : given_(given), givenOfWorkers_(givenOfWorkers) {
     for (const Variable &v : plan.variables())
       variables_[v.name()] = &v;
     for (const auto &op : worker.ops())
@@ -81,39 +81,45 @@ public:
   // pulls its own rows, so a row two micro-batches read travels twice.
   // `workers` > 1: the union of as many workers' rows (a host's leader pulls it for them all).
   double pulledPerStep(const ir::Op &pullRows, const WorkerBatches &batches,
-                       double workers = 1) const {
+                       int workers = 1) const {
     double indices =
-        workers *
         static_cast<double>(pullRows.operand(1)->type().numElements(batches.microOf(pullRows)));
-    return static_cast<double>(batches.accumulate) * distinct(pullRows.operand(0)->name(), indices);
+    return static_cast<double>(batches.accumulate) *
+           distinct(pullRows.operand(0)->name(), indices, workers);
   }
-  // Among `indices` of the table's indices.
-  double distinct(const std::string &table, double indices) const {
+  // Among `indices` of each of `workers` workers' indices of the table, together.
+  double distinct(const std::string &table, double indices, int workers = 1) const {
     auto total = indicesPerStep_.find(table);
-    if (given_)
-      return total != indicesPerStep_.end() && total->second > 0 ? *given_ * indices / total->second
-                                                                 : *given_;
-    return expectedDistinct(tableRows(*variables_.lookup(table)), indices);
+    if (given_) {
+      auto ofWorkers = givenOfWorkers_.find(workers);
+      double rows = ofWorkers != givenOfWorkers_.end() ? ofWorkers->second : workers * *given_;
+      return total != indicesPerStep_.end() && total->second > 0 ? rows * indices / total->second
+                                                                 : rows;
+    }
+    return expectedDistinct(tableRows(*variables_.lookup(table)), workers * indices);
   }
   // Over all the table's indices of a step (what the worker pushes back).
-  double perStep(const std::string &table, double workers = 1) const {
+  double perStep(const std::string &table, int workers = 1) const {
     auto total = indicesPerStep_.find(table);
-    return distinct(table, workers * (total == indicesPerStep_.end() ? 0 : total->second));
+    return distinct(table, total == indicesPerStep_.end() ? 0 : total->second, workers);
   }
-  void addTables(Estimate &estimate, const WorkerBatches &batches) const {
+  // `workers` > 1: the rows of as many workers together (a host's leader moves them once).
+  void addTables(google::protobuf::RepeatedPtrField<TableEstimate> &tables,
+                 const WorkerBatches &batches, int workers = 1) const {
     const double k = static_cast<double>(batches.accumulate);
     for (const auto &[table, indices] : indicesPerStep_) {
-      TableEstimate *t = estimate.add_tables();
+      TableEstimate *t = tables.Add();
       t->set_variable(table);
-      t->set_rows_per_step(distinct(table, indices));
+      t->set_rows_per_step(distinct(table, indices, workers));
       if (batches.accumulate > 1)
-        t->set_rows_pulled_per_step(k * distinct(table, indices / k));
+        t->set_rows_pulled_per_step(k * distinct(table, indices / k, workers));
       t->set_source(given_ ? "--rows-per-step" : "uniform draws");
     }
   }
 
 private:
   std::optional<double> given_;
+  std::map<int, double> givenOfWorkers_;
   llvm::StringMap<const Variable *> variables_;
   std::map<std::string, double> indicesPerStep_; // ordered: the plan's bytes are deterministic
 };
@@ -138,14 +144,14 @@ void addPsFlows(Flows &flows, const RunConfig &run, const std::string &worker, P
 // traffic goes to its leader over loopback, uncompressed).
 struct AggregationRole {
   const std::string *leader = nullptr; // set for members
-  double workers = 1;                  // the host's workers, for a leader
+  int workers = 1;                     // the host's workers, for a leader
 };
 
 AggregationRole aggregationRole(const Plan &plan, const std::string &worker) {
   AggregationRole role;
   if (const HostAggregation *a = aggregationOf(plan, worker)) {
     if (a->leader() == worker)
-      role.workers = static_cast<double>(a->members_size());
+      role.workers = a->members_size();
     else
       role.leader = &a->leader();
   }
@@ -214,13 +220,16 @@ Flows workerFlows(const Plan &plan, const ir::Module &worker, const WorkerBatche
   return flows;
 }
 
-// What the workers of each aggregating host send each other per step (both directions).
-void addLocalTraffic(const Plan &plan, const LocalBytes &local, Estimate &estimate) {
+// Per aggregating host: what its workers send each other per step (both directions), and the
+// rows its leader moves for them.
+void addLocalAggregation(const Plan &plan, const LocalBytes &local, const RowsPerStep &rows,
+                         const WorkerBatches &batches, Estimate &estimate) {
   for (const HostAggregation &a : plan.host_aggregation()) {
     auto bytes = local.find(a.leader());
-    LocalTrafficEstimate *traffic = estimate.add_local_traffic();
-    traffic->set_host(a.host());
-    traffic->set_bytes_per_step(bytes == local.end() ? 0 : bytes->second);
+    LocalAggregationEstimate *host = estimate.add_local_aggregation();
+    host->set_host(a.host());
+    host->set_local_bytes_per_step(bytes == local.end() ? 0 : bytes->second);
+    rows.addTables(*host->mutable_tables(), batches, a.members_size());
   }
 }
 
@@ -341,19 +350,19 @@ void addLinkEstimates(const Plan &plan, const Flows &flows, Estimate &estimate) 
 } // namespace
 
 void estimatePlan(Plan &plan, const ir::Module &worker, const std::vector<const ir::Module *> &ps,
-                  std::optional<double> rowsPerStep) {
+                  std::optional<double> rowsPerStep, const std::map<int, double> &rowsOfWorkers) {
   Estimate &estimate = *plan.mutable_estimate();
   estimate.Clear();
   const WorkerBatches batches(plan);
   estimate.set_local_batch(batches.localBatch);
   estimate.set_micro_batch(batches.microBatch);
-  const RowsPerStep rows(plan, worker, batches, rowsPerStep);
-  rows.addTables(estimate, batches);
+  const RowsPerStep rows(plan, worker, batches, rowsPerStep, rowsOfWorkers);
+  rows.addTables(*estimate.mutable_tables(), batches);
   LocalBytes local;
   const Flows flows = workerFlows(plan, worker, batches, rows, local);
   addTaskEstimates(plan, flows, worker, ps, batches, estimate);
   addLinkEstimates(plan, flows, estimate);
-  addLocalTraffic(plan, local, estimate);
+  addLocalAggregation(plan, local, rows, batches, estimate);
 }
 
 } // namespace prism::plan

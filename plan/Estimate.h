@@ -2,6 +2,7 @@
 // activation memory per task, FLOPs per worker step. docs/plan.md gives the formulas.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -18,7 +19,11 @@ double expectedDistinct(double range, double draws);
 // `rowsPerStep`, when set, is the distinct rows a worker reads per step from each PS table;
 // otherwise indices are taken as uniform draws over the table's rows (an upper bound for the
 // skewed ids of real data).
+// With local aggregation, `rowsOfWorkers` maps a number m of a host's workers to the distinct
+// rows they read together per step (sampled from data); without an entry m workers read
+// m × rowsPerStep rows (no overlap), or m workers' indices as uniform draws.
 void estimatePlan(Plan &plan, const ir::Module &worker, const std::vector<const ir::Module *> &ps,
-                  std::optional<double> rowsPerStep);
+                  std::optional<double> rowsPerStep,
+                  const std::map<int, double> &rowsOfWorkers = {});
 
 } // namespace prism::plan

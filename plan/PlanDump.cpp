@@ -15,6 +15,7 @@
 #include "ir/Collectives.h"
 #include "ir/Diagnostic.h"
 #include "plan/CommunicationCost.h"
+#include "plan/LocalAggregation.h"
 #include "plan/PlanVariables.h"
 #include "plan/PlanVerifier.h"
 #include "llvm/ADT/StringExtras.h"
@@ -85,6 +86,8 @@ struct Communication {
   int64_t bucket = 0;                // all_reduce
   const Bucket *bucketDef = nullptr; // all_reduce, when the plan lists the bucket
   unsigned values = 0;               // all_reduce operands
+  // Local aggregation: a PS op of a host's member, answered by its leader over loopback.
+  bool local = false;
   std::vector<Peer> peers;
 
   std::optional<double> total(std::optional<double> Peer::*side) const {
@@ -122,6 +125,9 @@ struct PlanView {
         return &t;
     return nullptr;
   }
+  const TaskView *find(llvm::StringRef name) const {
+    return const_cast<PlanView *>(this)->find(name);
+  }
   // A state variable shown under its trained variable rather than on its own.
   bool folded(const Variable &v) const {
     return !v.state_of().empty() && variables.count(v.state_of());
@@ -132,31 +138,53 @@ struct PlanView {
   }
 };
 
+// The table estimates the PS ops of `worker` move rows by: the plan's (one worker's rows), or
+// with local aggregation its host's (the rows of all its workers, which the leader moves).
+const google::protobuf::RepeatedPtrField<TableEstimate> &tablesOf(const PlanView &view,
+                                                                  const HostAggregation *host) {
+  if (host)
+    for (const LocalAggregationEstimate &e : view.plan.estimate().local_aggregation())
+      if (e.host() == host->host())
+        return e.tables();
+  return view.plan.estimate().tables();
+}
+
 // The worker's side of a PS op on `v`: one peer per shard, with the bytes the estimate counts.
 // A row op moves the table's rows per step (its estimate), split over the table's row pulls;
-// without an estimate its bytes are unknown.
+// without an estimate its bytes are unknown. With local aggregation a host's leader moves its
+// host's rows, and the other workers send theirs to the leader over loopback, uncompressed.
 Communication psCommunication(const PlanView &view, llvm::StringRef op, PsTransfer transfer,
-                              const Variable &v, double pullRowsOps) {
+                              const Variable &v, double pullRowsOps, const std::string &worker) {
   Communication c;
   c.op = op.str();
   c.variable = v.name();
+  const HostAggregation *host = aggregationOf(view.plan, worker);
+  c.local = host && host->leader() != worker;
   std::optional<double> rows;
-  for (const TableEstimate &t : view.plan.estimate().tables())
+  for (const TableEstimate &t : tablesOf(view, c.local ? nullptr : host))
     if (t.variable() == v.name())
       rows = transfer == PsTransfer::PullRows && t.rows_pulled_per_step() > 0
                  ? t.rows_pulled_per_step()
                  : t.rows_per_step();
   if (rows && transfer == PsTransfer::PullRows)
     *rows /= std::max(1.0, pullRowsOps);
+  RunConfig run = view.plan.run();
+  if (c.local)
+    run.clear_compress();
   for (const Shard &s : v.shards()) {
     Peer p{s.task(), std::make_pair(s.row_begin(), s.row_end()), std::nullopt, std::nullopt};
     if (!movesRows(transfer) || rows) {
-      ShardTraffic traffic = psShardTraffic(view.plan.run(), transfer, v, s, rows.value_or(0));
+      ShardTraffic traffic = psShardTraffic(run, transfer, v, s, rows.value_or(0));
       double times = timesPerStep(view.plan, transfer);
       p.sent = times * traffic.toPs;
       p.received = times * traffic.fromPs;
     }
     c.peers.push_back(std::move(p));
+  }
+  if (c.local) {
+    // One peer, the leader, with everything the shards would have moved.
+    Peer leader{host->leader(), std::nullopt, c.total(&Peer::sent), c.total(&Peer::received)};
+    c.peers = {leader};
   }
   return c;
 }
@@ -197,20 +225,23 @@ Communication allReduceCommunication(const PlanView &view, const ir::Op &op,
 }
 
 // The PS side of a worker's op: the same traffic, seen from each shard's task, one entry per op
-// and shard (a task may hold several row ranges of a table).
+// and shard (a task may hold several row ranges of a table); a member's local op is seen from its
+// host's leader.
 void mirrorOnParameterServers(PlanView &view, const Communication &c, const std::string &worker) {
   for (const Peer &p : c.peers) {
     TaskView *ps = view.find(p.task);
     if (!ps)
       continue;
     auto it = llvm::find_if(ps->communication, [&](const Communication &e) {
-      return e.op == c.op && e.variable == c.variable && e.peers[0].rows == p.rows;
+      return e.op == c.op && e.variable == c.variable && e.local == c.local && !e.peers.empty() &&
+             e.peers[0].rows == p.rows;
     });
     Communication *mirror = it != ps->communication.end() ? &*it : nullptr;
     if (!mirror) {
       mirror = &ps->communication.emplace_back();
       mirror->op = c.op;
       mirror->variable = c.variable;
+      mirror->local = c.local;
     }
     mirror->peers.push_back({worker, p.rows, p.received, p.sent});
   }
@@ -241,7 +272,7 @@ llvm::Error addProgram(PlanView &view, const Program &program) {
       if (v == view.variables.end())
         continue;
       Communication c =
-          psCommunication(view, op->name(), *transfer, *v->second, pullRowsOps[v->first]);
+          psCommunication(view, op->name(), *transfer, *v->second, pullRowsOps[v->first], name);
       mirrorOnParameterServers(view, c, name);
       t->communication.push_back(std::move(c));
     }
@@ -390,6 +421,23 @@ std::string learningRateLine(const RunConfig &run) {
   return line;
 }
 
+// "aggregation per host: h0 (worker:0 leads worker:1), ..." or why there is none.
+std::string localAggregationLine(const Plan &plan) {
+  const std::string &mode = plan.run().local_aggregation();
+  if (plan.host_aggregation_size() == 0)
+    return mode == "off" ? "aggregation per host off (--local-aggregation off)" : "";
+  std::string hosts;
+  for (const HostAggregation &a : plan.host_aggregation()) {
+    std::vector<std::string> others;
+    for (const std::string &m : a.members())
+      if (m != a.leader())
+        others.push_back(m);
+    hosts += (hosts.empty() ? "" : ", ") + a.host() + " (" + a.leader() + " leads " +
+             llvm::join(others, " ") + ")";
+  }
+  return "aggregation per host: " + hosts + "; the leader pushes and pulls for its host";
+}
+
 void printHeader(const Plan &plan, llvm::raw_ostream &os) {
   std::map<std::string, int> roles;
   for (const Task &t : plan.cluster().tasks())
@@ -437,6 +485,8 @@ void printHeader(const Plan &plan, llvm::raw_ostream &os) {
                                 (plan.run().error_feedback() ? ", with error feedback" : "")});
   if (std::string lr = learningRateLine(plan.run()); !lr.empty())
     header.add({"lr", lr});
+  if (std::string local = localAggregationLine(plan); !local.empty())
+    header.add({"local", local});
   header.print(os, "");
 }
 
@@ -473,7 +523,7 @@ std::vector<std::string> communicationRow(const PlanView &view, const Task &task
     std::vector<std::string> peers;
     for (const Peer &p : c.peers)
       peers.push_back(p.task + (ps ? "" : rows(p)));
-    with = peerList(peers);
+    with = peerList(peers) + (c.local ? " (loopback)" : "");
   }
   return {c.op, of, with, maybeBytes(c.total(&Peer::sent)), maybeBytes(c.total(&Peer::received))};
 }
@@ -595,6 +645,7 @@ Json taskJson(const PlanView &view, const TaskView &t) {
       j["bytes"] = c.bucketDef ? Json(c.bucketDef->bytes()) : Json(nullptr);
     } else {
       j["variable"] = c.variable;
+      j["local"] = c.local;
     }
     Json peers = Json::array();
     for (const Peer &p : c.peers) {
@@ -675,38 +726,58 @@ std::string printJson(PlanView &view, const TaskView *only) {
            {"rows_pulled_per_step",
             t.rows_pulled_per_step() > 0 ? t.rows_pulled_per_step() : t.rows_per_step()},
            {"source", t.source()}});
+  Json aggregation = Json::array(), localEstimate = Json::array();
+  for (const HostAggregation &a : plan.host_aggregation())
+    aggregation.push_back(
+        {{"host", a.host()}, {"leader", a.leader()}, {"members", list(a.members())}});
+  for (const LocalAggregationEstimate &e : plan.estimate().local_aggregation()) {
+    Json hostTables = Json::array();
+    for (const TableEstimate &t : e.tables())
+      hostTables.push_back(
+          {{"variable", t.variable()},
+           {"rows_per_step", t.rows_per_step()},
+           {"rows_pulled_per_step",
+            t.rows_pulled_per_step() > 0 ? t.rows_pulled_per_step() : t.rows_per_step()}});
+    localEstimate.push_back({{"host", e.host()},
+                             {"local_bytes_per_step", e.local_bytes_per_step()},
+                             {"tables", hostTables}});
+  }
   const RunConfig &run = plan.run();
-  Json j = {{"version", plan.version()},
-            {"model", plan.model()},
-            {"source", plan.source()},
-            {"strategy", plan.strategy()},
-            {"replication", plan.replication()},
-            {"hosts", hosts},
-            {"variables", variables},
-            {"tasks", tasks},
-            {"buckets", buckets},
-            {"estimate",
-             {{"local_batch", plan.estimate().local_batch()},
-              {"micro_batch", plan.estimate().micro_batch()},
-              {"bytes_per_step", perTask},
-              {"links", links},
-              {"tables", tables}}},
-            {"run",
-             {{"global_batch", run.global_batch()},
-              {"steps", run.steps()},
-              {"seed", run.seed()},
-              {"optimizer", run.optimizer()},
-              {"lr", run.lr()},
-              {"base_lr", run.base_lr()},
-              {"lr_scale_rule", run.lr_scale_rule().empty() ? "none" : run.lr_scale_rule()},
-              {"lr_base_batch", run.lr_base_batch()},
-              {"lr_schedule", run.lr_schedule()},
-              {"data_sharding", run.data_sharding()},
-              {"towers_per_worker", run.towers_per_worker()},
-              {"precision", run.precision().empty() ? "f32" : run.precision()},
-              {"accumulate", std::max(1, run.accumulate())},
-              {"compress", run.compress().empty() ? "none" : run.compress()},
-              {"error_feedback", run.error_feedback()}}}};
+  Json j = {
+      {"version", plan.version()},
+      {"model", plan.model()},
+      {"source", plan.source()},
+      {"strategy", plan.strategy()},
+      {"replication", plan.replication()},
+      {"hosts", hosts},
+      {"variables", variables},
+      {"tasks", tasks},
+      {"buckets", buckets},
+      {"host_aggregation", aggregation},
+      {"estimate",
+       {{"local_batch", plan.estimate().local_batch()},
+        {"micro_batch", plan.estimate().micro_batch()},
+        {"bytes_per_step", perTask},
+        {"links", links},
+        {"tables", tables},
+        {"local_aggregation", localEstimate}}},
+      {"run",
+       {{"global_batch", run.global_batch()},
+        {"steps", run.steps()},
+        {"seed", run.seed()},
+        {"optimizer", run.optimizer()},
+        {"lr", run.lr()},
+        {"base_lr", run.base_lr()},
+        {"lr_scale_rule", run.lr_scale_rule().empty() ? "none" : run.lr_scale_rule()},
+        {"lr_base_batch", run.lr_base_batch()},
+        {"lr_schedule", run.lr_schedule()},
+        {"data_sharding", run.data_sharding()},
+        {"towers_per_worker", run.towers_per_worker()},
+        {"precision", run.precision().empty() ? "f32" : run.precision()},
+        {"accumulate", std::max(1, run.accumulate())},
+        {"compress", run.compress().empty() ? "none" : run.compress()},
+        {"error_feedback", run.error_feedback()},
+        {"local_aggregation", run.local_aggregation().empty() ? "off" : run.local_aggregation()}}}};
   return j.dump(2) + "\n";
 }
 
@@ -815,7 +886,7 @@ void printDotPsEdges(const PlanView &view, const DotScope &scope, llvm::raw_ostr
       continue;
     for (const Communication &c : t.communication)
       for (const Peer &p : c.peers) {
-        if (c.op == "all_reduce" || !scope.touches(t.task->name(), p.task))
+        if (c.op == "all_reduce" || c.local || !scope.touches(t.task->name(), p.task))
           continue;
         auto &bytes = flows[{t.task->name(), p.task}].try_emplace(c.variable, 0.0).first->second;
         if (bytes && p.sent && p.received)
@@ -833,6 +904,26 @@ void printDotPsEdges(const PlanView &view, const DotScope &scope, llvm::raw_ostr
   }
 }
 
+// Local aggregation: a dashed edge from each member to its host's leader (loopback).
+void printDotLocalEdges(const PlanView &view, const DotScope &scope, llvm::raw_ostream &os) {
+  for (const HostAggregation &a : view.plan.host_aggregation())
+    for (const std::string &member : a.members()) {
+      const TaskView *t = view.find(member);
+      if (member == a.leader() || !t || !scope.touches(member, a.leader()))
+        continue;
+      std::optional<double> bytes = 0.0;
+      for (const Communication &c : t->communication)
+        if (c.local) {
+          auto sent = c.total(&Peer::sent), received = c.total(&Peer::received);
+          bytes = bytes && sent && received ? std::optional<double>(*bytes + *sent + *received)
+                                            : std::nullopt;
+        }
+      os << "  " << dotQuote(member) << " -> " << dotQuote(a.leader())
+         << " [color=\"#2f855a\", style=dashed, dir=both, arrowsize=0.7, label="
+         << dotQuote("local aggregation\n" + maybeBytes(bytes) + "/step, loopback") << "];\n";
+    }
+}
+
 void printDot(const PlanView &view, const TaskView *only, llvm::raw_ostream &os) {
   const Plan &plan = view.plan;
   const DotScope scope(view, only);
@@ -844,6 +935,7 @@ void printDot(const PlanView &view, const TaskView *only, llvm::raw_ostream &os)
   printDotHosts(view, scope, os);
   printDotRings(plan, scope, os);
   printDotPsEdges(view, scope, os);
+  printDotLocalEdges(view, scope, os);
   os << "}\n";
 }
 

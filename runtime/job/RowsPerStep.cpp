@@ -2,6 +2,7 @@
 #include "runtime/job/RowsPerStep.h"
 
 #include <algorithm>
+#include <map>
 
 #include "plan/Estimate.h"
 #include "plan/PlanTasks.h"
@@ -12,9 +13,9 @@
 namespace prism::runtime::job {
 namespace {
 
-// The batches worker:0 trains on first, with the inputs of its program as fields.
+// The batches worker `rank` trains on first, with the inputs of its program as fields.
 llvm::Expected<data::BatchIterator> workerBatches(const plan::Plan &plan, const ir::Module &worker,
-                                                  const data::Dataset &dataset) {
+                                                  const data::Dataset &dataset, int64_t rank = 0) {
   std::vector<data::InputSlot> slots;
   for (const auto &in : worker.inputs())
     slots.push_back({in->name(), in->type()});
@@ -25,19 +26,18 @@ llvm::Expected<data::BatchIterator> workerBatches(const plan::Plan &plan, const 
   options.batchSize = plan.run().global_batch();
   options.seed = plan.run().seed();
   options.numShards = plan::countTasks(plan, "worker");
+  options.rank = rank;
   options.fields = *fields;
   return data::BatchIterator::create(dataset, options);
 }
 
-// Distinct ids in `inputs` of one batch.
-size_t distinctIds(const data::Batch &batch, const std::set<std::string> &inputs) {
-  std::set<int64_t> ids;
+// Adds the ids in `inputs` of one batch to `ids`.
+void addIds(const data::Batch &batch, const std::set<std::string> &inputs, std::set<int64_t> &ids) {
   for (const std::string &input : inputs) {
     const runtime::Tensor &t = batch.at(input);
     for (int64_t i = 0; i < t.numElements(); ++i)
       ids.insert(t.dtype() == ir::DType::I64 ? t.data<int64_t>()[i] : t.data<int32_t>()[i]);
   }
-  return ids.size();
 }
 
 // The PS programs, in PS task order.
@@ -72,7 +72,8 @@ std::set<std::string> rowPullIdInputs(const ir::Module &worker) {
 
 llvm::Expected<std::optional<double>> sampleRowsPerStep(const plan::Plan &plan,
                                                         const ir::Module &worker,
-                                                        llvm::StringRef dataSpec, int64_t batches) {
+                                                        llvm::StringRef dataSpec, int64_t batches,
+                                                        int64_t workers) {
   std::set<std::string> idInputs = rowPullIdInputs(worker);
   if (idInputs.empty())
     return std::nullopt;
@@ -82,15 +83,23 @@ llvm::Expected<std::optional<double>> sampleRowsPerStep(const plan::Plan &plan,
   auto dataset = data::openDataset(*spec, data::Split::Train, plan.run().seed());
   if (!dataset)
     return dataset.takeError();
-  auto iterator = workerBatches(plan, worker, **dataset);
-  if (!iterator)
-    return iterator.takeError();
-  const int64_t samples = std::min(batches, iterator->numBatches());
+  std::vector<data::BatchIterator> iterators;
+  for (int64_t rank = 0; rank < workers; ++rank) {
+    auto iterator = workerBatches(plan, worker, **dataset, rank);
+    if (!iterator)
+      return iterator.takeError();
+    iterators.push_back(std::move(*iterator));
+  }
+  const int64_t samples = std::min(batches, iterators.front().numBatches());
   if (samples <= 0)
     return std::nullopt;
   double distinct = 0;
-  for (int64_t step = 0; step < samples; ++step)
-    distinct += static_cast<double>(distinctIds(iterator->batch(step), idInputs));
+  for (int64_t step = 0; step < samples; ++step) {
+    std::set<int64_t> ids;
+    for (const data::BatchIterator &iterator : iterators)
+      addIds(iterator.batch(step), idInputs, ids);
+    distinct += static_cast<double>(ids.size());
+  }
   return distinct / static_cast<double>(samples) / static_cast<double>(idInputs.size());
 }
 
@@ -112,9 +121,25 @@ llvm::Expected<bool> estimateRowsFromData(plan::Plan &plan, llvm::StringRef data
   std::vector<const ir::Module *> psModules;
   for (const auto &program : *ps)
     psModules.push_back(program.get());
-  plan::estimatePlan(plan, **worker, psModules, *rows);
+  // With local aggregation, the rows a host's workers read together (workers 0 .. m-1 stand
+  // for any m workers of a host).
+  std::map<int, double> rowsOfWorkers;
+  for (const plan::HostAggregation &a : plan.host_aggregation()) {
+    if (rowsOfWorkers.count(a.members_size()))
+      continue;
+    auto together =
+        sampleRowsPerStep(plan, **worker, dataSpec, kRowsPerStepSamples, a.members_size());
+    if (!together)
+      return together.takeError();
+    if (*together)
+      rowsOfWorkers[a.members_size()] = **together;
+  }
+  plan::estimatePlan(plan, **worker, psModules, *rows, rowsOfWorkers);
   for (plan::TableEstimate &t : *plan.mutable_estimate()->mutable_tables())
     t.set_source("sampled from " + dataSpec.str());
+  for (plan::LocalAggregationEstimate &host : *plan.mutable_estimate()->mutable_local_aggregation())
+    for (plan::TableEstimate &t : *host.mutable_tables())
+      t.set_source("sampled from " + dataSpec.str());
   return true;
 }
 

@@ -21,11 +21,11 @@ constexpr int64_t kRowsPerStepSamples = 20;
 std::set<std::string> rowPullIdInputs(const ir::Module &worker);
 
 // The mean distinct ids per input that worker:0's share of the first `batches` global batches
-// holds in those inputs; none when the worker pulls no rows or the data has no batch.
-llvm::Expected<std::optional<double>> sampleRowsPerStep(const plan::Plan &plan,
-                                                        const ir::Module &worker,
-                                                        llvm::StringRef dataSpec,
-                                                        int64_t batches = kRowsPerStepSamples);
+// holds in those inputs (with `workers` > 1: the shares of workers 0 .. workers-1 together, as a
+// host's leader pulls them); none when the worker pulls no rows or the data has no batch.
+llvm::Expected<std::optional<double>>
+sampleRowsPerStep(const plan::Plan &plan, const ir::Module &worker, llvm::StringRef dataSpec,
+                  int64_t batches = kRowsPerStepSamples, int64_t workers = 1);
 
 // Estimates the plan again with the rows per step sampled from `dataSpec`; its tables' source
 // reads "sampled from SPEC". Whether it did: a plan whose workers pull no rows stays as it was.
