@@ -62,8 +62,8 @@ TEST(PlanVerifier, TheEmittedPlanVerifies) {
 
 TEST(PlanVerifier, EveryCorruptionIsNamed) {
   const Corruption corruptions[] = {
-      {"version", [](Plan &p) { p.set_version(4); },
-       "version 4: this prism reads plan versions 1 to 3"},
+      {"version", [](Plan &p) { p.set_version(5); },
+       "version 5: this prism reads plan versions 1 to 4"},
       {"compress", [](Plan &p) { p.mutable_run()->set_compress("int8"); },
        "run.compress: expected fp16 or bf16 (or empty), got 'int8'"},
       {"error feedback", [](Plan &p) { p.mutable_run()->set_error_feedback(true); },
