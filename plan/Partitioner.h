@@ -12,6 +12,7 @@
 #include "passes/ParallelizeOptions.h"
 #include "plan/LearningRateScaling.h"
 #include "plan/Pipeline.h"
+#include "plan/Synchronization.h"
 #include "plan/plan.pb.h"
 #include "llvm/Support/Error.h"
 
@@ -36,6 +37,9 @@ struct PartitionOptions {
   // error feedback.
   ir::ComputePrecision compress = ir::ComputePrecision::F32;
   bool errorFeedback = false;
+  // --sync, --max-staleness, --backup-workers. Backup workers put every trained variable on the
+  // parameter servers (--strategy allreduce is refused with them).
+  Synchronization synchronization;
   std::string jobToken; // empty: a fresh random token
 };
 

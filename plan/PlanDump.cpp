@@ -15,8 +15,10 @@
 #include "ir/Collectives.h"
 #include "ir/Diagnostic.h"
 #include "plan/CommunicationCost.h"
+#include "plan/PlanTasks.h"
 #include "plan/PlanVariables.h"
 #include "plan/PlanVerifier.h"
+#include "plan/Synchronization.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -435,6 +437,10 @@ void printHeader(const Plan &plan, llvm::raw_ostream &os) {
     header.add({"compress", plan.run().compress() +
                                 " on the wire: all-reduce buckets, PS pushes and row pulls" +
                                 (plan.run().error_feedback() ? ", with error feedback" : "")});
+  if (std::string sync =
+          describeSynchronization(readSynchronization(plan.run()), countTasks(plan, "worker"));
+      !sync.empty())
+    header.add({"sync", sync});
   if (std::string lr = learningRateLine(plan.run()); !lr.empty())
     header.add({"lr", lr});
   header.print(os, "");
@@ -706,7 +712,12 @@ std::string printJson(PlanView &view, const TaskView *only) {
               {"precision", run.precision().empty() ? "f32" : run.precision()},
               {"accumulate", std::max(1, run.accumulate())},
               {"compress", run.compress().empty() ? "none" : run.compress()},
-              {"error_feedback", run.error_feedback()}}}};
+              {"error_feedback", run.error_feedback()},
+              {"sync", syncModeName(readSynchronization(run).mode)},
+              {"max_staleness", run.sync() == "async" && run.max_staleness() >= 0
+                                    ? nlohmann::json(run.max_staleness())
+                                    : nlohmann::json()},
+              {"backup_workers", run.backup_workers()}}}};
   return j.dump(2) + "\n";
 }
 

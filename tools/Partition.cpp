@@ -1,6 +1,8 @@
 // Options and output shared by the commands that compile plans.
 #include "tools/Partition.h"
 
+#include <limits>
+
 #include "ir/Diagnostic.h"
 #include "plan/CommunicationCost.h"
 #include "plan/PlanDump.h"
@@ -46,6 +48,17 @@ void CompileArgs::addOptions(CLI::App &cmd, bool runOptions, bool clusterRequire
       ->capture_default_str();
   cmd.add_flag("--error-feedback", options.errorFeedback,
                "With --compress: add each worker's rounding error to its next contribution");
+  cmd.add_option("--sync", sync,
+                 "sync, or async: parameter servers apply each worker's push on arrival "
+                 "(all-reduce variables stay synchronous)")
+      ->capture_default_str();
+  maxStalenessOption = cmd.add_option("--max-staleness", maxStaleness,
+                                      "With --sync async: the most steps a worker may run ahead of "
+                                      "the slowest (default: no bound)");
+  cmd.add_option("--backup-workers", backupWorkers,
+                 "Each synchronous step applies the first workers - K gradients to arrive and "
+                 "drops the late ones; every trained variable goes to the parameter servers")
+      ->capture_default_str();
   if (!runOptions)
     return;
   cmd.add_option("--batch", options.globalBatch, "Global batch size (all workers together)")
@@ -104,6 +117,10 @@ llvm::Expected<plan::PartitionOptions> CompileArgs::toOptions() const {
   checked.compress = *parsedCompress;
   if (checked.errorFeedback && checked.compress == ir::ComputePrecision::F32)
     return ir::makeError("option --error-feedback: it needs --compress fp16 or bf16");
+  auto synchronization = this->synchronization();
+  if (!synchronization)
+    return synchronization.takeError();
+  checked.synchronization = *synchronization;
   return checked;
 }
 
@@ -128,6 +145,24 @@ llvm::Expected<api::CompileOptions> CompileArgs::toApiOptions() const {
   result.lrBaseBatch = checked->lrScaling.baseBatch;
   result.compress = plan::compressionName(checked->compress).str();
   result.errorFeedback = checked->errorFeedback;
+  result.sync = plan::syncModeName(checked->synchronization.mode).str();
+  result.maxStaleness = checked->synchronization.maxStaleness;
+  result.backupWorkers = checked->synchronization.backupWorkers;
+  return result;
+}
+
+llvm::Expected<plan::Synchronization> CompileArgs::synchronization() const {
+  plan::Synchronization result;
+  auto mode = plan::parseSyncMode(sync);
+  if (!mode)
+    return mode.takeError();
+  result.mode = *mode;
+  if (maxStalenessOption && maxStalenessOption->count() > 0)
+    result.maxStaleness = maxStaleness;
+  result.backupWorkers = backupWorkers;
+  // The worker count is the cluster's: the partitioner checks --backup-workers against it.
+  if (auto e = plan::checkSynchronization(result, std::numeric_limits<int64_t>::max()))
+    return std::move(e);
   return result;
 }
 

@@ -69,7 +69,16 @@ struct ServerStatus {
   int64_t version = 0;
   int64_t contributors = 0;
   std::vector<PsShard> shards;
-  std::string failure; // empty while healthy
+  std::string failure;                               // empty while healthy
+  std::vector<int64_t> appliedPushes, droppedPushes; // by contributor
+  int64_t maxLead = 0;                               // asynchronous: see ps.proto
+};
+
+// What the servers answered a push: the highest version among them, and whether any dropped it
+// (backup workers: the step was applied without it).
+struct PushOutcome {
+  int64_t version = 0;
+  bool dropped = false;
 };
 
 class PsClient {
@@ -88,7 +97,7 @@ public:
   // server gets one PushStep, empty when it owns none of the gradients, and answers once the
   // step is applied. Gradients are f32 or f64 like their variable.
   llvm::Error push(int64_t step, double weight, int64_t contributor,
-                   llvm::ArrayRef<Gradient> gradients);
+                   llvm::ArrayRef<Gradient> gradients, PushOutcome *outcome = nullptr);
   llvm::Expected<ServerStatus> status(llvm::StringRef endpoint);
 
   // Every server of the layout, sorted.
