@@ -529,7 +529,7 @@ llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
     return e;
   if (auto e = waitForJobEnd(client))
     return e;
-  if (!plan::readSynchronization(plan.run()).exact() && !options.quiet)
+  if (!options.quiet)
     llvm::outs() << task.name() << ": " << describePushes(**server) << "\n";
   llvm::outs().flush();
   for (const std::string &dir : {options.variablesDir, options.saveDir})
