@@ -2,7 +2,9 @@
 // variables. Workers pull values at the start of step s (which waits until s steps are
 // applied) and push gradients at its end; once every contributor pushed step s, the server
 // combines them deterministically (GradientAggregator.h) and applies them through a callback
-// (e.g. an optimizer), which makes its version s + 1.
+// (e.g. an optimizer), which makes its version s + 1. With backup workers (PushPolicy::quorum) a
+// step needs only the first pushes and later ones are dropped; asynchronous (PushPolicy::async)
+// each push is applied on arrival.
 #pragma once
 
 #include <chrono>
