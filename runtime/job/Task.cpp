@@ -150,6 +150,7 @@ void joinUnsynchronizedSteps(const plan::Plan &plan, const plan::Task &task,
   const plan::Synchronization sync = plan::readSynchronization(plan.run());
   if (sync.mode == plan::SyncMode::Async && !plan::allReducesGradients(plan))
     role.trainedEnough = [&communication, workers = numWorkers(plan)](int64_t steps) {
+      communication.setJobPushes(steps * workers);
       return communication.lastVersion() >= steps * workers;
     };
   if (task.index() == 0)

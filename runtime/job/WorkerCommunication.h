@@ -58,6 +58,11 @@ public:
   // version when they applied that push's step without it (backup workers).
   // The highest version the servers answered the last push with (asynchronous: pushes applied).
   int64_t lastVersion() const { return pushOutcome_.version; }
+  // Asynchronous: the pushes the whole job makes, told to the servers with each push.
+  void setJobPushes(int64_t pushes) {
+    if (ps_)
+      ps_->setJobPushes(pushes);
+  }
   int64_t resumeAt() const { return pushOutcome_.dropped ? pushOutcome_.version : step_ + 1; }
   // Pushes the servers dropped (late for their step), and the steps skipped after them.
   int64_t droppedPushes() const { return droppedPushes_; }

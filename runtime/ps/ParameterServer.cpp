@@ -118,6 +118,8 @@ private:
   bool mayStart(int64_t step) const {
     if (!options_.policy.async)
       return version_ >= step;
+    if (jobPushes_ > 0 && version_ >= jobPushes_)
+      return true; // the job's pushes are in: workers stop, none is waited for
     const auto &bound = options_.policy.maxStaleness;
     return !bound || step - *std::min_element(pushed_.begin(), pushed_.end()) <= *bound;
   }
@@ -133,8 +135,10 @@ private:
   bool shuttingDown_ = false;
   // Buffered pushes of steps version_ and version_ + 1, by step, then contributor index.
   std::map<int64_t, std::map<int64_t, Contribution>> pending_;
-  // Asynchronous: steps each contributor pushed (its next step).
+  // Asynchronous: steps each contributor pushed (its next step); the job's pushes in all (0:
+  // not known yet).
   std::vector<int64_t> pushed_;
+  int64_t jobPushes_ = 0;
   PushCounts counts_; // but its seconds, which come from these
   std::optional<Clock::time_point> firstApply_;
   Clock::time_point lastApply_;
@@ -436,6 +440,7 @@ grpc::Status ParameterServer::Service::PushStep(grpc::ServerContext *context,
   if (!failure_.empty())
     return failedStatus();
   if (options_.policy.async) {
+    jobPushes_ = std::max(jobPushes_, request->job_pushes());
     grpc::Status applied =
         applyOnArrival(lock, context, step, contributor,
                        Contribution{request->weight(), std::move(*gradients)}, what);

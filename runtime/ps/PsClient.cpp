@@ -284,6 +284,7 @@ llvm::Error PsClient::push(int64_t step, double weight, int64_t contributor,
     calls.back()->request.set_contributor(contributor);
     calls.back()->request.set_step(step);
     calls.back()->request.set_weight(weight);
+    calls.back()->request.set_job_pushes(jobPushes_);
     requestOf[endpoint] = &calls.back()->request;
   }
 

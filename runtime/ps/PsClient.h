@@ -99,6 +99,8 @@ public:
   llvm::Error push(int64_t step, double weight, int64_t contributor,
                    llvm::ArrayRef<Gradient> gradients, PushOutcome *outcome = nullptr);
   llvm::Expected<ServerStatus> status(llvm::StringRef endpoint);
+  // Asynchronous training: the pushes the whole job makes, sent with every later push (ps.proto).
+  void setJobPushes(int64_t pushes) { jobPushes_ = pushes; }
 
   // Every server of the layout, sorted.
   const std::vector<std::string> &endpoints() const { return endpoints_; }
@@ -123,6 +125,7 @@ private:
   std::unique_ptr<Channels> channels_;
   std::atomic<uint64_t> bytesSent_{0};
   std::atomic<uint64_t> bytesReceived_{0};
+  std::atomic<int64_t> jobPushes_{0};
 };
 
 } // namespace prism::runtime::ps

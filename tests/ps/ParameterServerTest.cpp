@@ -440,3 +440,22 @@ TEST(ParameterServer, StalenessBoundHoldsAContributorTooFarAhead) {
   EXPECT_TRUE(bool(client->pull("w", 2)));
   EXPECT_EQ(cluster.servers[0]->counts().maxLead, 1);
 }
+
+TEST(ParameterServer, OnceTheJobsPushesAreInNobodyWaitsForTheSlowest) {
+  TestCluster cluster(2, milliseconds(300), -1, {}, asynchronous(0));
+  auto client = cluster.client();
+  client->setJobPushes(2);
+  // Contributor 1 may not start step 1 before 0 pushed step 0 (staleness 0).
+  llvm::Error held = client->push(0, kWeights[1], 1, gradientsOf(1, 0));
+  ASSERT_TRUE(bool(held));
+  EXPECT_NE(llvm::toString(std::move(held)).find("waiting for the slowest worker"),
+            std::string::npos);
+  // Contributor 0's push is the job's last: it is answered at once, and 0 may even go on,
+  // although 1 (which stopped) is behind.
+  PushOutcome outcome;
+  ASSERT_FALSE(bool(client->push(0, kWeights[0], 0, gradientsOf(0, 0), &outcome)));
+  EXPECT_EQ(outcome.version, 2);
+  ASSERT_FALSE(bool(client->push(1, kWeights[0], 0, gradientsOf(0, 1), &outcome)));
+  EXPECT_EQ(outcome.version, 3);
+  EXPECT_TRUE(bool(client->pull("w", 5)));
+}
