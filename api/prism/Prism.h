@@ -83,13 +83,16 @@ struct CompileOptions {
   std::optional<int64_t> steps;               // steps the plan runs; 0: decided at run time
   std::optional<uint64_t> seed;               // initial values and data order
   bool fuse = true;                           // the fusion passes
-  std::string precision;                // f32, bf16 or fp16 (matmuls, convolutions); empty: f32
-  std::optional<int64_t> accumulate;    // micro-batches per optimizer step; 1: none
-  std::string lrScaleRule;              // none or linear (lr × batch / lrBaseBatch)
-  std::optional<int64_t> lrBaseBatch;   // the batch the model's lr is for; default 128
-  std::string compress;                 // none, fp16 or bf16: gradients on the wire; empty: none
-  bool errorFeedback = false;           // with compress: rounding errors carried to the next step
-  std::string sync;                     // sync or async (PS pushes applied on arrival); empty: sync
+  std::string precision;              // f32, bf16 or fp16 (matmuls, convolutions); empty: f32
+  std::optional<int64_t> accumulate;  // micro-batches per optimizer step; 1: none
+  std::string lrScaleRule;            // none or linear (lr × batch / lrBaseBatch)
+  std::optional<int64_t> lrBaseBatch; // the batch the model's lr is for; default 128
+  std::string compress;               // none, fp16 or bf16: gradients on the wire; empty: none
+  bool errorFeedback = false;         // with compress: rounding errors carried to the next step
+
+  // How workers wait for each other (docs/distributed.md, "Asynchronous training and backup
+  // workers"): sync or async (PS pushes applied on arrival); empty: sync.
+  std::string sync;
   std::optional<int64_t> maxStaleness;  // async: steps a worker may run ahead; unset: no bound
   std::optional<int64_t> backupWorkers; // sync: steps use the first workers - K gradients
 };

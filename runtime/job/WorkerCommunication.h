@@ -54,8 +54,6 @@ public:
   // Asynchronous training and backup workers: workers do not wait for each other's loss, so
   // the loss (bucket -1) is not all-reduced and each worker's is its own batch's.
   void keepLossLocal() { localLoss_ = true; }
-  // The step this worker goes on with after its last push: the next one, or the servers'
-  // version when they applied that push's step without it (backup workers).
   // The highest version the servers answered the last push with (asynchronous: pushes applied).
   int64_t lastVersion() const { return pushOutcome_.version; }
   // Asynchronous: the pushes the whole job makes, told to the servers with each push.
@@ -63,6 +61,8 @@ public:
     if (ps_)
       ps_->setJobPushes(pushes);
   }
+  // The step this worker goes on with after its last push: the next one, or the servers'
+  // version when they applied that push's step without it (backup workers).
   int64_t resumeAt() const { return pushOutcome_.dropped ? pushOutcome_.version : step_ + 1; }
   // Pushes the servers dropped (late for their step), and the steps skipped after them.
   int64_t droppedPushes() const { return droppedPushes_; }
