@@ -18,6 +18,9 @@ expect_error "option --backup-workers 1: backup workers make synchronous steps w
   "$prism" partition "$mlp" --cluster local:3,ps=1 --backup-workers 1 --sync async -o "$work/x.pb"
 expect_error "option --backup-workers 1: --strategy allreduce keeps variables in a ring all-reduce, which needs every worker each step" \
   "$prism" partition "$mlp" --cluster local:3,ps=1 --backup-workers 1 --strategy allreduce -o "$work/x.pb"
+expect_error "option --backup-workers 1: the model all-reduces 'norm.moments' over the workers every step (a replica mean" \
+  "$prism" partition "$source_dir/tests/models/sync_batch_norm_cnn.prism" --cluster local:3,ps=1 \
+  --backup-workers 1 -o "$work/x.pb"
 expect_error "--backup-workers 1 changes how the workers of a job wait for each other: it needs --cluster" \
   "$prism" train "$mlp" --backup-workers 1 --steps 1
 expect_error "prism verify checks that a plan trains exactly like one device, and --backup-workers 1 lets steps use fewer than every worker's gradient" \
