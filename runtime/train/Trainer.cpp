@@ -450,7 +450,8 @@ void TrainingRun::reportStep(int64_t examples, double loss) {
     windowSamples_ = 0;
   }
   double elapsed = seconds(now - start_);
-  double eta = static_cast<double>(target_ - position_.globalStep) * elapsed /
+  // An asynchronous worker may run past the target (its share of the job's pushes is larger).
+  double eta = static_cast<double>(std::max<int64_t>(target_ - position_.globalStep, 0)) * elapsed /
                static_cast<double>(result_.steps);
   progress_.step(position_.epoch + 1, epochs_, position_.batchInEpoch, perEpoch_,
                  position_.globalStep, target_, loss, rate_, eta);
