@@ -97,6 +97,16 @@ llvm::Expected<plan::PartitionOptions> partitionOptions(const CompileOptions &op
     }
     result.localAggregation = *mode;
   }
+  if (!options.sync.empty()) {
+    auto mode = plan::parseSyncMode(options.sync);
+    if (!mode) {
+      llvm::consumeError(mode.takeError());
+      return badOption("sync", "sync or async", "'" + options.sync + "'");
+    }
+    result.synchronization.mode = *mode;
+  }
+  result.synchronization.maxStaleness = options.maxStaleness;
+  result.synchronization.backupWorkers = options.backupWorkers.value_or(0);
   return result;
 }
 

@@ -29,6 +29,10 @@ std::string whyNot(const Plan &plan, bool rowTraffic,
     return "it is for between-graph replication (in-graph towers combine inside their process "
            "already), and the plan is " +
            plan.replication();
+  if (plan.run().sync() == "async" || plan.run().backup_workers() > 0)
+    return "a host's workers would wait for each other at its leader every step, which " +
+           std::string(plan.run().sync() == "async" ? "--sync async" : "--backup-workers") +
+           " is there to avoid";
   if (!rowTraffic)
     return "no worker pulls or pushes rows of a table on parameter servers (strategy " +
            plan.strategy() + ")";
@@ -122,6 +126,9 @@ llvm::Error verifyLocalAggregation(const Plan &plan) {
   if (plan.replication() != "between-graph")
     return fail("local aggregation is for between-graph replication, the plan is " +
                 plan.replication());
+  if (plan.run().sync() == "async" || plan.run().backup_workers() > 0)
+    return fail("hosts aggregate in a plan whose workers do not wait for each other "
+                "(run.sync async or run.backup_workers)");
   const auto byHost = workersByHost(plan);
   std::map<std::string, int> hostIndex;
   for (int h = 0; h < plan.cluster().hosts_size(); ++h)

@@ -477,7 +477,54 @@ void fillRunConfig(const std::optional<ir::Optimizer> &model,
   if (options.compress != ir::ComputePrecision::F32)
     run.set_compress(ir::precisionName(options.compress).str());
   run.set_error_feedback(options.errorFeedback);
+  writeSynchronization(options.synchronization, run);
   run.set_job_token(options.jobToken.empty() ? makeJobToken() : options.jobToken);
+}
+
+// The options with what the synchronization asks of placement: backup workers drop late
+// gradients, which a ring all-reduce cannot, so every trained variable goes to the parameter
+// servers (as TensorFlow's SyncReplicasOptimizer keeps them).
+llvm::Expected<PartitionOptions> synchronizedOptions(const PartitionOptions &options,
+                                                     const cluster::Cluster &cluster) {
+  const Synchronization &sync = options.synchronization;
+  if (auto e = checkSynchronization(sync, cluster.numWorkers()))
+    return std::move(e);
+  PartitionOptions result = options;
+  if (sync.backupWorkers == 0)
+    return result;
+  if (options.placement.strategy == passes::Strategy::AllReduce)
+    return ir::makeError("option --backup-workers " + std::to_string(sync.backupWorkers) +
+                         ": --strategy allreduce keeps variables in a ring all-reduce, which "
+                         "needs every worker each step; backup workers put every trained "
+                         "variable on the parameter servers (use --strategy ps or hybrid)");
+  result.placement.strategy = passes::Strategy::ParameterServer;
+  return result;
+}
+
+// What would make workers wait for each other although the synchronization says they need not:
+// an all-reduce other than the loss's (which the runtime leaves local then), or, asynchronous,
+// no variable on a parameter server to apply pushes.
+llvm::Error checkSynchronizedProgram(const Module &worker, const Plan &plan,
+                                     const Synchronization &sync) {
+  if (sync.mode == SyncMode::Async) {
+    for (const Variable &v : plan.variables())
+      if (v.trainable() && v.placement() == "ps")
+        return llvm::Error::success();
+    return ir::makeError("option --sync async: no trained variable is on a parameter server ("
+                         "--strategy " +
+                         plan.strategy() +
+                         " all-reduces every one, and all-reduces stay synchronous): use "
+                         "--strategy ps, or hybrid with a sparse table");
+  }
+  if (sync.backupWorkers == 0)
+    return llvm::Error::success();
+  for (const auto &op : worker.ops())
+    if (op->name() == "all_reduce" && op->attrs.getInt("bucket") != ir::kLossBucket)
+      return ir::makeError("option --backup-workers " + std::to_string(sync.backupWorkers) +
+                           ": the model all-reduces '" + op->operand(0)->name() +
+                           "' over the workers every step (a replica mean, e.g. batch norm over "
+                           "the global batch), which needs every worker");
+  return llvm::Error::success();
 }
 
 } // namespace
@@ -491,7 +538,11 @@ llvm::Expected<PartitionResult> partition(const ir::Module &model, const cluster
 
 llvm::Expected<PartitionResult> partition(std::unique_ptr<ir::Module> routed,
                                           const cluster::Cluster &cluster,
-                                          const PartitionOptions &options) {
+                                          const PartitionOptions &requested) {
+  auto synchronized = synchronizedOptions(requested, cluster);
+  if (!synchronized)
+    return synchronized.takeError();
+  const PartitionOptions &options = *synchronized;
   const std::string modelName = routed->name(), sourceFile = routed->sourceFile();
   // The programs' text does not carry the model file that relative values files are found from.
   ir::makeValuesFilesAbsolute(*routed);
@@ -527,6 +578,8 @@ llvm::Expected<PartitionResult> partition(std::unique_ptr<ir::Module> routed,
   auto worker = addWorkerProgram(std::move(routed), cluster, plan);
   if (!worker)
     return worker.takeError();
+  if (auto e = checkSynchronizedProgram(**worker, plan, options.synchronization))
+    return std::move(e);
   addPsPrograms(*ps, cluster, plan);
   fillRunConfig(optimizer, scaled, options, *towers, *plan.mutable_run());
   if (auto e =

@@ -13,6 +13,7 @@
 #include "plan/LearningRateScaling.h"
 #include "plan/LocalAggregation.h"
 #include "plan/Pipeline.h"
+#include "plan/Synchronization.h"
 #include "plan/plan.pb.h"
 #include "llvm/Support/Error.h"
 
@@ -39,6 +40,9 @@ struct PartitionOptions {
   bool errorFeedback = false;
   // Local aggregation per host (--local-aggregation; plan/LocalAggregation.h).
   LocalAggregationMode localAggregation = LocalAggregationMode::Auto;
+  // --sync, --max-staleness, --backup-workers. Backup workers put every trained variable on the
+  // parameter servers (--strategy allreduce is refused with them).
+  Synchronization synchronization;
   std::string jobToken; // empty: a fresh random token
 };
 

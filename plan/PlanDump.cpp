@@ -16,8 +16,10 @@
 #include "ir/Diagnostic.h"
 #include "plan/CommunicationCost.h"
 #include "plan/LocalAggregation.h"
+#include "plan/PlanTasks.h"
 #include "plan/PlanVariables.h"
 #include "plan/PlanVerifier.h"
+#include "plan/Synchronization.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -483,6 +485,10 @@ void printHeader(const Plan &plan, llvm::raw_ostream &os) {
     header.add({"compress", plan.run().compress() +
                                 " on the wire: all-reduce buckets, PS pushes and row pulls" +
                                 (plan.run().error_feedback() ? ", with error feedback" : "")});
+  if (std::string sync =
+          describeSynchronization(readSynchronization(plan.run()), countTasks(plan, "worker"));
+      !sync.empty())
+    header.add({"sync", sync});
   if (std::string lr = learningRateLine(plan.run()); !lr.empty())
     header.add({"lr", lr});
   if (std::string local = localAggregationLine(plan); !local.empty())
@@ -777,7 +783,12 @@ std::string printJson(PlanView &view, const TaskView *only) {
         {"accumulate", std::max(1, run.accumulate())},
         {"compress", run.compress().empty() ? "none" : run.compress()},
         {"error_feedback", run.error_feedback()},
-        {"local_aggregation", run.local_aggregation().empty() ? "off" : run.local_aggregation()}}}};
+        {"local_aggregation", run.local_aggregation().empty() ? "off" : run.local_aggregation()},
+        {"sync", syncModeName(readSynchronization(run).mode)},
+        {"max_staleness", run.sync() == "async" && run.max_staleness() >= 0
+                              ? nlohmann::json(run.max_staleness())
+                              : nlohmann::json()},
+        {"backup_workers", run.backup_workers()}}}};
   return j.dump(2) + "\n";
 }
 

@@ -12,7 +12,8 @@ namespace prism::plan {
 // The plan format this build writes, and the oldest it reads. Version 2 added
 // run.accumulate (gradient accumulation); a version-1 plan runs one micro-batch per step.
 // Version 3 added run.compress and run.error_feedback (an older runtime would ignore them).
-// Version 4 added host_aggregation and run.local_aggregation (local aggregation per host).
+// Version 4 added host_aggregation and run.local_aggregation (local aggregation per host),
+// run.sync, run.max_staleness and run.backup_workers.
 constexpr uint32_t kPlanVersion = 4;
 constexpr uint32_t kOldestPlanVersion = 1;
 

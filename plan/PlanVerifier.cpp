@@ -19,6 +19,7 @@
 #include "plan/PlanFile.h"
 #include "plan/PlanTasks.h"
 #include "plan/PlanVariables.h"
+#include "plan/Synchronization.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/Twine.h"
 
@@ -93,6 +94,8 @@ llvm::Error verifyCluster(const Plan &plan) {
   }
   if (plan.run().error_feedback() && plan.run().compress().empty())
     return fail("run.error_feedback: error feedback needs run.compress");
+  if (auto e = verifySynchronization(plan.run(), workers))
+    return fail(ir::messageOf(std::move(e)));
   // Every micro-batch of every worker has an example for each tower.
   const int64_t accumulate = std::max(1, plan.run().accumulate());
   if (plan.run().accumulate() < 0 || plan.run().global_batch() < towers * accumulate)
@@ -486,6 +489,25 @@ llvm::Expected<std::unique_ptr<ir::Module>> parseProgram(const Program &program)
   return module;
 }
 
+// Backup workers drop late pushes, which a ring all-reduce cannot do: every trained variable is
+// on parameter servers. Asynchronous training needs a parameter server to apply pushes.
+llvm::Error verifySynchronizedPlacement(const Plan &plan) {
+  const Synchronization sync = readSynchronization(plan.run());
+  bool anyOnPs = false;
+  for (const Variable &v : plan.variables()) {
+    if (!v.trainable())
+      continue;
+    anyOnPs |= onParameterServers(v);
+    if (sync.backupWorkers > 0 && !onParameterServers(v))
+      return fail("variables " + quoted(v.name()) + ": placed " + v.placement() +
+                  " in a plan with run.backup_workers " + std::to_string(sync.backupWorkers) +
+                  " (every trained variable must be on parameter servers)");
+  }
+  if (sync.mode == SyncMode::Async && !anyOnPs)
+    return fail("run.sync: async, but no trained variable is on a parameter server");
+  return llvm::Error::success();
+}
+
 llvm::Error verifyPlan(const Plan &plan) {
   return verifyPlan(plan, {});
 }
@@ -502,6 +524,8 @@ llvm::Error verifyPlan(const Plan &plan, llvm::ArrayRef<const ir::Module *> prog
   if (auto e = verifyLocalAggregation(plan))
     return fail(ir::messageOf(std::move(e)));
   if (auto e = verifyVariables(plan))
+    return e;
+  if (auto e = verifySynchronizedPlacement(plan))
     return e;
   if (auto e = verifyGroups(plan))
     return e;

@@ -1,6 +1,8 @@
 // Options and output shared by the commands that compile plans.
 #include "tools/Partition.h"
 
+#include <limits>
+
 #include "ir/Diagnostic.h"
 #include "plan/CommunicationCost.h"
 #include "plan/PlanDump.h"
@@ -50,6 +52,17 @@ void CompileArgs::addOptions(CLI::App &cmd, bool runOptions, bool clusterRequire
                  "auto, on or off: the workers of a host combine their PS pushes and pulls and "
                  "one of them sends them (auto: between-graph, hosts with several workers, "
                  "tables pulled by rows)")
+      ->capture_default_str();
+  cmd.add_option("--sync", sync,
+                 "sync, or async: parameter servers apply each worker's push on arrival "
+                 "(all-reduce variables stay synchronous)")
+      ->capture_default_str();
+  maxStalenessOption = cmd.add_option("--max-staleness", maxStaleness,
+                                      "With --sync async: the most steps a worker may run ahead of "
+                                      "the slowest (default: no bound)");
+  cmd.add_option("--backup-workers", backupWorkers,
+                 "Each synchronous step applies the first workers - K gradients to arrive and "
+                 "drops the late ones; every trained variable goes to the parameter servers")
       ->capture_default_str();
   if (!runOptions)
     return;
@@ -113,6 +126,10 @@ llvm::Expected<plan::PartitionOptions> CompileArgs::toOptions() const {
   if (!parsedAggregation)
     return ir::withContext(parsedAggregation.takeError(), "option --local-aggregation");
   checked.localAggregation = *parsedAggregation;
+  auto synchronization = this->synchronization();
+  if (!synchronization)
+    return synchronization.takeError();
+  checked.synchronization = *synchronization;
   return checked;
 }
 
@@ -138,6 +155,24 @@ llvm::Expected<api::CompileOptions> CompileArgs::toApiOptions() const {
   result.compress = plan::compressionName(checked->compress).str();
   result.errorFeedback = checked->errorFeedback;
   result.localAggregation = plan::localAggregationName(checked->localAggregation).str();
+  result.sync = plan::syncModeName(checked->synchronization.mode).str();
+  result.maxStaleness = checked->synchronization.maxStaleness;
+  result.backupWorkers = checked->synchronization.backupWorkers;
+  return result;
+}
+
+llvm::Expected<plan::Synchronization> CompileArgs::synchronization() const {
+  plan::Synchronization result;
+  auto mode = plan::parseSyncMode(sync);
+  if (!mode)
+    return mode.takeError();
+  result.mode = *mode;
+  if (maxStalenessOption && maxStalenessOption->count() > 0)
+    result.maxStaleness = maxStaleness;
+  result.backupWorkers = backupWorkers;
+  // The worker count is the cluster's: the partitioner checks --backup-workers against it.
+  if (auto e = plan::checkSynchronization(result, std::numeric_limits<int64_t>::max()))
+    return std::move(e);
   return result;
 }
 

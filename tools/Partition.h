@@ -21,12 +21,16 @@ struct CompileArgs {
   std::string lrScaleRule = plan::lrScaleRuleName(plan::LearningRateScaling().rule).str();
   std::string compress = "none";
   std::string localAggregation = plan::localAggregationName(plan::LocalAggregationMode::Auto).str();
+  std::string sync = plan::syncModeName(plan::SyncMode::Sync).str();
+  int64_t maxStaleness = 0, backupWorkers = 0;
+  CLI::Option *maxStalenessOption = nullptr; // given or not: unset means unbounded
   // The flags' values land here; the defaults are the typed options' own.
   plan::PartitionOptions options;
 
   // --cluster, --strategy, --replication, --partitions, --bucket-mb, --partition-threshold-mb,
   // --no-fuse, --precision, --accumulate, --lr-scale-rule, --lr-base-batch, --compress,
-  // --error-feedback, --local-aggregation; with `runOptions`
+  // --error-feedback, --local-aggregation, --sync, --max-staleness, --backup-workers; with
+  // `runOptions`
   // also --batch, --steps, --seed.
   void addOptions(CLI::App &cmd, bool runOptions = true, bool clusterRequired = true);
   cluster::Replication replicationKind() const;
@@ -36,6 +40,8 @@ struct CompileArgs {
   llvm::Expected<api::CompileOptions> toApiOptions() const;
   // --lr-scale-rule and --lr-base-batch, checked (also for `prism train` on one device).
   llvm::Expected<plan::LearningRateScaling> lrScaling() const;
+  // --sync, --max-staleness and --backup-workers, checked (all but against the worker count).
+  llvm::Expected<plan::Synchronization> synchronization() const;
 };
 
 // Every pass's statistics: pass, statistic, count, in aligned columns.

@@ -104,6 +104,10 @@ int runTrain(const TrainArgs &given) {
     return reportError(ir::makeError("--compress " + args.compile.compress +
                                      " compresses what the tasks of a job send each other: it "
                                      "needs --cluster"));
+  if (!compileOptions->synchronization.exact())
+    return reportError(ir::makeError(plan::synchronizationFlag(compileOptions->synchronization) +
+                                     " changes how the workers of a job wait for each other: "
+                                     "it needs --cluster"));
   auto scaled =
       model->scaledLearningRate(plan::lrScaleRuleName(compileOptions->lrScaling.rule).str(),
                                 compileOptions->lrScaling.baseBatch, args.batch);

@@ -117,6 +117,13 @@ int runVerify(const VerifyArgs &given) {
         args.compile.compress +
         " rounds every gradient a worker sends: compressed training is close to, not equal to, "
         "single-device training (docs/distributed.md, \"Compressed communication\")"));
+  if (!partitionOptions->synchronization.exact())
+    return reportError(ir::makeError(
+        "prism verify checks that a plan trains exactly like one device, and " +
+        plan::synchronizationFlag(partitionOptions->synchronization) +
+        " lets steps use fewer than every worker's gradient of the global batch, or gradients "
+        "of older parameters: it leaves exact single-device equivalence (docs/distributed.md, "
+        "\"Asynchronous training and backup workers\")"));
   if (partitionOptions->steps == 0)
     partitionOptions->steps = runtime::job::kDefaultVerifySteps;
   if (args.compile.cluster.empty()) {

@@ -90,6 +90,12 @@ struct CompileOptions {
   std::string compress;               // none, fp16 or bf16: gradients on the wire; empty: none
   bool errorFeedback = false;         // with compress: rounding errors carried to the next step
   std::string localAggregation; // auto, on or off (per host, docs/distributed.md); empty: auto
+
+  // How workers wait for each other (docs/distributed.md, "Asynchronous training and backup
+  // workers"): sync or async (PS pushes applied on arrival); empty: sync.
+  std::string sync;
+  std::optional<int64_t> maxStaleness;  // async: steps a worker may run ahead; unset: no bound
+  std::optional<int64_t> backupWorkers; // sync: steps use the first workers - K gradients
 };
 
 // A compiled plan: the cluster, the placement of every variable, each task's program. Copies

@@ -3,7 +3,9 @@
 
 #include <signal.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "ir/Diagnostic.h"
 
@@ -18,7 +20,8 @@ struct KindName {
 };
 constexpr KindName kKinds[] = {{InjectedFault::Kind::Kill, "kill"},
                                {InjectedFault::Kind::Stop, "stop"},
-                               {InjectedFault::Kind::KillCheckpoint, "kill-in-checkpoint"}};
+                               {InjectedFault::Kind::KillCheckpoint, "kill-in-checkpoint"},
+                               {InjectedFault::Kind::Slow, "slow"}};
 
 } // namespace
 
@@ -31,6 +34,10 @@ std::string InjectedFault::str(bool withTask) const {
 }
 
 void InjectedFault::fire() const {
+  if (kind == Kind::Slow) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(step));
+    return;
+  }
   raise(kind == Kind::Stop ? SIGSTOP : SIGKILL);
 }
 
@@ -46,7 +53,8 @@ llvm::Expected<InjectedFault> parseInjectedFault(llvm::StringRef spec) {
   if (!known || stepText.getAsInteger(10, fault.step) || fault.step < 1)
     return ir::makeError("injected fault '" + spec +
                          "': expected KIND@STEP, KIND one of kill, stop, kill-in-checkpoint and "
-                         "STEP a step number from 1");
+                         "STEP a step number from 1, or slow@MS (a worker sleeps MS milliseconds "
+                         "before each step)");
   return fault;
 }
 

@@ -19,6 +19,7 @@
 
 #include "ir/Diagnostic.h"
 #include "plan/PlanTasks.h"
+#include "plan/Synchronization.h"
 #include "runtime/dist/Coordinator.h"
 #include "runtime/job/InjectedFault.h"
 #include "runtime/job/JobCheckpoints.h"
@@ -425,6 +426,9 @@ llvm::Error checkFaults(const plan::Plan &plan, const JobOptions &options,
     if (!task || task->role() == "coordinator")
       return ir::makeError("injected fault " + fault.str(true) +
                            ": the plan has no worker or PS task '" + fault.task + "'");
+    if (fault.kind == InjectedFault::Kind::Slow && task->role() != "worker")
+      return ir::makeError("injected fault " + fault.str(true) + ": " + fault.task +
+                           " is not a worker (slow@MS delays a worker's steps)");
     if (fault.kind == InjectedFault::Kind::KillCheckpoint &&
         (options.checkpoints.dir.empty() ||
          std::find(writers.begin(), writers.end(), fault.task) == writers.end()))
@@ -457,9 +461,27 @@ llvm::Expected<std::string> restorePoint(const JobOptions &options, int run,
 
 } // namespace
 
+// Checkpoints are of one step of every task; workers that run apart have none in common.
+llvm::Error checkSynchronizedCheckpoints(const plan::Plan &plan, const JobOptions &options) {
+  const plan::Synchronization sync = plan::readSynchronization(plan.run());
+  if (sync.exact())
+    return llvm::Error::success();
+  const std::string flag = !options.checkpoints.dir.empty() ? "--checkpoint-dir"
+                           : !options.restoreDir.empty()    ? "--restore"
+                                                            : "";
+  if (flag.empty())
+    return llvm::Error::success();
+  return ir::makeError(flag + ": the plan trains with " + plan::synchronizationFlag(sync) +
+                       ", where workers are at different steps and a parameter server's version "
+                       "is no step of theirs; checkpoints and restores need synchronous training "
+                       "(--save writes the final variables)");
+}
+
 llvm::Error runPlan(const plan::Plan &plan, const std::string &planPath,
                     const JobOptions &options) {
   if (auto e = train::checkPeriodicCheckpoints(options.checkpoints))
+    return e;
+  if (auto e = checkSynchronizedCheckpoints(plan, options))
     return e;
   if (options.maxRestarts < 0)
     return ir::makeError("--max-restarts " + std::to_string(options.maxRestarts) +

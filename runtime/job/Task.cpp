@@ -14,6 +14,7 @@
 #include "plan/LocalAggregation.h"
 #include "plan/PlanTasks.h"
 #include "plan/PlanVerifier.h"
+#include "plan/Synchronization.h"
 #include "runtime/dist/CoordinatorClient.h"
 #include "runtime/job/InjectedFault.h"
 #include "runtime/job/JobCheckpoints.h"
@@ -25,6 +26,7 @@
 #include "runtime/train/CheckpointDir.h"
 #include "runtime/train/Trainer.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace prism::runtime::job {
@@ -100,10 +102,70 @@ llvm::Error reportCheckpointPart(dist::CoordinatorClient &client, llvm::StringRe
   return client.set(checkpointReportKey(task), std::to_string(step));
 }
 
-// An injected kill or stop fires when `step` steps are done.
+// An injected kill or stop fires when `step` steps are done; a slow worker sleeps before every
+// step.
 void injectAtStep(const std::optional<InjectedFault> &fault, int64_t step) {
-  if (fault && fault->kind != InjectedFault::Kind::KillCheckpoint && fault->step == step)
+  if (!fault || fault->kind == InjectedFault::Kind::KillCheckpoint)
+    return;
+  if (fault->kind == InjectedFault::Kind::Slow || fault->step == step)
     fault->fire();
+}
+
+// A worker that finished its steps (asynchronous training and backup workers, where workers
+// finish at different times).
+std::string finishedKey(llvm::StringRef task) {
+  return "finished/" + task.str();
+}
+
+// Until every other worker finished its steps, so that worker:0 evaluates the final variables
+// and says the job is done only when no push is still to come (each wait bounded; an abort ends
+// the process).
+llvm::Error waitForOtherWorkers(const plan::Plan &plan, dist::CoordinatorClient &client,
+                                llvm::StringRef self) {
+  for (const plan::Task &t : plan.cluster().tasks()) {
+    if (t.role() != "worker" || t.name() == self)
+      continue;
+    for (;;) {
+      auto finished = client.get(finishedKey(t.name()), std::chrono::seconds(5));
+      if (finished)
+        break;
+      llvm::Error err = finished.takeError();
+      if (ir::errorCode(err) != ir::ErrorCode::DeadlineExceeded)
+        return ir::withContext(std::move(err), "waiting for " + t.name() + " to finish");
+      llvm::consumeError(std::move(err));
+    }
+  }
+  return llvm::Error::success();
+}
+
+// How a worker takes part when steps need not wait for every worker (plan/Synchronization.h):
+// its loss stays its own, a worker whose push was dropped goes on at the servers' version, its
+// metrics lines count dropped pushes and skipped steps, and worker:0 waits for the others at
+// the end.
+void joinUnsynchronizedSteps(const plan::Plan &plan, const plan::Task &task,
+                             dist::CoordinatorClient &client, WorkerCommunication &communication,
+                             train::WorkerRole &role) {
+  communication.keepLossLocal();
+  role.resumeAt = [&communication] { return communication.resumeAt(); };
+  // Asynchronous workers that do not all-reduce run at their own pace: the job ends when the
+  // servers applied a push for each worker and step (fast workers make more of them).
+  const plan::Synchronization sync = plan::readSynchronization(plan.run());
+  if (sync.mode == plan::SyncMode::Async && !plan::allReducesGradients(plan))
+    role.trainedEnough = [&communication, workers = numWorkers(plan)](int64_t steps) {
+      communication.setJobPushes(steps * workers);
+      return communication.lastVersion() >= steps * workers;
+    };
+  if (task.index() == 0)
+    role.afterLastStep = [&plan, &client, name = task.name()] {
+      return waitForOtherWorkers(plan, client, name);
+    };
+  auto counters = role.stepMetrics;
+  role.stepMetrics = [counters, &communication] {
+    auto result = counters();
+    result.push_back({"pushes_dropped", static_cast<double>(communication.droppedPushes())});
+    result.push_back({"steps_skipped", static_cast<double>(communication.skippedSteps())});
+    return result;
+  };
 }
 
 // A client of the parameter servers that hold this plan's trained variables (they publish
@@ -260,6 +322,9 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
     receivedBefore = received;
     return counters;
   };
+  const plan::Synchronization sync = plan::readSynchronization(plan.run());
+  if (!sync.exact())
+    joinUnsynchronizedSteps(plan, task, client, communication, role);
   auto train = workerTrainOptions(plan, task, options);
   if (!train)
     return train.takeError();
@@ -280,6 +345,15 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
   auto result = train::train(**module, *train);
   if (!result)
     return result.takeError();
+  if (!sync.exact()) {
+    if (!options.quiet)
+      llvm::outs() << task.name() << ": " << result->steps << " steps run, "
+                   << communication.droppedPushes() << " pushes dropped (late), "
+                   << communication.skippedSteps() << " steps skipped\n";
+    llvm::outs().flush();
+    if (auto e = client.set(finishedKey(task.name()), "1"))
+      return e;
+  }
   if (task.index() == 0) {
     if (!options.quiet)
       llvm::outs() << "done: " << result->steps << " steps, "
@@ -391,6 +465,37 @@ llvm::Error waitForJobEnd(dist::CoordinatorClient &client) {
   }
 }
 
+// How a server turns pushes into steps: every worker's, the first workers - K (backup workers),
+// or each on arrival (async).
+ps::PushPolicy pushPolicy(const plan::Plan &plan) {
+  const plan::Synchronization sync = plan::readSynchronization(plan.run());
+  ps::PushPolicy policy;
+  policy.async = sync.mode == plan::SyncMode::Async;
+  policy.maxStaleness = sync.maxStaleness;
+  if (sync.backupWorkers > 0)
+    policy.quorum = numWorkers(plan) - sync.backupWorkers;
+  return policy;
+}
+
+// The server's line at the end of a job: "version 120, applied pushes by worker 60 60 0,
+// dropped 0 0 55, largest lead 0 steps, 7680 examples applied in 3.2 s".
+std::string describePushes(const ps::ParameterServer &server) {
+  ps::PushCounts counts = server.counts();
+  auto list = [](const std::vector<int64_t> &values) {
+    std::string text;
+    for (int64_t v : values)
+      text += " " + std::to_string(v);
+    return text;
+  };
+  std::string line;
+  llvm::raw_string_ostream(line) << "version " << server.version() << ", applied pushes by worker"
+                                 << list(counts.applied) << ", dropped" << list(counts.dropped)
+                                 << ", largest lead " << counts.maxLead << " steps, "
+                                 << llvm::format("%.0f", counts.examples) << " examples applied in "
+                                 << llvm::format("%.3f", counts.seconds) << " s";
+  return line;
+}
+
 llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
                                dist::CoordinatorClient &client, const JobOptions &options,
                                const std::optional<InjectedFault> &fault,
@@ -428,6 +533,7 @@ llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
   serverOptions.combined = [combinedPushes](int64_t, llvm::ArrayRef<int64_t> contributors) {
     *combinedPushes = contributors.size();
   };
+  serverOptions.policy = pushPolicy(plan);
   serverOptions.waitTimeout = options.rpcTimeout;
   runtime::Executor *update = executor->get();
   serverOptions.apply = [gradients, update, trace,
@@ -482,6 +588,9 @@ llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
     return e;
   if (auto e = waitForJobEnd(client))
     return e;
+  if (!options.quiet)
+    llvm::outs() << task.name() << ": " << describePushes(**server) << "\n";
+  llvm::outs().flush();
   for (const std::string &dir : {options.variablesDir, options.saveDir})
     if (!dir.empty())
       if (auto e = writeVariables(dir, task.name(), *store, (*server)->version()))

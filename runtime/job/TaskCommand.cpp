@@ -177,7 +177,8 @@ const std::vector<Flag> &flags() {
             [](auto &o) -> auto & { return o.tls.key; }),
         {"--inject-fault", "KIND@STEP",
          "Kill (kill), stop (stop) or kill while checkpointing (kill-in-checkpoint) this task at "
-         "a step: for recovery tests",
+         "a step: for recovery tests; or slow@MS: sleep MS ms before each step (tests of "
+         "--sync async and --backup-workers)",
          [](TaskCommand &c, llvm::StringRef v) -> llvm::Error {
            auto fault = parseInjectedFault(v);
            if (!fault)

@@ -1,6 +1,7 @@
 // A worker's all-reduce and parameter-server traffic (see WorkerCommunication.h).
 #include "runtime/job/WorkerCommunication.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -136,6 +137,7 @@ llvm::Error WorkerCommunication::synchronize() {
 
 void WorkerCommunication::beginStep(int64_t step, int64_t examples, int64_t globalExamples) {
   step_ = step;
+  pushOutcome_ = ps::PushOutcome{};
   examples_ = examples;
   globalExamples_ = globalExamples;
   pending_.clear();
@@ -161,10 +163,15 @@ llvm::Error WorkerCommunication::finishStep() {
   if (!ps_)
     return llvm::Error::success();
   auto e = watchedPsCall("ps_push", "push step " + std::to_string(step_), [&] {
+    // Hosts aggregate only in synchronous plans without backup workers: nothing is dropped.
     return host_ ? host_->push(step_, static_cast<double>(examples_), pending_)
-                 : ps_->push(step_, static_cast<double>(examples_), rank_, pending_);
+                 : ps_->push(step_, static_cast<double>(examples_), rank_, pending_, &pushOutcome_);
   });
   pending_.clear();
+  if (!e && pushOutcome_.dropped) {
+    ++droppedPushes_;
+    skippedSteps_ += std::max<int64_t>(pushOutcome_.version - (step_ + 1), 0);
+  }
   return e;
 }
 
@@ -173,7 +180,7 @@ llvm::Error WorkerCommunication::allReduce(llvm::StringRef group, int64_t bucket
   if (group != ir::kWorkerGroup)
     return ir::makeError("all_reduce over group '" + group.str() +
                          "': this runtime knows only the group '" + ir::kWorkerGroup + "'");
-  if (tensors.empty())
+  if (tensors.empty() || (localLoss_ && bucket == ir::kLossBucket))
     return llvm::Error::success();
   bool f64 = tensors.front()->dtype() == ir::DType::F64;
   for (const Tensor *t : tensors)

@@ -56,6 +56,22 @@ public:
   // to the host's leader through `channel` (pulls outside a step, an evaluation's, still go to
   // the servers).
   void setHostChannel(std::unique_ptr<ps::HostChannel> channel) { host_ = std::move(channel); }
+  // Asynchronous training and backup workers: workers do not wait for each other's loss, so
+  // the loss (bucket -1) is not all-reduced and each worker's is its own batch's.
+  void keepLossLocal() { localLoss_ = true; }
+  // The highest version the servers answered the last push with (asynchronous: pushes applied).
+  int64_t lastVersion() const { return pushOutcome_.version; }
+  // Asynchronous: the pushes the whole job makes, told to the servers with each push.
+  void setJobPushes(int64_t pushes) {
+    if (ps_)
+      ps_->setJobPushes(pushes);
+  }
+  // The step this worker goes on with after its last push: the next one, or the servers'
+  // version when they applied that push's step without it (backup workers).
+  int64_t resumeAt() const { return pushOutcome_.dropped ? pushOutcome_.version : step_ + 1; }
+  // Pushes the servers dropped (late for their step), and the steps skipped after them.
+  int64_t droppedPushes() const { return droppedPushes_; }
+  int64_t skippedSteps() const { return skippedSteps_; }
   // Payload bytes this worker sent and received so far: what a ring all-reduce moves each way,
   // 2(N−1)/N of each bucket, and the serialized PS messages.
   uint64_t bytesSent() const;
@@ -84,6 +100,9 @@ private:
   // This step's pulls so far, by "pull/variable" and "rows/variable": the round of the next one.
   std::map<std::string, int64_t> pullRounds_;
   int64_t step_ = 0, examples_ = 0, globalExamples_ = 0;
+  bool localLoss_ = false;
+  ps::PushOutcome pushOutcome_;
+  int64_t droppedPushes_ = 0, skippedSteps_ = 0;
   std::vector<ps::Gradient> pending_;
   // All-reduces run on one background thread, in the order the program starts them (the same
   // on every worker), while the executor goes on with backward.

@@ -37,6 +37,10 @@ public:
   explicit Service(ParameterServerOptions options) : options_(std::move(options)) {
     for (size_t i = 0; i < options_.shards.size(); ++i)
       shardIndex_[options_.shards[i].name] = i;
+    const auto contributors = static_cast<size_t>(options_.contributors);
+    pushed_.assign(contributors, 0);
+    counts_.applied.assign(contributors, 0);
+    counts_.dropped.assign(contributors, 0);
   }
 
   llvm::Error prepareShards();
@@ -45,6 +49,13 @@ public:
   int64_t version() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return version_;
+  }
+  PushCounts counts() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    PushCounts counts = counts_;
+    if (firstApply_)
+      counts.seconds = std::chrono::duration<double>(lastApply_ - *firstApply_).count();
+    return counts;
   }
   llvm::Error save(llvm::StringRef path) const;
   llvm::Error load(llvm::StringRef path);
@@ -78,7 +89,7 @@ private:
   llvm::Expected<const Tensor *> shardValue(const PsShard &shard) const;
   llvm::Expected<GradientSet>
   decodeGradients(const google::protobuf::RepeatedPtrField<wire::Gradient> &gradients) const;
-  // Applies every buffered step that all contributors pushed, in order (lock held).
+  // Applies every buffered step that a quorum of contributors pushed, in order (lock held).
   void applyCompleteSteps();
   int64_t contributorCount() const {
     return options_.contributorIds.empty() ? options_.contributors
@@ -98,6 +109,28 @@ private:
       text += (text.empty() ? "" : ", ") + std::to_string(id);
     return text;
   }
+  // Combines `contributions` and applies them as step version_ (lock held); a failure is
+  // recorded in failure_.
+  void applyStep(std::map<int64_t, Contribution> contributions);
+  // Asynchronous training: applies one contributor's push of `step` at once, then answers when
+  // the contributor's next step is within the staleness bound (lock held).
+  grpc::Status applyOnArrival(std::unique_lock<std::mutex> &lock, grpc::ServerContext *context,
+                              int64_t step, int64_t contributor, Contribution contribution,
+                              const std::string &what);
+  // Pushes a step needs: every contributor's, or the quorum's with backup workers.
+  int64_t quorum() const {
+    return options_.policy.quorum > 0 ? options_.policy.quorum : contributorCount();
+  }
+  // Whether a contributor may go on with `step`: asynchronous, at most maxStaleness steps ahead
+  // of the slowest contributor's pushed steps; synchronous, once `step` steps are applied.
+  bool mayStart(int64_t step) const {
+    if (!options_.policy.async)
+      return version_ >= step;
+    if (jobPushes_ > 0 && version_ >= jobPushes_)
+      return true; // the job's pushes are in: workers stop, none is waited for
+    const auto &bound = options_.policy.maxStaleness;
+    return !bound || step - *std::min_element(pushed_.begin(), pushed_.end()) <= *bound;
+  }
 
   ParameterServerOptions options_;
   llvm::StringMap<size_t> shardIndex_;
@@ -110,6 +143,13 @@ private:
   bool shuttingDown_ = false;
   // Buffered pushes of steps version_ and version_ + 1, by step, then contributor index.
   std::map<int64_t, std::map<int64_t, Contribution>> pending_;
+  // Asynchronous: steps each contributor pushed (its next step); the job's pushes in all (0:
+  // not known yet).
+  std::vector<int64_t> pushed_;
+  int64_t jobPushes_ = 0;
+  PushCounts counts_; // but its seconds, which come from these
+  std::optional<Clock::time_point> firstApply_;
+  Clock::time_point lastApply_;
 };
 
 llvm::Error ParameterServer::Service::prepareShards() {
@@ -218,7 +258,7 @@ grpc::Status ParameterServer::Service::Pull(grpc::ServerContext *context,
   std::unique_lock<std::mutex> lock(mutex_);
   int64_t step = request->step();
   grpc::Status waited = waitUntil(
-      lock, context, [&] { return version_ >= step; }, "pull for step " + std::to_string(step));
+      lock, context, [&] { return mayStart(step); }, "pull for step " + std::to_string(step));
   if (!waited.ok())
     return waited;
   for (const PsShard *shard : shards) {
@@ -254,7 +294,7 @@ grpc::Status ParameterServer::Service::PullRows(grpc::ServerContext *context,
   std::unique_lock<std::mutex> lock(mutex_);
   int64_t step = request->step();
   grpc::Status waited = waitUntil(
-      lock, context, [&] { return version_ >= step; },
+      lock, context, [&] { return mayStart(step); },
       "pull of rows for step " + std::to_string(step));
   if (!waited.ok())
     return waited;
@@ -325,33 +365,69 @@ llvm::Expected<GradientSet> ParameterServer::Service::decodeGradients(
 void ParameterServer::Service::applyCompleteSteps() {
   while (failure_.empty()) {
     auto step = pending_.find(version_);
-    if (step == pending_.end() || static_cast<int64_t>(step->second.size()) < contributorCount())
+    if (step == pending_.end() || static_cast<int64_t>(step->second.size()) < quorum())
       return;
-    // By contributor index (the map's order), never by arrival.
-    std::vector<Contribution> contributions;
-    std::vector<int64_t> order;
-    for (auto &[contributor, contribution] : step->second) {
-      contributions.push_back(std::move(contribution));
-      order.push_back(contributor);
-    }
-    if (options_.combined)
-      options_.combined(version_, order);
+    std::map<int64_t, Contribution> contributions = std::move(step->second);
     pending_.erase(step);
-    llvm::Error error = [&]() -> llvm::Error {
-      auto gradients = aggregateGradients(options_.shards, contributions);
-      if (!gradients)
-        return gradients.takeError();
-      if (auto e = options_.apply(version_, *gradients))
-        return e;
-      ++version_;
-      return options_.afterApply ? options_.afterApply(version_) : llvm::Error::success();
-    }();
-    if (error) {
-      failure_ = "step " + std::to_string(version_) + ": " + ir::messageOf(std::move(error));
-      llvm::errs() << "prism-ps: " + failure_ + "\n";
-    }
-    changed_.notify_all();
+    applyStep(std::move(contributions));
   }
+}
+
+void ParameterServer::Service::applyStep(std::map<int64_t, Contribution> byContributor) {
+  // By contributor index (the map's order), never by arrival.
+  std::vector<Contribution> contributions;
+  std::vector<int64_t> order;
+  for (auto &[contributor, contribution] : byContributor) {
+    ++counts_.applied[static_cast<size_t>(contributor)];
+    counts_.examples += contribution.weight;
+    contributions.push_back(std::move(contribution));
+    order.push_back(contributor);
+  }
+  if (options_.combined)
+    options_.combined(version_, order);
+  llvm::Error error = [&]() -> llvm::Error {
+    auto gradients = aggregateGradients(options_.shards, contributions);
+    if (!gradients)
+      return gradients.takeError();
+    if (auto e = options_.apply(version_, *gradients))
+      return e;
+    ++version_;
+    return options_.afterApply ? options_.afterApply(version_) : llvm::Error::success();
+  }();
+  lastApply_ = Clock::now();
+  if (!firstApply_)
+    firstApply_ = lastApply_;
+  if (error) {
+    failure_ = "step " + std::to_string(version_) + ": " + ir::messageOf(std::move(error));
+    llvm::errs() << "prism-ps: " + failure_ + "\n";
+  }
+  changed_.notify_all();
+}
+
+grpc::Status ParameterServer::Service::applyOnArrival(std::unique_lock<std::mutex> &lock,
+                                                      grpc::ServerContext *context, int64_t step,
+                                                      int64_t contributor,
+                                                      Contribution contribution,
+                                                      const std::string &what) {
+  int64_t &pushed = pushed_[static_cast<size_t>(contributor)];
+  if (step != pushed)
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        what +
+                            " refused: asynchronous pushes of a contributor come in order, "
+                            "and its next one is of step " +
+                            std::to_string(pushed));
+  counts_.maxLead =
+      std::max(counts_.maxLead, step - *std::min_element(pushed_.begin(), pushed_.end()));
+  std::map<int64_t, Contribution> one;
+  one[contributor] = std::move(contribution);
+  applyStep(std::move(one));
+  if (!failure_.empty())
+    return failedStatus();
+  ++pushed;
+  changed_.notify_all();
+  return waitUntil(
+      lock, context, [&] { return mayStart(step + 1); },
+      what + " (waiting for the slowest worker: --max-staleness)");
 }
 
 grpc::Status ParameterServer::Service::PushStep(grpc::ServerContext *context,
@@ -376,6 +452,21 @@ grpc::Status ParameterServer::Service::PushStep(grpc::ServerContext *context,
   std::unique_lock<std::mutex> lock(mutex_);
   if (!failure_.empty())
     return failedStatus();
+  if (options_.policy.async) {
+    jobPushes_ = std::max(jobPushes_, request->job_pushes());
+    grpc::Status applied =
+        applyOnArrival(lock, context, step, contributor,
+                       Contribution{request->weight(), std::move(*gradients)}, what);
+    response->set_version(version_);
+    return applied;
+  }
+  // Backup workers: the step was applied with the first pushes; this one is late.
+  if (step < version_ && quorum() < contributorCount()) {
+    ++counts_.dropped[static_cast<size_t>(contributor)];
+    response->set_dropped(true);
+    response->set_version(version_);
+    return grpc::Status::OK;
+  }
   if (step != version_ && step != version_ + 1)
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         what + " refused: the server is at version " + std::to_string(version_) +
@@ -404,6 +495,9 @@ grpc::Status ParameterServer::Service::Status(grpc::ServerContext *context,
   response->set_version(version_);
   response->set_contributors(contributorCount());
   response->set_failure(failure_);
+  response->mutable_applied_pushes()->Assign(counts_.applied.begin(), counts_.applied.end());
+  response->mutable_dropped_pushes()->Assign(counts_.dropped.begin(), counts_.dropped.end());
+  response->set_max_lead(counts_.maxLead);
   for (const PsShard &shard : options_.shards) {
     wire::ShardInfo *info = response->add_shards();
     info->set_name(shard.name);
@@ -466,6 +560,13 @@ ParameterServer::start(ParameterServerOptions options) {
       std::adjacent_find(options.contributorIds.begin(), options.contributorIds.end()) !=
           options.contributorIds.end())
     return ir::makeError("a parameter server's contributor indices must ascend without repeats");
+  if (options.policy.quorum < 0 || options.policy.quorum > options.contributors ||
+      (options.policy.async && options.policy.quorum > 0))
+    return ir::makeError("a parameter server's quorum is 1 to its contributors, and only "
+                         "synchronous");
+  if (!options.contributorIds.empty() && (options.policy.async || options.policy.quorum > 0))
+    return ir::makeError("a parameter server takes hosts' combined pushes only synchronously, "
+                         "without backup workers");
   llvm::StringSet<> names;
   for (const PsShard &shard : options.shards) {
     if (auto error = shard.verify())
@@ -509,6 +610,10 @@ std::string ParameterServer::endpoint() const {
 
 int64_t ParameterServer::version() const {
   return service_->version();
+}
+
+PushCounts ParameterServer::counts() const {
+  return service_->counts();
 }
 
 void ParameterServer::shutdown() {

@@ -2,7 +2,9 @@
 // variables. Workers pull values at the start of step s (which waits until s steps are
 // applied) and push gradients at its end; once every contributor pushed step s, the server
 // combines them deterministically (GradientAggregator.h) and applies them through a callback
-// (e.g. an optimizer), which makes its version s + 1.
+// (e.g. an optimizer), which makes its version s + 1. With backup workers (PushPolicy::quorum) a
+// step needs only the first pushes and later ones are dropped; asynchronous (PushPolicy::async)
+// each push is applied on arrival.
 #pragma once
 
 #include <chrono>
@@ -26,6 +28,28 @@ namespace prism::runtime::ps {
 // puts the server in a failed state, reported by every waiting and later call.
 using ApplyGradients = std::function<llvm::Error(int64_t step, const GradientSet &gradients)>;
 
+// How pushes become applied steps (docs/distributed.md, "Asynchronous training and backup
+// workers"). The default is synchronous training: a step waits for every contributor.
+struct PushPolicy {
+  // Synchronous: a step is applied once this many contributors pushed it (0: all of them);
+  // pushes for a step already applied are dropped and answered at once (backup workers).
+  int64_t quorum = 0;
+  // Asynchronous: each push is applied on arrival, alone, and the version counts applied
+  // pushes. Pulls do not wait for a version.
+  bool async = false;
+  // Asynchronous: a pull for step s, and the answer to a push of step s - 1, wait until s is at
+  // most this many steps ahead of the slowest contributor's pushed steps; none: never wait.
+  std::optional<int64_t> maxStaleness;
+};
+
+// What the server did with pushes so far (the job's log line and Status).
+struct PushCounts {
+  std::vector<int64_t> applied, dropped; // by contributor
+  int64_t maxLead = 0; // asynchronous: the most steps a push was ahead of the slowest
+  double examples = 0; // the weights (examples) of applied pushes
+  double seconds = 0;  // from the first apply to the last
+};
+
 struct ParameterServerOptions {
   // host:port to listen on; port 0 picks a free one (see ParameterServer::port()).
   std::string address = "127.0.0.1:0";
@@ -42,6 +66,7 @@ struct ParameterServerOptions {
   // When not empty, the contributors are these indices instead (ascending; with local
   // aggregation a host's leader pushes for the host's workers, which count as one).
   std::vector<int64_t> contributorIds;
+  PushPolicy policy;
   ApplyGradients apply;
   // Called before each apply, under the same lock, with the contributors whose pushes it
   // combines, in the order combined (for traces). Optional.
@@ -71,8 +96,9 @@ public:
   // listens on every interface).
   int port() const { return port_; }
   std::string endpoint() const;
-  // Steps applied so far.
+  // Steps applied so far (asynchronous: pushes applied).
   int64_t version() const;
+  PushCounts counts() const;
   // Wakes every waiting call (they fail), then stops serving. Idempotent.
   void shutdown();
 

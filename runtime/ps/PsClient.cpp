@@ -274,7 +274,7 @@ llvm::Expected<Tensor> PsClient::pullRows(llvm::StringRef name, const Tensor &in
 }
 
 llvm::Error PsClient::push(int64_t step, double weight, int64_t contributor,
-                           llvm::ArrayRef<Gradient> gradients) {
+                           llvm::ArrayRef<Gradient> gradients, PushOutcome *outcome) {
   using PushCall = Call<wire::PushStepRequest, wire::PushStepResponse>;
   std::vector<std::unique_ptr<PushCall>> calls;
   std::map<std::string, wire::PushStepRequest *> requestOf;
@@ -284,6 +284,7 @@ llvm::Error PsClient::push(int64_t step, double weight, int64_t contributor,
     calls.back()->request.set_contributor(contributor);
     calls.back()->request.set_step(step);
     calls.back()->request.set_weight(weight);
+    calls.back()->request.set_job_pushes(jobPushes_);
     requestOf[endpoint] = &calls.back()->request;
   }
 
@@ -341,10 +342,19 @@ llvm::Error PsClient::push(int64_t step, double weight, int64_t contributor,
                 part.second.data());
     }
   }
-  return runAll("PushStep", calls,
-                [](auto *async, auto *context, auto *request, auto *response, auto done) {
-                  async->PushStep(context, request, response, std::move(done));
-                });
+  if (auto e = runAll("PushStep", calls,
+                      [](auto *async, auto *context, auto *request, auto *response, auto done) {
+                        async->PushStep(context, request, response, std::move(done));
+                      }))
+    return e;
+  if (outcome) {
+    *outcome = PushOutcome{};
+    for (const auto &call : calls) {
+      outcome->version = std::max(outcome->version, call->response.version());
+      outcome->dropped |= call->response.dropped();
+    }
+  }
+  return llvm::Error::success();
 }
 
 llvm::Expected<ServerStatus> PsClient::status(llvm::StringRef endpoint) {
@@ -364,6 +374,9 @@ llvm::Expected<ServerStatus> PsClient::status(llvm::StringRef endpoint) {
   result.version = response.version();
   result.contributors = response.contributors();
   result.failure = response.failure();
+  result.appliedPushes.assign(response.applied_pushes().begin(), response.applied_pushes().end());
+  result.droppedPushes.assign(response.dropped_pushes().begin(), response.dropped_pushes().end());
+  result.maxLead = response.max_lead();
   for (const wire::ShardInfo &info : response.shards()) {
     PsShard shard;
     shard.name = info.name();

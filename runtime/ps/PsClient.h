@@ -69,7 +69,16 @@ struct ServerStatus {
   int64_t version = 0;
   int64_t contributors = 0;
   std::vector<PsShard> shards;
-  std::string failure; // empty while healthy
+  std::string failure;                               // empty while healthy
+  std::vector<int64_t> appliedPushes, droppedPushes; // by contributor
+  int64_t maxLead = 0;                               // asynchronous: see ps.proto
+};
+
+// What the servers answered a push: the highest version among them, and whether any dropped it
+// (backup workers: the step was applied without it).
+struct PushOutcome {
+  int64_t version = 0;
+  bool dropped = false;
 };
 
 class PsClient {
@@ -88,8 +97,10 @@ public:
   // server gets one PushStep, empty when it owns none of the gradients, and answers once the
   // step is applied. Gradients are f32 or f64 like their variable.
   llvm::Error push(int64_t step, double weight, int64_t contributor,
-                   llvm::ArrayRef<Gradient> gradients);
+                   llvm::ArrayRef<Gradient> gradients, PushOutcome *outcome = nullptr);
   llvm::Expected<ServerStatus> status(llvm::StringRef endpoint);
+  // Asynchronous training: the pushes the whole job makes, sent with every later push (ps.proto).
+  void setJobPushes(int64_t pushes) { jobPushes_ = pushes; }
 
   // The variables on the servers and where their rows are.
   const std::map<std::string, VariableLayout> &variables() const { return options_.variables; }
@@ -116,6 +127,7 @@ private:
   std::unique_ptr<Channels> channels_;
   std::atomic<uint64_t> bytesSent_{0};
   std::atomic<uint64_t> bytesReceived_{0};
+  std::atomic<int64_t> jobPushes_{0};
 };
 
 } // namespace prism::runtime::ps

@@ -1,6 +1,7 @@
 // Single-device training.
 #include "runtime/train/Trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -187,7 +188,7 @@ public:
       if (auto err = (this->*prepare)())
         return std::move(err);
     start_ = stepStart_ = windowStart_ = Clock::now();
-    while (position_.globalStep < target_)
+    while (!trainedEnough())
       if (auto err = trainStep())
         return std::move(err);
     return finish();
@@ -200,6 +201,11 @@ private:
   llvm::Error prepareBatches();
   llvm::Error openMetrics();
   llvm::Error trainStep();
+  llvm::Error finishEpochAtItsEnd();
+  // The target's steps are done, or the worker role says the job trained enough.
+  bool trainedEnough() const {
+    return worker_ && worker_->trainedEnough ? enough_ : position_.globalStep >= target_;
+  }
   void reportStep(int64_t examples, double loss);
   llvm::Error evaluateTestSet(const std::string &label);
   llvm::Expected<TrainResult> finish();
@@ -215,6 +221,7 @@ private:
   TrainingPosition position_;
   std::optional<data::BatchIterator> batches_;
   int64_t perEpoch_ = 0, target_ = 0, epochs_ = 0;
+  bool enough_ = false; // the worker role's verdict after the last step
   std::unique_ptr<llvm::raw_fd_ostream> metrics_;
   ProgressLine progress_;
   TrainResult result_;
@@ -382,6 +389,16 @@ llvm::Error TrainingRun::trainStep() {
       return err;
   }
   stepSpan.finish();
+  // The step after this one, unless the job moved on without this worker (backup workers).
+  int64_t next = position_.globalStep + 1;
+  if (worker_ && worker_->resumeAt)
+    next = std::clamp(worker_->resumeAt(), next, std::max(target_, next));
+  if (worker_ && worker_->trainedEnough)
+    enough_ = worker_->trainedEnough(target_);
+  const bool last = worker_ && worker_->trainedEnough ? enough_ : next >= target_;
+  if (last && worker_ && worker_->afterLastStep)
+    if (auto err = worker_->afterLastStep())
+      return err;
   double loss = *trainer_->loss();
   if (!std::isfinite(loss))
     return ir::makeError("the loss became " + std::to_string(loss) + " at step " +
@@ -393,6 +410,24 @@ llvm::Error TrainingRun::trainStep() {
   result_.lastLoss = loss;
   // A worker counts the global batch: the job's rate, as one device would see it.
   reportStep(worker_ ? batch.globalSize : batch.size(), loss);
+  if (auto err = finishEpochAtItsEnd())
+    return err;
+  while (position_.globalStep < next) {
+    ++position_.globalStep;
+    ++position_.batchInEpoch;
+    if (auto err = finishEpochAtItsEnd())
+      return err;
+  }
+  // After the epoch's end, so that a restore starts the next epoch as this run does; none at
+  // the last step (a run restored there would have nothing to train).
+  if (options_.checkpoint && options_.checkpointEvery > 0 && position_.globalStep < target_ &&
+      position_.globalStep % options_.checkpointEvery == 0)
+    return options_.checkpoint(position_, store_->all());
+  return llvm::Error::success();
+}
+
+// At an epoch's end: the evaluation and the next epoch's order.
+llvm::Error TrainingRun::finishEpochAtItsEnd() {
   if (position_.batchInEpoch == perEpoch_) {
     if (auto err = evaluateTestSet("epoch " + std::to_string(position_.epoch + 1)))
       return err;
@@ -400,11 +435,6 @@ llvm::Error TrainingRun::trainStep() {
     position_.batchInEpoch = 0;
     batches_->startEpoch(position_.epoch);
   }
-  // After the epoch's end, so that a restore starts the next epoch as this run does; none at
-  // the last step (a run restored there would have nothing to train).
-  if (options_.checkpoint && options_.checkpointEvery > 0 && position_.globalStep < target_ &&
-      position_.globalStep % options_.checkpointEvery == 0)
-    return options_.checkpoint(position_, store_->all());
   return llvm::Error::success();
 }
 
@@ -420,7 +450,8 @@ void TrainingRun::reportStep(int64_t examples, double loss) {
     windowSamples_ = 0;
   }
   double elapsed = seconds(now - start_);
-  double eta = static_cast<double>(target_ - position_.globalStep) * elapsed /
+  // An asynchronous worker may run past the target (its share of the job's pushes is larger).
+  double eta = static_cast<double>(std::max<int64_t>(target_ - position_.globalStep, 0)) * elapsed /
                static_cast<double>(result_.steps);
   progress_.step(position_.epoch + 1, epochs_, position_.batchInEpoch, perEpoch_,
                  position_.globalStep, target_, loss, rate_, eta);

@@ -29,6 +29,16 @@ struct WorkerRole {
   std::function<llvm::Error(int64_t step, int64_t examples, int64_t globalExamples)> beforeStep;
   // After each step (its number): e.g. sends what the step pushed to the parameter servers.
   std::function<llvm::Error(int64_t step)> afterStep;
+  // After afterStep: the step to go on with; one past the step just run, or later when the
+  // step's push was dropped (backup workers) and the job moved on. The steps in between are
+  // skipped: their batches are not trained on by this worker. Null: always the next.
+  std::function<int64_t()> resumeAt;
+  // After each step's afterStep: whether the job has trained enough, given the steps this
+  // worker would run by itself (asynchronous workers run more or fewer). Null: after those.
+  std::function<bool(int64_t steps)> trainedEnough;
+  // After the last step's afterStep, before its evaluation (e.g. until the other workers are
+  // done, so that the evaluation sees the final variables). Null: nothing.
+  std::function<llvm::Error()> afterLastStep;
   // Counters added to each step's metrics line (e.g. bytes sent this step), by name.
   std::function<std::vector<std::pair<std::string, double>>()> stepMetrics;
 };

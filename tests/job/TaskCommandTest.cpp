@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/job/InjectedFault.h"
 #include "runtime/job/TaskCommand.h"
 
 namespace prism::runtime::job {
@@ -109,6 +110,20 @@ TEST(TaskCommand, MistakesNameTheFlag) {
             std::string::npos);
   EXPECT_NE(errorOf(TaskCommand::parse({"plan.pb", "--inject-fault", "explode@3"}))
                 .find("injected fault 'explode@3': expected KIND@STEP"),
+            std::string::npos);
+}
+
+TEST(TaskCommand, SlowWorkerFaultCarriesItsDelay) {
+  auto faults = parseInjectedFaults("worker:2:slow@40");
+  ASSERT_TRUE(static_cast<bool>(faults)) << errorOf(faults.takeError());
+  ASSERT_EQ(faults->size(), 1u);
+  EXPECT_EQ((*faults)[0].kind, InjectedFault::Kind::Slow);
+  EXPECT_EQ((*faults)[0].step, 40); // milliseconds before each step
+  EXPECT_EQ((*faults)[0].str(true), "worker:2:slow@40");
+  auto command = TaskCommand::parse({"plan.pb", "--inject-fault", "slow@40"});
+  ASSERT_TRUE(static_cast<bool>(command)) << errorOf(command.takeError());
+  EXPECT_EQ(command->options.injectFault, "slow@40");
+  EXPECT_NE(errorOf(parseInjectedFault("slow@0").takeError()).find("or slow@MS"),
             std::string::npos);
 }
 

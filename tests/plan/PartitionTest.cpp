@@ -147,6 +147,76 @@ TEST(Partition, HybridWithoutParameterServersSaysWhatToDo) {
   EXPECT_TRUE(static_cast<bool>(partitionFor(*mlp, "local:2")));
 }
 
+TEST(Partition, BackupWorkersPutEveryTrainedVariableOnParameterServers) {
+  auto model = loadModel("embedding_classifier");
+  PartitionOptions options; // hybrid: the dense layers would be all-reduced
+  options.synchronization.backupWorkers = 1;
+  auto result = partitionFor(*model, "local:3,ps=1", options);
+  ASSERT_TRUE(static_cast<bool>(result)) << errorOf(result.takeError());
+  EXPECT_EQ(result->plan.strategy(), "ps");
+  EXPECT_EQ(result->plan.run().backup_workers(), 1);
+  EXPECT_EQ(result->plan.run().sync(), "sync");
+  for (const Variable &v : result->plan.variables()) {
+    if (v.trainable()) {
+      EXPECT_EQ(v.placement(), "ps") << v.name();
+    }
+  }
+  Synchronization read = readSynchronization(result->plan.run());
+  EXPECT_EQ(read.backupWorkers, 1);
+  EXPECT_FALSE(read.exact());
+  EXPECT_NE(describeSynchronization(read, 3).find("the first 2 of 3 workers' gradients"),
+            std::string::npos);
+
+  options.placement.strategy = passes::Strategy::AllReduce;
+  EXPECT_NE(errorOf(partitionFor(*model, "local:3,ps=1", options).takeError())
+                .find("option --backup-workers 1: --strategy allreduce keeps variables in a ring "
+                      "all-reduce"),
+            std::string::npos);
+  options.placement.strategy = passes::Strategy::ParameterServer;
+  options.synchronization.backupWorkers = 3;
+  EXPECT_NE(errorOf(partitionFor(*model, "local:3,ps=1", options).takeError())
+                .find("option --backup-workers 3: each step needs the gradient of at least one "
+                      "worker, and the job has 3 workers (use at most 2)"),
+            std::string::npos);
+}
+
+TEST(Partition, AsynchronousPlansCarryTheStalenessBound) {
+  auto model = loadModel("mlp");
+  PartitionOptions options;
+  options.placement.strategy = passes::Strategy::ParameterServer;
+  auto exact = partitionFor(*model, "local:2,ps=1", options);
+  ASSERT_TRUE(static_cast<bool>(exact)) << errorOf(exact.takeError());
+  EXPECT_EQ(exact->plan.run().sync(), ""); // as plans before version 4
+  EXPECT_TRUE(readSynchronization(exact->plan.run()).exact());
+
+  options.synchronization.mode = SyncMode::Async;
+  auto unbounded = partitionFor(*model, "local:2,ps=1", options);
+  ASSERT_TRUE(static_cast<bool>(unbounded)) << errorOf(unbounded.takeError());
+  EXPECT_EQ(unbounded->plan.run().sync(), "async");
+  EXPECT_EQ(unbounded->plan.run().max_staleness(), -1);
+  EXPECT_FALSE(readSynchronization(unbounded->plan.run()).maxStaleness);
+
+  options.synchronization.maxStaleness = 2;
+  auto bounded = partitionFor(*model, "local:2,ps=1", options);
+  ASSERT_TRUE(static_cast<bool>(bounded)) << errorOf(bounded.takeError());
+  EXPECT_EQ(bounded->plan.run().max_staleness(), 2);
+  EXPECT_EQ(readSynchronization(bounded->plan.run()).maxStaleness, 2);
+  EXPECT_NE(describeSynchronization(readSynchronization(bounded->plan.run()), 2)
+                .find("a worker runs at most 2 steps ahead of the slowest"),
+            std::string::npos);
+
+  // Every variable all-reduced: nothing would be asynchronous.
+  options.placement.strategy = passes::Strategy::AllReduce;
+  EXPECT_NE(errorOf(partitionFor(*model, "local:2,ps=1", options).takeError())
+                .find("option --sync async: no trained variable is on a parameter server"),
+            std::string::npos);
+  options.placement.strategy = passes::Strategy::ParameterServer;
+  options.synchronization.maxStaleness = -1;
+  EXPECT_NE(errorOf(partitionFor(*model, "local:2,ps=1", options).takeError())
+                .find("option --max-staleness -1: expected a number of steps, 0 or more"),
+            std::string::npos);
+}
+
 TEST(Partition, BatchSmallerThanTheTowersIsRefused) {
   auto model = loadModel("mlp");
   PartitionOptions options;

@@ -361,6 +361,38 @@ TEST(PlanDumpTest, ScheduleAndScaledRateShowInTextAndJson) {
   EXPECT_EQ(j["run"]["lr_schedule"], schedule);
 }
 
+TEST(PlanDumpTest, SynchronizationShowsInTextAndJson) {
+  const std::string exact = dump(samplePlan(), DumpFormat::Text);
+  EXPECT_EQ(lineStarting(exact, "sync "), "") << exact;
+  nlohmann::json j = nlohmann::json::parse(dump(samplePlan(), DumpFormat::Json));
+  EXPECT_EQ(j["run"]["sync"], "sync");
+  EXPECT_EQ(j["run"]["backup_workers"], 0);
+  EXPECT_TRUE(j["run"]["max_staleness"].is_null());
+
+  Plan plan = samplePlan(); // two workers
+  plan.mutable_run()->set_sync("async");
+  plan.mutable_run()->set_max_staleness(3);
+  std::string text = dump(plan, DumpFormat::Text);
+  EXPECT_EQ(lineStarting(text, "sync "),
+            "sync      async: parameter servers apply each worker's push on arrival (all-reduce "
+            "variables stay synchronous); a worker runs at most 3 steps ahead of the slowest")
+      << text;
+  j = nlohmann::json::parse(dump(plan, DumpFormat::Json));
+  EXPECT_EQ(j["run"]["sync"], "async");
+  EXPECT_EQ(j["run"]["max_staleness"], 3);
+
+  plan = samplePlan();
+  plan.mutable_run()->set_sync("sync");
+  plan.mutable_run()->set_backup_workers(1);
+  text = dump(plan, DumpFormat::Text);
+  EXPECT_NE(lineStarting(text, "sync ")
+                .find("sync with 1 backup worker: each step applies the "
+                      "first 1 of 2 workers' gradients"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(nlohmann::json::parse(dump(plan, DumpFormat::Json))["run"]["backup_workers"], 1);
+}
+
 TEST(PlanDumpTest, TaskFilterShowsOnlyThatTask) {
   std::string text = dump(samplePlan(), DumpFormat::Text, "ps:1");
   // Task sections start at column 0 with the task's name.

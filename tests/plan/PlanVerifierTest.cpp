@@ -64,6 +64,22 @@ TEST(PlanVerifier, EveryCorruptionIsNamed) {
   const Corruption corruptions[] = {
       {"version", [](Plan &p) { p.set_version(5); },
        "version 5: this prism reads plan versions 1 to 4"},
+      {"sync", [](Plan &p) { p.mutable_run()->set_sync("gossip"); },
+       "run.sync: expected sync or async (or empty), got 'gossip'"},
+      {"staleness without async", [](Plan &p) { p.mutable_run()->set_max_staleness(3); },
+       "run.max_staleness: set in a plan whose run.sync is not async"},
+      {"staleness",
+       [](Plan &p) {
+         p.mutable_run()->set_sync("async");
+         p.mutable_run()->set_max_staleness(-2);
+       },
+       "run.max_staleness: expected -1 (unbounded) or 0 or more, got -2"},
+      {"backup workers", [](Plan &p) { p.mutable_run()->set_backup_workers(2); },
+       "run.backup_workers: 2 for a synchronous plan of 2 workers"},
+      {"backup workers of an all-reduce variable",
+       [](Plan &p) { p.mutable_run()->set_backup_workers(1); },
+       "placed allreduce in a plan with run.backup_workers 1 (every trained variable must be on "
+       "parameter servers)"},
       {"compress", [](Plan &p) { p.mutable_run()->set_compress("int8"); },
        "run.compress: expected fp16 or bf16 (or empty), got 'int8'"},
       {"error feedback", [](Plan &p) { p.mutable_run()->set_error_feedback(true); },

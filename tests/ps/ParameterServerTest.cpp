@@ -1,6 +1,7 @@
 // The parameter servers in synchronous training, over real gRPC on loopback: the weighted-mean
 // SGD against a float64 oracle, bit-identical results whatever the push order, bounded waits,
-// step errors, checkpoints and apply failures.
+// step errors, checkpoints and apply failures; backup workers' dropped pushes, asynchronous
+// pushes applied on arrival and the staleness bound.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -326,4 +327,135 @@ TEST(ParameterServer, StartRejectsBadOptions) {
   started = ParameterServer::start(options);
   ASSERT_FALSE(bool(started));
   EXPECT_NE(llvm::toString(started.takeError()).find("another shape"), std::string::npos);
+}
+
+namespace {
+
+// Both servers' shards of `w` and `bias` after the pushes, flattened.
+std::vector<float> denseValues(const TestCluster &cluster) {
+  std::vector<float> values;
+  for (const auto &store : cluster.stores)
+    for (const char *name : {"w", "bias"})
+      if (const Tensor *t = store->find(name))
+        values.insert(values.end(), t->data<float>(), t->data<float>() + t->numElements());
+  return values;
+}
+
+PushPolicy quorumOf(int64_t quorum) {
+  PushPolicy policy;
+  policy.quorum = quorum;
+  return policy;
+}
+
+PushPolicy asynchronous(std::optional<int64_t> maxStaleness) {
+  PushPolicy policy;
+  policy.async = true;
+  policy.maxStaleness = maxStaleness;
+  return policy;
+}
+
+} // namespace
+
+TEST(ParameterServer, BackupWorkersApplyTheFirstPushesAndDropTheLateOne) {
+  TestCluster cluster(3, milliseconds(20000), -1, {}, quorumOf(2));
+  auto client = cluster.client();
+  // Contributors 2 and 0 arrive first (each push waits for the quorum); 1 comes late.
+  std::thread first(
+      [&] { EXPECT_FALSE(bool(client->push(0, kWeights[2], 2, gradientsOf(2, 0)))); });
+  PushOutcome outcome;
+  ASSERT_FALSE(bool(client->push(0, kWeights[0], 0, gradientsOf(0, 0), &outcome)));
+  first.join();
+  EXPECT_FALSE(outcome.dropped);
+  EXPECT_EQ(outcome.version, 1);
+  ASSERT_FALSE(bool(client->push(0, kWeights[1], 1, gradientsOf(1, 0), &outcome)));
+  EXPECT_TRUE(outcome.dropped);
+  EXPECT_EQ(outcome.version, 1);
+  for (const std::string &endpoint : client->endpoints()) {
+    auto status = client->status(endpoint);
+    ASSERT_TRUE(bool(status)) << llvm::toString(status.takeError());
+    EXPECT_EQ(status->version, 1);
+    EXPECT_EQ(status->appliedPushes, (std::vector<int64_t>{1, 0, 1}));
+    EXPECT_EQ(status->droppedPushes, (std::vector<int64_t>{0, 1, 0}));
+  }
+  EXPECT_EQ(cluster.servers[0]->counts().examples, kWeights[0] + kWeights[2]);
+
+  // The step is the batch-weighted mean of the two that arrived: what a two-worker job of the
+  // same contributions computes.
+  TestCluster pair(3, milliseconds(20000), -1, {}, quorumOf(2));
+  auto other = pair.client();
+  std::thread zero([&] { EXPECT_FALSE(bool(other->push(0, kWeights[0], 0, gradientsOf(0, 0)))); });
+  ASSERT_FALSE(bool(other->push(0, kWeights[2], 2, gradientsOf(2, 0))));
+  zero.join();
+  EXPECT_EQ(denseValues(cluster), denseValues(pair));
+}
+
+TEST(ParameterServer, AsynchronousPushesAreAppliedOnArrivalOneByOne) {
+  TestCluster cluster(2, milliseconds(20000), -1, {}, asynchronous(std::nullopt));
+  auto client = cluster.client();
+  // Contributor 0 runs three steps while 1 runs none: nothing waits.
+  PushOutcome outcome;
+  for (int64_t step = 0; step < 3; ++step)
+    ASSERT_FALSE(bool(client->push(step, kWeights[0], 0, gradientsOf(0, step), &outcome)));
+  EXPECT_EQ(outcome.version, 3);
+  EXPECT_FALSE(outcome.dropped);
+  auto pulled = client->pull("w", 7); // no version to wait for
+  ASSERT_TRUE(bool(pulled)) << llvm::toString(pulled.takeError());
+  ASSERT_FALSE(bool(client->push(0, kWeights[1], 1, gradientsOf(1, 0), &outcome)));
+  EXPECT_EQ(outcome.version, 4);
+  PushCounts counts = cluster.servers[0]->counts();
+  EXPECT_EQ(counts.applied, (std::vector<int64_t>{3, 1}));
+  EXPECT_EQ(counts.maxLead, 2);
+  llvm::Error outOfOrder = client->push(5, kWeights[1], 1, gradientsOf(1, 5));
+  ASSERT_TRUE(bool(outOfOrder));
+  EXPECT_NE(llvm::toString(std::move(outOfOrder)).find("its next one is of step 1"),
+            std::string::npos);
+
+  // One contribution applied alone is its own gradient: SGD on w by lr * g.
+  TestCluster single(1, milliseconds(20000), -1, {}, asynchronous(std::nullopt));
+  auto alone = single.client();
+  ASSERT_FALSE(bool(alone->push(0, kWeights[1], 0, gradientsOf(1, 0))));
+  const Tensor *w = single.stores[0]->find("w");
+  std::vector<Gradient> g = gradientsOf(1, 0);
+  for (int64_t i = 0; i < w->numElements(); ++i)
+    EXPECT_FLOAT_EQ(w->data<float>()[i],
+                    static_cast<float>(initialValue("w", i)) -
+                        static_cast<float>(kLearningRate) * g[1].dense.data<float>()[i]);
+}
+
+TEST(ParameterServer, StalenessBoundHoldsAContributorTooFarAhead) {
+  TestCluster cluster(2, milliseconds(300), -1, {}, asynchronous(1));
+  auto client = cluster.client();
+  ASSERT_FALSE(bool(client->push(0, kWeights[0], 0, gradientsOf(0, 0))));
+  // Step 1 is applied, but contributor 0 may not start step 2 while 1 has pushed nothing.
+  llvm::Error held = client->push(1, kWeights[0], 0, gradientsOf(0, 1));
+  ASSERT_TRUE(bool(held));
+  EXPECT_NE(llvm::toString(std::move(held)).find("waiting for the slowest worker"),
+            std::string::npos);
+  EXPECT_EQ(cluster.servers[0]->version(), 2);
+  auto early = client->pull("w", 2);
+  ASSERT_FALSE(bool(early));
+  EXPECT_NE(llvm::toString(early.takeError()).find("pull for step 2 timed out"), std::string::npos);
+  // Once contributor 1 pushed a step, step 2 is within the bound.
+  ASSERT_FALSE(bool(client->push(0, kWeights[1], 1, gradientsOf(1, 0))));
+  EXPECT_TRUE(bool(client->pull("w", 2)));
+  EXPECT_EQ(cluster.servers[0]->counts().maxLead, 1);
+}
+
+TEST(ParameterServer, OnceTheJobsPushesAreInNobodyWaitsForTheSlowest) {
+  TestCluster cluster(2, milliseconds(300), -1, {}, asynchronous(0));
+  auto client = cluster.client();
+  client->setJobPushes(2);
+  // Contributor 1 may not start step 1 before 0 pushed step 0 (staleness 0).
+  llvm::Error held = client->push(0, kWeights[1], 1, gradientsOf(1, 0));
+  ASSERT_TRUE(bool(held));
+  EXPECT_NE(llvm::toString(std::move(held)).find("waiting for the slowest worker"),
+            std::string::npos);
+  // Contributor 0's push is the job's last: it is answered at once, and 0 may even go on,
+  // although 1 (which stopped) is behind.
+  PushOutcome outcome;
+  ASSERT_FALSE(bool(client->push(0, kWeights[0], 0, gradientsOf(0, 0), &outcome)));
+  EXPECT_EQ(outcome.version, 2);
+  ASSERT_FALSE(bool(client->push(1, kWeights[0], 0, gradientsOf(0, 1), &outcome)));
+  EXPECT_EQ(outcome.version, 3);
+  EXPECT_TRUE(bool(client->pull("w", 5)));
 }

@@ -66,11 +66,12 @@ inline llvm::Error applySgd(runtime::VariableStore &store, const GradientSet &gr
 class TestCluster {
 public:
   // `apply` defaults to SGD on the server's store; `failAtStep` >= 0 makes that step fail.
-  // `tls`: each server's identity (TLS), or none (plaintext).
+  // `tls`: each server's identity (TLS), or none (plaintext). `policy`: how pushes become steps.
   explicit TestCluster(int64_t contributors,
                        std::chrono::milliseconds waitTimeout = std::chrono::milliseconds(20000),
                        int64_t failAtStep = -1,
-                       std::vector<std::optional<dist::TlsIdentity>> tls = {}) {
+                       std::vector<std::optional<dist::TlsIdentity>> tls = {},
+                       PushPolicy policy = {}) {
     for (size_t server = 0; server < 2; ++server) {
       auto store = std::make_shared<runtime::VariableStore>();
       ParameterServerOptions options;
@@ -78,6 +79,7 @@ public:
       if (server < tls.size())
         options.tls = tls[server];
       options.contributors = contributors;
+      options.policy = policy;
       options.variables = store;
       options.waitTimeout = waitTimeout;
       options.apply = [store, failAtStep](int64_t step, const GradientSet &gradients) {
