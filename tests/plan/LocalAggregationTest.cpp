@@ -101,6 +101,43 @@ TEST(LocalAggregation, OffAndPlansWithoutRowTrafficHaveNone) {
   }
 }
 
+// Workers that do not wait for each other must not meet at a leader every step: auto leaves
+// aggregation off under async and backup workers, `on` says why, the verifier refuses it.
+TEST(LocalAggregation, WorkersThatDoNotWaitForEachOtherDoNotAggregate) {
+  for (const char *flag : {"--sync async", "--backup-workers"}) {
+    PartitionOptions options;
+    options.placement.strategy = *passes::parseStrategy("ps");
+    if (std::string(flag) == "--sync async")
+      options.synchronization.mode = SyncMode::Async;
+    else
+      options.synchronization.backupWorkers = 1;
+    auto none = partitionFor("embedding_classifier", kTwoByTwo, options);
+    ASSERT_TRUE(static_cast<bool>(none)) << llvm::toString(none.takeError());
+    EXPECT_EQ(none->plan.host_aggregation_size(), 0) << flag;
+
+    Plan corrupted = none->plan;
+    corrupted.mutable_run()->set_local_aggregation("auto");
+    HostAggregation *a = corrupted.add_host_aggregation();
+    a->set_host("local0");
+    a->set_leader("worker:0");
+    a->add_members("worker:0");
+    a->add_members("worker:1");
+    llvm::Error e = verifyPlan(corrupted);
+    ASSERT_TRUE(static_cast<bool>(e)) << flag;
+    EXPECT_NE(llvm::toString(std::move(e)).find("whose workers do not wait for each other"),
+              std::string::npos);
+
+    options.localAggregation = LocalAggregationMode::On;
+    auto refused = partitionFor("embedding_classifier", kTwoByTwo, options);
+    ASSERT_FALSE(static_cast<bool>(refused)) << flag;
+    std::string message = llvm::toString(refused.takeError());
+    EXPECT_NE(message.find("--local-aggregation on: a host's workers would wait for each other"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find(flag), std::string::npos) << message;
+  }
+}
+
 TEST(LocalAggregation, FlagValues) {
   EXPECT_EQ(*parseLocalAggregation("auto"), LocalAggregationMode::Auto);
   EXPECT_EQ(*parseLocalAggregation("on"), LocalAggregationMode::On);
