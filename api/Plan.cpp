@@ -3,6 +3,7 @@
 #include "cluster/ClusterParser.h"
 #include "ir/Diagnostic.h"
 #include "plan/CommunicationCost.h"
+#include "plan/ElasticRange.h"
 #include "plan/Partitioner.h"
 #include "plan/PlanDump.h"
 #include "plan/PlanFile.h"
@@ -89,6 +90,13 @@ llvm::Expected<plan::PartitionOptions> partitionOptions(const CompileOptions &op
     result.compress = *compress;
   }
   result.errorFeedback = options.errorFeedback;
+  auto elastic = plan::parseElasticRange(options.elastic);
+  if (!elastic) {
+    llvm::consumeError(elastic.takeError());
+    return badOption("elastic", "MIN:MAX", "'" + options.elastic + "'");
+  }
+  result.elasticMin = elastic->min;
+  result.elasticMax = elastic->max;
   return result;
 }
 

@@ -10,6 +10,7 @@
 #include "ir/OpTable.h"
 #include "ir/Printer.h"
 #include "ir/VariablePlacement.h"
+#include "plan/ElasticRange.h"
 #include "plan/Estimate.h"
 #include "plan/PlanFile.h"
 #include "plan/PlanVerifier.h"
@@ -468,6 +469,8 @@ void fillRunConfig(const std::optional<ir::Optimizer> &model,
   if (options.compress != ir::ComputePrecision::F32)
     run.set_compress(ir::precisionName(options.compress).str());
   run.set_error_feedback(options.errorFeedback);
+  run.set_elastic_min(options.elasticMin);
+  run.set_elastic_max(options.elasticMax);
   run.set_job_token(options.jobToken.empty() ? makeJobToken() : options.jobToken);
 }
 
@@ -492,6 +495,8 @@ llvm::Expected<PartitionResult> partition(std::unique_ptr<ir::Module> routed,
     return towers.takeError();
   if (options.errorFeedback && options.compress == ir::ComputePrecision::F32)
     return ir::makeError("--error-feedback needs --compress fp16 or bf16");
+  if (auto e = checkElasticRange(options.elasticMin, options.elasticMax, cluster.numWorkers()))
+    return std::move(e);
   if (auto e = checkAccumulation(options.accumulate, options.globalBatch,
                                  cluster.numWorkers() * *towers))
     return std::move(e);

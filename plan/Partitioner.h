@@ -36,6 +36,8 @@ struct PartitionOptions {
   // error feedback.
   ir::ComputePrecision compress = ir::ComputePrecision::F32;
   bool errorFeedback = false;
+  // Elastic membership (--elastic MIN:MAX): the job goes on with MIN to MAX workers; 0: off.
+  int32_t elasticMin = 0, elasticMax = 0;
   std::string jobToken; // empty: a fresh random token
 };
 

@@ -435,6 +435,11 @@ void printHeader(const Plan &plan, llvm::raw_ostream &os) {
     header.add({"compress", plan.run().compress() +
                                 " on the wire: all-reduce buckets, PS pushes and row pulls" +
                                 (plan.run().error_feedback() ? ", with error feedback" : "")});
+  if (plan.run().elastic_max() > 0)
+    header.add({"elastic", std::to_string(plan.run().elastic_min()) + " to " +
+                               std::to_string(plan.run().elastic_max()) +
+                               " workers: a lost worker leaves the others training, and "
+                               "workers may join"});
   if (std::string lr = learningRateLine(plan.run()); !lr.empty())
     header.add({"lr", lr});
   header.print(os, "");
@@ -706,7 +711,9 @@ std::string printJson(PlanView &view, const TaskView *only) {
               {"precision", run.precision().empty() ? "f32" : run.precision()},
               {"accumulate", std::max(1, run.accumulate())},
               {"compress", run.compress().empty() ? "none" : run.compress()},
-              {"error_feedback", run.error_feedback()}}}};
+              {"error_feedback", run.error_feedback()},
+              {"elastic_min", run.elastic_min()},
+              {"elastic_max", run.elastic_max()}}}};
   return j.dump(2) + "\n";
 }
 

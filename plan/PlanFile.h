@@ -12,7 +12,8 @@ namespace prism::plan {
 // The plan format this build writes, and the oldest it reads. Version 2 added
 // run.accumulate (gradient accumulation); a version-1 plan runs one micro-batch per step.
 // Version 3 added run.compress and run.error_feedback (an older runtime would ignore them).
-constexpr uint32_t kPlanVersion = 3;
+// Version 4 added run.elastic_min and run.elastic_max (elastic membership).
+constexpr uint32_t kPlanVersion = 4;
 constexpr uint32_t kOldestPlanVersion = 1;
 
 // Whether writePlan verifies the plan first: a plan partition() just made (and verified) need

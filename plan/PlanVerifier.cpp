@@ -15,6 +15,7 @@
 #include "ir/Verifier.h"
 #include "passes/ParallelizeOptions.h"
 #include "plan/CommunicationCost.h"
+#include "plan/ElasticRange.h"
 #include "plan/PlanFile.h"
 #include "plan/PlanTasks.h"
 #include "plan/PlanVariables.h"
@@ -92,6 +93,8 @@ llvm::Error verifyCluster(const Plan &plan) {
   }
   if (plan.run().error_feedback() && plan.run().compress().empty())
     return fail("run.error_feedback: error feedback needs run.compress");
+  if (auto e = checkElasticRange(plan.run().elastic_min(), plan.run().elastic_max(), workers))
+    return fail("run.elastic_min/elastic_max: " + ir::messageOf(std::move(e)));
   // Every micro-batch of every worker has an example for each tower.
   const int64_t accumulate = std::max(1, plan.run().accumulate());
   if (plan.run().accumulate() < 0 || plan.run().global_batch() < towers * accumulate)

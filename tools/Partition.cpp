@@ -3,6 +3,7 @@
 
 #include "ir/Diagnostic.h"
 #include "plan/CommunicationCost.h"
+#include "plan/ElasticRange.h"
 #include "plan/PlanDump.h"
 #include "plan/PlanTasks.h"
 #include "plan/PlanVariables.h"
@@ -46,6 +47,9 @@ void CompileArgs::addOptions(CLI::App &cmd, bool runOptions, bool clusterRequire
       ->capture_default_str();
   cmd.add_flag("--error-feedback", options.errorFeedback,
                "With --compress: add each worker's rounding error to its next contribution");
+  cmd.add_option("--elastic", elastic,
+                 "MIN:MAX: a lost worker leaves the others training while MIN remain, and "
+                 "workers may join (prism task --join) up to MAX");
   if (!runOptions)
     return;
   cmd.add_option("--batch", options.globalBatch, "Global batch size (all workers together)")
@@ -104,6 +108,11 @@ llvm::Expected<plan::PartitionOptions> CompileArgs::toOptions() const {
   checked.compress = *parsedCompress;
   if (checked.errorFeedback && checked.compress == ir::ComputePrecision::F32)
     return ir::makeError("option --error-feedback: it needs --compress fp16 or bf16");
+  auto parsedElastic = plan::parseElasticRange(elastic);
+  if (!parsedElastic)
+    return parsedElastic.takeError();
+  checked.elasticMin = parsedElastic->min;
+  checked.elasticMax = parsedElastic->max;
   return checked;
 }
 
@@ -124,6 +133,9 @@ llvm::Expected<api::CompileOptions> CompileArgs::toApiOptions() const {
   result.fuse = checked->fuse;
   result.precision = ir::precisionName(checked->precision).str();
   result.accumulate = checked->accumulate;
+  if (checked->elasticMax > 0)
+    result.elastic =
+        std::to_string(checked->elasticMin) + ":" + std::to_string(checked->elasticMax);
   result.lrScaleRule = plan::lrScaleRuleName(checked->lrScaling.rule).str();
   result.lrBaseBatch = checked->lrScaling.baseBatch;
   result.compress = plan::compressionName(checked->compress).str();

@@ -20,12 +20,13 @@ struct CompileArgs {
   std::string precision = ir::precisionName(ir::ComputePrecision::F32).str();
   std::string lrScaleRule = plan::lrScaleRuleName(plan::LearningRateScaling().rule).str();
   std::string compress = "none";
+  std::string elastic; // --elastic MIN:MAX; empty: not elastic
   // The flags' values land here; the defaults are the typed options' own.
   plan::PartitionOptions options;
 
   // --cluster, --strategy, --replication, --partitions, --bucket-mb, --partition-threshold-mb,
   // --no-fuse, --precision, --accumulate, --lr-scale-rule, --lr-base-batch, --compress,
-  // --error-feedback; with `runOptions`
+  // --error-feedback, --elastic; with `runOptions`
   // also --batch, --steps, --seed.
   void addOptions(CLI::App &cmd, bool runOptions = true, bool clusterRequired = true);
   cluster::Replication replicationKind() const;

@@ -117,6 +117,13 @@ int runVerify(const VerifyArgs &given) {
         args.compile.compress +
         " rounds every gradient a worker sends: compressed training is close to, not equal to, "
         "single-device training (docs/distributed.md, \"Compressed communication\")"));
+  if (partitionOptions->elasticMax > 0)
+    return reportError(ir::makeError(
+        "prism verify checks that a plan trains exactly like one device, and --elastic " +
+        args.compile.elastic +
+        " lets the set of workers change during the run, which splits later batches "
+        "differently, so the run leaves exact equivalence (docs/distributed.md, \"Elastic "
+        "membership\")"));
   if (partitionOptions->steps == 0)
     partitionOptions->steps = runtime::job::kDefaultVerifySteps;
   if (args.compile.cluster.empty()) {

@@ -89,6 +89,7 @@ struct CompileOptions {
   std::optional<int64_t> lrBaseBatch; // the batch the model's lr is for; default 128
   std::string compress;               // none, fp16 or bf16: gradients on the wire; empty: none
   bool errorFeedback = false;         // with compress: rounding errors carried to the next step
+  std::string elastic;                // "MIN:MAX": elastic membership; empty: a lost worker aborts
 };
 
 // A compiled plan: the cluster, the placement of every variable, each task's program. Copies

@@ -134,6 +134,26 @@ llvm::Error WorkerCommunication::synchronize() {
   return std::move(firstError_);
 }
 
+void WorkerCommunication::abandonStep() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  queue_.clear();
+  inFlight_.clear();
+  changed_.wait(lock, [this] { return !busy_; });
+  llvm::consumeError(std::move(firstError_));
+  firstError_ = llvm::Error::success();
+  nextBuffer_ = 0;
+  pending_.clear();
+}
+
+void WorkerCommunication::replaceGroup(std::unique_ptr<dist::Collective> collective, int64_t rank,
+                                       int64_t membershipEpoch) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  collective_ = std::move(collective);
+  rank_ = rank;
+  if (ps_)
+    ps_->setMembershipEpoch(membershipEpoch);
+}
+
 void WorkerCommunication::beginStep(int64_t step, int64_t examples, int64_t globalExamples) {
   step_ = step;
   examples_ = examples;

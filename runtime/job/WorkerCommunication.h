@@ -51,6 +51,15 @@ public:
   llvm::Error synchronize() override;
 
   ps::PsClient *psClient() { return ps_.get(); }
+  // The worker group (between steps: the all-reduce thread is idle then).
+  dist::Collective &group() { return *collective_; }
+  // Elastic membership. After a failed step: drops the all-reduces not started, waits for the
+  // one running (it ends, failing, within the group's timeout) and forgets its error.
+  void abandonStep();
+  // Between steps: the group of a new membership, this worker's rank in it, and the epoch the
+  // parameter servers are to see.
+  void replaceGroup(std::unique_ptr<dist::Collective> collective, int64_t rank,
+                    int64_t membershipEpoch);
   // Payload bytes this worker sent and received so far: what a ring all-reduce moves each way,
   // 2(N−1)/N of each bucket, and the serialized PS messages.
   uint64_t bytesSent() const;

@@ -47,6 +47,7 @@ public:
   explicit Service(ParameterServerOptions options) : options_(std::move(options)) {
     for (size_t i = 0; i < options_.shards.size(); ++i)
       shardIndex_[options_.shards[i].name] = i;
+    contributors_ = options_.contributors;
   }
 
   llvm::Error prepareShards();
@@ -56,6 +57,7 @@ public:
     std::lock_guard<std::mutex> lock(mutex_);
     return version_;
   }
+  int64_t changeMembership(int64_t epoch, int64_t contributors);
   llvm::Error save(llvm::StringRef path) const;
   llvm::Error load(llvm::StringRef path);
 
@@ -75,7 +77,10 @@ private:
   // Waits (lock held) until `ready()`, failing when the server failed or shuts down, or when
   // neither the wait timeout nor the client's deadline leaves time.
   grpc::Status waitUntil(std::unique_lock<std::mutex> &lock, grpc::ServerContext *context,
-                         const std::function<bool()> &ready, const std::string &what);
+                         const std::function<bool()> &ready, const std::string &what,
+                         int64_t epoch);
+  // ABORTED when a call of membership `epoch` comes after the server moved to a newer one.
+  std::optional<grpc::Status> staleEpoch(int64_t epoch, const std::string &what) const;
   grpc::Status failedStatus() const {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "parameter server failed: " + failure_);
@@ -102,6 +107,9 @@ private:
   bool shuttingDown_ = false;
   // Buffered pushes of steps version_ and version_ + 1, by step, then contributor index.
   std::map<int64_t, std::map<int64_t, Contribution>> pending_;
+  // Elastic membership: the epoch and how many workers push each step in it.
+  int64_t epoch_ = 0;
+  int64_t contributors_ = 0;
 };
 
 llvm::Error ParameterServer::Service::prepareShards() {
@@ -161,10 +169,31 @@ grpc::Status ParameterServer::Service::authenticate(grpc::ServerContext *context
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong job token");
 }
 
+int64_t ParameterServer::Service::changeMembership(int64_t epoch, int64_t contributors) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (epoch <= epoch_)
+    return version_;
+  epoch_ = epoch;
+  contributors_ = contributors;
+  // The step in flight is redone by the new membership: what its old members pushed goes.
+  pending_.clear();
+  changed_.notify_all();
+  return version_;
+}
+
+std::optional<grpc::Status> ParameterServer::Service::staleEpoch(int64_t epoch,
+                                                                 const std::string &what) const {
+  if (epoch == epoch_)
+    return std::nullopt;
+  return grpc::Status(grpc::StatusCode::ABORTED, what + " of membership " + std::to_string(epoch) +
+                                                     " refused: the server is at membership " +
+                                                     std::to_string(epoch_));
+}
+
 grpc::Status ParameterServer::Service::waitUntil(std::unique_lock<std::mutex> &lock,
                                                  grpc::ServerContext *context,
                                                  const std::function<bool()> &ready,
-                                                 const std::string &what) {
+                                                 const std::string &what, int64_t epoch) {
   Clock::time_point deadline = std::min(Clock::now() + options_.waitTimeout, context->deadline());
   for (;;) {
     if (!failure_.empty())
@@ -173,6 +202,8 @@ grpc::Status ParameterServer::Service::waitUntil(std::unique_lock<std::mutex> &l
     // job's end (and this server's shutdown) comes right after that apply.
     if (ready())
       return grpc::Status::OK;
+    if (auto stale = staleEpoch(epoch, what))
+      return *stale;
     if (shuttingDown_)
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "parameter server is shutting down");
     if (changed_.wait_until(lock, deadline) == std::cv_status::timeout && !ready() &&
@@ -208,7 +239,8 @@ grpc::Status ParameterServer::Service::Pull(grpc::ServerContext *context,
   std::unique_lock<std::mutex> lock(mutex_);
   int64_t step = request->step();
   grpc::Status waited = waitUntil(
-      lock, context, [&] { return version_ >= step; }, "pull for step " + std::to_string(step));
+      lock, context, [&] { return version_ >= step; }, "pull for step " + std::to_string(step),
+      request->membership_epoch());
   if (!waited.ok())
     return waited;
   for (const PsShard *shard : shards) {
@@ -245,7 +277,7 @@ grpc::Status ParameterServer::Service::PullRows(grpc::ServerContext *context,
   int64_t step = request->step();
   grpc::Status waited = waitUntil(
       lock, context, [&] { return version_ >= step; },
-      "pull of rows for step " + std::to_string(step));
+      "pull of rows for step " + std::to_string(step), request->membership_epoch());
   if (!waited.ok())
     return waited;
   auto value = shardValue(*shard);
@@ -315,7 +347,7 @@ llvm::Expected<GradientSet> ParameterServer::Service::decodeGradients(
 void ParameterServer::Service::applyCompleteSteps() {
   while (failure_.empty()) {
     auto step = pending_.find(version_);
-    if (step == pending_.end() || static_cast<int64_t>(step->second.size()) < options_.contributors)
+    if (step == pending_.end() || static_cast<int64_t>(step->second.size()) < contributors_)
       return;
     // By contributor index (the map's order), never by arrival.
     std::vector<Contribution> contributions;
@@ -347,10 +379,8 @@ grpc::Status ParameterServer::Service::PushStep(grpc::ServerContext *context,
   int64_t step = request->step(), contributor = request->contributor();
   std::string what =
       "push of step " + std::to_string(step) + " by contributor " + std::to_string(contributor);
-  if (contributor < 0 || contributor >= options_.contributors)
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        what + ": contributors are 0 to " +
-                            std::to_string(options_.contributors - 1));
+  if (contributor < 0)
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, what + ": a negative contributor");
   if (!(request->weight() > 0) || !std::isfinite(request->weight()))
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         what + ": its weight is not a positive number");
@@ -362,6 +392,12 @@ grpc::Status ParameterServer::Service::PushStep(grpc::ServerContext *context,
   std::unique_lock<std::mutex> lock(mutex_);
   if (!failure_.empty())
     return failedStatus();
+  if (auto stale = staleEpoch(request->membership_epoch(), what))
+    return *stale;
+  // The workers of the membership (it changes with elastic membership).
+  if (contributor >= contributors_)
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        what + ": contributors are 0 to " + std::to_string(contributors_ - 1));
   if (step != version_ && step != version_ + 1)
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         what + " refused: the server is at version " + std::to_string(version_) +
@@ -374,7 +410,7 @@ grpc::Status ParameterServer::Service::PushStep(grpc::ServerContext *context,
   contributions[contributor] = Contribution{request->weight(), std::move(*gradients)};
   applyCompleteSteps();
   grpc::Status waited = waitUntil(
-      lock, context, [&] { return version_ > step; }, what);
+      lock, context, [&] { return version_ > step; }, what, request->membership_epoch());
   if (!waited.ok())
     return waited;
   response->set_version(version_);
@@ -388,7 +424,7 @@ grpc::Status ParameterServer::Service::Status(grpc::ServerContext *context,
     return status;
   std::lock_guard<std::mutex> lock(mutex_);
   response->set_version(version_);
-  response->set_contributors(options_.contributors);
+  response->set_contributors(contributors_);
   response->set_failure(failure_);
   for (const PsShard &shard : options_.shards) {
     wire::ShardInfo *info = response->add_shards();
@@ -491,6 +527,10 @@ std::string ParameterServer::endpoint() const {
 
 int64_t ParameterServer::version() const {
   return service_->version();
+}
+
+int64_t ParameterServer::changeMembership(int64_t epoch, int64_t contributors) {
+  return service_->changeMembership(epoch, contributors);
 }
 
 void ParameterServer::shutdown() {

@@ -91,6 +91,9 @@ public:
                    llvm::ArrayRef<Gradient> gradients);
   llvm::Expected<ServerStatus> status(llvm::StringRef endpoint);
 
+  // Elastic membership: the epoch every later call carries (the servers refuse older ones).
+  void setMembershipEpoch(int64_t epoch) { membershipEpoch_ = epoch; }
+
   // Every server of the layout, sorted.
   const std::vector<std::string> &endpoints() const { return endpoints_; }
   // Serialized request and response message bytes so far (the payload, without gRPC framing).
@@ -114,6 +117,7 @@ private:
   std::unique_ptr<Channels> channels_;
   std::atomic<uint64_t> bytesSent_{0};
   std::atomic<uint64_t> bytesReceived_{0};
+  std::atomic<int64_t> membershipEpoch_{0};
 };
 
 } // namespace prism::runtime::ps
