@@ -46,6 +46,7 @@ ElasticWorker::~ElasticWorker() {
 
 void ElasticWorker::install(train::WorkerRole &role) {
   role.rankZeroReports = true;
+  role.joining = joinPending_;
   role.atStepBoundary = [this](int64_t steps, runtime::VariableStore &store) {
     return atStepBoundary(steps, store);
   };
@@ -124,6 +125,11 @@ ElasticWorker::atStepBoundary(int64_t steps, runtime::VariableStore &store) {
     return std::optional<train::Membership>(*membership);
   }
   keep(steps, store);
+  // A group formed after a failed step goes straight into the step, as one formed here does.
+  if (regroupedAfterFailure_) {
+    regroupedAfterFailure_ = false;
+    return std::nullopt;
+  }
   // Every member takes the same decision at the same step: whether any of them saw a newer
   // membership (a worker joined).
   double newer = seenEpoch_ > epoch_ ? 1.0 : 0.0;
@@ -157,12 +163,15 @@ llvm::Expected<train::Membership> ElasticWorker::afterFailedStep(llvm::Error fai
   logLine(client_.taskName() + ": step " + std::to_string(steps) +
           " was interrupted by a change of membership (" + ir::messageOf(std::move(failure)) +
           "); it is redone");
-  return regroup(steps, store);
+  auto membership = regroup(steps, store);
+  regroupedAfterFailure_ = static_cast<bool>(membership);
+  return membership;
 }
 
 llvm::Expected<train::Membership> ElasticWorker::regroup(std::optional<int64_t> stepsDone,
                                                          runtime::VariableStore &store) {
-  const auto deadline = Clock::now() + options_.groupTimeout;
+  // Longer than a collective's timeout: a member may be waiting out one with a lost peer.
+  const auto deadline = Clock::now() + options_.groupTimeout + options_.lossTimeout;
   for (;;) {
     auto epoch = newestEpoch();
     if (!epoch)
@@ -213,10 +222,11 @@ ElasticWorker::regroupAt(int64_t epoch, std::optional<int64_t> stepsDone,
     if (newer())
       return std::nullopt;
     if (Clock::now() > deadline)
-      return ir::makeError("membership " + std::to_string(epoch) + " (" + *listed +
-                           "): these did not report within " +
-                           std::to_string(options_.groupTimeout.count() / 1000) +
-                           " s: " + llvm::join(*missing, ", "));
+      return ir::makeError(
+          "membership " + std::to_string(epoch) + " (" + *listed +
+          "): these did not report within " +
+          std::to_string((options_.groupTimeout + options_.lossTimeout).count() / 1000) +
+          " s: " + llvm::join(*missing, ", "));
     std::this_thread::sleep_for(kPoll);
   }
   auto step = resumeStep(epoch, members);

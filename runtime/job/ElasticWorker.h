@@ -84,6 +84,9 @@ private:
   ElasticOptions options_;
   int64_t epoch_, rank_, workers_;
   bool joinPending_;
+  // The group was re-formed after a failed step: the next step starts without the membership
+  // check, as it does on members that re-formed it at the boundary (a joining worker).
+  bool regroupedAfterFailure_ = false;
   std::array<Snapshot, 2> snapshots_; // the newest first
   // The newest epoch the coordinator published, as last seen by the watcher thread.
   std::atomic<int64_t> seenEpoch_;

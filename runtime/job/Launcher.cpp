@@ -263,8 +263,9 @@ std::string failureOf(Child &child) {
 // badly. A task that exits because the job was aborted is not the cause (a stopped ps:0 used to
 // be reported as ps:1 exiting with status 1).
 // Elastic membership: a worker that ended without finishing is lost, not the job's failure
-// (the coordinator drops it, or aborts when too few remain); one the coordinator dropped (it
-// stopped answering) is killed, so that it cannot come back. Whether `child` is taken care of.
+// (the coordinator drops it, or aborts saying that too few remain: the abort names the cause);
+// one the coordinator dropped (it stopped answering) is killed, so that it cannot come back.
+// Whether `child` is taken care of.
 bool loseElasticWorker(RunningJob &job, Child &child, bool exited) {
   if (!job.elastic || !llvm::StringRef(child.task).startswith("worker:"))
     return false;
@@ -279,7 +280,8 @@ bool loseElasticWorker(RunningJob &job, Child &child, bool exited) {
     return false;
   if (job.coordinator->abortReason())
     return false;
-  return job.coordinator->loseWorker(child.task, describeStatus(child.status));
+  job.coordinator->loseWorker(child.task, describeStatus(child.status));
+  return true;
 }
 
 std::string watch(RunningJob &job, const std::function<void()> &poll) {

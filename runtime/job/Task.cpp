@@ -601,7 +601,8 @@ int runTask(const plan::Plan &plan, llvm::StringRef taskName, const std::string 
   const plan::Task *task = options.join ? firstWorker(plan) : plan::findTask(plan, taskName);
   auto fail = [&](llvm::Error e) {
     std::string message = llvm::toString(std::move(e));
-    std::fprintf(stderr, "%s: %s\n", taskName.str().c_str(), message.c_str());
+    std::fprintf(stderr, "%s: %s\n", options.join ? "prism task --join" : taskName.str().c_str(),
+                 message.c_str());
     return 1;
   };
   if (!task || task->role() == "coordinator")
@@ -625,7 +626,7 @@ int runTask(const plan::Plan &plan, llvm::StringRef taskName, const std::string 
         clientOptions.coordinatorTask = t.name();
   clientOptions.address = coordinator;
   clientOptions.jobToken = options.jobToken;
-  clientOptions.taskName = task->name();
+  clientOptions.taskName = options.join ? "a joining worker" : task->name();
   dist::CoordinatorClient client(clientOptions);
   std::optional<int64_t> joinEpoch;
   plan::Task joined;

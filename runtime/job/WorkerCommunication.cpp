@@ -143,6 +143,9 @@ void WorkerCommunication::abandonStep() {
   firstError_ = llvm::Error::success();
   nextBuffer_ = 0;
   pending_.clear();
+  // Closing the group's connections fails the peers still waiting in its collective (a ring
+  // neighbour of this worker, not of the lost one, would wait out the timeout otherwise).
+  collective_.reset();
 }
 
 void WorkerCommunication::replaceGroup(std::unique_ptr<dist::Collective> collective, int64_t rank,

@@ -54,7 +54,8 @@ public:
   // The worker group (between steps: the all-reduce thread is idle then).
   dist::Collective &group() { return *collective_; }
   // Elastic membership. After a failed step: drops the all-reduces not started, waits for the
-  // one running (it ends, failing, within the group's timeout) and forgets its error.
+  // one running (it ends, failing, within the group's timeout), forgets its error and closes
+  // the group (replaceGroup gives the next).
   void abandonStep();
   // Between steps: the group of a new membership, this worker's rank in it, and the epoch the
   // parameter servers are to see.

@@ -180,6 +180,7 @@ public:
     if (worker_) {
       rank_ = worker_->rank;
       workers_ = worker_->workers;
+      outside_ = worker_->joining;
     }
   }
 
@@ -218,7 +219,9 @@ private:
   llvm::Error changeMembership(const Membership &membership);
   llvm::Error openBatches();
   // Whether this run reports (progress, metrics, evaluation): see WorkerRole::rankZeroReports.
-  bool reports() const { return !worker_ || !worker_->rankZeroReports || rank_ == 0; }
+  bool reports() const {
+    return !worker_ || !worker_->rankZeroReports || (rank_ == 0 && !outside_);
+  }
   void reportStep(int64_t examples, double loss);
   llvm::Error evaluateTestSet(const std::string &label);
   llvm::Expected<TrainResult> finish();
@@ -242,6 +245,7 @@ private:
   double rate_ = 0;
   // This worker's rank among how many (they change with elastic membership).
   int64_t rank_ = 0, workers_ = 1;
+  bool outside_ = false; // a joining worker before its first membership
 };
 
 llvm::Error TrainingRun::openData() {
@@ -372,6 +376,7 @@ llvm::Error TrainingRun::openBatches() {
 
 llvm::Error TrainingRun::changeMembership(const Membership &membership) {
   const bool reported = reports();
+  outside_ = false;
   rank_ = membership.rank;
   workers_ = membership.workers;
   // Batches of an epoch do not depend on the split: the step says where the data stands.

@@ -54,6 +54,9 @@ struct WorkerRole {
   // Progress, metrics and evaluation are this worker's only while its rank is 0 (the rank
   // changes with the membership); otherwise the options alone decide.
   bool rankZeroReports = false;
+  // A worker joining a running job: it has no rank (and reports nothing) until atStepBoundary
+  // gives it its first membership.
+  bool joining = false;
 };
 
 struct TrainOptions {
