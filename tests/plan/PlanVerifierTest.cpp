@@ -62,12 +62,24 @@ TEST(PlanVerifier, TheEmittedPlanVerifies) {
 
 TEST(PlanVerifier, EveryCorruptionIsNamed) {
   const Corruption corruptions[] = {
-      {"version", [](Plan &p) { p.set_version(4); },
-       "version 4: this prism reads plan versions 1 to 3"},
+      {"version", [](Plan &p) { p.set_version(5); },
+       "version 5: this prism reads plan versions 1 to 4"},
       {"compress", [](Plan &p) { p.mutable_run()->set_compress("int8"); },
        "run.compress: expected fp16 or bf16 (or empty), got 'int8'"},
       {"error feedback", [](Plan &p) { p.mutable_run()->set_error_feedback(true); },
        "run.error_feedback: error feedback needs run.compress"},
+      {"elastic range",
+       [](Plan &p) {
+         p.mutable_run()->set_elastic_min(3);
+         p.mutable_run()->set_elastic_max(2);
+       },
+       "run.elastic_min/elastic_max: --elastic 3:2: MIN is larger than MAX"},
+      {"elastic maximum",
+       [](Plan &p) {
+         p.mutable_run()->set_elastic_min(1);
+         p.mutable_run()->set_elastic_max(1);
+       },
+       "run.elastic_min/elastic_max: --elastic 1:1: MAX is below the cluster's 2 workers"},
       {"accumulate", [](Plan &p) { p.mutable_run()->set_accumulate(1000); },
        "run.accumulate: 1000 micro-batches per step need a global batch of at least"},
       {"strategy", [](Plan &p) { p.set_strategy("gossip"); },
