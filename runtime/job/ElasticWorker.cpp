@@ -45,6 +45,7 @@ ElasticWorker::~ElasticWorker() {
 }
 
 void ElasticWorker::install(train::WorkerRole &role) {
+  communication_.setMembershipProbe([this] { return seenEpoch_ > epoch_; });
   role.rankZeroReports = true;
   role.joining = joinPending_;
   role.atStepBoundary = [this](int64_t steps, runtime::VariableStore &store) {
@@ -131,11 +132,16 @@ ElasticWorker::atStepBoundary(int64_t steps, runtime::VariableStore &store) {
     return std::nullopt;
   }
   // Every member takes the same decision at the same step: whether any of them saw a newer
-  // membership (a worker joined).
-  double newer = seenEpoch_ > epoch_ ? 1.0 : 0.0;
-  if (auto e = communication_.group().allReduceSum(&newer, 1))
-    return std::move(e);
-  if (newer == 0)
+  // membership (a worker joined). The last step's loss all-reduce carried the question; without
+  // one (the first step) it is asked here.
+  std::optional<double> newer = communication_.takeMembershipProbe();
+  if (!newer) {
+    double mine = seenEpoch_ > epoch_ ? 1.0 : 0.0;
+    if (auto e = communication_.group().allReduceSum(&mine, 1))
+      return std::move(e);
+    newer = mine;
+  }
+  if (*newer == 0)
     return std::nullopt;
   auto membership = regroup(steps, store);
   if (!membership)
