@@ -478,6 +478,9 @@ grpc::Status Coordinator::Impl::Join(grpc::ServerContext *context,
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "this job is not elastic: a worker may join only a plan made with "
                         "--elastic MIN:MAX");
+  if (values_.count(kJobDoneKey))
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "the job has finished training; there is nothing left to join");
   if (static_cast<int>(members_.size()) >= options.elasticMax)
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                         "the job has its most workers already (" + std::to_string(members_.size()) +

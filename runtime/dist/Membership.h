@@ -12,6 +12,9 @@
 
 namespace prism::runtime::dist {
 
+// Set by rank 0 when training is done (the parameter servers then end): no worker joins after.
+inline constexpr const char *kJobDoneKey = "job/done";
+
 // The newest membership's epoch ("0" when the job starts).
 inline constexpr const char *kMembershipEpochKey = "membership/epoch";
 

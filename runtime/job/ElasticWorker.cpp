@@ -227,6 +227,15 @@ ElasticWorker::regroupAt(int64_t epoch, std::optional<int64_t> stepsDone,
       break;
     if (newer())
       return std::nullopt;
+    // The others may finish the job before they notice a joining worker.
+    if (!stepsDone) {
+      auto done = client_.missingKeys({std::string(dist::kJobDoneKey)});
+      if (!done)
+        return done.takeError();
+      if (done->empty())
+        return ir::makeError(client_.taskName() + " joined as the job finished training: "
+                                                  "there was nothing left to do");
+    }
     if (Clock::now() > deadline)
       return ir::makeError(
           "membership " + std::to_string(epoch) + " (" + *listed +

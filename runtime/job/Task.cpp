@@ -33,7 +33,7 @@
 namespace prism::runtime::job {
 namespace {
 
-constexpr const char *kDoneKey = "job/done";
+constexpr const char *kDoneKey = dist::kJobDoneKey;
 
 std::string endpointKey(llvm::StringRef task) {
   return "endpoint/" + task.str();
