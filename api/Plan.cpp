@@ -3,6 +3,7 @@
 #include "cluster/ClusterParser.h"
 #include "ir/Diagnostic.h"
 #include "plan/CommunicationCost.h"
+#include "plan/ElasticRange.h"
 #include "plan/Partitioner.h"
 #include "plan/PlanDump.h"
 #include "plan/PlanFile.h"
@@ -107,6 +108,13 @@ llvm::Expected<plan::PartitionOptions> partitionOptions(const CompileOptions &op
   }
   result.synchronization.maxStaleness = options.maxStaleness;
   result.synchronization.backupWorkers = options.backupWorkers.value_or(0);
+  auto elastic = plan::parseElasticRange(options.elastic);
+  if (!elastic) {
+    llvm::consumeError(elastic.takeError());
+    return badOption("elastic", "MIN:MAX", "'" + options.elastic + "'");
+  }
+  result.elasticMin = elastic->min;
+  result.elasticMax = elastic->max;
   return result;
 }
 

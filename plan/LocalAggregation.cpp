@@ -29,6 +29,9 @@ std::string whyNot(const Plan &plan, bool rowTraffic,
     return "it is for between-graph replication (in-graph towers combine inside their process "
            "already), and the plan is " +
            plan.replication();
+  if (plan.run().elastic_max() > 0)
+    return "a host's leader waits for every member of its host, and under --elastic a member may "
+           "be lost or join";
   if (plan.run().sync() == "async" || plan.run().backup_workers() > 0)
     return "a host's workers would wait for each other at its leader every step, which " +
            std::string(plan.run().sync() == "async" ? "--sync async" : "--backup-workers") +
@@ -126,6 +129,8 @@ llvm::Error verifyLocalAggregation(const Plan &plan) {
   if (plan.replication() != "between-graph")
     return fail("local aggregation is for between-graph replication, the plan is " +
                 plan.replication());
+  if (plan.run().elastic_max() > 0)
+    return fail("hosts aggregate in an elastic plan (run.elastic_max)");
   if (plan.run().sync() == "async" || plan.run().backup_workers() > 0)
     return fail("hosts aggregate in a plan whose workers do not wait for each other "
                 "(run.sync async or run.backup_workers)");

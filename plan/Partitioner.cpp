@@ -11,6 +11,7 @@
 #include "ir/Printer.h"
 #include "ir/VariablePlacement.h"
 #include "plan/CommunicationCost.h"
+#include "plan/ElasticRange.h"
 #include "plan/Estimate.h"
 #include "plan/PlanFile.h"
 #include "plan/PlanVerifier.h"
@@ -478,6 +479,8 @@ void fillRunConfig(const std::optional<ir::Optimizer> &model,
     run.set_compress(ir::precisionName(options.compress).str());
   run.set_error_feedback(options.errorFeedback);
   writeSynchronization(options.synchronization, run);
+  run.set_elastic_min(options.elasticMin);
+  run.set_elastic_max(options.elasticMax);
   run.set_job_token(options.jobToken.empty() ? makeJobToken() : options.jobToken);
 }
 
@@ -552,6 +555,14 @@ llvm::Expected<PartitionResult> partition(std::unique_ptr<ir::Module> routed,
     return towers.takeError();
   if (options.errorFeedback && options.compress == ir::ComputePrecision::F32)
     return ir::makeError("--error-feedback needs --compress fp16 or bf16");
+  if (auto e = checkElasticRange(options.elasticMin, options.elasticMax, cluster.numWorkers()))
+    return std::move(e);
+  if (options.elasticMax > 0 && !options.synchronization.exact())
+    return ir::makeError("--elastic " + std::to_string(options.elasticMin) + ":" +
+                         std::to_string(options.elasticMax) + " with " +
+                         synchronizationFlag(options.synchronization) +
+                         ": a membership change redoes a synchronous step on every survivor, "
+                         "and these workers are not at one step (leave out one of them)");
   if (auto e = checkAccumulation(options.accumulate, options.globalBatch,
                                  cluster.numWorkers() * *towers))
     return std::move(e);

@@ -43,6 +43,8 @@ struct PartitionOptions {
   // --sync, --max-staleness, --backup-workers. Backup workers put every trained variable on the
   // parameter servers (--strategy allreduce is refused with them).
   Synchronization synchronization;
+  // Elastic membership (--elastic MIN:MAX): the job goes on with MIN to MAX workers; 0: off.
+  int32_t elasticMin = 0, elasticMax = 0;
   std::string jobToken; // empty: a fresh random token
 };
 

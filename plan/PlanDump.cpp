@@ -489,6 +489,11 @@ void printHeader(const Plan &plan, llvm::raw_ostream &os) {
           describeSynchronization(readSynchronization(plan.run()), countTasks(plan, "worker"));
       !sync.empty())
     header.add({"sync", sync});
+  if (plan.run().elastic_max() > 0)
+    header.add({"elastic", std::to_string(plan.run().elastic_min()) + " to " +
+                               std::to_string(plan.run().elastic_max()) +
+                               " workers: a lost worker leaves the others training, and "
+                               "workers may join"});
   if (std::string lr = learningRateLine(plan.run()); !lr.empty())
     header.add({"lr", lr});
   if (std::string local = localAggregationLine(plan); !local.empty())
@@ -788,7 +793,9 @@ std::string printJson(PlanView &view, const TaskView *only) {
         {"max_staleness", run.sync() == "async" && run.max_staleness() >= 0
                               ? nlohmann::json(run.max_staleness())
                               : nlohmann::json()},
-        {"backup_workers", run.backup_workers()}}}};
+        {"backup_workers", run.backup_workers()},
+        {"elastic_min", run.elastic_min()},
+        {"elastic_max", run.elastic_max()}}}};
   return j.dump(2) + "\n";
 }
 

@@ -13,7 +13,7 @@ namespace prism::plan {
 // run.accumulate (gradient accumulation); a version-1 plan runs one micro-batch per step.
 // Version 3 added run.compress and run.error_feedback (an older runtime would ignore them).
 // Version 4 added host_aggregation and run.local_aggregation (local aggregation per host),
-// run.sync, run.max_staleness and run.backup_workers.
+// run.sync, run.max_staleness and run.backup_workers, run.elastic_min and run.elastic_max.
 constexpr uint32_t kPlanVersion = 4;
 constexpr uint32_t kOldestPlanVersion = 1;
 

@@ -15,6 +15,7 @@
 #include "ir/Verifier.h"
 #include "passes/ParallelizeOptions.h"
 #include "plan/CommunicationCost.h"
+#include "plan/ElasticRange.h"
 #include "plan/LocalAggregation.h"
 #include "plan/PlanFile.h"
 #include "plan/PlanTasks.h"
@@ -96,6 +97,11 @@ llvm::Error verifyCluster(const Plan &plan) {
     return fail("run.error_feedback: error feedback needs run.compress");
   if (auto e = verifySynchronization(plan.run(), workers))
     return fail(ir::messageOf(std::move(e)));
+  if (auto e = checkElasticRange(plan.run().elastic_min(), plan.run().elastic_max(), workers))
+    return fail("run.elastic_min/elastic_max: " + ir::messageOf(std::move(e)));
+  if (plan.run().elastic_max() > 0 && !readSynchronization(plan.run()).exact())
+    return fail("run.elastic_max: elastic membership in a plan whose workers are not at one step "
+                "(run.sync async or run.backup_workers)");
   // Every micro-batch of every worker has an example for each tower.
   const int64_t accumulate = std::max(1, plan.run().accumulate());
   if (plan.run().accumulate() < 0 || plan.run().global_batch() < towers * accumulate)

@@ -5,6 +5,7 @@
 
 #include "ir/Diagnostic.h"
 #include "plan/CommunicationCost.h"
+#include "plan/ElasticRange.h"
 #include "plan/PlanDump.h"
 #include "plan/PlanTasks.h"
 #include "plan/PlanVariables.h"
@@ -64,6 +65,9 @@ void CompileArgs::addOptions(CLI::App &cmd, bool runOptions, bool clusterRequire
                  "Each synchronous step applies the first workers - K gradients to arrive and "
                  "drops the late ones; every trained variable goes to the parameter servers")
       ->capture_default_str();
+  cmd.add_option("--elastic", elastic,
+                 "MIN:MAX: a lost worker leaves the others training while MIN remain, and "
+                 "workers may join (prism task --join) up to MAX");
   if (!runOptions)
     return;
   cmd.add_option("--batch", options.globalBatch, "Global batch size (all workers together)")
@@ -130,6 +134,11 @@ llvm::Expected<plan::PartitionOptions> CompileArgs::toOptions() const {
   if (!synchronization)
     return synchronization.takeError();
   checked.synchronization = *synchronization;
+  auto parsedElastic = plan::parseElasticRange(elastic);
+  if (!parsedElastic)
+    return parsedElastic.takeError();
+  checked.elasticMin = parsedElastic->min;
+  checked.elasticMax = parsedElastic->max;
   return checked;
 }
 
@@ -150,6 +159,9 @@ llvm::Expected<api::CompileOptions> CompileArgs::toApiOptions() const {
   result.fuse = checked->fuse;
   result.precision = ir::precisionName(checked->precision).str();
   result.accumulate = checked->accumulate;
+  if (checked->elasticMax > 0)
+    result.elastic =
+        std::to_string(checked->elasticMin) + ":" + std::to_string(checked->elasticMax);
   result.lrScaleRule = plan::lrScaleRuleName(checked->lrScaling.rule).str();
   result.lrBaseBatch = checked->lrScaling.baseBatch;
   result.compress = plan::compressionName(checked->compress).str();

@@ -24,13 +24,14 @@ struct CompileArgs {
   std::string sync = plan::syncModeName(plan::SyncMode::Sync).str();
   int64_t maxStaleness = 0, backupWorkers = 0;
   CLI::Option *maxStalenessOption = nullptr; // given or not: unset means unbounded
+  std::string elastic;                       // --elastic MIN:MAX; empty: not elastic
   // The flags' values land here; the defaults are the typed options' own.
   plan::PartitionOptions options;
 
   // --cluster, --strategy, --replication, --partitions, --bucket-mb, --partition-threshold-mb,
   // --no-fuse, --precision, --accumulate, --lr-scale-rule, --lr-base-batch, --compress,
-  // --error-feedback, --local-aggregation, --sync, --max-staleness, --backup-workers; with
-  // `runOptions`
+  // --error-feedback, --local-aggregation, --sync, --max-staleness, --backup-workers,
+  // --elastic; with `runOptions`
   // also --batch, --steps, --seed.
   void addOptions(CLI::App &cmd, bool runOptions = true, bool clusterRequired = true);
   cluster::Replication replicationKind() const;

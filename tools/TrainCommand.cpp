@@ -108,6 +108,9 @@ int runTrain(const TrainArgs &given) {
     return reportError(ir::makeError(plan::synchronizationFlag(compileOptions->synchronization) +
                                      " changes how the workers of a job wait for each other: "
                                      "it needs --cluster"));
+  if (compileOptions->elasticMax > 0)
+    return reportError(ir::makeError("--elastic " + args.compile.elastic +
+                                     " lets a job's workers come and go: it needs --cluster"));
   auto scaled =
       model->scaledLearningRate(plan::lrScaleRuleName(compileOptions->lrScaling.rule).str(),
                                 compileOptions->lrScaling.baseBatch, args.batch);

@@ -124,6 +124,13 @@ int runVerify(const VerifyArgs &given) {
         " lets steps use fewer than every worker's gradient of the global batch, or gradients "
         "of older parameters: it leaves exact single-device equivalence (docs/distributed.md, "
         "\"Asynchronous training and backup workers\")"));
+  if (partitionOptions->elasticMax > 0)
+    return reportError(ir::makeError(
+        "prism verify checks that a plan trains exactly like one device, and --elastic " +
+        args.compile.elastic +
+        " lets the set of workers change during the run, which splits later batches "
+        "differently, so the run leaves exact equivalence (docs/distributed.md, \"Elastic "
+        "membership\")"));
   if (partitionOptions->steps == 0)
     partitionOptions->steps = runtime::job::kDefaultVerifySteps;
   if (args.compile.cluster.empty()) {

@@ -96,6 +96,7 @@ struct CompileOptions {
   std::string sync;
   std::optional<int64_t> maxStaleness;  // async: steps a worker may run ahead; unset: no bound
   std::optional<int64_t> backupWorkers; // sync: steps use the first workers - K gradients
+  std::string elastic; // "MIN:MAX": elastic membership; empty: a lost worker aborts
 };
 
 // A compiled plan: the cluster, the placement of every variable, each task's program. Copies

@@ -3,6 +3,7 @@
 
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
+#include <gloo/broadcast.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
@@ -110,6 +111,22 @@ llvm::Error Collective::barrier() {
     gloo::barrier(options);
   } catch (const std::exception &exception) {
     return failure("barrier", exception);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Collective::broadcast(void *data, size_t bytes, int root) {
+  if (size_ == 1 || bytes == 0)
+    return llvm::Error::success();
+  try {
+    gloo::BroadcastOptions options(context_);
+    options.setOutput(static_cast<uint8_t *>(data), bytes);
+    options.setRoot(root);
+    options.setTimeout(timeout_);
+    gloo::broadcast(options);
+  } catch (const std::exception &exception) {
+    return failure("broadcast of " + llvm::Twine(bytes) + " bytes from rank " + llvm::Twine(root),
+                   exception);
   }
   return llvm::Error::success();
 }

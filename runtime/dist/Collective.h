@@ -40,6 +40,8 @@ public:
   llvm::Error allReduceSum(uint16_t *data, size_t count, ir::ComputePrecision precision);
   // Returns once every rank has entered it.
   llvm::Error barrier();
+  // Every rank's `bytes` at `data` become rank `root`'s.
+  llvm::Error broadcast(void *data, size_t bytes, int root);
 
   const std::string &groupName() const { return groupName_; }
   int rank() const { return rank_; }

@@ -13,6 +13,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "ir/Diagnostic.h"
+#include "runtime/dist/Membership.h"
 #include "runtime/dist/Tls.h"
 #include "runtime/dist/coordinator.grpc.pb.h"
 #include "llvm/ADT/STLExtras.h"
@@ -61,6 +62,7 @@ Clock::time_point waitDeadline(grpc::ServerContext *context, int64_t timeoutMs) 
 struct TaskState {
   bool registered = false;
   bool finished = false;
+  std::optional<std::string> dropped; // why, once dropped from an elastic job's membership
   int64_t pid = 0;
   std::string host;
   Clock::time_point lastHeartbeat;
@@ -77,8 +79,13 @@ struct BarrierState {
 class Coordinator::Impl final : public proto::CoordinatorService::Service {
 public:
   explicit Impl(CoordinatorOptions opts) : options(std::move(opts)) {
-    for (const std::string &task : options.expectedTasks)
+    for (const std::string &task : options.expectedTasks) {
       tasks_[task];
+      if (llvm::StringRef(task).startswith("worker:"))
+        members_.push_back(task);
+    }
+    nextWorker_ = static_cast<int>(members_.size());
+    publishMembershipLocked("the job started");
   }
   ~Impl() override { shutdown(); }
 
@@ -102,6 +109,8 @@ public:
                       proto::Ack *) override;
   grpc::Status Now(grpc::ServerContext *context, const proto::TaskRequest *request,
                    proto::NowReply *reply) override;
+  grpc::Status Join(grpc::ServerContext *context, const proto::JoinRequest *request,
+                    proto::JoinReply *reply) override;
 
   void startMonitor() {
     monitor_ = std::thread([this] { monitorHeartbeats(); });
@@ -118,6 +127,20 @@ public:
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = values_.find(key);
     return it == values_.end() ? std::nullopt : std::optional<std::string>(it->second);
+  }
+  void set(const std::string &key, const std::string &value) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    values_[key] = value;
+    changed_.notify_all();
+  }
+  bool loseWorker(const std::string &task, const std::string &why) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return loseWorkerLocked(task, why);
+  }
+  bool dropped(const std::string &task) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = tasks_.find(task);
+    return it != tasks_.end() && it->second.dropped.has_value();
   }
   bool waitUntilAllFinished(milliseconds timeout);
   void shutdown();
@@ -141,6 +164,11 @@ private:
   std::vector<std::string> missingKeys(const google::protobuf::RepeatedPtrField<std::string> &keys);
   void abortLocked(std::string reason);
   void monitorHeartbeats();
+  bool elastic() const { return options.elasticMax > 0; }
+  // Drops a lost member (a new membership) or aborts the job; whether the job goes on.
+  bool loseWorkerLocked(const std::string &task, const std::string &why);
+  // Publishes members_ as membership epoch_ in the store, with why it began.
+  void publishMembershipLocked(const std::string &why);
 
   mutable std::mutex mutex_;
   std::condition_variable changed_; // any change: a key set, a barrier opening, a finish, the end
@@ -148,6 +176,10 @@ private:
   std::map<std::string, std::string> values_;
   std::map<std::string, BarrierState> barriers_;
   std::optional<std::string> abortReason_;
+  // Elastic membership: the workers in rank order, the epoch, the next joiner's index.
+  std::vector<std::string> members_;
+  int64_t epoch_ = 0;
+  int nextWorker_ = 0;
   bool stopping_ = false;
   std::once_flag shutdownOnce_;
   std::thread monitor_;
@@ -351,6 +383,9 @@ grpc::Status Coordinator::Impl::Heartbeat(grpc::ServerContext *context,
   if (!task->registered)
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "heartbeat from " + request->task() + " before it registered");
+  if (task->dropped)
+    return grpc::Status(grpc::StatusCode::ABORTED,
+                        request->task() + " was dropped from the job: " + *task->dropped);
   task->lastHeartbeat = Clock::now();
   return grpc::Status::OK;
 }
@@ -373,8 +408,13 @@ grpc::Status Coordinator::Impl::ReportFailure(grpc::ServerContext *context,
   std::lock_guard<std::mutex> lock(mutex_);
   if (auto status = endStatus())
     return *status;
-  if (!findTask(request->task()))
+  TaskState *task = findTask(request->task());
+  if (!task)
     return unknownTask(request->task());
+  // A dropped worker that comes back (a stopped process continued) fails alone.
+  if (task->dropped)
+    return grpc::Status(grpc::StatusCode::ABORTED,
+                        request->task() + " was dropped from the job: " + *task->dropped);
   abortLocked(request->task() + " failed: " + request->last_words());
   return grpc::Status::OK;
 }
@@ -394,6 +434,75 @@ grpc::Status Coordinator::Impl::Finish(grpc::ServerContext *context,
   return grpc::Status::OK;
 }
 
+void Coordinator::Impl::publishMembershipLocked(const std::string &why) {
+  values_[membershipKey(epoch_)] = llvm::join(members_, ",");
+  values_[membershipReasonKey(epoch_)] = why;
+  values_[kMembershipEpochKey] = std::to_string(epoch_);
+  if (epoch_ > 0)
+    logLine("membership " + llvm::Twine(epoch_) + ": " + llvm::join(members_, ", ") + " (" + why +
+            ")");
+  changed_.notify_all();
+}
+
+bool Coordinator::Impl::loseWorkerLocked(const std::string &task, const std::string &why) {
+  if (ended())
+    return false;
+  TaskState *state = findTask(task);
+  if (state && state->dropped)
+    return true;
+  if (!elastic() || !state || !llvm::is_contained(members_, task)) {
+    abortLocked(task + " " + why);
+    return false;
+  }
+  if (static_cast<int>(members_.size()) - 1 < options.elasticMin) {
+    abortLocked(task + " " + why + ", and the " + std::to_string(members_.size() - 1) +
+                " workers left are fewer than --elastic's minimum of " +
+                std::to_string(options.elasticMin));
+    return false;
+  }
+  state->dropped = why;
+  llvm::erase_value(members_, task);
+  ++epoch_;
+  publishMembershipLocked(task + " was lost: it " + why);
+  return true;
+}
+
+grpc::Status Coordinator::Impl::Join(grpc::ServerContext *context,
+                                     const proto::JoinRequest *request, proto::JoinReply *reply) {
+  if (grpc::Status refused = checkToken(context, "Join"); !refused.ok())
+    return refused;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto status = endStatus())
+    return *status;
+  if (!elastic())
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "this job is not elastic: a worker may join only a plan made with "
+                        "--elastic MIN:MAX");
+  if (values_.count(kJobDoneKey))
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "the job has finished training; there is nothing left to join");
+  if (static_cast<int>(members_.size()) >= options.elasticMax)
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "the job has its most workers already (" + std::to_string(members_.size()) +
+                            " of --elastic's maximum " + std::to_string(options.elasticMax) + ")");
+  std::string name;
+  do
+    name = "worker:" + std::to_string(nextWorker_++);
+  while (tasks_.count(name));
+  TaskState &task = tasks_[name];
+  task.registered = true;
+  task.pid = request->pid();
+  task.host = request->host();
+  task.lastHeartbeat = Clock::now();
+  members_.push_back(name);
+  ++epoch_;
+  publishMembershipLocked(name + " joined from " + request->host() + " (pid " +
+                          std::to_string(request->pid()) + ")");
+  reply->set_task(name);
+  reply->set_membership_epoch(epoch_);
+  return grpc::Status::OK;
+}
+
 void Coordinator::Impl::monitorHeartbeats() {
   const milliseconds period =
       std::clamp(options.heartbeatTimeout / 5, milliseconds(10), milliseconds(1000));
@@ -404,17 +513,25 @@ void Coordinator::Impl::monitorHeartbeats() {
       if (!task.registered || task.finished)
         continue;
       std::chrono::duration<double> silence = now - task.lastHeartbeat;
-      if (silence > options.heartbeatTimeout) {
-        abortLocked(name + " stopped answering (no heartbeat for " + seconds(silence) + ")");
+      if (task.dropped || silence <= options.heartbeatTimeout)
+        continue;
+      std::string why = "stopped answering (no heartbeat for " + seconds(silence) + ")";
+      if (elastic() && llvm::is_contained(members_, name)) {
+        if (loseWorkerLocked(name, why))
+          continue;
         break;
       }
+      abortLocked(name + " " + why);
+      break;
     }
   }
 }
 
 bool Coordinator::Impl::waitUntilAllFinished(milliseconds timeout) {
   auto allFinished = [&] {
-    return llvm::all_of(tasks_, [](const auto &entry) { return entry.second.finished; });
+    return llvm::all_of(tasks_, [](const auto &entry) {
+      return entry.second.finished || entry.second.dropped.has_value();
+    });
   };
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait_for(lock, timeout, [&] { return ended() || allFinished(); });
@@ -478,6 +595,18 @@ std::optional<std::string> Coordinator::abortReason() const {
 
 std::optional<std::string> Coordinator::value(llvm::StringRef key) const {
   return impl_->value(key.str());
+}
+
+void Coordinator::set(llvm::StringRef key, llvm::StringRef value) {
+  impl_->set(key.str(), value.str());
+}
+
+bool Coordinator::loseWorker(llvm::StringRef task, llvm::StringRef why) {
+  return impl_->loseWorker(task.str(), why.str());
+}
+
+bool Coordinator::dropped(llvm::StringRef task) const {
+  return impl_->dropped(task.str());
 }
 
 bool Coordinator::waitUntilAllFinished(std::chrono::milliseconds timeout) {

@@ -27,6 +27,10 @@ struct CoordinatorOptions {
   // TLS (Tls.h): the coordinator's identity; a call that names a task must come with that
   // task's certificate. None: plaintext.
   std::optional<TlsIdentity> tls;
+  // Elastic membership (Membership.h): a lost worker is dropped from the membership while at
+  // least `elasticMin` workers remain, instead of aborting the job, and new workers may join up
+  // to `elasticMax`. 0: not elastic.
+  int elasticMin = 0, elasticMax = 0;
 };
 
 class Coordinator {
@@ -48,6 +52,14 @@ public:
   std::optional<std::string> abortReason() const;
   // The value tasks set for `key` in the job's key-value store; none when none is set.
   std::optional<std::string> value(llvm::StringRef key) const;
+  // Sets `key` in the job's key-value store (as a task's Set does).
+  void set(llvm::StringRef key, llvm::StringRef value);
+  // Elastic membership: worker `task` is gone (`why`: "was killed by signal Killed"). While
+  // enough workers remain it is dropped and a new membership published; otherwise, or when the
+  // job is not elastic, the job is aborted. Whether the job goes on.
+  bool loseWorker(llvm::StringRef task, llvm::StringRef why);
+  // Whether `task` was dropped from the membership (its process is to be stopped).
+  bool dropped(llvm::StringRef task) const;
   // True once every expected task has called Finish; false on timeout or when the job aborts.
   bool waitUntilAllFinished(std::chrono::milliseconds timeout);
   // Wakes blocked calls (UNAVAILABLE), stops serving and the heartbeat monitor. Idempotent.

@@ -90,6 +90,18 @@ llvm::Error CoordinatorClient::registerTask() {
               options_.callTimeout, /*waitForReady=*/true);
 }
 
+llvm::Expected<int64_t> CoordinatorClient::join() {
+  proto::JoinRequest request;
+  request.set_pid(getpid());
+  request.set_host(hostName());
+  proto::JoinReply reply;
+  if (auto error = call("Join", &proto::CoordinatorService::Stub::Join, request, reply,
+                        options_.callTimeout, /*waitForReady=*/true))
+    return std::move(error);
+  options_.taskName = reply.task();
+  return reply.membership_epoch();
+}
+
 llvm::Error CoordinatorClient::set(llvm::StringRef key, llvm::StringRef value) {
   proto::SetRequest request;
   request.set_key(key.str());

@@ -53,6 +53,10 @@ public:
   // Announces this task (pid and host name); waits up to callTimeout for the coordinator to come
   // up, so tasks may start before it.
   llvm::Error registerTask();
+  // Elastic membership: joins the job as a new worker instead of registering (waiting up to
+  // callTimeout for the coordinator); this client takes the task name the coordinator gives.
+  // Returns the first membership epoch the worker is in.
+  llvm::Expected<int64_t> join();
 
   llvm::Error set(llvm::StringRef key, llvm::StringRef value);
   // The value of `key`, waiting up to `timeout` for some task to set it.

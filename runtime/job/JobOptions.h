@@ -50,6 +50,9 @@ struct JobOptions {
   // Whose certificate the coordinator presents: empty, the plan's coordinator task's (the
   // launcher's); "worker:0" when that process serves the coordinator (under mpirun or srun).
   std::string coordinatorTask;
+  // Elastic membership: join a running elastic job as a new worker (`prism task PLAN --join
+  // --coordinator HOST:PORT`); the task name and the job's flags come from the coordinator.
+  bool join = false;
   // Every task records its timeline (runtime/exec/Trace.h) and writes it to
   // DIR/<task file name>.json when it ends; empty: no trace.
   std::string traceDir;

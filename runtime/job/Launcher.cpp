@@ -26,6 +26,7 @@
 #include "runtime/job/TaskCommand.h"
 #include "runtime/train/CheckpointDir.h"
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
@@ -169,6 +170,7 @@ void stopChildren(std::vector<std::unique_ptr<Child>> &children, std::chrono::se
 struct RunningJob {
   std::unique_ptr<dist::Coordinator> coordinator;
   std::vector<std::unique_ptr<Child>> children;
+  bool elastic = false; // run.elastic_max > 0: lost workers do not end the job
 };
 
 std::vector<const plan::Task *> tasksToStart(const plan::Plan &plan) {
@@ -195,6 +197,8 @@ llvm::Expected<std::unique_ptr<dist::Coordinator>> startCoordinator(const plan::
   for (const plan::Task *t : tasksToStart(plan))
     coordinatorOptions.expectedTasks.push_back(t->name());
   coordinatorOptions.heartbeatTimeout = options.heartbeatTimeout;
+  coordinatorOptions.elasticMin = plan.run().elastic_min();
+  coordinatorOptions.elasticMax = plan.run().elastic_max();
   auto tls = dist::readTlsFiles(options.tls.forTask(coordinatorTask->name()));
   if (!tls)
     return tls.takeError();
@@ -259,6 +263,28 @@ std::string failureOf(Child &child) {
 // coordinator's verdict (a silent task, or a failure a task reported); else a task that exited
 // badly. A task that exits because the job was aborted is not the cause (a stopped ps:0 used to
 // be reported as ps:1 exiting with status 1).
+// Elastic membership: a worker that ended without finishing is lost, not the job's failure
+// (the coordinator drops it, or aborts saying that too few remain: the abort names the cause);
+// one the coordinator dropped (it stopped answering) is killed, so that it cannot come back.
+// Whether `child` is taken care of.
+bool loseElasticWorker(RunningJob &job, Child &child, bool exited) {
+  if (!job.elastic || !llvm::StringRef(child.task).startswith("worker:"))
+    return false;
+  if (!exited) {
+    if (job.coordinator->dropped(child.task))
+      kill(child.pid, SIGKILL);
+    return false;
+  }
+  if (job.coordinator->dropped(child.task))
+    return true;
+  if (WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
+    return false;
+  if (job.coordinator->abortReason())
+    return false;
+  job.coordinator->loseWorker(child.task, describeStatus(child.status));
+  return true;
+}
+
 std::string watch(RunningJob &job, const std::function<void()> &poll) {
   for (;;) {
     poll();
@@ -268,9 +294,12 @@ std::string watch(RunningJob &job, const std::function<void()> &poll) {
       if (c->exited)
         continue;
       if (!reap(*c, WNOHANG)) {
+        loseElasticWorker(job, *c, /*exited=*/false);
         running = true;
         continue;
       }
+      if (loseElasticWorker(job, *c, /*exited=*/true))
+        continue;
       if (!killed && WIFSIGNALED(c->status))
         killed = c.get();
       if (!failed && !(WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0))
@@ -345,8 +374,15 @@ llvm::Expected<std::string> runOnce(const plan::Plan &plan, const TaskCommand &c
   if (!coordinator)
     return coordinator.takeError();
   job.coordinator = std::move(*coordinator);
+  job.elastic = plan.run().elastic_max() > 0;
   TaskCommand command = common;
   command.coordinator = job.coordinator->address();
+  // A worker joining the job (`prism task PLAN --join`) runs with the job's flags.
+  job.coordinator->set(kTaskArgsKey, llvm::join(command.toArgs(), "\n"));
+  if (job.elastic && !options.quiet)
+    llvm::errs() << "prism: elastic job (" << plan.run().elastic_min() << " to "
+                 << plan.run().elastic_max() << " workers): more join with `prism task "
+                 << common.plan << " --join --coordinator " << job.coordinator->address() << "`\n";
   if (auto e = startTasks(job, plan, command, options, fault))
     return std::move(e);
 
@@ -439,6 +475,34 @@ llvm::Error checkFaults(const plan::Plan &plan, const JobOptions &options,
   return llvm::Error::success();
 }
 
+// What elastic membership does not combine with: restarts and checkpoints (the job goes on
+// instead; rank 0 writes them and changes), and TLS (each joining worker would need a
+// certificate of its own).
+llvm::Error checkElasticOptions(const plan::Plan &plan, const JobOptions &options) {
+  if (plan.run().elastic_max() == 0)
+    return llvm::Error::success();
+  const std::string elastic = "the plan's --elastic " + std::to_string(plan.run().elastic_min()) +
+                              ":" + std::to_string(plan.run().elastic_max());
+  auto refuse = [&](const std::string &flag) {
+    return ir::makeError(flag + " and " + elastic +
+                         " do not go together: an elastic job goes on without a lost worker "
+                         "instead of restarting from checkpoints (docs/distributed.md, \"Elastic "
+                         "membership\")");
+  };
+  if (options.maxRestarts > 0)
+    return refuse("--max-restarts " + std::to_string(options.maxRestarts));
+  if (!options.checkpoints.dir.empty())
+    return refuse("--checkpoint-dir " + options.checkpoints.dir);
+  if (!options.saveDir.empty())
+    return refuse("--save " + options.saveDir);
+  if (!options.restoreDir.empty())
+    return refuse("--restore " + options.restoreDir);
+  if (options.generateTls || !options.tls.empty())
+    return ir::makeError("TLS and " + elastic +
+                         " do not go together yet: a joining worker has no certificate of its own");
+  return llvm::Error::success();
+}
+
 // Where a run of the job starts: --restore for the first (else the newest complete periodic
 // checkpoint, when there is one), the newest complete checkpoint for a restart (else where the
 // first run started). Empty: from the start.
@@ -486,6 +550,8 @@ llvm::Error runPlan(const plan::Plan &plan, const std::string &planPath,
   if (options.maxRestarts < 0)
     return ir::makeError("--max-restarts " + std::to_string(options.maxRestarts) +
                          ": expected a number of restarts, 0 or more");
+  if (auto e = checkElasticOptions(plan, options))
+    return e;
   auto faults = injectedFaultsFromEnvironment();
   if (!faults)
     return faults.takeError();

@@ -4,7 +4,9 @@
 
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -16,8 +18,11 @@
 #include "plan/PlanVerifier.h"
 #include "plan/Synchronization.h"
 #include "runtime/dist/CoordinatorClient.h"
+#include "runtime/dist/Membership.h"
+#include "runtime/job/ElasticWorker.h"
 #include "runtime/job/InjectedFault.h"
 #include "runtime/job/JobCheckpoints.h"
+#include "runtime/job/TaskCommand.h"
 #include "runtime/job/WorkerCommunication.h"
 #include "runtime/ps/HostAggregator.h"
 #include "runtime/ps/ParameterServer.h"
@@ -32,7 +37,7 @@
 namespace prism::runtime::job {
 namespace {
 
-constexpr const char *kDoneKey = "job/done";
+constexpr const char *kDoneKey = dist::kJobDoneKey;
 
 std::string endpointKey(llvm::StringRef task) {
   return "endpoint/" + task.str();
@@ -260,7 +265,8 @@ workerTrainOptions(const plan::Plan &plan, const plan::Task &task, const JobOpti
   train.accumulate = std::max(1, plan.run().accumulate());
   train.threads = options.threads;
   train.seed = plan.run().seed();
-  bool first = task.index() == 0;
+  // Under elastic membership every worker may come to hold rank 0, whose duties these are.
+  bool first = task.index() == 0 || plan.run().elastic_max() > 0;
   train.quiet = options.quiet || !first;
   train.evaluate = options.evaluate && first;
   if (first)
@@ -272,22 +278,77 @@ workerTrainOptions(const plan::Plan &plan, const plan::Task &task, const JobOpti
   return train;
 }
 
+// The plan's first worker: a joining worker runs its program (every worker's is the same but
+// for the name) on its host.
+const plan::Task *firstWorker(const plan::Plan &plan) {
+  for (const plan::Task &t : plan.cluster().tasks())
+    if (t.role() == "worker")
+      return &t;
+  return nullptr;
+}
+
+// Elastic membership: the parameter servers, which each say at which step a new membership
+// starts.
+std::vector<std::string> parameterServerNames(const plan::Plan &plan) {
+  std::vector<std::string> names;
+  for (const plan::Task &t : plan.cluster().tasks())
+    if (t.role() == "ps")
+      names.push_back(t.name());
+  return names;
+}
+
+// The group a worker starts in: the plan's worker group, or a joining worker's own group of one
+// until it meets the others at a step boundary.
+llvm::Expected<std::unique_ptr<dist::Collective>>
+initialGroup(const plan::Plan &plan, const plan::Task &task, dist::CoordinatorClient &client,
+             const JobOptions &options, std::optional<int64_t> joinEpoch) {
+  if (joinEpoch)
+    return dist::Collective::create(client, "join/" + task.name(), 0, 1, task.address(),
+                                    options.rpcTimeout);
+  return dist::Collective::create(client, ir::kWorkerGroup, task.index(), numWorkers(plan),
+                                  task.address(), options.rpcTimeout);
+}
+
+// Elastic membership on this worker: it redoes a step a lost worker interrupted, and changes
+// group when the membership changes.
+std::unique_ptr<ElasticWorker> makeElasticWorker(const plan::Plan &plan, const plan::Task &task,
+                                                 dist::CoordinatorClient &client,
+                                                 WorkerCommunication &communication,
+                                                 const JobOptions &options,
+                                                 std::optional<int64_t> joinEpoch) {
+  if (plan.run().elastic_max() == 0)
+    return nullptr;
+  ElasticOptions elastic;
+  elastic.epoch = joinEpoch.value_or(0);
+  elastic.joining = joinEpoch.has_value();
+  elastic.rank = joinEpoch ? 0 : task.index();
+  elastic.workers = joinEpoch ? 1 : numWorkers(plan);
+  elastic.bindAddress = task.address();
+  elastic.workerGroup = ir::kWorkerGroup;
+  elastic.parameterServers = parameterServerNames(plan);
+  elastic.lossTimeout = options.heartbeatTimeout + std::chrono::seconds(5);
+  elastic.groupTimeout = options.rpcTimeout;
+  return std::make_unique<ElasticWorker>(client, communication, std::move(elastic));
+}
+
 llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
                       dist::CoordinatorClient &client, const JobOptions &options,
                       const std::optional<InjectedFault> &fault,
-                      const std::optional<dist::TlsIdentity> &tls, TraceRecorder *trace) {
-  auto module = plan::parseProgram(*plan::findProgram(plan, task.name()));
+                      const std::optional<dist::TlsIdentity> &tls, TraceRecorder *trace,
+                      std::optional<int64_t> joinEpoch) {
+  auto module = plan::parseProgram(
+      *plan::findProgram(plan, joinEpoch ? firstWorker(plan)->name() : task.name()));
   if (!module)
     return module.takeError();
-  auto collective = dist::Collective::create(client, ir::kWorkerGroup, task.index(),
-                                             numWorkers(plan), task.address(), options.rpcTimeout);
+  auto collective = initialGroup(plan, task, client, options, joinEpoch);
   if (!collective)
     return collective.takeError();
   auto psClient = connectToParameterServers(plan, client, options, tls);
   if (!psClient)
     return psClient.takeError();
   StallWatch stalls(kStallBound);
-  WorkerCommunication communication(task.index(), std::move(*collective), std::move(*psClient),
+  const int64_t rank = joinEpoch ? 0 : task.index();
+  WorkerCommunication communication(rank, std::move(*collective), std::move(*psClient),
                                     {compressionOf(plan), plan.run().error_feedback()});
   communication.setTrace(trace);
   communication.setStallWatch(&stalls);
@@ -296,9 +357,13 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
     return aggregator.takeError();
 
   train::WorkerRole role;
-  role.rank = task.index();
-  role.workers = numWorkers(plan);
+  role.rank = rank;
+  role.workers = joinEpoch ? 1 : numWorkers(plan);
   role.communication = &communication;
+  std::unique_ptr<ElasticWorker> elastic =
+      makeElasticWorker(plan, task, client, communication, options, joinEpoch);
+  if (elastic)
+    elastic->install(role);
   bool checkRestore = !options.restoreDir.empty();
   role.beforeStep = [&](int64_t step, int64_t examples, int64_t globalExamples) -> llvm::Error {
     injectAtStep(fault, step);
@@ -317,7 +382,8 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
     uint64_t sent = communication.bytesSent(), received = communication.bytesReceived();
     std::vector<std::pair<std::string, double>> counters = {
         {"bytes_sent", static_cast<double>(sent - sentBefore)},
-        {"bytes_received", static_cast<double>(received - receivedBefore)}};
+        {"bytes_received", static_cast<double>(received - receivedBefore)},
+        {"workers", static_cast<double>(elastic ? elastic->workers() : numWorkers(plan))}};
     sentBefore = sent;
     receivedBefore = received;
     return counters;
@@ -354,7 +420,8 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
     if (auto e = client.set(finishedKey(task.name()), "1"))
       return e;
   }
-  if (task.index() == 0) {
+  // Rank 0 at the end (worker:0, unless elastic membership gave its duties to another).
+  if (elastic ? elastic->rank() == 0 : task.index() == 0) {
     if (!options.quiet)
       llvm::outs() << "done: " << result->steps << " steps, "
                    << llvm::format("%.0f", result->samplesPerSec) << " samples/s, loss "
@@ -495,6 +562,61 @@ std::string describePushes(const ps::ParameterServer &server) {
                                  << llvm::format("%.3f", counts.seconds) << " s";
   return line;
 }
+// Elastic membership on a parameter server: each new membership the coordinator publishes
+// changes the server's contributors (dropping the pushes of the interrupted step), and the
+// server says at which version the new membership starts.
+class MembershipFollower {
+public:
+  MembershipFollower(dist::CoordinatorClient &client, ps::ParameterServer &server, std::string task)
+      : client_(client), server_(server), task_(std::move(task)) {
+    thread_ = std::thread([this] { follow(); });
+  }
+  ~MembershipFollower() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    stop_.notify_all();
+    thread_.join();
+  }
+
+private:
+  void follow() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stop_.wait_for(lock, std::chrono::milliseconds(50), [this] { return stopping_; })) {
+      lock.unlock();
+      if (auto e = followOnce()) // the heartbeats decide when the job is gone
+        llvm::consumeError(std::move(e));
+      lock.lock();
+    }
+  }
+  llvm::Error followOnce() {
+    auto text = client_.get(dist::kMembershipEpochKey, std::chrono::milliseconds(0));
+    if (!text)
+      return text.takeError();
+    int64_t epoch = 0;
+    if (llvm::StringRef(*text).getAsInteger(10, epoch) || epoch <= epoch_)
+      return llvm::Error::success();
+    auto members = client_.get(dist::membershipKey(epoch), std::chrono::milliseconds(0));
+    if (!members)
+      return members.takeError();
+    auto contributors = static_cast<int64_t>(dist::splitMembers(*members).size());
+    int64_t version = server_.changeMembership(epoch, contributors);
+    if (auto e = client_.set(dist::membershipVersionKey(epoch, task_), std::to_string(version)))
+      return e;
+    epoch_ = epoch;
+    return llvm::Error::success();
+  }
+
+  dist::CoordinatorClient &client_;
+  ps::ParameterServer &server_;
+  std::string task_;
+  int64_t epoch_ = 0;
+  std::mutex mutex_;
+  std::condition_variable stop_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
 
 llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
                                dist::CoordinatorClient &client, const JobOptions &options,
@@ -586,11 +708,15 @@ llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
   }
   if (auto e = client.set(endpointKey(task.name()), (*server)->endpoint()))
     return e;
+  std::optional<MembershipFollower> follower;
+  if (plan.run().elastic_max() > 0)
+    follower.emplace(client, **server, task.name());
   if (auto e = waitForJobEnd(client))
     return e;
   if (!options.quiet)
     llvm::outs() << task.name() << ": " << describePushes(**server) << "\n";
   llvm::outs().flush();
+  follower.reset();
   for (const std::string &dir : {options.variablesDir, options.saveDir})
     if (!dir.empty())
       if (auto e = writeVariables(dir, task.name(), *store, (*server)->version()))
@@ -602,6 +728,35 @@ llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
   return llvm::Error::success();
 }
 
+// Joins an elastic job as a new worker: `joined` becomes its task (the plan's first worker's,
+// renamed as the coordinator says) and `options` the job's flags. Returns the first membership
+// epoch the worker is in.
+llvm::Expected<int64_t> joinAsWorker(dist::CoordinatorClient &client, const plan::Task &model,
+                                     JobOptions &options, plan::Task &joined) {
+  auto epoch = client.join();
+  if (!epoch)
+    return epoch.takeError();
+  auto args = client.get(kTaskArgsKey, options.rpcTimeout);
+  if (!args)
+    return ir::withContext(args.takeError(), "the job's task flags");
+  llvm::SmallVector<llvm::StringRef, 16> lines;
+  llvm::StringRef(*args).split(lines, '\n');
+  auto job = TaskCommand::parse(std::vector<std::string>(lines.begin(), lines.end()));
+  if (!job)
+    return ir::withContext(job.takeError(), "the job's task flags");
+  JobOptions mine = options;
+  options = job->options;
+  options.jobToken = mine.jobToken;
+  options.join = true;
+  options.traceDir = mine.traceDir.empty() ? options.traceDir : mine.traceDir;
+  joined = model;
+  joined.set_name(client.taskName());
+  int64_t index = 0;
+  llvm::StringRef(client.taskName()).rsplit(':').second.getAsInteger(10, index);
+  joined.set_index(static_cast<int32_t>(index));
+  return *epoch;
+}
+
 } // namespace
 
 int runTask(const plan::Plan &plan, llvm::StringRef taskName, const std::string &coordinator,
@@ -609,10 +764,11 @@ int runTask(const plan::Plan &plan, llvm::StringRef taskName, const std::string 
   JobOptions options = jobOptions;
   if (options.jobToken.empty())
     options.jobToken = plan::jobToken(plan);
-  const plan::Task *task = plan::findTask(plan, taskName);
+  const plan::Task *task = options.join ? firstWorker(plan) : plan::findTask(plan, taskName);
   auto fail = [&](llvm::Error e) {
     std::string message = llvm::toString(std::move(e));
-    std::fprintf(stderr, "%s: %s\n", taskName.str().c_str(), message.c_str());
+    std::fprintf(stderr, "%s: %s\n", options.join ? "prism task --join" : taskName.str().c_str(),
+                 message.c_str());
     return 1;
   };
   if (!task || task->role() == "coordinator")
@@ -636,10 +792,19 @@ int runTask(const plan::Plan &plan, llvm::StringRef taskName, const std::string 
         clientOptions.coordinatorTask = t.name();
   clientOptions.address = coordinator;
   clientOptions.jobToken = options.jobToken;
-  clientOptions.taskName = task->name();
+  clientOptions.taskName = options.join ? "a joining worker" : task->name();
   dist::CoordinatorClient client(clientOptions);
-  if (auto e = client.registerTask())
+  std::optional<int64_t> joinEpoch;
+  plan::Task joined;
+  if (options.join) {
+    auto epoch = joinAsWorker(client, *task, options, joined);
+    if (!epoch)
+      return fail(epoch.takeError());
+    joinEpoch = *epoch;
+    task = &joined;
+  } else if (auto e = client.registerTask()) {
     return fail(std::move(e));
+  }
   std::string name = task->name();
   if (auto e = client.startHeartbeats(
           std::chrono::milliseconds(500), [name](std::string reason) { exitOnAbort(name, reason); },
@@ -654,7 +819,7 @@ int runTask(const plan::Plan &plan, llvm::StringRef taskName, const std::string 
     trace->setClockOffset(*offset);
   }
   llvm::Error e = task->role() == "worker"
-                      ? runWorker(plan, *task, client, options, fault, *tls, trace.get())
+                      ? runWorker(plan, *task, client, options, fault, *tls, trace.get(), joinEpoch)
                       : runParameterServer(plan, *task, client, options, fault, *tls, trace.get());
   // The timeline is written however the task ended: a failed one is what it is for.
   if (trace) {

@@ -11,7 +11,9 @@
 namespace prism::runtime::job {
 
 // Runs task `task` of `plan` against the coordinator at `coordinator` (host:port). Returns the
-// process exit code; errors go to stderr and to the coordinator (which stops the job).
+// process exit code; errors go to stderr and to the coordinator (which stops the job). With
+// `options.join` the task is a new worker of an elastic job (`task` is ignored): the coordinator
+// names it, and it runs with the job's flags.
 int runTask(const plan::Plan &plan, llvm::StringRef task, const std::string &coordinator,
             const JobOptions &options);
 

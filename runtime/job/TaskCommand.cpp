@@ -203,6 +203,15 @@ const std::vector<Flag> &flags() {
          [](const TaskCommand &c) {
            return c.options.evaluate ? std::nullopt : std::optional<std::string>("");
          }},
+        {"--join", nullptr,
+         "Join a running elastic job (--elastic) as a new worker; needs --coordinator",
+         [](TaskCommand &c, llvm::StringRef) {
+           c.options.join = true;
+           return llvm::Error::success();
+         },
+         [](const TaskCommand &c) {
+           return c.options.join ? std::optional<std::string>("") : std::nullopt;
+         }},
     };
     std::vector<Flag> outputs = outputFlags();
     // After the seven that say what to run (--task to --heartbeat-timeout), as --help lists them.
@@ -259,6 +268,21 @@ serveCoordinator(const plan::Plan &plan, const std::string &address, const JobOp
     return tls.takeError();
   coordinatorOptions.tls = std::move(*tls);
   return dist::Coordinator::start(coordinatorOptions);
+}
+
+// `prism task PLAN --join --coordinator HOST:PORT`: a new worker of an elastic job, with the
+// job's flags (the launcher left them in the coordinator's store).
+llvm::Expected<int> joinJob(const plan::Plan &plan, const TaskCommand &command) {
+  if (plan.run().elastic_max() == 0)
+    return ir::makeError("prism task --join: the plan " + command.plan +
+                         " is not elastic (make it with --elastic MIN:MAX)");
+  if (command.coordinator.empty())
+    return ir::makeError("prism task --join: say where the job's coordinator is with "
+                         "--coordinator HOST:PORT (the launcher prints it)");
+  if (!command.task.empty())
+    return ir::makeError("prism task --join --task " + command.task +
+                         ": a joining worker gets its name from the coordinator");
+  return runTask(plan, "", command.coordinator, command.options);
 }
 
 } // namespace
@@ -333,6 +357,8 @@ llvm::Expected<int> runTaskCommand(const TaskCommand &command) {
   auto plan = plan::readPlan(command.plan);
   if (!plan)
     return plan.takeError();
+  if (command.options.join)
+    return joinJob(*plan, command);
   bool fromRank = command.task.empty();
   std::string task = fromRank ? taskFromRank(*plan) : command.task;
   if (task.empty())

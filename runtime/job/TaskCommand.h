@@ -14,6 +14,9 @@ namespace prism::runtime::job {
 
 // The `prism` subcommand that runs one task.
 constexpr const char *kTaskSubcommand = "task";
+// Where the launcher leaves the job's task flags (toArgs, a line each) in the coordinator's
+// store, for workers that join an elastic job.
+constexpr const char *kTaskArgsKey = "job/task-args";
 
 struct TaskCommand {
   std::string plan;        // the plan file

@@ -135,6 +135,39 @@ llvm::Error WorkerCommunication::synchronize() {
   return std::move(firstError_);
 }
 
+void WorkerCommunication::abandonStep() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  queue_.clear();
+  inFlight_.clear();
+  changed_.wait(lock, [this] { return !busy_; });
+  llvm::consumeError(std::move(firstError_));
+  firstError_ = llvm::Error::success();
+  nextBuffer_ = 0;
+  pending_.clear();
+  probeInFlight_ = false;
+  // Closing the group's connections fails the peers still waiting in its collective (a ring
+  // neighbour of this worker, not of the lost one, would wait out the timeout otherwise).
+  collective_.reset();
+}
+
+std::optional<double> WorkerCommunication::takeMembershipProbe() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!probeInFlight_)
+    return std::nullopt;
+  probeInFlight_ = false;
+  return probeValue_.dtype() == ir::DType::F64 ? *probeValue_.data<double>()
+                                               : static_cast<double>(*probeValue_.data<float>());
+}
+
+void WorkerCommunication::replaceGroup(std::unique_ptr<dist::Collective> collective, int64_t rank,
+                                       int64_t membershipEpoch) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  collective_ = std::move(collective);
+  rank_ = rank;
+  if (ps_)
+    ps_->setMembershipEpoch(membershipEpoch);
+}
+
 void WorkerCommunication::beginStep(int64_t step, int64_t examples, int64_t globalExamples) {
   step_ = step;
   pushOutcome_ = ps::PushOutcome{};
@@ -191,6 +224,24 @@ llvm::Error WorkerCommunication::allReduce(llvm::StringRef group, int64_t bucket
   double mine = static_cast<double>(examples_), all = static_cast<double>(globalExamples_);
   std::vector<Tensor *> targets(tensors.begin(), tensors.end());
   std::lock_guard<std::mutex> lock(mutex_);
+  if (bucket == ir::kLossBucket && probe_) {
+    if (probeValue_.empty() || probeValue_.dtype() != tensors.front()->dtype())
+      probeValue_ = Tensor(tensors.front()->dtype(), {});
+    targets.push_back(&probeValue_);
+    probeInFlight_ = true;
+    // Asked when the all-reduce starts, as late as the step allows.
+    auto probe = probe_;
+    Tensor *value = &probeValue_;
+    queue_.push_back([probe, value, f64] {
+      const double seen = probe() ? 1.0 : 0.0;
+      if (f64)
+        *value->data<double>() = seen;
+      else
+        *value->data<float>() = static_cast<float>(seen);
+      return llvm::Error::success();
+    });
+    inFlight_.push_back(bucket);
+  }
   // Each bucket of a step has its own staging buffer (kept across steps).
   size_t slot = nextBuffer_++;
   if (buffers_.size() <= slot) {
@@ -198,7 +249,7 @@ llvm::Error WorkerCommunication::allReduce(llvm::StringRef group, int64_t bucket
     buffers64_.resize(slot + 1);
   }
   size_t elements = 0;
-  for (const Tensor *t : tensors)
+  for (const Tensor *t : targets)
     elements += static_cast<size_t>(t->numElements());
   // The loss (bucket -1) always travels in float32, so the reported loss is exact.
   const bool compressed =

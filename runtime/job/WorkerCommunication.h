@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -72,6 +73,23 @@ public:
   // Pushes the servers dropped (late for their step), and the steps skipped after them.
   int64_t droppedPushes() const { return droppedPushes_; }
   int64_t skippedSteps() const { return skippedSteps_; }
+  // The worker group (between steps: the all-reduce thread is idle then).
+  dist::Collective &group() { return *collective_; }
+  // Elastic membership. After a failed step: drops the all-reduces not started, waits for the
+  // one running (it ends, failing, within the group's timeout), forgets its error and closes
+  // the group (replaceGroup gives the next).
+  void abandonStep();
+  // Between steps: the group of a new membership, this worker's rank in it, and the epoch the
+  // parameter servers are to see.
+  void replaceGroup(std::unique_ptr<dist::Collective> collective, int64_t rank,
+                    int64_t membershipEpoch);
+  // Elastic membership: the loss's all-reduce also sums whether each worker saw a newer
+  // membership (`probe`, asked as it starts), so that all decide alike at the step's end
+  // without a round trip of their own.
+  void setMembershipProbe(std::function<bool()> probe) { probe_ = std::move(probe); }
+  // After a step: positive when some worker saw a newer membership; none when no loss was
+  // all-reduced since the last call.
+  std::optional<double> takeMembershipProbe();
   // Payload bytes this worker sent and received so far: what a ring all-reduce moves each way,
   // 2(N−1)/N of each bucket, and the serialized PS messages.
   uint64_t bytesSent() const;
@@ -124,6 +142,9 @@ private:
   // A PS call, traced (its span with the bytes it sent and received) and watched for stalls.
   template <typename Call> auto watchedPsCall(const char *category, std::string name, Call call);
   size_t nextBuffer_ = 0;
+  std::function<bool()> probe_;
+  Tensor probeValue_;          // appended to the loss's bucket: Σ b_i·[saw newer] / Σ b_i
+  bool probeInFlight_ = false; // the last step's loss all-reduce carried it (guarded by mutex_)
 };
 
 } // namespace prism::runtime::job

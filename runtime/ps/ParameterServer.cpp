@@ -37,10 +37,8 @@ public:
   explicit Service(ParameterServerOptions options) : options_(std::move(options)) {
     for (size_t i = 0; i < options_.shards.size(); ++i)
       shardIndex_[options_.shards[i].name] = i;
-    const auto contributors = static_cast<size_t>(options_.contributors);
-    pushed_.assign(contributors, 0);
-    counts_.applied.assign(contributors, 0);
-    counts_.dropped.assign(contributors, 0);
+    contributors_ = options_.contributors;
+    countContributors(options_.contributors);
   }
 
   llvm::Error prepareShards();
@@ -57,6 +55,7 @@ public:
       counts.seconds = std::chrono::duration<double>(lastApply_ - *firstApply_).count();
     return counts;
   }
+  int64_t changeMembership(int64_t epoch, int64_t contributors);
   llvm::Error save(llvm::StringRef path) const;
   llvm::Error load(llvm::StringRef path);
 
@@ -76,7 +75,10 @@ private:
   // Waits (lock held) until `ready()`, failing when the server failed or shuts down, or when
   // neither the wait timeout nor the client's deadline leaves time.
   grpc::Status waitUntil(std::unique_lock<std::mutex> &lock, grpc::ServerContext *context,
-                         const std::function<bool()> &ready, const std::string &what);
+                         const std::function<bool()> &ready, const std::string &what,
+                         int64_t epoch);
+  // ABORTED when a call of membership `epoch` comes after the server moved to a newer one.
+  std::optional<grpc::Status> staleEpoch(int64_t epoch, const std::string &what) const;
   grpc::Status failedStatus() const {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "parameter server failed: " + failure_);
@@ -91,19 +93,21 @@ private:
   decodeGradients(const google::protobuf::RepeatedPtrField<wire::Gradient> &gradients) const;
   // Applies every buffered step that a quorum of contributors pushed, in order (lock held).
   void applyCompleteSteps();
+  // Contributors push each step: the membership's workers (it changes with elastic membership),
+  // or the aggregating hosts' leaders and the other workers (local aggregation).
   int64_t contributorCount() const {
-    return options_.contributorIds.empty() ? options_.contributors
+    return options_.contributorIds.empty() ? contributors_
                                            : static_cast<int64_t>(options_.contributorIds.size());
   }
   bool takesFrom(int64_t contributor) const {
     if (options_.contributorIds.empty())
-      return contributor >= 0 && contributor < options_.contributors;
+      return contributor >= 0 && contributor < contributors_;
     return std::binary_search(options_.contributorIds.begin(), options_.contributorIds.end(),
                               contributor);
   }
   std::string contributorsText() const {
     if (options_.contributorIds.empty())
-      return "0 to " + std::to_string(options_.contributors - 1);
+      return "0 to " + std::to_string(contributors_ - 1);
     std::string text;
     for (int64_t id : options_.contributorIds)
       text += (text.empty() ? "" : ", ") + std::to_string(id);
@@ -150,6 +154,20 @@ private:
   PushCounts counts_; // but its seconds, which come from these
   std::optional<Clock::time_point> firstApply_;
   Clock::time_point lastApply_;
+  // Elastic membership: the epoch and how many workers push each step in it.
+  int64_t epoch_ = 0;
+  int64_t contributors_ = 0;
+  // Sizes the per-contributor counts for contributor indices below `contributors` (lock held or
+  // not yet shared).
+  void countContributors(int64_t contributors) {
+    const auto n = static_cast<size_t>(std::max<int64_t>(contributors, 0));
+    if (pushed_.size() < n)
+      pushed_.resize(n, 0);
+    if (counts_.applied.size() < n) {
+      counts_.applied.resize(n, 0);
+      counts_.dropped.resize(n, 0);
+    }
+  }
 };
 
 llvm::Error ParameterServer::Service::prepareShards() {
@@ -211,10 +229,32 @@ grpc::Status ParameterServer::Service::authenticate(grpc::ServerContext *context
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong job token");
 }
 
+int64_t ParameterServer::Service::changeMembership(int64_t epoch, int64_t contributors) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (epoch <= epoch_)
+    return version_;
+  epoch_ = epoch;
+  contributors_ = contributors;
+  countContributors(contributors);
+  // The step in flight is redone by the new membership: what its old members pushed goes.
+  pending_.clear();
+  changed_.notify_all();
+  return version_;
+}
+
+std::optional<grpc::Status> ParameterServer::Service::staleEpoch(int64_t epoch,
+                                                                 const std::string &what) const {
+  if (epoch == epoch_)
+    return std::nullopt;
+  return grpc::Status(grpc::StatusCode::ABORTED, what + " of membership " + std::to_string(epoch) +
+                                                     " refused: the server is at membership " +
+                                                     std::to_string(epoch_));
+}
+
 grpc::Status ParameterServer::Service::waitUntil(std::unique_lock<std::mutex> &lock,
                                                  grpc::ServerContext *context,
                                                  const std::function<bool()> &ready,
-                                                 const std::string &what) {
+                                                 const std::string &what, int64_t epoch) {
   Clock::time_point deadline = std::min(Clock::now() + options_.waitTimeout, context->deadline());
   for (;;) {
     if (!failure_.empty())
@@ -223,6 +263,8 @@ grpc::Status ParameterServer::Service::waitUntil(std::unique_lock<std::mutex> &l
     // job's end (and this server's shutdown) comes right after that apply.
     if (ready())
       return grpc::Status::OK;
+    if (auto stale = staleEpoch(epoch, what))
+      return *stale;
     if (shuttingDown_)
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "parameter server is shutting down");
     if (changed_.wait_until(lock, deadline) == std::cv_status::timeout && !ready() &&
@@ -258,7 +300,8 @@ grpc::Status ParameterServer::Service::Pull(grpc::ServerContext *context,
   std::unique_lock<std::mutex> lock(mutex_);
   int64_t step = request->step();
   grpc::Status waited = waitUntil(
-      lock, context, [&] { return mayStart(step); }, "pull for step " + std::to_string(step));
+      lock, context, [&] { return mayStart(step); }, "pull for step " + std::to_string(step),
+      request->membership_epoch());
   if (!waited.ok())
     return waited;
   for (const PsShard *shard : shards) {
@@ -295,7 +338,7 @@ grpc::Status ParameterServer::Service::PullRows(grpc::ServerContext *context,
   int64_t step = request->step();
   grpc::Status waited = waitUntil(
       lock, context, [&] { return mayStart(step); },
-      "pull of rows for step " + std::to_string(step));
+      "pull of rows for step " + std::to_string(step), request->membership_epoch());
   if (!waited.ok())
     return waited;
   auto value = shardValue(*shard);
@@ -427,7 +470,7 @@ grpc::Status ParameterServer::Service::applyOnArrival(std::unique_lock<std::mute
   changed_.notify_all();
   return waitUntil(
       lock, context, [&] { return mayStart(step + 1); },
-      what + " (waiting for the slowest worker: --max-staleness)");
+      what + " (waiting for the slowest worker: --max-staleness)", epoch_);
 }
 
 grpc::Status ParameterServer::Service::PushStep(grpc::ServerContext *context,
@@ -438,9 +481,8 @@ grpc::Status ParameterServer::Service::PushStep(grpc::ServerContext *context,
   int64_t step = request->step(), contributor = request->contributor();
   std::string what =
       "push of step " + std::to_string(step) + " by contributor " + std::to_string(contributor);
-  if (!takesFrom(contributor))
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        what + ": contributors are " + contributorsText());
+  if (contributor < 0)
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, what + ": a negative contributor");
   if (!(request->weight() > 0) || !std::isfinite(request->weight()))
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         what + ": its weight is not a positive number");
@@ -452,6 +494,12 @@ grpc::Status ParameterServer::Service::PushStep(grpc::ServerContext *context,
   std::unique_lock<std::mutex> lock(mutex_);
   if (!failure_.empty())
     return failedStatus();
+  if (auto stale = staleEpoch(request->membership_epoch(), what))
+    return *stale;
+  // The workers of the membership (it changes with elastic membership), or the hosts' leaders.
+  if (!takesFrom(contributor))
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        what + ": contributors are " + contributorsText());
   if (options_.policy.async) {
     jobPushes_ = std::max(jobPushes_, request->job_pushes());
     grpc::Status applied =
@@ -479,7 +527,7 @@ grpc::Status ParameterServer::Service::PushStep(grpc::ServerContext *context,
   contributions[contributor] = Contribution{request->weight(), std::move(*gradients)};
   applyCompleteSteps();
   grpc::Status waited = waitUntil(
-      lock, context, [&] { return version_ > step; }, what);
+      lock, context, [&] { return version_ > step; }, what, request->membership_epoch());
   if (!waited.ok())
     return waited;
   response->set_version(version_);
@@ -614,6 +662,10 @@ int64_t ParameterServer::version() const {
 
 PushCounts ParameterServer::counts() const {
   return service_->counts();
+}
+
+int64_t ParameterServer::changeMembership(int64_t epoch, int64_t contributors) {
+  return service_->changeMembership(epoch, contributors);
 }
 
 void ParameterServer::shutdown() {

@@ -99,6 +99,11 @@ public:
   // Steps applied so far (asynchronous: pushes applied).
   int64_t version() const;
   PushCounts counts() const;
+  // Elastic membership: from now on `contributors` workers push each step, in membership
+  // `epoch`. The pushes of the step not yet applied are dropped, and every waiting or later call
+  // of an older epoch fails (ABORTED), so the workers redo that step in the new membership.
+  // Returns the version the new membership starts at (an older epoch changes nothing).
+  int64_t changeMembership(int64_t epoch, int64_t contributors);
   // Wakes every waiting call (they fail), then stops serving. Idempotent.
   void shutdown();
 

@@ -179,6 +179,7 @@ llvm::Expected<Tensor> PsClient::pull(llvm::StringRef name, int64_t step) {
     call->endpoint = shard.endpoint;
     call->request.add_names(name.str());
     call->request.set_step(step);
+    call->request.set_membership_epoch(membershipEpoch_);
     calls.push_back(std::move(call));
   }
   if (auto error = runAll("Pull", calls,
@@ -234,6 +235,7 @@ llvm::Expected<Tensor> PsClient::pullRows(llvm::StringRef name, const Tensor &in
       calls.back()->endpoint = shard.endpoint;
       calls.back()->request.set_name(name.str());
       calls.back()->request.set_step(step);
+      calls.back()->request.set_membership_epoch(membershipEpoch_);
       if (options_.compress != ir::ComputePrecision::F32 && (*layout)->dtype == ir::DType::F32)
         calls.back()->request.set_encoding(ir::precisionName(options_.compress).str());
     }
@@ -283,6 +285,7 @@ llvm::Error PsClient::push(int64_t step, double weight, int64_t contributor,
     calls.back()->endpoint = endpoint;
     calls.back()->request.set_contributor(contributor);
     calls.back()->request.set_step(step);
+    calls.back()->request.set_membership_epoch(membershipEpoch_);
     calls.back()->request.set_weight(weight);
     calls.back()->request.set_job_pushes(jobPushes_);
     requestOf[endpoint] = &calls.back()->request;

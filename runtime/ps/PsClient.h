@@ -104,6 +104,9 @@ public:
 
   // The variables on the servers and where their rows are.
   const std::map<std::string, VariableLayout> &variables() const { return options_.variables; }
+  // Elastic membership: the epoch every later call carries (the servers refuse older ones).
+  void setMembershipEpoch(int64_t epoch) { membershipEpoch_ = epoch; }
+
   // Every server of the layout, sorted.
   const std::vector<std::string> &endpoints() const { return endpoints_; }
   // Serialized request and response message bytes so far (the payload, without gRPC framing).
@@ -128,6 +131,7 @@ private:
   std::atomic<uint64_t> bytesSent_{0};
   std::atomic<uint64_t> bytesReceived_{0};
   std::atomic<int64_t> jobPushes_{0};
+  std::atomic<int64_t> membershipEpoch_{0};
 };
 
 } // namespace prism::runtime::ps

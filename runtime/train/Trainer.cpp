@@ -177,7 +177,13 @@ llvm::Error restoreInto(runtime::VariableStore &store, const Checkpoint &ckpt,
 class TrainingRun {
 public:
   TrainingRun(const ir::Module &module, const TrainOptions &options)
-      : module_(module), options_(options), worker_(options.worker), progress_(options.quiet) {}
+      : module_(module), options_(options), worker_(options.worker), progress_(options.quiet) {
+    if (worker_) {
+      rank_ = worker_->rank;
+      workers_ = worker_->workers;
+      outside_ = worker_->joining;
+    }
+  }
 
   llvm::Expected<TrainResult> run() {
     if (!module_.loss)
@@ -188,9 +194,18 @@ public:
       if (auto err = (this->*prepare)())
         return std::move(err);
     start_ = stepStart_ = windowStart_ = Clock::now();
-    while (!trainedEnough())
-      if (auto err = trainStep())
+    while (!trainedEnough()) {
+      llvm::Error err = trainStep();
+      if (!err)
+        continue;
+      if (!worker_ || !worker_->afterFailedStep)
         return std::move(err);
+      auto membership = worker_->afterFailedStep(std::move(err), position_.globalStep, *store_);
+      if (!membership)
+        return membership.takeError();
+      if (auto changed = changeMembership(*membership))
+        return std::move(changed);
+    }
     return finish();
   }
 
@@ -205,6 +220,13 @@ private:
   // The target's steps are done, or the worker role says the job trained enough.
   bool trainedEnough() const {
     return worker_ && worker_->trainedEnough ? enough_ : position_.globalStep >= target_;
+  }
+  // Elastic membership: this worker's new rank and share, from the membership's step on.
+  llvm::Error changeMembership(const Membership &membership);
+  llvm::Error openBatches();
+  // Whether this run reports (progress, metrics, evaluation): see WorkerRole::rankZeroReports.
+  bool reports() const {
+    return !worker_ || !worker_->rankZeroReports || (rank_ == 0 && !outside_);
   }
   void reportStep(int64_t examples, double loss);
   llvm::Error evaluateTestSet(const std::string &label);
@@ -228,6 +250,9 @@ private:
   Clock::time_point start_, stepStart_, windowStart_;
   int64_t windowSamples_ = 0, samples_ = 0;
   double rate_ = 0;
+  // This worker's rank among how many (they change with elastic membership).
+  int64_t rank_ = 0, workers_ = 1;
+  bool outside_ = false; // a joining worker before its first membership
 };
 
 llvm::Error TrainingRun::openData() {
@@ -315,24 +340,12 @@ llvm::Error TrainingRun::prepareBatches() {
                          " is larger than the training set " + trainSet_->description() + " (" +
                          llvm::Twine(trainSet_->size()) + " examples): use --batch " +
                          llvm::Twine(trainSet_->size()) + " or less");
-  data::BatchOptions batchOptions;
-  batchOptions.batchSize = options_.batchSize;
-  batchOptions.seed = options_.seed;
-  batchOptions.fields = fields_;
-  if (worker_) {
-    batchOptions.rank = worker_->rank;
-    batchOptions.numShards = worker_->workers;
-    batchOptions.dropLast = true;
-  }
-  auto batches = data::BatchIterator::create(*trainSet_, batchOptions, position_.epoch);
-  if (!batches)
-    return batches.takeError();
-  batches_.emplace(std::move(*batches));
+  if (auto err = openBatches())
+    return err;
   perEpoch_ = batches_->numBatches();
   if (perEpoch_ == 0)
     return ir::makeError("the training set " + trainSet_->description() + " is empty");
-  if (auto err = checkAccumulation(options_.accumulate, options_.batchSize,
-                                   worker_ ? worker_->workers : 1))
+  if (auto err = checkAccumulation(options_.accumulate, options_.batchSize, workers_))
     return err;
   target_ = options_.steps ? *options_.steps : options_.epochs.value_or(1) * perEpoch_;
   epochs_ = (target_ + perEpoch_ - 1) / perEpoch_;
@@ -350,8 +363,52 @@ llvm::Error TrainingRun::prepareBatches() {
   return llvm::Error::success();
 }
 
+// This worker's shard of each global batch, from the current epoch.
+llvm::Error TrainingRun::openBatches() {
+  data::BatchOptions batchOptions;
+  batchOptions.batchSize = options_.batchSize;
+  batchOptions.seed = options_.seed;
+  batchOptions.fields = fields_;
+  if (worker_) {
+    batchOptions.rank = rank_;
+    batchOptions.numShards = workers_;
+    batchOptions.dropLast = true;
+  }
+  auto batches = data::BatchIterator::create(*trainSet_, batchOptions, position_.epoch);
+  if (!batches)
+    return batches.takeError();
+  batches_.emplace(std::move(*batches));
+  return llvm::Error::success();
+}
+
+llvm::Error TrainingRun::changeMembership(const Membership &membership) {
+  const bool reported = reports();
+  outside_ = false;
+  rank_ = membership.rank;
+  workers_ = membership.workers;
+  // Batches of an epoch do not depend on the split: the step says where the data stands.
+  position_.globalStep = membership.step;
+  position_.epoch = membership.step / perEpoch_;
+  position_.batchInEpoch = membership.step % perEpoch_;
+  if (auto err = checkAccumulation(options_.accumulate, options_.batchSize, workers_))
+    return err;
+  if (auto err = openBatches())
+    return err;
+  // A worker that takes over rank 0's duties appends to the metrics rank 0 wrote so far.
+  if (!reported && reports() && !options_.metricsOut.empty() && !metrics_) {
+    std::error_code ec;
+    metrics_ =
+        std::make_unique<llvm::raw_fd_ostream>(options_.metricsOut, ec, llvm::sys::fs::OF_Append);
+    if (ec)
+      return ir::makeError("cannot write metrics to " + options_.metricsOut + ": " + ec.message());
+  }
+  if (!reports())
+    metrics_.reset();
+  return llvm::Error::success();
+}
+
 llvm::Error TrainingRun::openMetrics() {
-  if (options_.metricsOut.empty())
+  if (options_.metricsOut.empty() || !reports())
     return llvm::Error::success();
   std::error_code ec;
   metrics_ = std::make_unique<llvm::raw_fd_ostream>(
@@ -367,6 +424,14 @@ llvm::Error TrainingRun::trainStep() {
   runtime::TraceSpan stepSpan(options_.trace, "steps",
                               "step " + std::to_string(position_.globalStep), "step");
   runtime::TraceSpan loading(options_.trace, "steps", "load batch", "data");
+  if (worker_ && worker_->atStepBoundary) {
+    auto membership = worker_->atStepBoundary(position_.globalStep, *store_);
+    if (!membership)
+      return membership.takeError();
+    if (*membership)
+      if (auto err = changeMembership(**membership))
+        return err;
+  }
   data::Batch batch = batches_->batch(position_.batchInEpoch);
   loading.addArg("examples", static_cast<double>(batch.size()));
   loading.finish();
@@ -453,8 +518,9 @@ void TrainingRun::reportStep(int64_t examples, double loss) {
   // An asynchronous worker may run past the target (its share of the job's pushes is larger).
   double eta = static_cast<double>(std::max<int64_t>(target_ - position_.globalStep, 0)) * elapsed /
                static_cast<double>(result_.steps);
-  progress_.step(position_.epoch + 1, epochs_, position_.batchInEpoch, perEpoch_,
-                 position_.globalStep, target_, loss, rate_, eta);
+  if (reports())
+    progress_.step(position_.epoch + 1, epochs_, position_.batchInEpoch, perEpoch_,
+                   position_.globalStep, target_, loss, rate_, eta);
   if (metrics_) {
     nlohmann::json line = {{"step", position_.globalStep},
                            {"epoch", position_.epoch + 1},
@@ -465,12 +531,15 @@ void TrainingRun::reportStep(int64_t examples, double loss) {
       for (const auto &[name, value] : worker_->stepMetrics())
         line[name] = value;
     *metrics_ << line.dump() << "\n";
+    // Under elastic membership a reporting worker may be lost: its lines so far stay.
+    if (worker_ && worker_->rankZeroReports)
+      metrics_->flush();
   }
   stepStart_ = Clock::now();
 }
 
 llvm::Error TrainingRun::evaluateTestSet(const std::string &label) {
-  if (!evaluator_)
+  if (!evaluator_ || !reports())
     return llvm::Error::success();
   auto eval = evaluate(*evaluator_, *testSet_, fields_, classifier_, localLoss(module_)->name(),
                        options_.evalBatchSize);
@@ -493,7 +562,8 @@ llvm::Error TrainingRun::evaluateTestSet(const std::string &label) {
 }
 
 llvm::Expected<TrainResult> TrainingRun::finish() {
-  progress_.finish();
+  if (reports())
+    progress_.finish();
   result_.globalStep = position_.globalStep;
   result_.samplesPerSec =
       static_cast<double>(samples_) / std::max(seconds(Clock::now() - start_), 1e-9);

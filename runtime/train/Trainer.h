@@ -19,6 +19,14 @@
 
 namespace prism::runtime::train {
 
+// Where a worker stands after its group changed (elastic membership): its rank among how many
+// workers, and the step they go on from.
+struct Membership {
+  int64_t rank = 0;
+  int64_t workers = 1;
+  int64_t step = 0;
+};
+
 // What makes a training run one worker of a distributed job (runtime/job sets it): the
 // worker's shard of each global batch, its links to the other tasks, and calls around steps.
 struct WorkerRole {
@@ -41,6 +49,24 @@ struct WorkerRole {
   std::function<llvm::Error()> afterLastStep;
   // Counters added to each step's metrics line (e.g. bytes sent this step), by name.
   std::function<std::vector<std::pair<std::string, double>>()> stepMetrics;
+  // Elastic membership (runtime/job/ElasticWorker.h). Before each step (`steps` done): the new
+  // membership when the group changed there (a worker joined), with `store` at its step; none
+  // when it did not.
+  std::function<llvm::Expected<std::optional<Membership>>(int64_t steps,
+                                                          runtime::VariableStore &store)>
+      atStepBoundary;
+  // After a step that failed (`steps` done before it): the membership without the lost worker,
+  // with `store` at the step it goes on from, or an error (the step's own when no worker was
+  // lost). Unset: a failed step ends training.
+  std::function<llvm::Expected<Membership>(llvm::Error failure, int64_t steps,
+                                           runtime::VariableStore &store)>
+      afterFailedStep;
+  // Progress, metrics and evaluation are this worker's only while its rank is 0 (the rank
+  // changes with the membership); otherwise the options alone decide.
+  bool rankZeroReports = false;
+  // A worker joining a running job: it has no rank (and reports nothing) until atStepBoundary
+  // gives it its first membership.
+  bool joining = false;
 };
 
 struct TrainOptions {

@@ -6,6 +6,7 @@
 
 #include "DistTestSupport.h"
 #include "ir/Diagnostic.h"
+#include "runtime/dist/Membership.h"
 
 namespace prism::runtime::dist {
 namespace {
@@ -271,6 +272,90 @@ TEST(CoordinatorTest, StartFailsOnATakenPort) {
   auto second = Coordinator::start(options);
   ASSERT_FALSE(bool(second));
   EXPECT_NE(llvm::toString(second.takeError()).find("cannot listen on"), std::string::npos);
+}
+
+// Elastic membership: a lost worker is dropped and a new membership published while enough
+// remain; a silent one is found by its heartbeats; then too few remain and the job aborts.
+TEST(CoordinatorTest, ElasticJobDropsLostWorkers) {
+  auto coordinator = startCoordinator(3, 1s, /*elasticMin=*/1, /*elasticMax=*/3);
+  ASSERT_TRUE(coordinator);
+  CoordinatorClient survivor(clientOptions(coordinator->address(), "worker:0"));
+  CoordinatorClient silent(clientOptions(coordinator->address(), "worker:2"));
+  ASSERT_EQ(message(survivor.registerTask()), "success");
+  ASSERT_EQ(message(silent.registerTask()), "success"); // and never a heartbeat
+  EXPECT_EQ(*coordinator->value(kMembershipEpochKey), "0");
+  EXPECT_EQ(*coordinator->value(membershipKey(0)), "worker:0,worker:1,worker:2");
+
+  EXPECT_TRUE(coordinator->loseWorker("worker:1", "was killed by signal Killed"));
+  EXPECT_TRUE(coordinator->dropped("worker:1"));
+  EXPECT_EQ(*coordinator->value(kMembershipEpochKey), "1");
+  EXPECT_EQ(*coordinator->value(membershipKey(1)), "worker:0,worker:2");
+  EXPECT_EQ(*coordinator->value(membershipReasonKey(1)),
+            "worker:1 was lost: it was killed by signal Killed");
+
+  AbortRecorder aborted;
+  ASSERT_EQ(message(survivor.startHeartbeats(100ms, aborted.handler())), "success");
+  auto epoch2 = survivor.get(membershipKey(2), kBound);
+  ASSERT_TRUE(bool(epoch2)) << llvm::toString(epoch2.takeError());
+  EXPECT_EQ(*epoch2, "worker:0");
+  EXPECT_NE(coordinator->value(membershipReasonKey(2))
+                ->find("worker:2 was lost: it stopped "
+                       "answering (no heartbeat for"),
+            std::string::npos);
+  EXPECT_FALSE(coordinator->abortReason().has_value());
+  // A dropped worker that comes back is refused alone; the job goes on.
+  std::string refused = message(silent.reportFailure("late"));
+  EXPECT_NE(refused.find("ABORTED: worker:2 was dropped from the job"), std::string::npos)
+      << refused;
+  EXPECT_FALSE(coordinator->abortReason().has_value());
+
+  EXPECT_FALSE(coordinator->loseWorker("worker:0", "exited with status 1"));
+  ASSERT_TRUE(coordinator->abortReason().has_value());
+  EXPECT_EQ(*coordinator->abortReason(),
+            "worker:0 exited with status 1, and the 0 workers left are fewer than --elastic's "
+            "minimum of 1");
+}
+
+TEST(CoordinatorTest, WorkersJoinUpToTheMaximum) {
+  auto coordinator = startCoordinator(2, 5s, /*elasticMin=*/1, /*elasticMax=*/3);
+  ASSERT_TRUE(coordinator);
+  CoordinatorClient joiner(clientOptions(coordinator->address(), "a joining worker"));
+  auto epoch = joiner.join();
+  ASSERT_TRUE(bool(epoch)) << llvm::toString(epoch.takeError());
+  EXPECT_EQ(*epoch, 1);
+  EXPECT_EQ(joiner.taskName(), "worker:2");
+  EXPECT_EQ(*coordinator->value(membershipKey(1)), "worker:0,worker:1,worker:2");
+  EXPECT_NE(coordinator->value(membershipReasonKey(1))->find("worker:2 joined from"),
+            std::string::npos);
+  EXPECT_EQ(message(joiner.startHeartbeats(100ms, [](std::string) {})), "success");
+
+  CoordinatorClient another(clientOptions(coordinator->address(), "a joining worker"));
+  auto full = another.join();
+  ASSERT_FALSE(bool(full));
+  std::string error = llvm::toString(full.takeError());
+  EXPECT_NE(error.find("RESOURCE_EXHAUSTED: the job has its most workers already (3 of "
+                       "--elastic's maximum 3)"),
+            std::string::npos)
+      << error;
+  // A lost worker's place can be taken again; names are never reused.
+  EXPECT_TRUE(coordinator->loseWorker("worker:1", "was killed by signal Killed"));
+  auto again = another.join();
+  ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
+  EXPECT_EQ(another.taskName(), "worker:3");
+  EXPECT_EQ(*coordinator->value(membershipKey(*again)), "worker:0,worker:2,worker:3");
+}
+
+TEST(CoordinatorTest, JoiningAJobThatIsNotElasticIsRefused) {
+  auto coordinator = startCoordinator(2);
+  ASSERT_TRUE(coordinator);
+  CoordinatorClient joiner(clientOptions(coordinator->address(), "a joining worker"));
+  auto refused = joiner.join();
+  ASSERT_FALSE(bool(refused));
+  std::string error = llvm::toString(refused.takeError());
+  EXPECT_NE(error.find("FAILED_PRECONDITION: this job is not elastic"), std::string::npos) << error;
+  // Without elastic membership a lost worker aborts the job, as before.
+  EXPECT_FALSE(coordinator->loseWorker("worker:1", "was killed by signal Killed"));
+  EXPECT_EQ(*coordinator->abortReason(), "worker:1 was killed by signal Killed");
 }
 
 } // namespace

@@ -28,12 +28,14 @@ inline std::vector<std::string> workerNames(int count) {
 // A coordinator for `workers` workers on 127.0.0.1 and a port of the kernel's choice; null (and
 // the error printed) when it cannot start.
 inline std::unique_ptr<Coordinator>
-startCoordinator(int workers,
-                 std::chrono::milliseconds heartbeatTimeout = std::chrono::seconds(5)) {
+startCoordinator(int workers, std::chrono::milliseconds heartbeatTimeout = std::chrono::seconds(5),
+                 int elasticMin = 0, int elasticMax = 0) {
   CoordinatorOptions options;
   options.jobToken = kTestToken;
   options.expectedTasks = workerNames(workers);
   options.heartbeatTimeout = heartbeatTimeout;
+  options.elasticMin = elasticMin;
+  options.elasticMax = elasticMax;
   auto coordinator = Coordinator::start(std::move(options));
   if (!coordinator) {
     std::fprintf(stderr, "%s\n", llvm::toString(coordinator.takeError()).c_str());

@@ -217,6 +217,37 @@ TEST(Partition, AsynchronousPlansCarryTheStalenessBound) {
             std::string::npos);
 }
 
+// Elastic membership redoes one synchronous step on every survivor: workers that are not at one
+// step (async, backup workers) cannot, and a host's leader would wait for a lost member.
+TEST(Partition, ElasticMembershipNeedsWorkersAtOneStepAndNoHostLeaders) {
+  auto model = loadModel("embedding_classifier");
+  PartitionOptions options;
+  options.placement.strategy = passes::Strategy::ParameterServer;
+  options.elasticMin = 2;
+  options.elasticMax = 4;
+  for (bool async : {true, false}) {
+    options.synchronization = {};
+    if (async)
+      options.synchronization.mode = SyncMode::Async;
+    else
+      options.synchronization.backupWorkers = 1;
+    std::string message = errorOf(partitionFor(*model, "local:3,ps=1", options).takeError());
+    EXPECT_NE(message.find("--elastic 2:4 with "), std::string::npos) << message;
+    EXPECT_NE(message.find(async ? "--sync async" : "--backup-workers 1"), std::string::npos)
+        << message;
+  }
+  options.synchronization = {};
+  auto elastic = partitionFor(*model, "local:2,ps=1,devices=2", options);
+  ASSERT_TRUE(static_cast<bool>(elastic)) << errorOf(elastic.takeError());
+  EXPECT_EQ(elastic->plan.host_aggregation_size(), 0);
+  options.localAggregation = LocalAggregationMode::On;
+  std::string message =
+      errorOf(partitionFor(*model, "local:2,ps=1,devices=2", options).takeError());
+  EXPECT_NE(message.find("--local-aggregation on: a host's leader waits for every member"),
+            std::string::npos)
+      << message;
+}
+
 TEST(Partition, BatchSmallerThanTheTowersIsRefused) {
   auto model = loadModel("mlp");
   PartitionOptions options;

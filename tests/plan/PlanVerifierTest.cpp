@@ -84,6 +84,18 @@ TEST(PlanVerifier, EveryCorruptionIsNamed) {
        "run.compress: expected fp16 or bf16 (or empty), got 'int8'"},
       {"error feedback", [](Plan &p) { p.mutable_run()->set_error_feedback(true); },
        "run.error_feedback: error feedback needs run.compress"},
+      {"elastic range",
+       [](Plan &p) {
+         p.mutable_run()->set_elastic_min(3);
+         p.mutable_run()->set_elastic_max(2);
+       },
+       "run.elastic_min/elastic_max: --elastic 3:2: MIN is larger than MAX"},
+      {"elastic maximum",
+       [](Plan &p) {
+         p.mutable_run()->set_elastic_min(1);
+         p.mutable_run()->set_elastic_max(1);
+       },
+       "run.elastic_min/elastic_max: --elastic 1:1: MAX is below the cluster's 2 workers"},
       {"accumulate", [](Plan &p) { p.mutable_run()->set_accumulate(1000); },
        "run.accumulate: 1000 micro-batches per step need a global batch of at least"},
       {"strategy", [](Plan &p) { p.set_strategy("gossip"); },

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <thread>
 
 #include "PsTestCluster.h"
@@ -242,6 +243,46 @@ TEST(ParameterServer, PushesOfOneStepTwiceOrOfAFarStepAreErrors) {
   llvm::Error stranger = client->push(1, 1, 7, {});
   ASSERT_TRUE(bool(stranger));
   EXPECT_NE(llvm::toString(std::move(stranger)).find("contributors are 0 to 1"), std::string::npos);
+}
+
+// Elastic membership: a new membership drops the pushes of the step in flight and fails the
+// calls waiting on it; calls of the old membership are refused; the step is then applied with
+// the new number of contributors.
+TEST(ParameterServer, NewMembershipDropsTheInterruptedStep) {
+  TestCluster cluster(3);
+  auto outcome = [](llvm::Error e) { return e ? llvm::toString(std::move(e)) : "success"; };
+  auto oldClient = cluster.client();
+  // Contributors 0 and 1 push step 0 and wait for it; contributor 2 never pushes.
+  std::vector<std::future<std::string>> waiting;
+  for (int64_t c = 0; c < 2; ++c)
+    waiting.push_back(std::async(std::launch::async, [&, c] {
+      return outcome(oldClient->push(0, 1, c, gradientsOf(c, 0)));
+    }));
+  std::this_thread::sleep_for(milliseconds(200));
+  for (auto &server : cluster.servers)
+    EXPECT_EQ(server->changeMembership(1, 2), 0) << "the version the new membership starts at";
+  for (auto &call : waiting) {
+    ASSERT_EQ(call.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+    std::string aborted = call.get();
+    EXPECT_NE(aborted.find("of membership 0 refused: the server is at membership 1"),
+              std::string::npos)
+        << aborted;
+  }
+  std::string stale = outcome(oldClient->push(0, 1, 0, gradientsOf(0, 0)));
+  EXPECT_NE(stale.find("ABORTED: push of step 0 by contributor 0 of membership 0 refused"),
+            std::string::npos)
+      << stale;
+  // The two left redo step 0 in membership 1: only their gradients count.
+  auto client = cluster.client();
+  client->setMembershipEpoch(1);
+  auto second = std::async(std::launch::async,
+                           [&] { return outcome(client->push(0, 1, 1, gradientsOf(1, 0))); });
+  EXPECT_EQ(outcome(client->push(0, 1, 0, gradientsOf(0, 0))), "success");
+  EXPECT_EQ(second.get(), "success");
+  EXPECT_EQ(cluster.servers[0]->version(), 1);
+  EXPECT_EQ(cluster.servers[0]->changeMembership(1, 5), 1) << "an epoch seen changes nothing";
+  std::string stranger = outcome(client->push(1, 1, 2, {}));
+  EXPECT_NE(stranger.find("contributors are 0 to 1"), std::string::npos) << stranger;
 }
 
 TEST(ParameterServer, SaveThenLoadRestoresShardsAndVersion) {
