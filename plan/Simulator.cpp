@@ -140,20 +140,17 @@ private:
     for (const Timeline &t : timelines_)
       begin = std::max({begin, t.communicate, readyOf(t, op)});
     const double ring = ringAllReduceBytes(bucketBytes(op), static_cast<int64_t>(n));
-    double seconds = n < 2 ? 0 : profile_.allReduce.latency;
-    double onLinks = 0;
+    // The ring moves at its slowest pair: a link between hosts, or the profile's loopback rate.
+    double perByte = 0;
     for (size_t r = 0; n > 1 && r < n; ++r) {
       const int from = hostOf_[workers_[r]], to = hostOf_[workers_[(r + 1) % n]];
       const double bandwidth = linkBandwidth(from, to);
-      if (bandwidth > 0) {
+      if (bandwidth > 0)
         begin = std::max({begin, links_[from].outFree, links_[to].inFree});
-        onLinks = std::max(onLinks, ring / bandwidth);
-      } else {
-        seconds = std::max(seconds,
-                           profile_.allReduce.latency + ring * profile_.allReduce.secondsPerByte);
-      }
+      perByte =
+          std::max(perByte, bandwidth > 0 ? 1 / bandwidth : profile_.allReduce.secondsPerByte);
     }
-    seconds = std::max(seconds, onLinks);
+    const double seconds = n < 2 ? 0 : profile_.allReduce.latency + ring * perByte;
     for (size_t r = 0; n > 1 && r < n; ++r) {
       const int from = hostOf_[workers_[r]], to = hostOf_[workers_[(r + 1) % n]];
       if (from != to)
