@@ -33,7 +33,8 @@ const KernelCost &CostProfile::kernel(llvm::StringRef op) const {
 }
 
 CostProfile defaultProfile() {
-  // Rounded from `prism calibrate` on a 2-core x86-64 virtual machine (docs/simulate.md).
+  // Hand-set, order-of-magnitude figures for a small x86-64 machine, not measured ones: a
+  // calibrated profile replaces them (docs/simulate.md).
   CostProfile p;
   p.host = "built-in";
   p.threads = 1;
