@@ -17,6 +17,7 @@ void registerImportCommand(CLI::App &app);
 void registerOptCommand(CLI::App &app);
 void registerPartitionCommand(CLI::App &app);
 void registerRunCommand(CLI::App &app);
+void registerSimulateCommand(CLI::App &app);
 void registerOpsCommand(CLI::App &app);
 void registerTraceCommand(CLI::App &app);
 void registerTrainCommand(CLI::App &app);

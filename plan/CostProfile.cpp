@@ -1,0 +1,249 @@
+// Cost profiles (see CostProfile.h): the JSON form, the default, the cache path.
+#include "plan/CostProfile.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+#include "ir/Diagnostic.h"
+#include "support/AtomicFile.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+namespace prism::plan {
+
+using Json = nlohmann::ordered_json;
+
+double KernelCost::seconds(const ir::OpCost &cost) const {
+  double s = latency;
+  if (flopsPerSecond > 0)
+    s += cost.flops / flopsPerSecond;
+  if (bytesPerSecond > 0)
+    s += cost.bytes / bytesPerSecond;
+  return s;
+}
+
+const KernelCost &CostProfile::kernel(llvm::StringRef op) const {
+  auto it = kernels.find(op.str());
+  return it == kernels.end() ? defaultKernel : it->second;
+}
+
+CostProfile defaultProfile() {
+  // Hand-set, order-of-magnitude figures for a small x86-64 machine, not measured ones: a
+  // calibrated profile replaces them (docs/simulate.md).
+  CostProfile p;
+  p.host = "built-in";
+  p.threads = 1;
+  p.defaultKernel = {3e-6, 2e9, 4e9};
+  p.kernels["matmul"] = {5e-6, 3e10, 8e9};
+  p.kernels["conv2d"] = {2e-5, 1.5e10, 4e9};
+  p.allReduce = {1e-4, 1e-9};
+  p.ps = {3e-4, 4e8, 2e-5, 2e-9};
+  return p;
+}
+
+namespace {
+
+// Reads a field of a profile, naming it (a.b.c) in errors.
+class Reader {
+public:
+  explicit Reader(llvm::StringRef file) : file_(file.str()) {}
+
+  llvm::Error fail(const std::string &field, const llvm::Twine &what) const {
+    return ir::makeError(ir::ErrorCode::Invalid, file_ + ": field '" + field + "': " + what);
+  }
+  // A non-negative finite number.
+  llvm::Error number(const Json &object, const std::string &path, const char *key,
+                     double &out) const {
+    const std::string field = path.empty() ? key : path + "." + key;
+    auto it = object.find(key);
+    if (it == object.end())
+      return fail(field, "missing");
+    if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0)
+      return fail(field, "expected a non-negative number, got " + it->dump());
+    out = it->get<double>();
+    return llvm::Error::success();
+  }
+  const Json *object(const Json &parent, const std::string &field, const char *key,
+                     llvm::Error &err) const {
+    auto it = parent.find(key);
+    if (it == parent.end() || !it->is_object()) {
+      err = fail(field, it == parent.end() ? "missing" : "expected an object");
+      return nullptr;
+    }
+    return &*it;
+  }
+  llvm::Error kernel(const Json &object, const std::string &path, KernelCost &out) const {
+    if (!object.is_object())
+      return fail(path, "expected an object");
+    if (auto e = number(object, path, "latency", out.latency))
+      return e;
+    if (auto e = number(object, path, "flops_per_second", out.flopsPerSecond))
+      return e;
+    return number(object, path, "bytes_per_second", out.bytesPerSecond);
+  }
+
+private:
+  std::string file_;
+};
+
+llvm::Error parseMachine(const Reader &r, const Json &root, CostProfile &p) {
+  llvm::Error err = llvm::Error::success();
+  const Json *machine = r.object(root, "machine", "machine", err);
+  if (!machine)
+    return err;
+  for (const char *key : {"host", "cpu"}) {
+    auto it = machine->find(key);
+    if (it == machine->end() || !it->is_string())
+      return r.fail(std::string("machine.") + key, "expected a string");
+    (std::string(key) == "host" ? p.host : p.cpu) = it->get<std::string>();
+  }
+  auto threads = machine->find("threads");
+  if (threads == machine->end() || !threads->is_number_integer() || threads->get<int64_t>() < 1)
+    return r.fail("machine.threads", "expected a positive integer");
+  p.threads = static_cast<int>(threads->get<int64_t>());
+  return llvm::Error::success();
+}
+
+llvm::Error parseKernels(const Reader &r, const Json &root, CostProfile &p) {
+  llvm::Error err = llvm::Error::success();
+  const Json *kernels = r.object(root, "kernels", "kernels", err);
+  if (!kernels)
+    return err;
+  if (!kernels->contains("default"))
+    return r.fail("kernels.default", "missing");
+  for (const auto &[name, entry] : kernels->items()) {
+    KernelCost cost;
+    if (auto e = r.kernel(entry, "kernels." + name, cost))
+      return e;
+    if (name == "default")
+      p.defaultKernel = cost;
+    else
+      p.kernels[name] = cost;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error parseCommunication(const Reader &r, const Json &root, CostProfile &p) {
+  llvm::Error err = llvm::Error::success();
+  const Json *allReduce = r.object(root, "all_reduce", "all_reduce", err);
+  if (!allReduce)
+    return err;
+  if (auto e = r.number(*allReduce, "all_reduce", "latency", p.allReduce.latency))
+    return e;
+  if (auto e = r.number(*allReduce, "all_reduce", "seconds_per_byte", p.allReduce.secondsPerByte))
+    return e;
+  const Json *ps = r.object(root, "ps", "ps", err);
+  if (!ps)
+    return err;
+  if (auto e = r.number(*ps, "ps", "latency", p.ps.latency))
+    return e;
+  if (auto e = r.number(*ps, "ps", "bytes_per_second", p.ps.bytesPerSecond))
+    return e;
+  if (p.ps.bytesPerSecond <= 0)
+    return r.fail("ps.bytes_per_second", "must be positive");
+  if (auto e = r.number(*ps, "ps", "apply_latency", p.ps.applyLatency))
+    return e;
+  return r.number(*ps, "ps", "apply_seconds_per_byte", p.ps.applySecondsPerByte);
+}
+
+Json kernelJson(const KernelCost &k) {
+  return Json{{"latency", k.latency},
+              {"flops_per_second", k.flopsPerSecond},
+              {"bytes_per_second", k.bytesPerSecond}};
+}
+
+std::string hostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0')
+    return "localhost";
+  return name;
+}
+
+} // namespace
+
+llvm::Expected<CostProfile> parseProfile(llvm::StringRef text, llvm::StringRef file) {
+  Reader r(file);
+  Json root = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded() || !root.is_object())
+    return r.fail("(file)", "not a JSON object");
+  auto format = root.find("format");
+  if (format == root.end() || *format != "prism-profile")
+    return r.fail("format", "expected \"prism-profile\"");
+  auto version = root.find("version");
+  if (version == root.end() || !version->is_number_integer() ||
+      version->get<int64_t>() != kProfileVersion)
+    return r.fail("version", "expected " + std::to_string(kProfileVersion));
+  CostProfile p;
+  if (auto e = parseMachine(r, root, p))
+    return std::move(e);
+  if (auto e = parseKernels(r, root, p))
+    return std::move(e);
+  if (auto e = parseCommunication(r, root, p))
+    return std::move(e);
+  return p;
+}
+
+llvm::Expected<CostProfile> readProfile(llvm::StringRef path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return ir::makeError(ir::ErrorCode::NotFound,
+                         path + ": cannot read the profile: " + buffer.getError().message());
+  return parseProfile((*buffer)->getBuffer(), path);
+}
+
+std::string profileToJson(const CostProfile &p) {
+  Json kernels = {{"default", kernelJson(p.defaultKernel)}};
+  for (const auto &[name, k] : p.kernels)
+    kernels[name] = kernelJson(k);
+  Json root = {
+      {"format", "prism-profile"},
+      {"version", kProfileVersion},
+      {"machine", {{"host", p.host}, {"cpu", p.cpu}, {"threads", p.threads}}},
+      {"kernels", kernels},
+      {"all_reduce",
+       {{"latency", p.allReduce.latency}, {"seconds_per_byte", p.allReduce.secondsPerByte}}},
+      {"ps",
+       {{"latency", p.ps.latency},
+        {"bytes_per_second", p.ps.bytesPerSecond},
+        {"apply_latency", p.ps.applyLatency},
+        {"apply_seconds_per_byte", p.ps.applySecondsPerByte}}}};
+  return root.dump(2) + "\n";
+}
+
+llvm::Error writeProfile(const CostProfile &profile, llvm::StringRef path) {
+  llvm::StringRef dir = llvm::sys::path::parent_path(path);
+  if (!dir.empty())
+    if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+      return ir::makeError(ir::ErrorCode::Invalid,
+                           dir + ": cannot create the directory: " + ec.message());
+  return support::writeFileAtomically(path, profileToJson(profile));
+}
+
+std::string cachedProfilePath() {
+  llvm::SmallString<256> path;
+  if (const char *cache = std::getenv("XDG_CACHE_HOME"); cache && *cache)
+    path = cache;
+  else if (const char *home = std::getenv("HOME"); home && *home)
+    llvm::sys::path::append(path, home, ".cache");
+  else
+    path = "/tmp";
+  llvm::sys::path::append(path, "prism", "profile-" + hostName() + ".json");
+  return std::string(path);
+}
+
+llvm::Expected<CostProfile> cachedOrDefaultProfile(std::string &source) {
+  std::string cached = cachedProfilePath();
+  if (!llvm::sys::fs::exists(cached)) {
+    source = "built-in";
+    return defaultProfile();
+  }
+  source = cached;
+  return readProfile(cached);
+}
+
+} // namespace prism::plan

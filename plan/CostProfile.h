@@ -1,0 +1,71 @@
+// A cost profile: what this machine's kernels, all-reduces and parameter servers cost, measured by
+// `prism calibrate` and read by the simulator (plan/Simulator.h). docs/simulate.md gives the JSON
+// format and the built-in default.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "ir/OpTable.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+namespace prism::plan {
+
+// The profile format this build writes and reads.
+constexpr int kProfileVersion = 1;
+
+// A kernel family's roofline: seconds = latency + flops / flops_per_second + bytes /
+// bytes_per_second.
+struct KernelCost {
+  double latency = 0;
+  double flopsPerSecond = 0;
+  double bytesPerSecond = 0;
+  double seconds(const ir::OpCost &cost) const;
+};
+
+// A ring all-reduce of a bucket: latency + seconds_per_byte × the bytes each rank sends
+// (2(N−1)/N of the bucket).
+struct AllReduceCost {
+  double latency = 0;
+  double secondsPerByte = 0;
+};
+
+// A parameter-server call (pull or push) on loopback: latency + bytes / bytes_per_second; and the
+// server's update of what a step's pushes brought: apply_latency + apply_seconds_per_byte × bytes.
+struct PsCost {
+  double latency = 0;
+  double bytesPerSecond = 0;
+  double applyLatency = 0;
+  double applySecondsPerByte = 0;
+};
+
+struct CostProfile {
+  std::string host;         // the machine it was measured on ("built-in" for the default)
+  std::string cpu;          // its processor's model name
+  int threads = 0;          // the kernels' threads
+  KernelCost defaultKernel; // ops without an entry of their own
+  std::map<std::string, KernelCost> kernels; // by op name
+  AllReduceCost allReduce;
+  PsCost ps;
+
+  const KernelCost &kernel(llvm::StringRef op) const;
+};
+
+// The figures used without a measured profile (docs/simulate.md says where they come from).
+CostProfile defaultProfile();
+
+// Parses a profile; errors name `file` and the field at fault.
+llvm::Expected<CostProfile> parseProfile(llvm::StringRef text, llvm::StringRef file);
+llvm::Expected<CostProfile> readProfile(llvm::StringRef path);
+std::string profileToJson(const CostProfile &profile);
+llvm::Error writeProfile(const CostProfile &profile, llvm::StringRef path);
+
+// Where `prism calibrate` keeps this machine's profile when it is given no -o:
+// $XDG_CACHE_HOME/prism/profile-HOST.json, or ~/.cache/prism/profile-HOST.json.
+std::string cachedProfilePath();
+// The cached profile when there is one, else the default; `source` says which (a path or
+// "built-in").
+llvm::Expected<CostProfile> cachedOrDefaultProfile(std::string &source);
+
+} // namespace prism::plan

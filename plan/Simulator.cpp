@@ -1,0 +1,362 @@
+// The step simulator (see Simulator.h): each worker's program replayed in order on a compute
+// stream and an all-reduce stream, PS calls on the worker's timeline, pushes at the step's end,
+// the servers' updates after the pushes they wait for, transfers between hosts queued on each
+// host's link.
+#include "plan/Simulator.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include "ir/Collectives.h"
+#include "ir/Diagnostic.h"
+#include "ir/OpTable.h"
+#include "plan/CommunicationCost.h"
+#include "plan/PlanVariables.h"
+#include "plan/PlanVerifier.h"
+#include "plan/Synchronization.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace prism::plan {
+namespace {
+
+int64_t ceilDiv(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// A host's link, each direction queued on its own (full duplex). Hosts on 127.0.0.1 and hosts
+// of unknown bandwidth move bytes at the profile's loopback figures, without a queue.
+struct Link {
+  double bytesPerSecond = 0; // 0: loopback figures
+  double outFree = 0, inFree = 0;
+  LinkPrediction prediction;
+};
+
+// One worker's step so far.
+struct Timeline {
+  std::unordered_map<const ir::Value *, double> ready; // op results: when they are computed
+  double compute = 0;                                  // the compute stream is free from
+  double communicate = 0;                              // the all-reduce stream is free from
+  std::map<std::string, double> pushBytes;             // by PS task: what the step's push carries
+  TaskPrediction prediction;
+};
+
+class StepSimulator {
+public:
+  StepSimulator(const Plan &plan, const ir::Module &worker, const CostProfile &profile)
+      : plan_(plan), worker_(worker), profile_(profile) {
+    for (const Variable &v : plan.variables())
+      variables_[v.name()] = &v;
+    for (const Task &task : plan.cluster().tasks()) {
+      hostOf_[task.name()] = task.host();
+      if (task.role() == "worker")
+        workers_.push_back(task.name());
+      else if (task.role() == "ps")
+        servers_.push_back(task.name());
+    }
+    for (const Host &host : plan.cluster().hosts()) {
+      Link link;
+      link.prediction.host = host.name();
+      if (host.address().rfind("127.", 0) != 0)
+        link.bytesPerSecond = static_cast<double>(host.bandwidth_bits_per_sec()) / 8;
+      links_.push_back(link);
+    }
+    const int64_t n = std::max<int64_t>(1, static_cast<int64_t>(workers_.size()));
+    localBatch_ = ceilDiv(plan.run().global_batch(), n);
+    towerBatch_ = ceilDiv(localBatch_, std::max(1, plan.run().towers_per_worker()));
+    for (const TableEstimate &t : plan.estimate().tables())
+      rowsOf_[t.variable()] = t;
+    timelines_.resize(workers_.size());
+    for (size_t r = 0; r < workers_.size(); ++r)
+      timelines_[r].prediction.task = workers_[r];
+  }
+
+  Prediction run() {
+    for (const auto &op : worker_.ops())
+      step(*op);
+    finishStep();
+    return predict();
+  }
+
+private:
+  void step(const ir::Op &op) {
+    if (op.name() == "all_reduce") {
+      allReduce(op);
+      return;
+    }
+    auto transfer = psTransferOf(op.name());
+    const Variable *v = transfer ? variables_.lookup(op.operand(0)->name()) : nullptr;
+    for (size_t r = 0; r < timelines_.size(); ++r) {
+      if (v && onParameterServers(*v))
+        psOp(r, op, *transfer, *v);
+      else
+        computeOp(r, op);
+    }
+  }
+
+  double readyOf(const Timeline &t, const ir::Op &op) const {
+    double ready = 0;
+    for (const ir::Value *v : op.operands())
+      if (auto it = t.ready.find(v); it != t.ready.end())
+        ready = std::max(ready, it->second);
+    return ready;
+  }
+  void setResults(Timeline &t, const ir::Op &op, double at) {
+    for (unsigned i = 0; i < op.numResults(); ++i)
+      t.ready[op.result(i)] = at;
+  }
+
+  void computeOp(size_t r, const ir::Op &op) {
+    Timeline &t = timelines_[r];
+    const int64_t batch = op.attrs.has(ir::kDeviceAttr) ? towerBatch_ : localBatch_;
+    const double begin = std::max(t.compute, readyOf(t, op));
+    const double seconds = profile_.kernel(op.name()).seconds(ir::opCost(op, batch));
+    t.compute = begin + seconds;
+    t.prediction.computeSeconds += seconds;
+    setResults(t, op, t.compute);
+    std::string name = op.name().str();
+    if (op.numResults() > 0)
+      name += " %" + op.result(0)->name();
+    span(t.prediction.task, "ops", std::move(name), "op", begin, t.compute);
+  }
+
+  // The loss (bucket -1) in float32, gradient buckets as the plan's compression says.
+  double bucketBytes(const ir::Op &op) const {
+    const std::string group = op.attrs.getString("group");
+    const int64_t id = op.attrs.getInt("bucket");
+    for (const CollectiveGroup &g : plan_.groups())
+      if (g.name() == group)
+        for (const Bucket &b : g.buckets())
+          if (b.id() == id)
+            return bucketWireBytes(plan_, b);
+    return 0;
+  }
+
+  // A ring all-reduce: it starts when every rank produced the bucket's last gradient and the
+  // stream finished the bucket before; each rank sends 2(N−1)/N of it to the next rank.
+  void allReduce(const ir::Op &op) {
+    const size_t n = timelines_.size();
+    double begin = 0;
+    for (const Timeline &t : timelines_)
+      begin = std::max({begin, t.communicate, readyOf(t, op)});
+    const double ring = ringAllReduceBytes(bucketBytes(op), static_cast<int64_t>(n));
+    // The ring moves at its slowest pair: a link between hosts, or the profile's loopback rate.
+    double perByte = 0;
+    for (size_t r = 0; n > 1 && r < n; ++r) {
+      const int from = hostOf_[workers_[r]], to = hostOf_[workers_[(r + 1) % n]];
+      const double bandwidth = linkBandwidth(from, to);
+      if (bandwidth > 0)
+        begin = std::max({begin, links_[from].outFree, links_[to].inFree});
+      perByte =
+          std::max(perByte, bandwidth > 0 ? 1 / bandwidth : profile_.allReduce.secondsPerByte);
+    }
+    const double seconds = n < 2 ? 0 : profile_.allReduce.latency + ring * perByte;
+    for (size_t r = 0; n > 1 && r < n; ++r) {
+      const int from = hostOf_[workers_[r]], to = hostOf_[workers_[(r + 1) % n]];
+      if (from != to)
+        useLink(from, to, begin, ring);
+    }
+    const double end = begin + seconds;
+    for (Timeline &t : timelines_) {
+      t.communicate = end;
+      t.prediction.communicationSeconds += seconds;
+      if (n > 1) {
+        t.prediction.bytesSent += ring;
+        t.prediction.bytesReceived += ring;
+      }
+      setResults(t, op, end);
+      span(t.prediction.task, "all-reduce", ir::bucketName(op.attrs.getInt("bucket")), "all_reduce",
+           begin, end, ring);
+    }
+  }
+
+  // Bytes per second between two hosts' tasks on their links; 0 when the profile's loopback
+  // figures apply (one host, or a loopback or unknown link).
+  double linkBandwidth(int from, int to) const {
+    if (from == to)
+      return 0;
+    const double a = links_[from].bytesPerSecond, b = links_[to].bytesPerSecond;
+    return a > 0 && b > 0 ? std::min(a, b) : 0;
+  }
+  // Takes `bytes` from host `from` to host `to` from `begin`: queued behind their links' earlier
+  // transfers. Returns when it can start.
+  double useLink(int from, int to, double begin, double bytes) {
+    const double bandwidth = linkBandwidth(from, to);
+    Link &out = links_[from], &in = links_[to];
+    out.prediction.bytesOut += bytes;
+    in.prediction.bytesIn += bytes;
+    if (bandwidth <= 0)
+      return begin;
+    begin = std::max({begin, out.outFree, in.inFree});
+    out.outFree = in.inFree = begin + bytes / bandwidth;
+    out.prediction.busySeconds += bytes / bandwidth;
+    in.prediction.busySeconds += bytes / bandwidth;
+    return begin;
+  }
+  // One message of `bytes` from task `from` to task `to`, sent at `begin`; returns its arrival.
+  double message(const std::string &from, const std::string &to, double begin, double bytes) {
+    const int a = hostOf_[from], b = hostOf_[to];
+    const double bandwidth = linkBandwidth(a, b);
+    if (a == b) // between a host's own tasks: no link carries it
+      return begin + bytes / profile_.ps.bytesPerSecond;
+    begin = useLink(a, b, begin, bytes);
+    return begin + bytes / (bandwidth > 0 ? bandwidth : profile_.ps.bytesPerSecond);
+  }
+
+  // The rows a row pull or push of `v` moves per step (the plan's estimate).
+  double rowsOf(PsTransfer transfer, const Variable &v) const {
+    auto it = rowsOf_.find(v.name());
+    if (it == rowsOf_.end())
+      return 0;
+    if (transfer == PsTransfer::PullRows && it->second.rows_pulled_per_step() > 0)
+      return it->second.rows_pulled_per_step();
+    return it->second.rows_per_step();
+  }
+
+  // A pull is a call the worker waits for (its shards' tasks answer in parallel); a push only
+  // records the gradient, which the step's one push call sends at the end.
+  void psOp(size_t r, const ir::Op &op, PsTransfer transfer, const Variable &v) {
+    Timeline &t = timelines_[r];
+    const double rows = movesRows(transfer) ? rowsOf(transfer, v) : 0;
+    std::map<std::string, ShardTraffic> byTask;
+    for (const Shard &s : v.shards()) {
+      ShardTraffic traffic = psShardTraffic(plan_.run(), transfer, v, s, rows);
+      byTask[s.task()].toPs += traffic.toPs;
+      byTask[s.task()].fromPs += traffic.fromPs;
+    }
+    const double begin = std::max(t.compute, readyOf(t, op));
+    if (transfer == PsTransfer::Push || transfer == PsTransfer::PushRows) {
+      for (const auto &[task, traffic] : byTask)
+        t.pushBytes[task] += traffic.toPs;
+      setResults(t, op, begin);
+      return;
+    }
+    double end = begin;
+    double moved = 0;
+    for (const auto &[task, traffic] : byTask) {
+      const double request =
+          message(t.prediction.task, task, begin + profile_.ps.latency, traffic.toPs);
+      end = std::max(end, message(task, t.prediction.task, request, traffic.fromPs));
+      t.prediction.bytesSent += traffic.toPs;
+      t.prediction.bytesReceived += traffic.fromPs;
+      moved += traffic.toPs + traffic.fromPs;
+    }
+    t.compute = end;
+    t.prediction.communicationSeconds += end - begin;
+    setResults(t, op, end);
+    const bool rowsPull = transfer == PsTransfer::PullRows;
+    span(t.prediction.task, "ps", (rowsPull ? "pull rows of " : "pull ") + v.name(),
+         rowsPull ? "ps_pull_rows" : "ps_pull", begin, end, moved);
+  }
+
+  // Each worker waits for its all-reduces, then pushes; a server updates once the pushes of the
+  // step arrived (each push on arrival in asynchronous training).
+  void finishStep() {
+    std::map<std::string, std::vector<std::pair<double, double>>> arrivals; // (time, bytes)
+    for (Timeline &t : timelines_) {
+      const double begin = std::max(t.compute, t.communicate);
+      double end = begin;
+      for (const auto &[task, bytes] : t.pushBytes) {
+        const double arrival = message(t.prediction.task, task, begin + profile_.ps.latency, bytes);
+        arrivals[task].emplace_back(arrival, bytes);
+        end = std::max(end, arrival);
+        t.prediction.bytesSent += bytes;
+      }
+      if (!t.pushBytes.empty()) {
+        t.prediction.communicationSeconds += end - begin;
+        span(t.prediction.task, "ps", "push step 0", "ps_push", begin, end);
+      }
+      stepEnd_ = std::max(stepEnd_, end);
+    }
+    const bool async = plan_.run().sync() == syncModeName(SyncMode::Async);
+    for (const std::string &server : servers_) {
+      TaskPrediction p;
+      p.task = server;
+      auto &pushes = arrivals[server];
+      std::sort(pushes.begin(), pushes.end());
+      double free = 0, combined = 0, last = 0;
+      for (const auto &[arrival, bytes] : pushes) {
+        p.bytesReceived += bytes;
+        combined += bytes;
+        last = arrival;
+        if (async) {
+          free = apply(p, std::max(free, arrival), bytes);
+          combined = 0;
+        }
+      }
+      if (!async && !pushes.empty())
+        free = apply(p, last, combined);
+      stepEnd_ = std::max(stepEnd_, free);
+      serverPredictions_.push_back(p);
+    }
+  }
+  double apply(TaskPrediction &p, double begin, double bytes) {
+    const double seconds = profile_.ps.applyLatency + bytes * profile_.ps.applySecondsPerByte;
+    p.computeSeconds += seconds;
+    span(p.task, "apply", "apply step 0", "ps_apply", begin, begin + seconds);
+    return begin + seconds;
+  }
+
+  Prediction predict() {
+    Prediction out;
+    out.globalBatch = plan_.run().global_batch();
+    out.stepSeconds = stepEnd_;
+    for (const Timeline &t : timelines_)
+      out.stepSeconds = std::max(out.stepSeconds, std::max(t.compute, t.communicate));
+    out.samplesPerSecond =
+        out.stepSeconds > 0 ? static_cast<double>(out.globalBatch) / out.stepSeconds : 0;
+    for (const Timeline &t : timelines_)
+      out.tasks.push_back(t.prediction);
+    for (TaskPrediction &p : serverPredictions_)
+      out.tasks.push_back(p);
+    for (TaskPrediction &p : out.tasks)
+      p.idleSeconds = std::max(0.0, out.stepSeconds - p.computeSeconds);
+    for (const Link &link : links_)
+      out.links.push_back(link.prediction);
+    out.spans = std::move(spans_);
+    return out;
+  }
+
+  void span(const std::string &task, const char *track, std::string name, const char *category,
+            double begin, double end, double bytes = 0) {
+    spans_.push_back({task, track, std::move(name), category, begin, end, bytes});
+  }
+
+  const Plan &plan_;
+  const ir::Module &worker_;
+  const CostProfile &profile_;
+  llvm::StringMap<const Variable *> variables_;
+  std::map<std::string, int> hostOf_;
+  std::map<std::string, TableEstimate> rowsOf_;
+  std::vector<std::string> workers_, servers_;
+  std::vector<Link> links_;
+  std::vector<Timeline> timelines_;
+  std::vector<TaskPrediction> serverPredictions_;
+  std::vector<SimulatedSpan> spans_;
+  int64_t localBatch_ = 0, towerBatch_ = 0;
+  double stepEnd_ = 0;
+};
+
+} // namespace
+
+llvm::Expected<Prediction> simulateStep(const Plan &plan, const ir::Module &worker,
+                                        const CostProfile &profile) {
+  if (plan.run().global_batch() <= 0)
+    return ir::makeError(ir::ErrorCode::Invalid,
+                         "the plan has no global batch: partition it with --batch");
+  return StepSimulator(plan, worker, profile).run();
+}
+
+llvm::Expected<Prediction> simulateStep(const Plan &plan, const CostProfile &profile) {
+  for (const Program &program : plan.programs()) {
+    if (program.name() != "worker")
+      continue;
+    auto module = parseProgram(program);
+    if (!module)
+      return module.takeError();
+    return simulateStep(plan, **module, profile);
+  }
+  return ir::makeError(ir::ErrorCode::Invalid, "the plan has no worker program");
+}
+
+} // namespace prism::plan

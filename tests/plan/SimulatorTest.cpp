@@ -1,0 +1,241 @@
+// The step simulator on hand-made plans and a synthetic profile: every expected time below is
+// worked out by hand from the profile's figures.
+#include <gtest/gtest.h>
+
+#include "frontends/text/Parser.h"
+#include "plan/CostProfile.h"
+#include "plan/Simulator.h"
+#include "llvm/Support/FileSystem.h"
+
+namespace prism::plan {
+namespace {
+
+constexpr double kMs = 1e-3;
+
+// Kernels cost their latency only: matmul 2 ms, anything else 1 ms. An all-reduce costs 1 ms
+// plus 1 ms per 32 bytes a rank sends; a PS call 1 ms plus 1 ms per 32 bytes; an update 0.5 ms
+// plus 0.5 ms per 32 bytes.
+CostProfile syntheticProfile() {
+  CostProfile p;
+  p.host = "test";
+  p.threads = 1;
+  p.defaultKernel = {1 * kMs, 0, 0};
+  p.kernels["matmul"] = {2 * kMs, 0, 0};
+  p.allReduce = {1 * kMs, 1 * kMs / 32};
+  p.ps = {1 * kMs, 32 / kMs, 0.5 * kMs, 0.5 * kMs / 32};
+  return p;
+}
+
+// `workers` workers (and `servers` parameter servers on the first host), one host per worker;
+// hosts are on loopback unless `bitsPerSecond` is given.
+Plan makePlan(int workers, int servers, uint64_t bitsPerSecond = 0) {
+  Plan plan;
+  plan.mutable_run()->set_global_batch(8 * workers);
+  for (int h = 0; h < workers; ++h) {
+    Host *host = plan.mutable_cluster()->add_hosts();
+    host->set_name("h" + std::to_string(h));
+    host->set_address(bitsPerSecond ? "10.0.0." + std::to_string(h + 1) : "127.0.0.1");
+    host->set_bandwidth_bits_per_sec(bitsPerSecond);
+  }
+  auto addTask = [&](const std::string &role, int index, int host) {
+    Task *t = plan.mutable_cluster()->add_tasks();
+    t->set_name(role + ":" + std::to_string(index));
+    t->set_role(role);
+    t->set_index(index);
+    t->set_host(host);
+  };
+  for (int w = 0; w < workers; ++w)
+    addTask("worker", w, w);
+  for (int s = 0; s < servers; ++s)
+    addTask("ps", s, 0);
+  Variable *w = plan.add_variables();
+  w->set_name("w");
+  w->set_dtype("f32");
+  w->add_shape(4);
+  w->add_shape(2);
+  w->set_bytes(32);
+  w->set_trainable(true);
+  w->set_placement(servers ? "ps" : "allreduce");
+  if (servers) {
+    Shard *s = w->add_shards();
+    s->set_task("ps:0");
+    s->set_row_end(4);
+  } else {
+    CollectiveGroup *g = plan.add_groups();
+    g->set_name("workers");
+    Bucket *b = g->add_buckets();
+    b->set_id(0);
+    b->add_values("d.w.mean");
+    b->add_variables("w");
+    b->set_bytes(32);
+  }
+  return plan;
+}
+
+std::unique_ptr<ir::Module> program(const std::string &ops) {
+  const std::string text = "model t {\n"
+                           "  input x : f32[B, 4]\n"
+                           "  input y : i32[B]\n"
+                           "  var w : f32[4, 2] = zeros\n" +
+                           ops + "}\n";
+  auto module = frontends::parseModule(text, "<test>");
+  EXPECT_TRUE(static_cast<bool>(module)) << llvm::toString(module.takeError());
+  return std::move(*module);
+}
+
+Prediction simulate(const Plan &plan, const ir::Module &worker) {
+  auto p = simulateStep(plan, worker, syntheticProfile());
+  EXPECT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+  return std::move(*p);
+}
+
+const TaskPrediction &task(const Prediction &p, const std::string &name) {
+  for (const TaskPrediction &t : p.tasks)
+    if (t.task == name)
+      return t;
+  ADD_FAILURE() << "no task " << name;
+  return p.tasks.front();
+}
+
+TEST(Simulator, ComputeOnlyIsTheSumOfTheKernels) {
+  auto worker = program("  %logits = matmul(x, w) : f32[B, 2]\n"
+                        "  %loss = softmax_cross_entropy(%logits, y) : f32[]\n");
+  Prediction p = simulate(makePlan(1, 0), *worker);
+  // matmul 2 ms + softmax_cross_entropy 1 ms.
+  EXPECT_NEAR(p.stepSeconds, 3 * kMs, 1e-12);
+  EXPECT_NEAR(p.samplesPerSecond, 8 / (3 * kMs), 1e-6);
+  EXPECT_NEAR(task(p, "worker:0").computeSeconds, 3 * kMs, 1e-12);
+  EXPECT_NEAR(task(p, "worker:0").idleSeconds, 0, 1e-12);
+}
+
+// matmul 0–2, matmul 2–4 (the gradient), its bucket 4–6 on the communication stream (1 ms + 32
+// bytes at 1 ms per 32) while relu runs 4–5; the relu of the mean waits for the bucket: 6–7.
+const char *kOverlapped =
+    "  %logits = matmul(x, w) : f32[B, 2]\n"
+    "  %d.w = matmul(x, %logits, transpose_a = true) : f32[4, 2]\n"
+    "  %d.w.mean = all_reduce(%d.w, group = workers, bucket = 0) : f32[4, 2]\n"
+    "  %h = relu(%logits) : f32[B, 2]\n"
+    "  %u = relu(%d.w.mean) : f32[4, 2]\n";
+
+TEST(Simulator, AllReduceBucketOverlapsWithCompute) {
+  auto worker = program(kOverlapped);
+  Prediction p = simulate(makePlan(2, 0), *worker);
+  EXPECT_NEAR(p.stepSeconds, 7 * kMs, 1e-12);
+  const TaskPrediction &w = task(p, "worker:1");
+  EXPECT_NEAR(w.computeSeconds, 6 * kMs, 1e-12);
+  EXPECT_NEAR(w.communicationSeconds, 2 * kMs, 1e-12);
+  EXPECT_NEAR(w.idleSeconds, 1 * kMs, 1e-12);
+  // Two ranks: each sends the bucket's 32 bytes once, and receives as much.
+  EXPECT_EQ(w.bytesSent, 32);
+  EXPECT_EQ(w.bytesReceived, 32);
+}
+
+// A slower link: hosts at 128 kbit/s (16,000 bytes/s) carry the ring's 32 bytes in 2 ms, so the
+// bucket takes 1 + 2 ms (4–7) and the relu of the mean runs 7–8.
+TEST(Simulator, ASlowerLinkDelaysTheBucket) {
+  auto worker = program(kOverlapped);
+  Prediction p = simulate(makePlan(2, 0, 128000), *worker);
+  EXPECT_NEAR(p.stepSeconds, 8 * kMs, 1e-12);
+  ASSERT_EQ(p.links.size(), 2u);
+  EXPECT_EQ(p.links[0].bytesOut, 32);
+  EXPECT_EQ(p.links[0].bytesIn, 32);
+  EXPECT_NEAR(p.links[0].busySeconds, 4 * kMs, 1e-12); // 2 ms out and 2 ms in
+}
+
+// The pull: 1 ms latency, no bytes out, 32 bytes back in 1 ms (0–2); matmuls 2–4 and 4–6; the
+// push at the end: 1 ms + 32 bytes in 1 ms (6–8); the server's update 0.5 + 0.5 ms (8–9).
+TEST(Simulator, PsPullAndPushAreCallsAndTheUpdateFollows) {
+  auto worker = program("  %w.pulled = ps_pull(w) : f32[4, 2]\n"
+                        "  %logits = matmul(x, %w.pulled) : f32[B, 2]\n"
+                        "  %d.w = matmul(x, %logits, transpose_a = true) : f32[4, 2]\n"
+                        "  ps_push(w, %d.w)\n");
+  Prediction p = simulate(makePlan(1, 1), *worker);
+  EXPECT_NEAR(p.stepSeconds, 9 * kMs, 1e-12);
+  const TaskPrediction &w = task(p, "worker:0");
+  EXPECT_NEAR(w.computeSeconds, 4 * kMs, 1e-12);
+  EXPECT_NEAR(w.communicationSeconds, 4 * kMs, 1e-12);
+  EXPECT_EQ(w.bytesSent, 32);
+  EXPECT_EQ(w.bytesReceived, 32);
+  const TaskPrediction &server = task(p, "ps:0");
+  EXPECT_NEAR(server.computeSeconds, 1 * kMs, 1e-12);
+  EXPECT_EQ(server.bytesReceived, 32);
+}
+
+// Two workers push 32 bytes each to one server at 6 ms: both arrive at 8; the server combines
+// them and updates once, 0.5 + 64 bytes at 0.5 ms per 32 = 1.5 ms (8–9.5).
+TEST(Simulator, SynchronousServerUpdatesOnceForAllPushes) {
+  auto worker = program("  %w.pulled = ps_pull(w) : f32[4, 2]\n"
+                        "  %logits = matmul(x, %w.pulled) : f32[B, 2]\n"
+                        "  %d.w = matmul(x, %logits, transpose_a = true) : f32[4, 2]\n"
+                        "  ps_push(w, %d.w)\n");
+  Prediction p = simulate(makePlan(2, 1), *worker);
+  EXPECT_NEAR(p.stepSeconds, 9.5 * kMs, 1e-12);
+  EXPECT_NEAR(task(p, "ps:0").computeSeconds, 1.5 * kMs, 1e-12);
+}
+
+TEST(Simulator, SpansFollowTheMeasuredTracks) {
+  auto worker = program(kOverlapped);
+  Prediction p = simulate(makePlan(2, 0), *worker);
+  int ops = 0, buckets = 0;
+  for (const SimulatedSpan &s : p.spans) {
+    ops += s.task == "worker:0" && s.track == "ops" && s.category == "op";
+    if (s.track == "all-reduce") {
+      ++buckets;
+      EXPECT_NEAR(s.begin, 4 * kMs, 1e-12);
+      EXPECT_NEAR(s.end, 6 * kMs, 1e-12);
+    }
+  }
+  EXPECT_EQ(ops, 4);
+  EXPECT_EQ(buckets, 2); // one per worker
+}
+
+TEST(CostProfile, RoundTripsThroughJson) {
+  CostProfile p = syntheticProfile();
+  auto read = parseProfile(profileToJson(p), "p.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->host, "test");
+  EXPECT_EQ(read->kernel("matmul").latency, 2 * kMs);
+  EXPECT_EQ(read->kernel("relu").latency, 1 * kMs);
+  EXPECT_EQ(read->allReduce.secondsPerByte, p.allReduce.secondsPerByte);
+  EXPECT_EQ(read->ps.bytesPerSecond, p.ps.bytesPerSecond);
+}
+
+std::string errorOf(const std::string &text) {
+  auto read = parseProfile(text, "bad.json");
+  return read ? std::string("no error") : llvm::toString(read.takeError());
+}
+
+TEST(CostProfile, ErrorsNameTheFileAndTheField) {
+  std::string good = profileToJson(syntheticProfile());
+  auto replaced = [&](const std::string &from, const std::string &to) {
+    std::string text = good;
+    size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return text.replace(at, from.size(), to);
+  };
+  {
+    std::string e = errorOf("[1, 2]");
+    EXPECT_NE(e.find("bad.json"), std::string::npos) << e;
+  }
+  std::string e = errorOf(replaced("\"seconds_per_byte\"", "\"per_byte\""));
+  EXPECT_NE(e.find("bad.json: field 'all_reduce.seconds_per_byte': missing"), std::string::npos)
+      << e;
+  e = errorOf(replaced("\"latency\": 0.002", "\"latency\": -1"));
+  EXPECT_NE(e.find("'kernels.matmul.latency'"), std::string::npos) << e;
+  e = errorOf(replaced("\"version\": 1", "\"version\": 9"));
+  EXPECT_NE(e.find("'version'"), std::string::npos) << e;
+  e = errorOf(replaced("\"threads\": 1", "\"threads\": \"many\""));
+  EXPECT_NE(e.find("'machine.threads'"), std::string::npos) << e;
+  EXPECT_NE(errorOf("{"), "no error");
+}
+
+TEST(CostProfile, DefaultIsUsable) {
+  CostProfile p = defaultProfile();
+  EXPECT_GT(p.kernel("matmul").flopsPerSecond, 0);
+  EXPECT_GT(p.ps.bytesPerSecond, 0);
+  auto read = parseProfile(profileToJson(p), "default");
+  EXPECT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+}
+
+} // namespace
+} // namespace prism::plan
