@@ -17,6 +17,44 @@ llvm::Error badOption(const std::string &field, const std::string &expected,
   return ir::makeError("compile option '" + field + "': expected " + expected + ", got " + got);
 }
 
+// A text option the caller set (not empty), parsed into `out`; an error names the field.
+template <typename T, typename Parse>
+llvm::Error parseSet(const std::string &text, Parse parse, const char *field, const char *expected,
+                     T &out) {
+  if (text.empty())
+    return llvm::Error::success();
+  auto parsed = parse(text);
+  if (!parsed) {
+    llvm::consumeError(parsed.takeError());
+    return badOption(field, expected, "'" + text + "'");
+  }
+  out = *parsed;
+  return llvm::Error::success();
+}
+
+// How workers communicate and wait for each other: compression, local aggregation,
+// synchronization, elastic membership.
+llvm::Error communicationOptions(const CompileOptions &options, plan::PartitionOptions &result) {
+  if (auto e = parseSet(options.compress, plan::parseCompression, "compress", "none, fp16 or bf16",
+                        result.compress))
+    return e;
+  result.errorFeedback = options.errorFeedback;
+  if (auto e = parseSet(options.localAggregation, plan::parseLocalAggregation, "localAggregation",
+                        "auto, on or off", result.localAggregation))
+    return e;
+  if (auto e = parseSet(options.sync, plan::parseSyncMode, "sync", "sync or async",
+                        result.synchronization.mode))
+    return e;
+  result.synchronization.maxStaleness = options.maxStaleness;
+  result.synchronization.backupWorkers = options.backupWorkers.value_or(0);
+  plan::ElasticRange elastic;
+  if (auto e = parseSet(options.elastic, plan::parseElasticRange, "elastic", "MIN:MAX", elastic))
+    return e;
+  result.elasticMin = elastic.min;
+  result.elasticMax = elastic.max;
+  return llvm::Error::success();
+}
+
 // The partitioner's options: its defaults, with the fields the caller set.
 llvm::Expected<plan::PartitionOptions> partitionOptions(const CompileOptions &options) {
   plan::PartitionOptions result;
@@ -55,14 +93,9 @@ llvm::Expected<plan::PartitionOptions> partitionOptions(const CompileOptions &op
   if (options.seed)
     result.seed = *options.seed;
   result.fuse = options.fuse;
-  if (!options.lrScaleRule.empty()) {
-    auto rule = plan::parseLrScaleRule(options.lrScaleRule);
-    if (!rule) {
-      llvm::consumeError(rule.takeError());
-      return badOption("lrScaleRule", "none or linear", "'" + options.lrScaleRule + "'");
-    }
-    result.lrScaling.rule = *rule;
-  }
+  if (auto e = parseSet(options.lrScaleRule, plan::parseLrScaleRule, "lrScaleRule",
+                        "none or linear", result.lrScaling.rule))
+    return std::move(e);
   if (options.lrBaseBatch) {
     if (*options.lrBaseBatch < 1)
       return badOption("lrBaseBatch", "at least 1", std::to_string(*options.lrBaseBatch));
@@ -73,48 +106,11 @@ llvm::Expected<plan::PartitionOptions> partitionOptions(const CompileOptions &op
       return badOption("accumulate", "at least 1", std::to_string(*options.accumulate));
     result.accumulate = *options.accumulate;
   }
-  if (!options.precision.empty()) {
-    auto precision = ir::parsePrecision(options.precision);
-    if (!precision) {
-      llvm::consumeError(precision.takeError());
-      return badOption("precision", "f32, bf16 or fp16", "'" + options.precision + "'");
-    }
-    result.precision = *precision;
-  }
-  if (!options.compress.empty()) {
-    auto compress = plan::parseCompression(options.compress);
-    if (!compress) {
-      llvm::consumeError(compress.takeError());
-      return badOption("compress", "none, fp16 or bf16", "'" + options.compress + "'");
-    }
-    result.compress = *compress;
-  }
-  result.errorFeedback = options.errorFeedback;
-  if (!options.localAggregation.empty()) {
-    auto mode = plan::parseLocalAggregation(options.localAggregation);
-    if (!mode) {
-      llvm::consumeError(mode.takeError());
-      return badOption("localAggregation", "auto, on or off", "'" + options.localAggregation + "'");
-    }
-    result.localAggregation = *mode;
-  }
-  if (!options.sync.empty()) {
-    auto mode = plan::parseSyncMode(options.sync);
-    if (!mode) {
-      llvm::consumeError(mode.takeError());
-      return badOption("sync", "sync or async", "'" + options.sync + "'");
-    }
-    result.synchronization.mode = *mode;
-  }
-  result.synchronization.maxStaleness = options.maxStaleness;
-  result.synchronization.backupWorkers = options.backupWorkers.value_or(0);
-  auto elastic = plan::parseElasticRange(options.elastic);
-  if (!elastic) {
-    llvm::consumeError(elastic.takeError());
-    return badOption("elastic", "MIN:MAX", "'" + options.elastic + "'");
-  }
-  result.elasticMin = elastic->min;
-  result.elasticMax = elastic->max;
+  if (auto e = parseSet(options.precision, ir::parsePrecision, "precision", "f32, bf16 or fp16",
+                        result.precision))
+    return std::move(e);
+  if (auto e = communicationOptions(options, result))
+    return std::move(e);
   return result;
 }
 

@@ -693,6 +693,33 @@ Json taskJson(const PlanView &view, const TaskView &t) {
           {"estimate", estimate}};
 }
 
+// The run configuration as JSON, the defaults of older plans spelled out.
+Json runJson(const RunConfig &run) {
+  return {{"global_batch", run.global_batch()},
+          {"steps", run.steps()},
+          {"seed", run.seed()},
+          {"optimizer", run.optimizer()},
+          {"lr", run.lr()},
+          {"base_lr", run.base_lr()},
+          {"lr_scale_rule", run.lr_scale_rule().empty() ? "none" : run.lr_scale_rule()},
+          {"lr_base_batch", run.lr_base_batch()},
+          {"lr_schedule", run.lr_schedule()},
+          {"data_sharding", run.data_sharding()},
+          {"towers_per_worker", run.towers_per_worker()},
+          {"precision", run.precision().empty() ? "f32" : run.precision()},
+          {"accumulate", std::max(1, run.accumulate())},
+          {"compress", run.compress().empty() ? "none" : run.compress()},
+          {"error_feedback", run.error_feedback()},
+          {"local_aggregation", run.local_aggregation().empty() ? "off" : run.local_aggregation()},
+          {"sync", syncModeName(readSynchronization(run).mode)},
+          {"max_staleness", run.sync() == "async" && run.max_staleness() >= 0
+                                ? nlohmann::json(run.max_staleness())
+                                : nlohmann::json()},
+          {"backup_workers", run.backup_workers()},
+          {"elastic_min", run.elastic_min()},
+          {"elastic_max", run.elastic_max()}};
+}
+
 std::string printJson(PlanView &view, const TaskView *only) {
   const Plan &plan = view.plan;
   Json hosts = Json::array();
@@ -753,49 +780,24 @@ std::string printJson(PlanView &view, const TaskView *only) {
                              {"local_bytes_per_step", e.local_bytes_per_step()},
                              {"tables", hostTables}});
   }
-  const RunConfig &run = plan.run();
-  Json j = {
-      {"version", plan.version()},
-      {"model", plan.model()},
-      {"source", plan.source()},
-      {"strategy", plan.strategy()},
-      {"replication", plan.replication()},
-      {"hosts", hosts},
-      {"variables", variables},
-      {"tasks", tasks},
-      {"buckets", buckets},
-      {"host_aggregation", aggregation},
-      {"estimate",
-       {{"local_batch", plan.estimate().local_batch()},
-        {"micro_batch", plan.estimate().micro_batch()},
-        {"bytes_per_step", perTask},
-        {"links", links},
-        {"tables", tables},
-        {"local_aggregation", localEstimate}}},
-      {"run",
-       {{"global_batch", run.global_batch()},
-        {"steps", run.steps()},
-        {"seed", run.seed()},
-        {"optimizer", run.optimizer()},
-        {"lr", run.lr()},
-        {"base_lr", run.base_lr()},
-        {"lr_scale_rule", run.lr_scale_rule().empty() ? "none" : run.lr_scale_rule()},
-        {"lr_base_batch", run.lr_base_batch()},
-        {"lr_schedule", run.lr_schedule()},
-        {"data_sharding", run.data_sharding()},
-        {"towers_per_worker", run.towers_per_worker()},
-        {"precision", run.precision().empty() ? "f32" : run.precision()},
-        {"accumulate", std::max(1, run.accumulate())},
-        {"compress", run.compress().empty() ? "none" : run.compress()},
-        {"error_feedback", run.error_feedback()},
-        {"local_aggregation", run.local_aggregation().empty() ? "off" : run.local_aggregation()},
-        {"sync", syncModeName(readSynchronization(run).mode)},
-        {"max_staleness", run.sync() == "async" && run.max_staleness() >= 0
-                              ? nlohmann::json(run.max_staleness())
-                              : nlohmann::json()},
-        {"backup_workers", run.backup_workers()},
-        {"elastic_min", run.elastic_min()},
-        {"elastic_max", run.elastic_max()}}}};
+  Json j = {{"version", plan.version()},
+            {"model", plan.model()},
+            {"source", plan.source()},
+            {"strategy", plan.strategy()},
+            {"replication", plan.replication()},
+            {"hosts", hosts},
+            {"variables", variables},
+            {"tasks", tasks},
+            {"buckets", buckets},
+            {"host_aggregation", aggregation},
+            {"estimate",
+             {{"local_batch", plan.estimate().local_batch()},
+              {"micro_batch", plan.estimate().micro_batch()},
+              {"bytes_per_step", perTask},
+              {"links", links},
+              {"tables", tables},
+              {"local_aggregation", localEstimate}}},
+            {"run", runJson(plan.run())}};
   return j.dump(2) + "\n";
 }
 

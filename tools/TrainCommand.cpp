@@ -78,6 +78,30 @@ int runDistributedTrain(const TrainArgs &args, const api::Model &model) {
   return ran.ok() ? 0 : reportStatus(ran);
 }
 
+// The flags that need a job's tasks (--cluster), each an error naming it on one device.
+llvm::Error checkOneDevice(const TrainArgs &args, const plan::PartitionOptions &options) {
+  if (!args.run.traceDir.empty())
+    return ir::makeError("--trace " + args.run.traceDir +
+                         " records the timelines of a job's tasks: it needs --cluster "
+                         "(`--cluster local:1` traces one worker)");
+  if (args.run.maxRestarts > 0)
+    return ir::makeError("--max-restarts " + std::to_string(args.run.maxRestarts) +
+                         " restarts the tasks of a job: it needs --cluster (one "
+                         "device resumes from --checkpoint-dir when run again)");
+  if (options.compress != ir::ComputePrecision::F32)
+    return ir::makeError("--compress " + args.compile.compress +
+                         " compresses what the tasks of a job send each other: it "
+                         "needs --cluster");
+  if (!options.synchronization.exact())
+    return ir::makeError(plan::synchronizationFlag(options.synchronization) +
+                         " changes how the workers of a job wait for each other: "
+                         "it needs --cluster");
+  if (options.elasticMax > 0)
+    return ir::makeError("--elastic " + args.compile.elastic +
+                         " lets a job's workers come and go: it needs --cluster");
+  return llvm::Error::success();
+}
+
 int runTrain(const TrainArgs &given) {
   auto model = api::Model::load(given.model);
   if (!model.ok())
@@ -89,28 +113,11 @@ int runTrain(const TrainArgs &given) {
   args.data = *data;
   if (!args.compile.cluster.empty())
     return runDistributedTrain(args, *model);
-  if (!args.run.traceDir.empty())
-    return reportError(ir::makeError("--trace " + args.run.traceDir +
-                                     " records the timelines of a job's tasks: it needs --cluster "
-                                     "(`--cluster local:1` traces one worker)"));
-  if (args.run.maxRestarts > 0)
-    return reportError(ir::makeError("--max-restarts " + std::to_string(args.run.maxRestarts) +
-                                     " restarts the tasks of a job: it needs --cluster (one "
-                                     "device resumes from --checkpoint-dir when run again)"));
   auto compileOptions = args.compile.toOptions();
   if (!compileOptions)
     return reportError(compileOptions.takeError());
-  if (compileOptions->compress != ir::ComputePrecision::F32)
-    return reportError(ir::makeError("--compress " + args.compile.compress +
-                                     " compresses what the tasks of a job send each other: it "
-                                     "needs --cluster"));
-  if (!compileOptions->synchronization.exact())
-    return reportError(ir::makeError(plan::synchronizationFlag(compileOptions->synchronization) +
-                                     " changes how the workers of a job wait for each other: "
-                                     "it needs --cluster"));
-  if (compileOptions->elasticMax > 0)
-    return reportError(ir::makeError("--elastic " + args.compile.elastic +
-                                     " lets a job's workers come and go: it needs --cluster"));
+  if (auto e = checkOneDevice(args, *compileOptions))
+    return reportError(std::move(e));
   auto scaled =
       model->scaledLearningRate(plan::lrScaleRuleName(compileOptions->lrScaling.rule).str(),
                                 compileOptions->lrScaling.baseBatch, args.batch);
