@@ -23,12 +23,9 @@ import json
 import math
 import os
 import re
-import shlex
-import signal
 import statistics
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -152,15 +149,7 @@ def main():
     p.add_argument("--skip-speed", action="store_true")
     p.add_argument("--timeout", type=int, default=1200, help="seconds per command")
     a = p.parse_args()
-    common.ENV.update(common.MALLOC_ENV)
-    a.prism = os.path.abspath(a.prism)
-    if not os.access(a.prism, os.X_OK):
-        sys.exit(f"run.py: no prism binary at {a.prism} (--prism PATH)")
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, lambda s, f: sys.exit(128 + s))
-    print(f"Command: `{shlex.join(['bench/async/run.py'] + sys.argv[1:])}` "
-          f"({os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start, "
-          f"{time.strftime('%Y-%m-%d')})\n")
+    common.begin(a, "bench/async/run.py")
     try:
         with tempfile.TemporaryDirectory(prefix="prism-bench-") as tmp:
             delay = a.delay_ms or calibrate(a, tmp)

@@ -18,12 +18,9 @@ Usage: bench/compress/run.py [--prism build/tools/prism] [--steps N] [--repeat R
 import argparse
 import json
 import os
-import shlex
-import signal
 import statistics
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -130,15 +127,7 @@ def main():
     p.add_argument("--netns-prefix", default=os.environ.get("PRISM_NETNS_PREFIX", "prism-bench-"))
     p.add_argument("--timeout", type=int, default=1200, help="seconds per command")
     a = p.parse_args()
-    common.ENV.update(common.MALLOC_ENV)
-    a.prism = os.path.abspath(a.prism)
-    if not os.access(a.prism, os.X_OK):
-        sys.exit(f"run.py: no prism binary at {a.prism} (--prism PATH)")
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, lambda s, f: sys.exit(128 + s))
-    print(f"Command: `{shlex.join(['bench/compress/run.py'] + sys.argv[1:])}` "
-          f"({os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start, "
-          f"{time.strftime('%Y-%m-%d')})\n")
+    common.begin(a, "bench/compress/run.py")
     try:
         with tempfile.TemporaryDirectory(prefix="prism-bench-") as tmp:
             if not a.skip_accuracy:

@@ -64,6 +64,21 @@ class Failed(Exception):
     pass
 
 
+def begin(a, script):
+    """What every benchmark script does first: glibc malloc kept from returning memory (as in
+    `prism`'s own runs), the prism binary checked, SIGTERM/SIGHUP turned into exits (so temporary
+    directories go), and the command line with the machine's load printed."""
+    ENV.update(MALLOC_ENV)
+    a.prism = os.path.abspath(a.prism)
+    if not os.access(a.prism, os.X_OK):
+        sys.exit(f"run.py: no prism binary at {a.prism} (--prism PATH)")
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda s, f: sys.exit(128 + s))
+    print(f"Command: `{shlex.join([script] + sys.argv[1:])}` "
+          f"({os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start, "
+          f"{time.strftime('%Y-%m-%d')})\n")
+
+
 def log(msg):
     print(msg, file=sys.stderr)
     sys.stderr.flush()

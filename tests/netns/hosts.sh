@@ -109,6 +109,33 @@ _netns_trap() {
   exit "$status"
 }
 
+# For test scripts: a temporary directory $TMP, removed with the namespaces however the script
+# ends; `fail MESSAGE` ends the test; `run LIMIT CMD...` runs a command under a timeout, its
+# output shown, failing the test with its name when it times out or exits non-zero.
+netns_test_begin() {
+  TMP=$(mktemp -d)
+  trap _netns_test_cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}
+_netns_test_cleanup() {
+  local status=$?
+  trap - EXIT INT TERM
+  netns_down
+  rm -rf "$TMP"
+  exit "$status"
+}
+fail() { echo "FAIL: $*" >&2; exit 1; }
+run() {
+  local limit=$1 status
+  shift
+  echo "+ $(printf '%q ' "$@")"
+  timeout -k 10 "$limit" "$@"
+  status=$?
+  ((status == 124 || status == 137)) && fail "timed out after ${limit}s: $*"
+  ((status == 0)) || fail "exit $status: $*"
+}
+
 netns_up() {
   local n=$1 rate=${2:-}
   if ! [[ "$n" =~ ^[0-9]+$ ]] || ((n < 1 || n > PRISM_NETNS_MAX)); then

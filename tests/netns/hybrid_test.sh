@@ -30,29 +30,8 @@ T_RUN=${PRISM_TEST_RUN_TIMEOUT:-300}
 netns_require || exit $?
 [[ -x "$PRISM" ]] || { echo "FAIL: prism binary not found at $PRISM (pass it as \$1 or \$PRISM)" >&2; exit 1; }
 
-TMP=$(mktemp -d)
-cleanup() {
-  local status=$?
-  trap - EXIT INT TERM
-  netns_down
-  rm -rf "$TMP"
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+netns_test_begin
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-# run LIMIT CMD...: the command under timeout, its output shown, failing the test with its name.
-run() {
-  local limit=$1 status
-  shift
-  echo "+ $(printf '%q ' "$@")"
-  timeout -k 10 "$limit" "$@"
-  status=$?
-  ((status == 124 || status == 137)) && fail "timed out after ${limit}s: $*"
-  ((status == 0)) || fail "exit $status: $*"
-}
 
 HELP=$(timeout 20 "$PRISM" --help 2>&1)
 for sub in partition verify run; do

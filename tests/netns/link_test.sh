@@ -18,19 +18,8 @@ MB=200
 PORT=5201
 
 netns_require || exit $?
-TMP=$(mktemp -d)
-cleanup() {
-  local status=$?
-  trap - EXIT INT TERM
-  netns_down
-  rm -rf "$TMP"
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+netns_test_begin
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 netns_up 3 1gbit || exit $?
 echo "up: $(ip netns list | grep -c "^${PRISM_NETNS_PREFIX}") namespaces"

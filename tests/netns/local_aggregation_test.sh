@@ -35,28 +35,8 @@ TOLERANCE=0.10
 netns_require || exit $?
 [[ -x "$PRISM" ]] || { echo "FAIL: prism binary not found at $PRISM" >&2; exit 1; }
 
-TMP=$(mktemp -d)
-cleanup() {
-  local status=$?
-  trap - EXIT INT TERM
-  netns_down
-  rm -rf "$TMP"
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+netns_test_begin
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-run() {
-  local limit=$1 status
-  shift
-  echo "+ $(printf '%q ' "$@")"
-  timeout -k 10 "$limit" "$@"
-  status=$?
-  ((status == 124 || status == 137)) && fail "timed out after ${limit}s: $*"
-  ((status == 0)) || fail "exit $status: $*"
-}
 
 netns_up 2 1gbit || exit $?
 cat >"$TMP/cluster.yaml" <<YAML
