@@ -55,17 +55,24 @@ struct Workload {
   std::vector<std::string> models;
   std::vector<int64_t> batches;
   int steps = 0;
-  std::vector<size_t> messageBytes;
-  int repeats = 0; // per message size
+  std::vector<size_t> messageBytes; // all-reduces
+  std::vector<size_t> psBytes;      // PS pulls and pushes (each also an update)
+  int repeats = 0;                  // per message size
 };
 
 Workload workloadOf(bool quick) {
   if (quick)
-    return {{"mlp", "cnn", "embedding_classifier"}, {16, 64}, 6, {4, 4096, 262144, 1 << 20}, 10};
+    return {{"mlp", "cnn", "embedding_classifier"},
+            {16, 64},
+            6,
+            {4, 4096, 262144, 1 << 20},
+            {4, 4096, 262144, 1 << 20},
+            10};
   return {{"mlp", "cnn", "embedding_classifier", "lstm_lm", "transformer"},
           {16, 64, 128},
           10,
           {4, 1024, 16384, 262144, 1 << 20, 4 << 20, 16 << 20},
+          {4, 1024, 16384, 262144, 1 << 20, 4 << 20},
           15};
 }
 
@@ -312,7 +319,7 @@ llvm::Error timeParameterServer(const Workload &w, Samples &calls, Samples &appl
   };
   PsClientOptions clientOptions;
   clientOptions.jobToken = "calibrate";
-  for (size_t bytes : w.messageBytes) {
+  for (size_t bytes : w.psBytes) {
     const int64_t n = std::max<int64_t>(1, static_cast<int64_t>(bytes / sizeof(float)));
     const std::string name = "v" + std::to_string(bytes);
     options.shards.push_back(PsShard{name, ir::DType::F32, 0, n, {n}});
