@@ -9,6 +9,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <unistd.h>
@@ -383,6 +384,7 @@ llvm::Expected<plan::CostProfile> calibrate(const CalibrateArgs &args, llvm::raw
   profile.host = hostName();
   profile.cpu = cpuModel();
   profile.threads = args.threads;
+  profile.cores = static_cast<int>(std::thread::hardware_concurrency());
   if (auto e = measureKernels(args, w, profile, log))
     return std::move(e);
   Samples calls, applies;

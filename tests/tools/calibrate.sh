@@ -21,7 +21,7 @@ expect_error() { # expect_error TEXT COMMAND...: fails unless COMMAND fails and 
 import json, sys
 p = json.load(open(sys.argv[1]))
 assert p["format"] == "prism-profile" and p["version"] == 1, p
-assert p["machine"]["threads"] == 1 and p["machine"]["host"] and p["machine"]["cpu"], p["machine"]
+assert p["machine"]["threads"] == 1 and p["machine"]["cores"] >= 1 and p["machine"]["host"] and p["machine"]["cpu"], p["machine"]
 kernels = p["kernels"]
 # The families the models' programs run, each fitted from its own timings.
 for family in ("default", "matmul", "conv2d_backprop_filter"):
