@@ -412,6 +412,11 @@ int runCalibrate(const CalibrateArgs &args) {
   if (!llvm::sys::fs::is_directory(args.models))
     return reportError(ir::makeError("option --models: " + args.models + " is not a directory"));
   const std::string output = args.output.empty() ? plan::cachedProfilePath() : args.output;
+  // Checked before measuring, so a bad path fails at once rather than after the run.
+  llvm::StringRef dir = llvm::sys::path::parent_path(output);
+  if (!dir.empty() && (llvm::sys::fs::create_directories(dir) || !llvm::sys::fs::is_directory(dir)))
+    return reportError(
+        ir::makeError("cannot write the profile " + output + ": " + dir + " is not a directory"));
   llvm::errs() << "calibrating " << (args.quick ? "(quick) " : "") << "with " << args.threads
                << " thread(s)\n";
   const auto started = Clock::now();
