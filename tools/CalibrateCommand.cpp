@@ -150,16 +150,6 @@ runtime::Feeds randomFeeds(const ir::Module &m, int64_t batch) {
   return feeds;
 }
 
-// The executor's span name of an op (runtime/exec/Executor.cpp traceName).
-std::string spanName(const ir::Op &op) {
-  std::string name = op.name().str();
-  if (op.numResults() > 0)
-    name += " %" + op.result(0)->name();
-  else if (op.numOperands() > 0)
-    name += " " + op.operand(0)->name();
-  return name;
-}
-
 // Runs `steps` training steps of `program` at `batch` after one untimed step, and adds each op's
 // mean time with its cost rule's flops and bytes to `byOp` (by op name).
 llvm::Error timeOps(const ir::Module &program, int64_t batch, int steps, int threads,
@@ -182,7 +172,7 @@ llvm::Error timeOps(const ir::Module &program, int64_t batch, int steps, int thr
       return e;
   std::map<std::string, std::pair<const ir::Op *, int>> ops; // by span name; count 1: unique
   for (const auto &op : program.ops()) {
-    auto &entry = ops[spanName(*op)];
+    auto &entry = ops[runtime::opTraceName(*op)];
     entry = {op.get(), entry.second + 1};
   }
   std::map<std::string, std::pair<double, int>> total; // timed steps only
@@ -443,7 +433,7 @@ void registerCalibrateCommand(CLI::App &app) {
                    "profile for prism simulate");
   cmd->add_option("--threads", args->threads, "Kernel threads (as prism train --threads)")
       ->capture_default_str();
-  cmd->add_flag("--quick", args->quick, "Fewer models, sizes and repeats (about 10 s)");
+  cmd->add_flag("--quick", args->quick, "Fewer models, sizes and repeats (a few seconds)");
   cmd->add_option("-o,--output", args->output,
                   "Where to write the profile (default: this machine's cached profile, which "
                   "prism simulate reads)");
