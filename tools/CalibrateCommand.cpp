@@ -86,28 +86,6 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// A plan's only worker: an all-reduce over one rank is the identity, and a local:1 allreduce
-// plan has no parameter servers.
-class SoleWorker : public runtime::Communication {
-public:
-  llvm::Error allReduce(llvm::StringRef, int64_t, llvm::ArrayRef<runtime::Tensor *>) override {
-    return llvm::Error::success();
-  }
-  llvm::Expected<runtime::Tensor> pull(llvm::StringRef v) override { return none(v); }
-  llvm::Expected<runtime::Tensor> pullRows(llvm::StringRef v, const runtime::Tensor &) override {
-    return none(v);
-  }
-  llvm::Error push(llvm::StringRef v, const runtime::RuntimeValue &) override { return none(v); }
-  llvm::Expected<const runtime::RuntimeValue *> gradient(llvm::StringRef v) override {
-    return none(v);
-  }
-
-private:
-  static llvm::Error none(llvm::StringRef variable) {
-    return ir::makeError(ir::ErrorCode::Internal, "'" + variable + "' is on a parameter server");
-  }
-};
-
 // The worker program of `model` compiled for one worker with every variable all-reduced: the
 // ops a plan's workers run, as the simulator costs them.
 llvm::Expected<std::unique_ptr<ir::Module>> workerProgram(const std::string &path) {
@@ -157,7 +135,7 @@ llvm::Error timeOps(const ir::Module &program, int64_t batch, int steps, int thr
   auto store = std::make_shared<runtime::VariableStore>();
   if (auto e = store->initialize(program, 1))
     return e;
-  SoleWorker communication;
+  runtime::SoleWorkerCommunication communication("prism calibrate");
   runtime::TraceRecorder trace("calibrate");
   runtime::ExecutorOptions options;
   options.threads = threads;
