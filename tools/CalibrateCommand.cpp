@@ -66,7 +66,7 @@ Workload workloadOf(bool quick) {
     return {{"mlp", "cnn", "embedding_classifier"},
             {16, 64},
             6,
-            {4, 4096, 262144, 1 << 20},
+            {4, 4096, 262144, 1 << 20, 4 << 20},
             {4, 4096, 262144, 1 << 20},
             10};
   return {{"mlp", "cnn", "embedding_classifier", "lstm_lm", "transformer"},
