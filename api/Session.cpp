@@ -13,38 +13,6 @@
 
 namespace prism::api {
 
-namespace {
-
-// The communication of a plan's only worker: an all-reduce over a group of one task is the
-// identity (Σ bᵢ xᵢ / Σ bᵢ with one term); there are no parameter servers.
-class SoleWorkerCommunication : public runtime::Communication {
-public:
-  llvm::Error allReduce(llvm::StringRef, int64_t, llvm::ArrayRef<runtime::Tensor *>) override {
-    return llvm::Error::success();
-  }
-  llvm::Expected<runtime::Tensor> pull(llvm::StringRef variable) override {
-    return noServers(variable);
-  }
-  llvm::Expected<runtime::Tensor> pullRows(llvm::StringRef variable,
-                                           const runtime::Tensor &) override {
-    return noServers(variable);
-  }
-  llvm::Error push(llvm::StringRef variable, const runtime::RuntimeValue &) override {
-    return noServers(variable);
-  }
-  llvm::Expected<const runtime::RuntimeValue *> gradient(llvm::StringRef variable) override {
-    return noServers(variable);
-  }
-
-private:
-  static llvm::Error noServers(llvm::StringRef variable) {
-    return ir::makeError(ir::ErrorCode::Internal,
-                         "'" + variable + "' is on a parameter server, and a session has none");
-  }
-};
-
-} // namespace
-
 struct Session::Impl {
   Model model; // the training step; its module outlives the executors
   SessionOptions options;
@@ -220,7 +188,7 @@ Result<Session> Session::open(const Plan &plan, const SessionOptions &options) {
                                   std::to_string(options.accumulate) + " contradicts the plan's " +
                                   std::to_string(planned) + " micro-batches per step"));
   impl->options.accumulate = planned;
-  impl->communication = std::make_unique<SoleWorkerCommunication>();
+  impl->communication = std::make_unique<runtime::SoleWorkerCommunication>("a session");
   if (auto err = impl->start(compiled.run().seed()))
     return toStatus(std::move(err));
   return Session(std::move(impl));

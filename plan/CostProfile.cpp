@@ -106,6 +106,12 @@ llvm::Error parseMachine(const Reader &r, const Json &root, CostProfile &p) {
   if (threads == machine->end() || !threads->is_number_integer() || threads->get<int64_t>() < 1)
     return r.fail("machine.threads", "expected a positive integer");
   p.threads = static_cast<int>(threads->get<int64_t>());
+  // Optional: profiles written before it was measured leave it out (unknown).
+  if (auto cores = machine->find("cores"); cores != machine->end()) {
+    if (!cores->is_number_integer() || cores->get<int64_t>() < 0)
+      return r.fail("machine.cores", "expected a non-negative integer");
+    p.cores = static_cast<int>(cores->get<int64_t>());
+  }
   return llvm::Error::success();
 }
 
@@ -203,7 +209,7 @@ std::string profileToJson(const CostProfile &p) {
   Json root = {
       {"format", "prism-profile"},
       {"version", kProfileVersion},
-      {"machine", {{"host", p.host}, {"cpu", p.cpu}, {"threads", p.threads}}},
+      {"machine", {{"host", p.host}, {"cpu", p.cpu}, {"threads", p.threads}, {"cores", p.cores}}},
       {"kernels", kernels},
       {"all_reduce",
        {{"latency", p.allReduce.latency}, {"seconds_per_byte", p.allReduce.secondsPerByte}}},

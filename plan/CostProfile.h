@@ -41,10 +41,12 @@ struct PsCost {
 };
 
 struct CostProfile {
-  std::string host;         // the machine it was measured on ("built-in" for the default)
-  std::string cpu;          // its processor's model name
-  int threads = 0;          // the kernels' threads
-  KernelCost defaultKernel; // ops without an entry of their own
+  std::string host; // the machine it was measured on ("built-in" for the default)
+  std::string cpu;  // its processor's model name
+  int threads = 0;  // the kernels' threads
+  // The machine's cores; 0: unknown. Workers on one machine share them (docs/simulate.md).
+  int cores = 0;
+  KernelCost defaultKernel;                  // ops without an entry of their own
   std::map<std::string, KernelCost> kernels; // by op name
   AllReduceCost allReduce;
   PsCost ps;

@@ -38,6 +38,7 @@ struct Timeline {
   double compute = 0;                                  // the compute stream is free from
   double communicate = 0;                              // the all-reduce stream is free from
   std::map<std::string, double> pushBytes;             // by PS task: what the step's push carries
+  double slowdown = 1; // its kernels' time over the profile's (cores shared with other workers)
   TaskPrediction prediction;
 };
 
@@ -67,8 +68,10 @@ public:
     for (const TableEstimate &t : plan.estimate().tables())
       rowsOf_[t.variable()] = t;
     timelines_.resize(workers_.size());
-    for (size_t r = 0; r < workers_.size(); ++r)
+    for (size_t r = 0; r < workers_.size(); ++r) {
       timelines_[r].prediction.task = workers_[r];
+      timelines_[r].slowdown = coreSharing(r);
+    }
   }
 
   Prediction run() {
@@ -79,6 +82,27 @@ public:
   }
 
 private:
+  // Workers on one machine (hosts of one address) share its cores: when they need more threads
+  // than it has, each runs its kernels that much slower than the profile, timed alone, says
+  // (processor sharing). Unknown cores (0) share nothing.
+  double coreSharing(size_t r) const {
+    const auto &hosts = plan_.cluster().hosts();
+    auto addressOf = [&](const std::string &task) -> std::string {
+      auto it = hostOf_.find(task);
+      return it != hostOf_.end() && it->second >= 0 && it->second < hosts.size()
+                 ? hosts[it->second].address()
+                 : task;
+    };
+    if (profile_.cores <= 0)
+      return 1;
+    const std::string address = addressOf(workers_[r]);
+    int sharing = 0;
+    for (const std::string &w : workers_)
+      sharing += addressOf(w) == address;
+    const double threads = static_cast<double>(sharing) * std::max(1, profile_.threads);
+    return std::max(1.0, threads / profile_.cores);
+  }
+
   void step(const ir::Op &op) {
     if (op.name() == "all_reduce") {
       allReduce(op);
@@ -110,7 +134,7 @@ private:
     Timeline &t = timelines_[r];
     const int64_t batch = op.attrs.has(ir::kDeviceAttr) ? towerBatch_ : localBatch_;
     const double begin = std::max(t.compute, readyOf(t, op));
-    const double seconds = profile_.kernel(op.name()).seconds(ir::opCost(op, batch));
+    const double seconds = profile_.kernel(op.name()).seconds(ir::opCost(op, batch)) * t.slowdown;
     t.compute = begin + seconds;
     t.prediction.computeSeconds += seconds;
     setResults(t, op, t.compute);

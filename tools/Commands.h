@@ -18,6 +18,7 @@ void registerOptCommand(CLI::App &app);
 void registerPartitionCommand(CLI::App &app);
 void registerRunCommand(CLI::App &app);
 void registerSimulateCommand(CLI::App &app);
+void registerCalibrateCommand(CLI::App &app);
 void registerOpsCommand(CLI::App &app);
 void registerTraceCommand(CLI::App &app);
 void registerTrainCommand(CLI::App &app);

@@ -38,6 +38,7 @@ int main(int argc, char **argv) {
   prism::tools::registerPartitionCommand(app);
   prism::tools::registerRunCommand(app);
   prism::tools::registerSimulateCommand(app);
+  prism::tools::registerCalibrateCommand(app);
   prism::tools::registerTraceCommand(app);
   prism::tools::registerTrainCommand(app);
   prism::tools::registerVerifyCommand(app);

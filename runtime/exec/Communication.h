@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
+#include "ir/Diagnostic.h"
 #include "runtime/Tensor.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -35,6 +37,35 @@ public:
   virtual llvm::Error push(llvm::StringRef variable, const RuntimeValue &gradient) = 0;
   // On a PS task: the combined gradient of its shard of `variable` this step.
   virtual llvm::Expected<const RuntimeValue *> gradient(llvm::StringRef variable) = 0;
+};
+
+// The communication of a plan's only worker: an all-reduce over a group of one task is the
+// identity (Σ bᵢ xᵢ / Σ bᵢ with one term); there are no parameter servers, and a PS call is an
+// error saying so, naming `owner` ("a session").
+class SoleWorkerCommunication : public Communication {
+public:
+  explicit SoleWorkerCommunication(std::string owner) : owner_(std::move(owner)) {}
+  llvm::Error allReduce(llvm::StringRef, int64_t, llvm::ArrayRef<Tensor *>) override {
+    return llvm::Error::success();
+  }
+  llvm::Expected<Tensor> pull(llvm::StringRef variable) override { return noServers(variable); }
+  llvm::Expected<Tensor> pullRows(llvm::StringRef variable, const Tensor &) override {
+    return noServers(variable);
+  }
+  llvm::Error push(llvm::StringRef variable, const RuntimeValue &) override {
+    return noServers(variable);
+  }
+  llvm::Expected<const RuntimeValue *> gradient(llvm::StringRef variable) override {
+    return noServers(variable);
+  }
+
+private:
+  llvm::Error noServers(llvm::StringRef variable) const {
+    return ir::makeError(ir::ErrorCode::Internal, "'" + variable +
+                                                      "' is on a parameter server, and " + owner_ +
+                                                      " has none");
+  }
+  std::string owner_;
 };
 
 } // namespace prism::runtime

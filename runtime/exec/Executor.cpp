@@ -371,7 +371,10 @@ llvm::Error Executor::runKernels(Program &p, size_t begin, size_t end) {
 }
 
 std::string Executor::traceName(const ir::Op &op) const {
-  // The op and what it computes: "matmul %h1", "all_reduce %loss", "sgd w".
+  return opTraceName(op);
+}
+
+std::string opTraceName(const ir::Op &op) {
   std::string name = op.name().str();
   if (op.numResults() > 0)
     name += " %" + op.result(0)->name();

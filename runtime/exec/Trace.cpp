@@ -45,6 +45,15 @@ int64_t TraceRecorder::clockOffset() const {
   return offsetMicros_;
 }
 
+std::vector<TraceRecorder::Recorded> TraceRecorder::recorded() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Recorded> out;
+  out.reserve(events_.size());
+  for (const Event &e : events_)
+    out.push_back({e.name, e.category, e.durationMicros});
+  return out;
+}
+
 size_t TraceRecorder::size() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return events_.size();

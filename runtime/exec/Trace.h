@@ -37,6 +37,14 @@ public:
   int64_t clockOffset() const;
 
   size_t size() const;
+  // The spans recorded so far, in order: name, category and duration (`prism calibrate` times
+  // kernels from them).
+  struct Recorded {
+    std::string name;
+    const char *category;
+    int64_t durationMicros;
+  };
+  std::vector<Recorded> recorded() const;
   const std::string &task() const { return task_; }
   // {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {"task": ..., ...}}, written
   // atomically.

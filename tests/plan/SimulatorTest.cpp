@@ -108,6 +108,27 @@ TEST(Simulator, ComputeOnlyIsTheSumOfTheKernels) {
   EXPECT_NEAR(task(p, "worker:0").idleSeconds, 0, 1e-12);
 }
 
+// Two workers of 2 threads on one 2-core machine (both hosts on 127.0.0.1) need 4 threads: each
+// runs its kernels at half the speed the profile measured alone, 6 ms instead of 3. With 4
+// cores, on machines of their own, or with cores unknown, they do not slow down.
+TEST(Simulator, WorkersOnOneMachineShareItsCores) {
+  auto worker = program("  %logits = matmul(x, w) : f32[B, 2]\n"
+                        "  %loss = softmax_cross_entropy(%logits, y) : f32[]\n");
+  auto step = [&](const Plan &plan, int cores) {
+    CostProfile profile = syntheticProfile();
+    profile.threads = 2;
+    profile.cores = cores;
+    auto p = simulateStep(plan, *worker, profile);
+    EXPECT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+    return p ? p->stepSeconds : 0.0;
+  };
+  EXPECT_NEAR(step(makePlan(2, 0), 2), 6 * kMs, 1e-12);
+  EXPECT_NEAR(step(makePlan(2, 0), 4), 3 * kMs, 1e-12);
+  EXPECT_NEAR(step(makePlan(2, 0, 1000000), 2), 3 * kMs, 1e-12); // 10.0.0.1 and 10.0.0.2
+  EXPECT_NEAR(step(makePlan(2, 0), 0), 3 * kMs, 1e-12);
+  EXPECT_NEAR(step(makePlan(1, 0), 2), 3 * kMs, 1e-12);
+}
+
 // matmul 0–2, matmul 2–4 (the gradient), its bucket 4–6 on the communication stream (1 ms + 32
 // bytes at 1 ms per 32) while relu runs 4–5; the relu of the mean waits for the bucket: 6–7.
 const char *kOverlapped =
@@ -198,6 +219,11 @@ TEST(CostProfile, RoundTripsThroughJson) {
   EXPECT_EQ(read->kernel("relu").latency, 1 * kMs);
   EXPECT_EQ(read->allReduce.secondsPerByte, p.allReduce.secondsPerByte);
   EXPECT_EQ(read->ps.bytesPerSecond, p.ps.bytesPerSecond);
+  EXPECT_EQ(read->cores, 0);
+  p.cores = 16;
+  read = parseProfile(profileToJson(p), "p.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->cores, 16);
 }
 
 std::string errorOf(const std::string &text) {
@@ -226,6 +252,8 @@ TEST(CostProfile, ErrorsNameTheFileAndTheField) {
   EXPECT_NE(e.find("'version'"), std::string::npos) << e;
   e = errorOf(replaced("\"threads\": 1", "\"threads\": \"many\""));
   EXPECT_NE(e.find("'machine.threads'"), std::string::npos) << e;
+  e = errorOf(replaced("\"cores\": 0", "\"cores\": -2"));
+  EXPECT_NE(e.find("'machine.cores'"), std::string::npos) << e;
   EXPECT_NE(errorOf("{"), "no error");
 }
 

@@ -1,0 +1,98 @@
+#!/usr/bin/python3
+"""The simulator's error: for mlp, cnn and embedding_classifier under each strategy that applies,
+on local:1 and local:2 (--workers), the step time `prism simulate --profile P` predicts against
+the one `prism train --cluster local:N` measures. Prints a markdown table for BENCHMARKS.md
+(commands and progress on stderr).
+
+The profile is measured first (`prism calibrate -o`), unless --profile names one. A measured
+step is the median of the steps' time differences (the metrics' "time") after --warmup steps, in
+each of --repeat runs of --steps steps; the table gives the median over runs and their spread.
+
+Usage: bench/simulate/run.py [--prism build/tools/prism] [--profile P] [--steps 200]
+                             [--repeat 3] [--batch 64] [--workers 1,2]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+# Model, strategy, and the parameter servers the strategy needs.
+CASES = [("mlp", "allreduce", 0), ("mlp", "ps", 1),
+         ("cnn", "allreduce", 0), ("cnn", "ps", 1),
+         ("embedding_classifier", "allreduce", 0), ("embedding_classifier", "hybrid", 1)]
+
+
+def run(cmd, **kw):
+    print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kw)
+    if out.returncode != 0:
+        sys.exit(f"failed ({out.returncode}): {' '.join(cmd)}\n{out.stdout}\n{out.stderr}")
+    return out.stdout
+
+
+def cluster(workers, ps):
+    return f"local:{workers}" + (f",ps={ps}" if ps else "")
+
+
+def predicted(args, model, strategy, spec):
+    out = run([args.prism, "simulate", os.path.join(ROOT, "models", model + ".prism"),
+               "--cluster", spec, "--strategy", strategy, "--batch", str(args.batch),
+               "--profile", args.profile, "--json"])
+    return json.loads(out)["step_seconds"]
+
+
+def measured(args, model, strategy, spec, work):
+    metrics = os.path.join(work, "metrics.jsonl")
+    run([args.prism, "train", os.path.join(ROOT, "models", model + ".prism"), "--cluster", spec,
+         "--strategy", strategy, "--batch", str(args.batch), "--steps", str(args.steps),
+         "--threads", "1", "--metrics-out", metrics, "--quiet", "--no-eval"])
+    times = []
+    with open(metrics) as f:
+        for line in f:
+            record = json.loads(line)
+            if "step" in record and "time" in record:
+                times.append((record["step"], record["time"]))
+    times.sort()
+    steps = [b[1] - a[1] for a, b in zip(times, times[1:]) if a[0] >= args.warmup]
+    return statistics.median(steps)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prism", default=os.path.join(ROOT, "build", "tools", "prism"))
+    parser.add_argument("--profile", default="")
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--workers", default="1,2")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as work:
+        if not args.profile:
+            args.profile = os.path.join(work, "profile.json")
+            run([args.prism, "calibrate", "--threads", "1", "-o", args.profile])
+        profile = json.load(open(args.profile))
+        print(f"profile: {profile['machine']}, batch {args.batch}, {args.steps} steps x "
+              f"{args.repeat} runs per case\n")
+        print("| model | strategy | cluster | predicted ms | measured ms (median, spread) "
+              "| error |")
+        print("| --- | --- | --- | ---: | ---: | ---: |")
+        for workers in [int(w) for w in args.workers.split(",")]:
+            for model, strategy, ps in CASES:
+                spec = cluster(workers, ps)
+                p = predicted(args, model, strategy, spec)
+                runs = [measured(args, model, strategy, spec, work) for _ in range(args.repeat)]
+                m = statistics.median(runs)
+                print(f"| {model} | {strategy} | {spec} | {p * 1e3:.2f} | {m * 1e3:.2f} "
+                      f"({min(runs) * 1e3:.2f}-{max(runs) * 1e3:.2f}) | "
+                      f"{abs(p - m) / m * 100:.0f}% |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# prism calibrate --quick writes a profile that prism simulate reads (by --profile, and as the
+# cached one under XDG_CACHE_HOME without -o), with measured, positive figures; an output it
+# cannot write and a bad flag are errors naming them.
+set -euo pipefail
+prism=$1
+models=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+expect_error() { # expect_error TEXT COMMAND...: fails unless COMMAND fails and says TEXT
+  local text=$1
+  shift
+  if "$@" >"$work/out" 2>&1; then
+    echo "expected a failure: $*"
+    exit 1
+  fi
+  grep -qF -- "$text" "$work/out" || { echo "expected '$text' in:"; cat "$work/out"; exit 1; }
+}
+"$prism" calibrate --quick --threads 1 -o "$work/profile.json" --models "$models"
+/usr/bin/python3 - "$work/profile.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["format"] == "prism-profile" and p["version"] == 1, p
+assert p["machine"]["threads"] == 1 and p["machine"]["cores"] >= 1 and p["machine"]["host"] and p["machine"]["cpu"], p["machine"]
+kernels = p["kernels"]
+# The families the models' programs run, each fitted from its own timings.
+for family in ("default", "matmul", "conv2d_backprop_filter"):
+    assert family in kernels, sorted(kernels)
+for name, k in kernels.items():
+    assert k["latency"] > 0 or k["flops_per_second"] > 0 or k["bytes_per_second"] > 0, (name, k)
+assert not any(n == "all_reduce" or n.startswith("ps_") for n in kernels), sorted(kernels)
+assert p["all_reduce"]["latency"] + p["all_reduce"]["seconds_per_byte"] > 0, p["all_reduce"]
+assert p["ps"]["bytes_per_second"] > 0, p["ps"]
+PY
+out=$("$prism" simulate "$models/mlp.prism" --cluster local:2 --strategy allreduce --batch 64 \
+  --profile "$work/profile.json")
+echo "$out"
+grep -qF "profile: $work/profile.json" <<<"$out"
+# Without -o the profile goes to the cache, and prism simulate uses it without --profile.
+XDG_CACHE_HOME="$work/cache" "$prism" calibrate --quick --models "$models" >/dev/null
+cached=$(ls "$work"/cache/prism/profile-*.json)
+XDG_CACHE_HOME="$work/cache" "$prism" simulate "$models/embedding_classifier.prism" \
+  --cluster local:2,ps=1 --strategy hybrid | grep -qF "profile: $cached"
+# An output under a regular file cannot be written (whoever runs it, root included).
+touch "$work/file"
+expect_error "$work/file" "$prism" calibrate --quick -o "$work/file/p.json" --models "$models"
+expect_error "option --threads: expected at least 1, got 0" "$prism" calibrate --threads 0
+expect_error "option --models: $work/none is not a directory" \
+  "$prism" calibrate --models "$work/none"
+echo ok

@@ -1,0 +1,426 @@
+// `prism calibrate [--threads T] [--quick] [-o FILE]`: measures this machine's kernels, Gloo
+// all-reduce and parameter server on loopback, and writes the cost profile `prism simulate` reads
+// (plan/CostProfile.h; docs/simulate.md "Calibrating").
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <future>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+#include "cluster/ClusterParser.h"
+#include "ir/Diagnostic.h"
+#include "ir/OpTable.h"
+#include "plan/CommunicationCost.h"
+#include "plan/CostProfile.h"
+#include "plan/Partitioner.h"
+#include "plan/PlanVerifier.h"
+#include "plan/ProfileFit.h"
+#include "runtime/dist/Collective.h"
+#include "runtime/dist/Coordinator.h"
+#include "runtime/dist/CoordinatorClient.h"
+#include "runtime/exec/Executor.h"
+#include "runtime/exec/Trace.h"
+#include "runtime/job/JobOptions.h"
+#include "runtime/ps/ParameterServer.h"
+#include "runtime/ps/PsClient.h"
+#include "tools/Commands.h"
+#include "tools/Partition.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace prism::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Samples = std::vector<plan::TimingSample>;
+
+struct CalibrateArgs {
+  int threads = runtime::job::JobOptions().threads;
+  bool quick = false;
+  std::string output;
+  std::string models = PRISM_MODELS_DIR;
+};
+
+// What one run measures: the models and batch sizes whose ops are timed, the steps timed at
+// each, and the all-reduce and PS message sizes.
+struct Workload {
+  std::vector<std::string> models;
+  std::vector<int64_t> batches;
+  int steps = 0;
+  std::vector<size_t> messageBytes; // all-reduces
+  std::vector<size_t> psBytes;      // PS pulls and pushes (each also an update)
+  int repeats = 0;                  // per message size
+};
+
+Workload workloadOf(bool quick) {
+  if (quick)
+    return {{"mlp", "cnn", "embedding_classifier"},
+            {16, 64},
+            6,
+            {4, 4096, 262144, 1 << 20, 4 << 20},
+            {4, 4096, 262144, 1 << 20},
+            10};
+  return {{"mlp", "cnn", "embedding_classifier", "lstm_lm", "transformer"},
+          {16, 64, 128},
+          10,
+          {4, 1024, 16384, 262144, 1 << 20, 4 << 20, 16 << 20},
+          {4, 1024, 16384, 262144, 1 << 20, 4 << 20},
+          15};
+}
+
+double seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// The worker program of `model` compiled for one worker with every variable all-reduced: the
+// ops a plan's workers run, as the simulator costs them.
+llvm::Expected<std::unique_ptr<ir::Module>> workerProgram(const std::string &path) {
+  auto model = loadModule(path, /*inferShapes=*/false);
+  if (!model)
+    return model.takeError();
+  CompileArgs compile;
+  compile.strategy = "allreduce";
+  auto options = compile.toOptions();
+  if (!options)
+    return options.takeError();
+  auto cluster = cluster::loadCluster("local:1", compile.replicationKind());
+  if (!cluster)
+    return cluster.takeError();
+  auto result = plan::partition(std::move(*model), *cluster, *options);
+  if (!result)
+    return result.takeError();
+  return plan::parseProgram(*plan::findProgram(result->plan, "worker:0"));
+}
+
+// Feeds of `batch` examples: floats in [-1, 1), integers 0 or 1 (valid labels and token ids of
+// every model).
+runtime::Feeds randomFeeds(const ir::Module &m, int64_t batch) {
+  std::mt19937_64 gen(7);
+  runtime::Feeds feeds;
+  for (const auto &in : m.inputs()) {
+    std::vector<int64_t> shape(in->type().dims.begin(), in->type().dims.end());
+    shape[0] = batch;
+    runtime::Tensor t(in->type().dtype, shape);
+    for (int64_t i = 0; i < t.numElements(); ++i) {
+      if (in->type().dtype == ir::DType::F32)
+        t.data<float>()[i] = static_cast<float>(static_cast<double>(gen() % 2000) / 1000.0 - 1.0);
+      else if (in->type().dtype == ir::DType::I64)
+        t.data<int64_t>()[i] = static_cast<int64_t>(gen() % 2);
+      else
+        t.data<int32_t>()[i] = static_cast<int32_t>(gen() % 2);
+    }
+    feeds[in->name()] = std::move(t);
+  }
+  return feeds;
+}
+
+// Runs `steps` training steps of `program` at `batch` after one untimed step, and adds each op's
+// mean time with its cost rule's flops and bytes to `byOp` (by op name).
+llvm::Error timeOps(const ir::Module &program, int64_t batch, int steps, int threads,
+                    std::map<std::string, Samples> &byOp) {
+  auto store = std::make_shared<runtime::VariableStore>();
+  if (auto e = store->initialize(program, 1))
+    return e;
+  runtime::SoleWorkerCommunication communication("prism calibrate");
+  runtime::TraceRecorder trace("calibrate");
+  runtime::ExecutorOptions options;
+  options.threads = threads;
+  options.communication = &communication;
+  options.trace = &trace;
+  auto executor = runtime::Executor::create(program, store, options);
+  if (!executor)
+    return executor.takeError();
+  const runtime::Feeds feeds = randomFeeds(program, batch);
+  for (int s = 0; s <= steps; ++s)
+    if (auto e = (*executor)->step(feeds))
+      return e;
+  std::map<std::string, std::pair<const ir::Op *, int>> ops; // by span name; count 1: unique
+  for (const auto &op : program.ops()) {
+    auto &entry = ops[runtime::opTraceName(*op)];
+    entry = {op.get(), entry.second + 1};
+  }
+  std::map<std::string, std::pair<double, int>> total; // timed steps only
+  const auto spans = trace.recorded();
+  const size_t firstTimed = spans.size() / (steps + 1);
+  for (size_t i = firstTimed; i < spans.size(); ++i)
+    if (std::string(spans[i].category) == "op") {
+      auto &t = total[spans[i].name];
+      t.first += spans[i].durationMicros * 1e-6;
+      ++t.second;
+    }
+  for (const auto &[name, t] : total) {
+    auto it = ops.find(name);
+    if (it == ops.end() || it->second.second != 1)
+      continue; // not one op of the program: its cost rule is unknown
+    const llvm::StringRef op = it->second.first->name();
+    if (op == "all_reduce" || op.startswith("ps_"))
+      continue; // communication: the profile's all_reduce and ps figures cost it
+    const ir::OpCost cost = ir::opCost(*it->second.first, batch);
+    byOp[op.str()].push_back(
+        {static_cast<double>(cost.flops), static_cast<double>(cost.bytes), t.first / t.second});
+  }
+  return llvm::Error::success();
+}
+
+// A family of its own needs shapes enough to tell its three coefficients apart; the others'
+// ops are fitted together as `default`.
+void fitKernels(const std::map<std::string, Samples> &byOp, plan::CostProfile &profile) {
+  constexpr size_t kOwnFamily = 4;
+  Samples rest, all;
+  for (const auto &[name, samples] : byOp) {
+    all.insert(all.end(), samples.begin(), samples.end());
+    if (samples.size() >= kOwnFamily)
+      profile.kernels[name] = plan::fitRoofline(samples);
+    else
+      rest.insert(rest.end(), samples.begin(), samples.end());
+  }
+  profile.defaultKernel = plan::fitRoofline(rest.size() >= kOwnFamily ? rest : all);
+}
+
+llvm::Error measureKernels(const CalibrateArgs &args, const Workload &w, plan::CostProfile &profile,
+                           llvm::raw_ostream &log) {
+  std::map<std::string, Samples> byOp;
+  for (const std::string &name : w.models) {
+    llvm::SmallString<256> path(args.models);
+    llvm::sys::path::append(path, name + ".prism");
+    auto program = workerProgram(std::string(path));
+    if (!program)
+      return program.takeError();
+    const auto started = Clock::now();
+    for (int64_t batch : w.batches)
+      if (auto e = timeOps(**program, batch, w.steps, args.threads, byOp))
+        return ir::withContext(std::move(e), "timing " + std::string(path));
+    log << llvm::format("  kernels of %-22s %6.2f s\n", name.c_str(),
+                        seconds(Clock::now() - started));
+  }
+  fitKernels(byOp, profile);
+  return llvm::Error::success();
+}
+
+// Times `repeats` all-reduces of each size between two ranks (threads of this process, over
+// Gloo on 127.0.0.1, meeting through an in-process coordinator), as rank 0 sees them; samples
+// carry the bytes each rank sends in the ring.
+llvm::Expected<Samples> timeAllReduces(const Workload &w) {
+  using namespace runtime::dist;
+  constexpr int kRanks = 2;
+  CoordinatorOptions options;
+  options.jobToken = "calibrate";
+  options.expectedTasks = {"worker:0", "worker:1"};
+  options.heartbeatTimeout = std::chrono::minutes(5);
+  auto coordinator = Coordinator::start(std::move(options));
+  if (!coordinator)
+    return coordinator.takeError();
+  auto rank = [&](int r) -> llvm::Expected<Samples> {
+    CoordinatorClientOptions client;
+    client.address = (*coordinator)->address();
+    client.jobToken = "calibrate";
+    client.taskName = "worker:" + std::to_string(r);
+    client.callTimeout = std::chrono::seconds(10);
+    CoordinatorClient coordinatorClient(client);
+    if (auto e = coordinatorClient.registerTask())
+      return std::move(e);
+    auto group = Collective::create(coordinatorClient, "calibrate", r, kRanks, "127.0.0.1",
+                                    std::chrono::seconds(30));
+    if (!group)
+      return group.takeError();
+    Samples samples;
+    for (size_t bytes : w.messageBytes) {
+      std::vector<float> data(std::max<size_t>(1, bytes / sizeof(float)), 1.0f);
+      std::vector<double> times;
+      for (int i = 0; i <= w.repeats; ++i) {
+        if (auto e = (*group)->barrier())
+          return std::move(e);
+        const auto started = Clock::now();
+        if (auto e = (*group)->allReduceSum(data.data(), data.size()))
+          return std::move(e);
+        if (i > 0) // the first of each size sets up buffers
+          times.push_back(seconds(Clock::now() - started));
+      }
+      samples.push_back({0, plan::ringAllReduceBytes(static_cast<double>(data.size() * 4), kRanks),
+                         median(times)});
+    }
+    return samples;
+  };
+  auto other = std::async(std::launch::async, rank, 1);
+  auto mine = rank(0);
+  auto theirs = other.get();
+  if (!theirs)
+    return theirs.takeError();
+  return mine;
+}
+
+// A parameter server on 127.0.0.1 holding a variable per message size, and one worker's client:
+// each step pulls a variable and pushes its gradient (the push returns once the server applied
+// it, so its time less the apply is the call's). Adds call samples to `calls` and update samples
+// to `applies`.
+llvm::Error timeParameterServer(const Workload &w, Samples &calls, Samples &applies) {
+  using namespace runtime::ps;
+  auto store = std::make_shared<runtime::VariableStore>();
+  auto applied = std::make_shared<std::vector<double>>(); // seconds, by step
+  ParameterServerOptions options;
+  options.jobToken = "calibrate";
+  options.variables = store;
+  options.waitTimeout = std::chrono::seconds(30);
+  options.apply = [store, applied](int64_t, const GradientSet &gradients) -> llvm::Error {
+    const auto started = Clock::now();
+    for (const auto &[name, g] : gradients) { // SGD, as the servers' update programs do
+      float *v = store->find(name)->data<float>();
+      const float *d = g.dense.data<float>();
+      for (int64_t i = 0; i < g.dense.numElements(); ++i)
+        v[i] -= 0.01f * d[i];
+    }
+    applied->push_back(seconds(Clock::now() - started));
+    return llvm::Error::success();
+  };
+  PsClientOptions clientOptions;
+  clientOptions.jobToken = "calibrate";
+  for (size_t bytes : w.psBytes) {
+    const int64_t n = std::max<int64_t>(1, static_cast<int64_t>(bytes / sizeof(float)));
+    const std::string name = "v" + std::to_string(bytes);
+    options.shards.push_back(PsShard{name, ir::DType::F32, 0, n, {n}});
+    runtime::Tensor value(ir::DType::F32, {n});
+    std::fill_n(value.data<float>(), n, 0.5f);
+    store->set(name, std::move(value));
+  }
+  auto server = ParameterServer::start(options);
+  if (!server)
+    return server.takeError();
+  for (const PsShard &shard : options.shards)
+    clientOptions.variables[shard.name] = {
+        ir::DType::F32, shard.fullShape, {{(*server)->endpoint(), 0, shard.rowEnd}}};
+  auto client = PsClient::create(clientOptions);
+  if (!client)
+    return client.takeError();
+  int64_t step = 0;
+  for (const PsShard &shard : options.shards) {
+    const double bytes = static_cast<double>(shard.rowEnd * 4);
+    std::vector<double> pulls, pushes;
+    for (int i = 0; i <= w.repeats; ++i, ++step) {
+      auto started = Clock::now();
+      auto pulled = (*client)->pull(shard.name, step);
+      if (!pulled)
+        return pulled.takeError();
+      const double pulled_s = seconds(Clock::now() - started);
+      started = Clock::now();
+      if (auto e = (*client)->push(step, 1.0, 0, {Gradient::ofDense(shard.name, *pulled)}))
+        return e;
+      const double pushed_s = seconds(Clock::now() - started);
+      if (i == 0 || applied->size() != static_cast<size_t>(step + 1))
+        continue; // the first call of each size sets up buffers
+      pulls.push_back(pulled_s);
+      pushes.push_back(std::max(0.0, pushed_s - applied->back()));
+      applies.push_back({0, bytes, applied->back()});
+    }
+    calls.push_back({0, bytes, median(pulls)});
+    calls.push_back({0, bytes, median(pushes)});
+  }
+  return llvm::Error::success();
+}
+
+std::string cpuModel() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);)
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos)
+      return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+std::string hostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0')
+    return "localhost";
+  return name;
+}
+
+llvm::Expected<plan::CostProfile> calibrate(const CalibrateArgs &args, llvm::raw_ostream &log) {
+  const Workload w = workloadOf(args.quick);
+  plan::CostProfile profile;
+  profile.host = hostName();
+  profile.cpu = cpuModel();
+  profile.threads = args.threads;
+  profile.cores = static_cast<int>(std::thread::hardware_concurrency());
+  if (auto e = measureKernels(args, w, profile, log))
+    return std::move(e);
+  Samples calls, applies;
+  auto started = Clock::now();
+  auto allReduces = timeAllReduces(w);
+  if (!allReduces)
+    return ir::withContext(allReduces.takeError(), "timing all-reduces");
+  profile.allReduce = plan::fitLatencyPerByte(*allReduces);
+  log << llvm::format("  all-reduce %27.2f s\n", seconds(Clock::now() - started));
+  started = Clock::now();
+  if (auto e = timeParameterServer(w, calls, applies))
+    return ir::withContext(std::move(e), "timing a parameter server");
+  const plan::AllReduceCost call = plan::fitLatencyPerByte(calls);
+  const plan::AllReduceCost apply = plan::fitLatencyPerByte(applies);
+  profile.ps = {call.latency, call.secondsPerByte > 0 ? 1 / call.secondsPerByte : 1e12,
+                apply.latency, apply.secondsPerByte};
+  log << llvm::format("  parameter server %21.2f s\n", seconds(Clock::now() - started));
+  return profile;
+}
+
+int runCalibrate(const CalibrateArgs &args) {
+  if (args.threads < 1)
+    return reportError(ir::makeError("option --threads: expected at least 1, got " +
+                                     std::to_string(args.threads)));
+  if (!llvm::sys::fs::is_directory(args.models))
+    return reportError(ir::makeError("option --models: " + args.models + " is not a directory"));
+  const std::string output = args.output.empty() ? plan::cachedProfilePath() : args.output;
+  // Checked before measuring, so a bad path fails at once rather than after the run.
+  llvm::StringRef dir = llvm::sys::path::parent_path(output);
+  if (!dir.empty() && (llvm::sys::fs::create_directories(dir) || !llvm::sys::fs::is_directory(dir)))
+    return reportError(
+        ir::makeError("cannot write the profile " + output + ": " + dir + " is not a directory"));
+  llvm::errs() << "calibrating " << (args.quick ? "(quick) " : "") << "with " << args.threads
+               << " thread(s)\n";
+  const auto started = Clock::now();
+  auto profile = calibrate(args, llvm::errs());
+  if (!profile)
+    return reportError(profile.takeError());
+  if (auto e = plan::writeProfile(*profile, output))
+    return reportError(ir::withContext(std::move(e), "writing the profile " + output));
+  llvm::outs() << llvm::format("wrote %s in %.1f s: %zu kernel families, all-reduce %.1f us + "
+                               "%.3f ns/B, ps call %.1f us at %.0f MB/s\n",
+                               output.c_str(), seconds(Clock::now() - started),
+                               profile->kernels.size() + 1, profile->allReduce.latency * 1e6,
+                               profile->allReduce.secondsPerByte * 1e9, profile->ps.latency * 1e6,
+                               profile->ps.bytesPerSecond / 1e6);
+  return 0;
+}
+
+} // namespace
+
+void registerCalibrateCommand(CLI::App &app) {
+  auto args = std::make_shared<CalibrateArgs>();
+  auto *cmd = app.add_subcommand(
+      "calibrate", "Measure this machine's kernels, all-reduce and parameter server into a cost "
+                   "profile for prism simulate");
+  cmd->add_option("--threads", args->threads, "Kernel threads (as prism train --threads)")
+      ->capture_default_str();
+  cmd->add_flag("--quick", args->quick, "Fewer models, sizes and repeats (a few seconds)");
+  cmd->add_option("-o,--output", args->output,
+                  "Where to write the profile (default: this machine's cached profile, which "
+                  "prism simulate reads)");
+  cmd->add_option("--models", args->models, "The models whose ops are timed")
+      ->capture_default_str();
+  cmd->callback([args]() {
+    if (int status = runCalibrate(*args))
+      throw CLI::RuntimeError(status);
+  });
+}
+
+} // namespace prism::tools
