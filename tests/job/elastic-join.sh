@@ -12,10 +12,6 @@ work=$(mktemp -d); trap 'pkill -KILL -f "$work/" 2>/dev/null || true; rm -rf "$w
 source "$(dirname "$0")/expect-error.sh"
 fail() { echo "$1"; [ -f "${2:-/dev/null}" ] && cat "$2"; exit 1; }
 
-same_variables() {
-  cmp <(sed -n 2p "$1" | sed 's/"model":"[^"]*"//') <(sed -n 2p "$2" | sed 's/"model":"[^"]*"//') &&
-    cmp <(tail -n +3 "$1" | head -c -8) <(tail -n +3 "$2" | head -c -8)
-}
 
 # wait_for FILE TEXT: until FILE says TEXT (bounded).
 wait_for() {

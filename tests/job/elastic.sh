@@ -13,12 +13,6 @@ work=$(mktemp -d); trap 'pkill -KILL -f "$work/" 2>/dev/null || true; rm -rf "$w
 source "$(dirname "$0")/expect-error.sh"
 fail() { echo "$1"; [ -f "${2:-/dev/null}" ] && cat "$2"; exit 1; }
 
-# same_variables A B: two tasks' --variables-out files hold the same variables, byte for byte
-# (the header names the task, and the checksum covers it).
-same_variables() {
-  cmp <(sed -n 2p "$1" | sed 's/"model":"[^"]*"//') <(sed -n 2p "$2" | sed 's/"model":"[^"]*"//') &&
-    cmp <(tail -n +3 "$1" | head -c -8) <(tail -n +3 "$2" | head -c -8)
-}
 
 # check_metrics FILE STEPS CHANGE: a line per step, 3 workers before step CHANGE and 2 after,
 # every loss finite.

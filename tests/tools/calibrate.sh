@@ -7,15 +7,8 @@ prism=$1
 models=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-expect_error() { # expect_error TEXT COMMAND...: fails unless COMMAND fails and says TEXT
-  local text=$1
-  shift
-  if "$@" >"$work/out" 2>&1; then
-    echo "expected a failure: $*"
-    exit 1
-  fi
-  grep -qF -- "$text" "$work/out" || { echo "expected '$text' in:"; cat "$work/out"; exit 1; }
-}
+# shellcheck source=../job/expect-error.sh
+source "$(dirname "$0")/../job/expect-error.sh"
 "$prism" calibrate --quick --threads 1 -o "$work/profile.json" --models "$models"
 /usr/bin/python3 - "$work/profile.json" <<'PY'
 import json, sys

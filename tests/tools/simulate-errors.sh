@@ -6,15 +6,8 @@ prism=$1
 models=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-expect_error() { # expect_error TEXT COMMAND...: fails unless COMMAND fails and says TEXT
-  local text=$1
-  shift
-  if "$@" >"$work/out" 2>&1; then
-    echo "expected a failure: $*"
-    exit 1
-  fi
-  grep -qF -- "$text" "$work/out" || { echo "expected '$text' in:"; cat "$work/out"; exit 1; }
-}
+# shellcheck source=../job/expect-error.sh
+source "$(dirname "$0")/../job/expect-error.sh"
 "$prism" partition "$models/mlp.prism" --cluster local:2 --strategy allreduce --batch 32 \
   -o "$work/plan.pb" >/dev/null
 sed 's/"seconds_per_byte": 1e-09/"seconds_per_byte": "fast"/' \
