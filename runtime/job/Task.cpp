@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <mutex>
 #include <optional>
@@ -761,6 +762,9 @@ llvm::Expected<int64_t> joinAsWorker(dist::CoordinatorClient &client, const plan
 
 int runTask(const plan::Plan &plan, llvm::StringRef taskName, const std::string &coordinator,
             const JobOptions &jobOptions) {
+  // A peer that goes away (a lost worker, under elastic membership too) closes its sockets:
+  // writes to them must fail as errors the collective reports, not end this task by SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
   JobOptions options = jobOptions;
   if (options.jobToken.empty())
     options.jobToken = plan::jobToken(plan);

@@ -260,7 +260,11 @@ llvm::Error WorkerCommunication::allReduce(llvm::StringRef group, int64_t bucket
   countAllReduce(wireBytes);
   dist::Collective *collective = collective_.get();
   std::function<llvm::Error()> job;
-  if (compressed)
+  // A sole worker holding the whole batch: its gradients are the mean already, and staging
+  // them through a buffer would only copy them twice.
+  if (collective->size() == 1 && mine == all && !compressed)
+    job = [] { return llvm::Error::success(); };
+  else if (compressed)
     job = [=, buffer = &halfBuffers_[bucket]] {
       return compressedMean(targets, *buffer, mine / all);
     };
