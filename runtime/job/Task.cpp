@@ -332,6 +332,32 @@ std::unique_ptr<ElasticWorker> makeElasticWorker(const plan::Plan &plan, const p
   return std::make_unique<ElasticWorker>(client, communication, std::move(elastic));
 }
 
+// After training: a worker that did not wait for the others says what it ran and marks itself
+// finished; rank 0 prints the job's `done:` line and ends the job.
+llvm::Error announceWorkerEnd(const plan::Task &task, dist::CoordinatorClient &client,
+                              const JobOptions &options, const WorkerCommunication &communication,
+                              const train::TrainResult &result, bool synchronized, bool rankZero) {
+  if (!synchronized) {
+    if (!options.quiet)
+      llvm::outs() << task.name() << ": " << result.steps << " steps run, "
+                   << communication.droppedPushes() << " pushes dropped (late), "
+                   << communication.skippedSteps() << " steps skipped\n";
+    llvm::outs().flush();
+    if (auto e = client.set(finishedKey(task.name()), "1"))
+      return e;
+  }
+  if (rankZero) {
+    if (!options.quiet)
+      llvm::outs() << "done: " << result.steps << " steps, "
+                   << llvm::format("%.0f", result.samplesPerSec) << " samples/s, loss "
+                   << llvm::format("%.6f", result.lastLoss) << "\n";
+    llvm::outs().flush();
+    if (auto e = client.set(kDoneKey, "1"))
+      return e;
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
                       dist::CoordinatorClient &client, const JobOptions &options,
                       const std::optional<InjectedFault> &fault,
@@ -412,25 +438,10 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
   auto result = train::train(**module, *train);
   if (!result)
     return result.takeError();
-  if (!sync.exact()) {
-    if (!options.quiet)
-      llvm::outs() << task.name() << ": " << result->steps << " steps run, "
-                   << communication.droppedPushes() << " pushes dropped (late), "
-                   << communication.skippedSteps() << " steps skipped\n";
-    llvm::outs().flush();
-    if (auto e = client.set(finishedKey(task.name()), "1"))
-      return e;
-  }
-  // Rank 0 at the end (worker:0, unless elastic membership gave its duties to another).
-  if (elastic ? elastic->rank() == 0 : task.index() == 0) {
-    if (!options.quiet)
-      llvm::outs() << "done: " << result->steps << " steps, "
-                   << llvm::format("%.0f", result->samplesPerSec) << " samples/s, loss "
-                   << llvm::format("%.6f", result->lastLoss) << "\n";
-    llvm::outs().flush();
-    if (auto e = client.set(kDoneKey, "1"))
-      return e;
-  }
+  // Rank 0 at the end: worker:0, unless elastic membership gave its duties to another.
+  if (auto e = announceWorkerEnd(task, client, options, communication, *result, sync.exact(),
+                                 elastic ? elastic->rank() == 0 : task.index() == 0))
+    return e;
   if (!options.variablesDir.empty() && result->store)
     if (auto e =
             writeVariables(options.variablesDir, task.name(), *result->store, result->globalStep))
@@ -619,6 +630,22 @@ private:
   std::thread thread_;
 };
 
+// A restored server's shards: of the step its variables were saved at (else the checkpoint
+// mixes saves), which it then tells the workers.
+llvm::Error loadRestoredShards(ps::ParameterServer &server, const plan::Task &task,
+                               dist::CoordinatorClient &client, const std::string &restoreDir,
+                               int64_t restoredStep) {
+  const std::string checkpointName = plan::taskFileName(task.name());
+  const std::string shardsPath = restoreDir + "/" + checkpointName + ".shards";
+  if (auto e = server.load(shardsPath))
+    return e;
+  if (server.version() != restoredStep)
+    return ir::makeError("the checkpoint of " + task.name() + " mixes saves: " + shardsPath +
+                         " is at step " + std::to_string(server.version()) + ", " + restoreDir +
+                         "/" + checkpointName + " at step " + std::to_string(restoredStep));
+  return client.set(restoredStepKey(task.name()), std::to_string(restoredStep));
+}
+
 llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
                                dist::CoordinatorClient &client, const JobOptions &options,
                                const std::optional<InjectedFault> &fault,
@@ -695,18 +722,9 @@ llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
   auto server = ps::ParameterServer::start(std::move(serverOptions));
   if (!server)
     return server.takeError();
-  if (restoredStep) {
-    const std::string shardsPath = options.restoreDir + "/" + checkpointName + ".shards";
-    if (auto e = (*server)->load(shardsPath))
+  if (restoredStep)
+    if (auto e = loadRestoredShards(**server, task, client, options.restoreDir, *restoredStep))
       return e;
-    if ((*server)->version() != *restoredStep)
-      return ir::makeError("the checkpoint of " + task.name() + " mixes saves: " + shardsPath +
-                           " is at step " + std::to_string((*server)->version()) + ", " +
-                           options.restoreDir + "/" + checkpointName + " at step " +
-                           std::to_string(*restoredStep));
-    if (auto e = client.set(restoredStepKey(task.name()), std::to_string(*restoredStep)))
-      return e;
-  }
   if (auto e = client.set(endpointKey(task.name()), (*server)->endpoint()))
     return e;
   std::optional<MembershipFollower> follower;
