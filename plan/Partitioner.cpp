@@ -10,6 +10,7 @@
 #include "ir/OpTable.h"
 #include "ir/Printer.h"
 #include "ir/VariablePlacement.h"
+#include "plan/AutoParallel.h"
 #include "plan/CommunicationCost.h"
 #include "plan/ElasticRange.h"
 #include "plan/Estimate.h"
@@ -534,6 +535,8 @@ llvm::Error checkSynchronizedProgram(const Module &worker, const Plan &plan,
 
 llvm::Expected<PartitionResult> partition(const ir::Module &model, const cluster::Cluster &cluster,
                                           const PartitionOptions &options) {
+  if (options.automatic.any())
+    return partitionAutomatically(model, cluster, options);
   auto copy = model.clone();
   copy->setSourceFile(model.sourceFile());
   return partition(std::move(copy), cluster, options);
@@ -542,6 +545,8 @@ llvm::Expected<PartitionResult> partition(const ir::Module &model, const cluster
 llvm::Expected<PartitionResult> partition(std::unique_ptr<ir::Module> routed,
                                           const cluster::Cluster &cluster,
                                           const PartitionOptions &requested) {
+  if (requested.automatic.any())
+    return partitionAutomatically(*routed, cluster, requested);
   auto synchronized = synchronizedOptions(requested, cluster);
   if (!synchronized)
     return synchronized.takeError();

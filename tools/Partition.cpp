@@ -18,15 +18,23 @@ void CompileArgs::addOptions(CLI::App &cmd, bool runOptions, bool clusterRequire
                  "Cluster file (YAML, JSON, resource_info) or local:N[,ps=M][,devices=D]")
       ->required(clusterRequired);
   cmd.add_option("--strategy", strategy,
-                 "hybrid (sparse to PS, dense all-reduced), allreduce, or ps")
+                 "auto (per variable, from predicted step times), hybrid (sparse to PS, dense "
+                 "all-reduced), allreduce, or ps")
       ->capture_default_str();
   cmd.add_option("--replication", replication, "between-graph (a task per device) or in-graph")
       ->capture_default_str();
-  cmd.add_option("--partitions", options.placement.partitions,
-                 "Row ranges per PS table (0: by size)")
+  cmd.add_option("--partitions", partitions,
+                 "Row ranges per PS table: auto (from predicted step times), or a count (0: by "
+                 "size)")
       ->capture_default_str();
-  cmd.add_option("--bucket-mb", options.routing.bucketMb, "All-reduce fusion bucket size in MiB")
+  cmd.add_option("--bucket-mb", bucketMb,
+                 "All-reduce fusion bucket size in MiB, or auto (from predicted step times)")
       ->capture_default_str();
+  cmd.add_flag("--explain", explain,
+               "Print each automatic choice with the predicted step of its alternatives");
+  cmd.add_option("--profile", profile,
+                 "Cost profile (`prism calibrate`) the automatic choices predict with; default: "
+                 "this machine's cached one, else the built-in one");
   cmd.add_option("--partition-threshold-mb", options.placement.partitionThresholdMb,
                  "Split PS tables larger than this over the PS tasks")
       ->capture_default_str();
@@ -82,22 +90,64 @@ cluster::Replication CompileArgs::replicationKind() const {
              : cluster::Replication::BetweenGraph;
 }
 
+namespace {
+
+// "auto" (sets `automatic`), or what `parse` makes of the text.
+template <class T, class Parse>
+llvm::Error parseAutomatic(const std::string &text, bool &automatic, T &value, Parse parse) {
+  automatic = text == "auto";
+  if (automatic)
+    return llvm::Error::success();
+  auto parsed = parse(text);
+  if (!parsed)
+    return parsed.takeError();
+  value = *parsed;
+  return llvm::Error::success();
+}
+
+llvm::Expected<int64_t> parseCount(llvm::StringRef option, const std::string &text) {
+  int64_t value = 0;
+  if (llvm::StringRef(text).getAsInteger(10, value) || value < 0)
+    return ir::makeError("option " + option + ": expected auto or a count (0 or more), got '" +
+                         text + "'");
+  return value;
+}
+
+llvm::Expected<double> parseSize(llvm::StringRef option, const std::string &text) {
+  double value = 0;
+  if (llvm::StringRef(text).getAsDouble(value) || !(value > 0))
+    return ir::makeError("option " + option + ": expected auto or a positive size, got '" + text +
+                         "'");
+  return value;
+}
+
+} // namespace
+
 llvm::Expected<plan::PartitionOptions> CompileArgs::toOptions() const {
   plan::PartitionOptions checked = options;
-  auto parsedStrategy = passes::parseStrategy(strategy);
-  if (!parsedStrategy)
-    return parsedStrategy.takeError();
-  checked.placement.strategy = *parsedStrategy;
+  if (auto e = parseAutomatic(strategy, checked.automatic.strategy, checked.placement.strategy,
+                              [](const std::string &text) -> llvm::Expected<passes::Strategy> {
+                                auto parsed = passes::parseStrategy(text);
+                                if (parsed)
+                                  return parsed;
+                                llvm::consumeError(parsed.takeError());
+                                return ir::makeError("option --strategy: expected auto, hybrid, "
+                                                     "allreduce or ps, got '" +
+                                                     text + "'");
+                              }))
+    return std::move(e);
+  if (auto e =
+          parseAutomatic(partitions, checked.automatic.partitions, checked.placement.partitions,
+                         [](const std::string &text) { return parseCount("--partitions", text); }))
+    return std::move(e);
+  if (auto e =
+          parseAutomatic(bucketMb, checked.automatic.bucketMb, checked.routing.bucketMb,
+                         [](const std::string &text) { return parseSize("--bucket-mb", text); }))
+    return std::move(e);
   if (replication != cluster::replicationName(cluster::Replication::BetweenGraph) &&
       replication != cluster::replicationName(cluster::Replication::InGraph))
     return ir::makeError("option --replication: expected between-graph or in-graph, got '" +
                          replication + "'");
-  if (options.placement.partitions < 0)
-    return ir::makeError("option --partitions: expected 0 or more, got " +
-                         std::to_string(options.placement.partitions));
-  if (!(options.routing.bucketMb > 0))
-    return ir::makeError("option --bucket-mb: expected a positive size, got " +
-                         std::to_string(options.routing.bucketMb));
   if (!(options.placement.partitionThresholdMb > 0))
     return ir::makeError("option --partition-threshold-mb: expected a positive size, got " +
                          std::to_string(options.placement.partitionThresholdMb));
@@ -134,6 +184,13 @@ llvm::Expected<plan::PartitionOptions> CompileArgs::toOptions() const {
   if (!synchronization)
     return synchronization.takeError();
   checked.synchronization = *synchronization;
+  if (!profile.empty()) {
+    auto read = plan::readProfile(profile);
+    if (!read)
+      return ir::withContext(read.takeError(), "option --profile");
+    checked.profile = std::make_shared<const plan::CostProfile>(std::move(*read));
+    checked.profileSource = profile;
+  }
   auto parsedElastic = plan::parseElasticRange(elastic);
   if (!parsedElastic)
     return parsedElastic.takeError();
@@ -150,8 +207,11 @@ llvm::Expected<api::CompileOptions> CompileArgs::toApiOptions() const {
   result.cluster = cluster;
   result.strategy = strategy;
   result.replication = replication;
-  result.partitions = checked->placement.partitions;
-  result.bucketMb = checked->routing.bucketMb;
+  if (!checked->automatic.partitions)
+    result.partitions = checked->placement.partitions;
+  if (!checked->automatic.bucketMb)
+    result.bucketMb = checked->routing.bucketMb;
+  result.profile = profile;
   result.partitionThresholdMb = checked->placement.partitionThresholdMb;
   result.batch = checked->globalBatch;
   result.steps = checked->steps;

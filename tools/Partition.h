@@ -14,7 +14,12 @@ namespace prism::tools {
 
 struct CompileArgs {
   std::string cluster;
-  std::string strategy = passes::strategyName(passes::PlaceVariablesOptions().strategy).str();
+  // auto, or a strategy; --partitions: auto or a count; --bucket-mb: auto or a size.
+  std::string strategy = "auto";
+  std::string partitions = "auto";
+  std::string bucketMb = "auto";
+  bool explain = false; // --explain: print the automatic choices and their alternatives
+  std::string profile;  // --profile: the cost profile the choices predict with; empty: cached
   std::string replication = cluster::replicationName(cluster::Replication::BetweenGraph).str();
   bool noFuse = false;
   std::string precision = ir::precisionName(ir::ComputePrecision::F32).str();
@@ -31,7 +36,7 @@ struct CompileArgs {
   // --cluster, --strategy, --replication, --partitions, --bucket-mb, --partition-threshold-mb,
   // --no-fuse, --precision, --accumulate, --lr-scale-rule, --lr-base-batch, --compress,
   // --error-feedback, --local-aggregation, --sync, --max-staleness, --backup-workers,
-  // --elastic; with `runOptions`
+  // --elastic, --explain, --profile; with `runOptions`
   // also --batch, --steps, --seed.
   void addOptions(CLI::App &cmd, bool runOptions = true, bool clusterRequired = true);
   cluster::Replication replicationKind() const;

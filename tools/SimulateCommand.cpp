@@ -8,6 +8,7 @@
 
 #include "cluster/ClusterParser.h"
 #include "ir/Diagnostic.h"
+#include "plan/AutoParallel.h"
 #include "plan/CostProfile.h"
 #include "plan/Partitioner.h"
 #include "plan/PlanFile.h"
@@ -26,7 +27,6 @@ namespace {
 
 struct SimulateArgs {
   std::string file;
-  std::string profile;
   std::string traceOut;
   bool json = false;
   CompileArgs compile;
@@ -62,10 +62,10 @@ llvm::Expected<plan::Plan> planOf(const SimulateArgs &args) {
 }
 
 llvm::Expected<plan::CostProfile> profileOf(const SimulateArgs &args, std::string &source) {
-  if (args.profile.empty())
+  if (args.compile.profile.empty())
     return plan::cachedOrDefaultProfile(source);
-  source = args.profile;
-  return plan::readProfile(args.profile);
+  source = args.compile.profile;
+  return plan::readProfile(args.compile.profile);
 }
 
 // The predicted step as the measured traces write it: a file per task (runtime/exec/Trace.h),
@@ -164,6 +164,8 @@ int runSimulate(const SimulateArgs &args) {
     llvm::outs() << toJson(*prediction, source);
   else
     printText(*prediction, source, llvm::outs());
+  if (args.compile.explain && !args.json)
+    plan::printDecisions(*plan, llvm::outs());
   return 0;
 }
 
@@ -175,9 +177,6 @@ void registerSimulateCommand(CLI::App &app) {
   cmd->add_option("file", args->file, "Plan file (plan.pb), or a model (.prism) to partition")
       ->required();
   args->compile.addOptions(*cmd, /*runOptions=*/true, /*clusterRequired=*/false);
-  cmd->add_option("--profile", args->profile,
-                  "Cost profile (`prism calibrate`); default: this machine's cached one, else "
-                  "the built-in one");
   cmd->add_option("--trace-out", args->traceOut,
                   "Write the predicted step as a Chrome trace (as `--trace` and `prism trace "
                   "merge` write measured ones)");
