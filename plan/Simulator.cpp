@@ -39,6 +39,7 @@ struct Timeline {
   double communicate = 0;                              // the all-reduce stream is free from
   std::map<std::string, double> pushBytes;             // by PS task: what the step's push carries
   double slowdown = 1; // its kernels' time over the profile's (cores shared with other workers)
+  bool gpu = false;    // its devices are GPUs: kernels at the profile's GPU figures
   TaskPrediction prediction;
 };
 
@@ -50,9 +51,10 @@ public:
       variables_[v.name()] = &v;
     for (const Task &task : plan.cluster().tasks()) {
       hostOf_[task.name()] = task.host();
-      if (task.role() == "worker")
+      if (task.role() == "worker") {
         workers_.push_back(task.name());
-      else if (task.role() == "ps")
+        gpuWorker_.push_back(onGpu(task));
+      } else if (task.role() == "ps")
         servers_.push_back(task.name());
     }
     for (const Host &host : plan.cluster().hosts()) {
@@ -70,7 +72,8 @@ public:
     timelines_.resize(workers_.size());
     for (size_t r = 0; r < workers_.size(); ++r) {
       timelines_[r].prediction.task = workers_[r];
-      timelines_[r].slowdown = coreSharing(r);
+      timelines_[r].gpu = gpuWorker_[r];
+      timelines_[r].slowdown = gpuWorker_[r] ? 1 : coreSharing(r);
     }
   }
 
@@ -82,6 +85,11 @@ public:
   }
 
 private:
+  static bool onGpu(const Task &task) {
+    return std::any_of(task.devices().begin(), task.devices().end(),
+                       [](const std::string &d) { return llvm::StringRef(d).startswith("gpu:"); });
+  }
+
   // Workers on one machine (hosts of one address) share its cores: when they need more threads
   // than it has, each runs its kernels that much slower than the profile, timed alone, says
   // (processor sharing). Unknown cores (0) share nothing.
@@ -96,9 +104,9 @@ private:
     if (profile_.cores <= 0)
       return 1;
     const std::string address = addressOf(workers_[r]);
-    int sharing = 0;
-    for (const std::string &w : workers_)
-      sharing += addressOf(w) == address;
+    int sharing = 0; // GPU workers run their kernels on their GPUs, not the machine's cores
+    for (size_t w = 0; w < workers_.size(); ++w)
+      sharing += !gpuWorker_[w] && addressOf(workers_[w]) == address;
     const double threads = static_cast<double>(sharing) * std::max(1, profile_.threads);
     return std::max(1.0, threads / profile_.cores);
   }
@@ -134,7 +142,8 @@ private:
     Timeline &t = timelines_[r];
     const int64_t batch = op.attrs.has(ir::kDeviceAttr) ? towerBatch_ : localBatch_;
     const double begin = std::max(t.compute, readyOf(t, op));
-    const double seconds = profile_.kernel(op.name()).seconds(ir::opCost(op, batch)) * t.slowdown;
+    const KernelCost &kernel = t.gpu ? profile_.gpu.kernel(op.name()) : profile_.kernel(op.name());
+    const double seconds = kernel.seconds(ir::opCost(op, batch)) * t.slowdown;
     t.compute = begin + seconds;
     t.prediction.computeSeconds += seconds;
     setResults(t, op, t.compute);
@@ -157,24 +166,28 @@ private:
   }
 
   // A ring all-reduce: it starts when every rank produced the bucket's last gradient and the
-  // stream finished the bucket before; each rank sends 2(N−1)/N of it to the next rank.
+  // stream finished the bucket before; each rank sends 2(N−1)/N of it to the next rank, in
+  // 2(N−1) steps. The profile's latency was fitted on two ranks (2 steps): N ranks take N−1
+  // times that.
   void allReduce(const ir::Op &op) {
     const size_t n = timelines_.size();
     double begin = 0;
     for (const Timeline &t : timelines_)
       begin = std::max({begin, t.communicate, readyOf(t, op)});
     const double ring = ringAllReduceBytes(bucketBytes(op), static_cast<int64_t>(n));
-    // The ring moves at its slowest pair: a link between hosts, or the profile's loopback rate.
+    // The ring moves at its slowest pair: a link between hosts, NVLink between two GPUs of one
+    // host, or the profile's loopback rate.
     double perByte = 0;
     for (size_t r = 0; n > 1 && r < n; ++r) {
-      const int from = hostOf_[workers_[r]], to = hostOf_[workers_[(r + 1) % n]];
+      const size_t next = (r + 1) % n;
+      const int from = hostOf_[workers_[r]], to = hostOf_[workers_[next]];
       const double bandwidth = linkBandwidth(from, to);
       if (bandwidth > 0)
         begin = std::max({begin, links_[from].outFree, links_[to].inFree});
-      perByte =
-          std::max(perByte, bandwidth > 0 ? 1 / bandwidth : profile_.allReduce.secondsPerByte);
+      perByte = std::max(perByte, ringSecondsPerByte(r, next));
     }
-    const double seconds = n < 2 ? 0 : profile_.allReduce.latency + ring * perByte;
+    const double seconds =
+        n < 2 ? 0 : profile_.allReduce.latency * static_cast<double>(n - 1) + ring * perByte;
     for (size_t r = 0; n > 1 && r < n; ++r) {
       const int from = hostOf_[workers_[r]], to = hostOf_[workers_[(r + 1) % n]];
       if (from != to)
@@ -192,6 +205,16 @@ private:
       span(t.prediction.task, "all-reduce", ir::bucketName(op.attrs.getInt("bucket")), "all_reduce",
            begin, end, ring);
     }
+  }
+
+  // Seconds per byte of the ring's hop from worker `r` to worker `next`.
+  double ringSecondsPerByte(size_t r, size_t next) const {
+    const int from = hostOf_.at(workers_[r]), to = hostOf_.at(workers_[next]);
+    if (const double bandwidth = linkBandwidth(from, to); bandwidth > 0)
+      return 1 / bandwidth;
+    if (from == to && gpuWorker_[r] && gpuWorker_[next] && profile_.gpu.nvlinkBytesPerSecond > 0)
+      return 1 / profile_.gpu.nvlinkBytesPerSecond;
+    return profile_.allReduce.secondsPerByte;
   }
 
   // Bytes per second between two hosts' tasks on their links; 0 when the profile's loopback
@@ -353,6 +376,7 @@ private:
   std::map<std::string, int> hostOf_;
   std::map<std::string, TableEstimate> rowsOf_;
   std::vector<std::string> workers_, servers_;
+  std::vector<bool> gpuWorker_; // by worker index
   std::vector<Link> links_;
   std::vector<Timeline> timelines_;
   std::vector<TaskPrediction> serverPredictions_;
