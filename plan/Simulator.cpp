@@ -24,11 +24,56 @@ int64_t ceilDiv(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
-// A host's link, each direction queued on its own (full duplex). Hosts on 127.0.0.1 and hosts
-// of unknown bandwidth move bytes at the profile's loopback figures, without a queue.
+// One direction of a link: when it is busy, as disjoint intervals. A transfer takes the first
+// free time from when it is offered, in the gaps between those offered before it too: workers are
+// replayed one after another, so a later worker's message may be offered earlier than one already
+// placed, and a queue in replay order would make a thousand workers' messages wait for each
+// other's.
+class Direction {
+public:
+  // Takes `seconds` of free time from `from` on, split over gaps as needed; returns its end.
+  double fill(double from, double seconds) {
+    while (true) {
+      auto next = busy_.upper_bound(from);
+      if (next != busy_.begin() && std::prev(next)->second > from) {
+        from = std::prev(next)->second; // inside a busy interval: its end
+        continue;
+      }
+      if (next == busy_.end() || next->first - from >= seconds) {
+        occupy(from, from + seconds);
+        return from + seconds;
+      }
+      const double gapEnd = next->first; // before occupy(), which merges `next` away
+      seconds -= gapEnd - from;
+      occupy(from, gapEnd);
+      from = gapEnd;
+    }
+  }
+  // When it is free for good.
+  double end() const { return busy_.empty() ? 0 : busy_.rbegin()->second; }
+
+private:
+  // Marks [begin, end) busy, merging it with the intervals it touches.
+  void occupy(double begin, double end) {
+    auto it = busy_.lower_bound(begin);
+    if (it != busy_.begin() && std::prev(it)->second >= begin)
+      --it;
+    while (it != busy_.end() && it->first <= end) {
+      begin = std::min(begin, it->first);
+      end = std::max(end, it->second);
+      it = busy_.erase(it);
+    }
+    busy_.emplace(begin, end);
+  }
+
+  std::map<double, double> busy_; // begin -> end
+};
+
+// A host's link, each direction on its own (full duplex). Hosts on 127.0.0.1 and hosts of
+// unknown bandwidth move bytes at the profile's loopback figures, without a queue.
 struct Link {
   double bytesPerSecond = 0; // 0: loopback figures
-  double outFree = 0, inFree = 0;
+  Direction out, in;
   LinkPrediction prediction;
 };
 
@@ -183,7 +228,7 @@ private:
       const int from = hostOf_[workers_[r]], to = hostOf_[workers_[next]];
       const double bandwidth = linkBandwidth(from, to);
       if (bandwidth > 0)
-        begin = std::max({begin, links_[from].outFree, links_[to].inFree});
+        begin = std::max({begin, links_[from].out.end(), links_[to].in.end()});
       perByte = std::max(perByte, ringSecondsPerByte(r, next));
     }
     const double seconds =
@@ -225,8 +270,11 @@ private:
     const double a = links_[from].bytesPerSecond, b = links_[to].bytesPerSecond;
     return a > 0 && b > 0 ? std::min(a, b) : 0;
   }
-  // Takes `bytes` from host `from` to host `to` from `begin`: queued behind their links' earlier
-  // transfers. Returns when it can start.
+  // Takes `bytes` from host `from` to host `to` from `begin`: it leaves in the sender's outgoing
+  // direction's free time, and is taken in in the receiver's incoming direction's free time from
+  // then. The two directions are apart: holding a sender's direction until the receiver's is
+  // free would chain every host's link to every other's. Returns when it starts, as seen from its
+  // arrival (arrival − its time on the wire).
   double useLink(int from, int to, double begin, double bytes) {
     const double bandwidth = linkBandwidth(from, to);
     Link &out = links_[from], &in = links_[to];
@@ -234,11 +282,12 @@ private:
     in.prediction.bytesIn += bytes;
     if (bandwidth <= 0)
       return begin;
-    begin = std::max({begin, out.outFree, in.inFree});
-    out.outFree = in.inFree = begin + bytes / bandwidth;
-    out.prediction.busySeconds += bytes / bandwidth;
-    in.prediction.busySeconds += bytes / bandwidth;
-    return begin;
+    const double seconds = bytes / bandwidth;
+    const double sent = out.out.fill(begin, seconds);
+    const double arrived = std::max(sent, in.in.fill(sent - seconds, seconds));
+    out.prediction.busySeconds += seconds;
+    in.prediction.busySeconds += seconds;
+    return arrived - seconds;
   }
   // One message of `bytes` from task `from` to task `to`, sent at `begin`; returns its arrival.
   double message(const std::string &from, const std::string &to, double begin, double bytes) {
