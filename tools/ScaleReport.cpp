@@ -44,7 +44,12 @@ std::string plotScript(const std::vector<plan::ScalePoint> &points, const ScaleS
            << "\n";
     os << "EOD\n";
   }
-  os << "set terminal svg size 1100,440 dynamic font 'sans,12' background '#ffffff'\n"
+  // A dashed line at 1 across the counts: linear scaling.
+  os << "$linear << EOD\n"
+     << points.front().workers << " 1\n"
+     << points.back().workers << " 1\nEOD\n";
+  // noenhanced: names such as lstm_lm are text, not subscripts.
+  os << "set terminal svg size 1100,440 dynamic noenhanced font 'sans,12' background '#ffffff'\n"
      << "set output " << gnuplotString(output) << "\n"
      << "set multiplot layout 1,2 title " << gnuplotString(heading(setting)) << "\n"
      << "set grid\nset key top left\nset logscale x 2\nset xlabel 'workers (GPUs)'\n"
@@ -53,14 +58,15 @@ std::string plotScript(const std::vector<plan::ScalePoint> &points, const ScaleS
     os << "plot ";
     for (size_t i = 0; i < strategies.size(); ++i)
       os << (i ? ", " : "") << "$s" << i << " using 1:" << column
-         << " with linespoints lw 2 pt 7 title " << gnuplotString(passes::strategyName(strategies[i]));
+         << " with linespoints lw 2 pt 7 ps 0.6 title "
+         << gnuplotString(passes::strategyName(strategies[i]));
     os << extra << "\n";
   };
   plotLines(2, "");
-  os << "unset logscale y\nset yrange [0:1.05]\nset key bottom left\n"
+  os << "unset logscale y\nset yrange [0:1.05]\nset key top right\n"
      << "set ylabel 'samples/s / (workers x samples/s of one worker)'\n"
      << "set title 'scaling efficiency'\n";
-  plotLines(3, ", 1 with lines dt 2 lc 'gray' title 'linear'");
+  plotLines(3, ", $linear using 1:2 with lines dt 2 lc 'gray' title 'linear'");
   os << "unset multiplot\n";
   return script;
 }
