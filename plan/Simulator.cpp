@@ -33,6 +33,8 @@ class Direction {
 public:
   // Takes `seconds` of free time from `from` on, split over gaps as needed; returns its end.
   double fill(double from, double seconds) {
+    if (seconds <= 0)
+      return from;
     while (true) {
       auto next = busy_.upper_bound(from);
       if (next != busy_.begin() && std::prev(next)->second > from) {

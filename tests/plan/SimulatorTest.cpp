@@ -235,6 +235,37 @@ TEST(Simulator, RingLatencyGrowsWithTheRanks) {
   EXPECT_NEAR(p.stepSeconds, 9.5 * kMs, 1e-12);
 }
 
+// A link's direction takes a transfer in its first free time, not behind the ones placed before
+// it in replay order. Workers 0 and 1 share one single-core machine (hosts h0 and h1 on
+// 10.0.0.1) and run at half speed; worker 2 (10.0.0.3) alone; the server on h3. Links at 32
+// bytes per ms. relu ends at 2 ms for workers 0 and 1, at 1 for worker 2; each pull's answer
+// (32 bytes, 1 ms on the wire) leaves the server's host after the 1 ms call latency: worker 0's
+// at 3–4, worker 1's behind it at 4–5, and worker 2's, replayed last but offered at 2, in the
+// gap before them, 2–3: its pull takes 2 ms, not 5.
+TEST(Simulator, LinksTakeTransfersInTheirFirstFreeTime) {
+  auto worker = program("  %h = relu(x) : f32[B, 4]\n"
+                        "  %w.pulled = ps_pull(w) : f32[4, 2]\n"
+                        "  %logits = matmul(%h, %w.pulled) : f32[B, 2]\n");
+  Plan plan = makePlan(3, 1, 256000);
+  plan.mutable_cluster()->mutable_hosts(1)->set_address("10.0.0.1");
+  Host *server = plan.mutable_cluster()->add_hosts();
+  server->set_name("h3");
+  server->set_address("10.0.0.4");
+  server->set_bandwidth_bits_per_sec(256000);
+  for (Task &t : *plan.mutable_cluster()->mutable_tasks())
+    if (t.role() == "ps")
+      t.set_host(3);
+  CostProfile profile = syntheticProfile();
+  profile.cores = 1;
+  auto p = simulateStep(plan, *worker, profile);
+  ASSERT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+  EXPECT_NEAR(task(*p, "worker:0").communicationSeconds, 2 * kMs, 1e-12);
+  EXPECT_NEAR(task(*p, "worker:1").communicationSeconds, 3 * kMs, 1e-12);
+  EXPECT_NEAR(task(*p, "worker:2").communicationSeconds, 2 * kMs, 1e-12);
+  // Worker 1's matmul, 4 ms at half speed, runs 5–9.
+  EXPECT_NEAR(p->stepSeconds, 9 * kMs, 1e-12);
+}
+
 // The pull: 1 ms latency, no bytes out, 32 bytes back in 1 ms (0–2); matmuls 2–4 and 4–6; the
 // push at the end: 1 ms + 32 bytes in 1 ms (6–8); the server's update 0.5 + 0.5 ms (8–9).
 TEST(Simulator, PsPullAndPushAreCallsAndTheUpdateFollows) {
