@@ -2,7 +2,8 @@
 # prism simulate MODEL --scale: the table and its JSON for 1, 2 and 16 workers (two 8-GPU hosts)
 # under every strategy: efficiency 1 at one worker and at most 1 beyond, the global batch grows
 # with the workers, one host up to 8 workers; 2 workers on one host all-reduce over NVLink, faster
-# than 16 over a 10G link, and faster over 100G than 10G; bad flags are errors naming them.
+# than 16 over a 10G link, and faster over 100G than 10G; a cluster file of GPU hosts simulates
+# with the GPU's kernels; bad flags are errors naming them.
 set -euo pipefail
 prism=$1
 models=$2
@@ -45,6 +46,25 @@ def step(doc, workers, strategy):
 assert step(slow, 2, "allreduce") < step(slow, 16, "allreduce")
 assert step(fast, 16, "allreduce") < step(slow, 16, "allreduce")
 assert step(fast, 8, "allreduce") == step(slow, 8, "allreduce")  # one host: no link used
+PY
+# A cluster file of GPU hosts partitions as one of CPU hosts does, and its workers' kernels are
+# the GPU's: far less compute than on the same hosts' CPUs.
+for kind in gpu cpu; do
+  cat >"$work/$kind.yaml" <<YAML
+hosts:
+  - {name: h0, address: 10.0.0.1, devices: [$kind:0, $kind:1]}
+  - {name: h1, address: 10.0.0.2, devices: [$kind:0, $kind:1]}
+network: {bandwidth: 100gbit}
+YAML
+  "$prism" simulate "$models/mlp.prism" --cluster "$work/$kind.yaml" --strategy allreduce \
+    --batch 64 --json --profile "$profile" >"$work/$kind-step.json"
+done
+/usr/bin/python3 - "$work/gpu-step.json" "$work/cpu-step.json" <<'PY'
+import json, sys
+gpu, cpu = (json.load(open(f)) for f in sys.argv[1:])
+compute = lambda doc: doc["tasks"][0]["compute_seconds"]
+assert len([t for t in gpu["tasks"] if t["task"].startswith("worker:")]) == 4, gpu["tasks"]
+assert 0 < compute(gpu) < compute(cpu) / 10, (compute(gpu), compute(cpu))
 PY
 expect_error "option --scale: '0'" "$prism" simulate "$model" --scale 0
 expect_error "option --scale: 'a,b'" "$prism" simulate "$model" --scale a,b
