@@ -14,9 +14,10 @@ namespace {
 // More workers than a cluster's ports allow (cluster/Cluster.h) cannot be a cluster.
 constexpr int kMaxWorkers = 65535;
 
-// The flags of scale mode, and those it sets itself.
+// The flags of scale mode only.
 constexpr const char *kScaleFlags[] = {
     "--gpus-per-host", "--link", "--strategies", "--ps-per-host", "--batch-per-worker", "--plot"};
+// The flags scale mode sets itself, per point.
 constexpr const char *kPlainFlags[] = {"--cluster", "--strategy", "--batch", "--trace-out"};
 
 llvm::Error scaleError(llvm::StringRef text, const llvm::Twine &why) {
