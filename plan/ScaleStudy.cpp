@@ -58,7 +58,9 @@ llvm::Expected<ScalePoint> simulatePoint(const ir::Module &model, const ScaleOpt
       worker = partitioned->programs[i].get();
   if (!worker)
     return ir::makeError(ir::ErrorCode::Invalid, "the plan has no worker program");
-  auto prediction = simulateStep(partitioned->plan, *worker, profile);
+  SimulateOptions simulate;
+  simulate.spans = false; // the sweep keeps only the step
+  auto prediction = simulateStep(partitioned->plan, *worker, profile, simulate);
   if (!prediction)
     return prediction.takeError();
   ScalePoint point;

@@ -81,10 +81,10 @@ struct Link {
 
 // One worker's step so far.
 struct Timeline {
-  std::unordered_map<const ir::Value *, double> ready; // op results: when they are computed
-  double compute = 0;                                  // the compute stream is free from
-  double communicate = 0;                              // the all-reduce stream is free from
-  std::map<std::string, double> pushBytes;             // by PS task: what the step's push carries
+  std::vector<double> ready; // op results, by slot (valueSlots_): when they are computed
+  double compute = 0;        // the compute stream is free from
+  double communicate = 0;    // the all-reduce stream is free from
+  std::map<std::string, double> pushBytes; // by PS task: what the step's push carries
   double slowdown = 1; // its kernels' time over the profile's (cores shared with other workers)
   bool gpu = false;    // its devices are GPUs: kernels at the profile's GPU figures
   TaskPrediction prediction;
@@ -92,8 +92,9 @@ struct Timeline {
 
 class StepSimulator {
 public:
-  StepSimulator(const Plan &plan, const ir::Module &worker, const CostProfile &profile)
-      : plan_(plan), worker_(worker), profile_(profile) {
+  StepSimulator(const Plan &plan, const ir::Module &worker, const CostProfile &profile,
+                const SimulateOptions &options)
+      : plan_(plan), worker_(worker), profile_(profile), options_(options) {
     for (const Variable &v : plan.variables())
       variables_[v.name()] = &v;
     for (const Task &task : plan.cluster().tasks()) {
@@ -116,8 +117,13 @@ public:
     towerBatch_ = ceilDiv(localBatch_, std::max(1, plan.run().towers_per_worker()));
     for (const TableEstimate &t : plan.estimate().tables())
       rowsOf_[t.variable()] = t;
+    // Results are numbered once, so a worker's timeline is a vector, not a map per worker.
+    for (const auto &op : worker.ops())
+      for (unsigned i = 0; i < op->numResults(); ++i)
+        valueSlots_.emplace(op->result(i), static_cast<int>(valueSlots_.size()));
     timelines_.resize(workers_.size());
     for (size_t r = 0; r < workers_.size(); ++r) {
+      timelines_[r].ready.assign(valueSlots_.size(), 0);
       timelines_[r].prediction.task = workers_[r];
       timelines_[r].gpu = gpuWorker_[r];
       timelines_[r].slowdown = gpuWorker_[r] ? 1 : coreSharing(r);
@@ -159,6 +165,12 @@ private:
   }
 
   void step(const ir::Op &op) {
+    operandSlots_.clear();
+    for (const ir::Value *v : op.operands())
+      if (auto it = valueSlots_.find(v); it != valueSlots_.end())
+        operandSlots_.push_back(it->second);
+    if (op.numResults() > 0)
+      resultSlot_ = valueSlots_.at(op.result(0));
     if (op.name() == "all_reduce") {
       allReduce(op);
       return;
@@ -173,16 +185,17 @@ private:
     }
   }
 
-  double readyOf(const Timeline &t, const ir::Op &op) const {
+  // When the operands of the op being replayed are computed on `t` (operands that no op
+  // computes, inputs and variables, are ready at 0).
+  double readyOf(const Timeline &t, const ir::Op &) const {
     double ready = 0;
-    for (const ir::Value *v : op.operands())
-      if (auto it = t.ready.find(v); it != t.ready.end())
-        ready = std::max(ready, it->second);
+    for (int slot : operandSlots_)
+      ready = std::max(ready, t.ready[slot]);
     return ready;
   }
   void setResults(Timeline &t, const ir::Op &op, double at) {
     for (unsigned i = 0; i < op.numResults(); ++i)
-      t.ready[op.result(i)] = at;
+      t.ready[resultSlot_ + i] = at;
   }
 
   void computeOp(size_t r, const ir::Op &op) {
@@ -194,6 +207,8 @@ private:
     t.compute = begin + seconds;
     t.prediction.computeSeconds += seconds;
     setResults(t, op, t.compute);
+    if (!options_.spans)
+      return;
     std::string name = op.name().str();
     if (op.numResults() > 0)
       name += " %" + op.result(0)->name();
@@ -417,12 +432,17 @@ private:
 
   void span(const std::string &task, const char *track, std::string name, const char *category,
             double begin, double end, double bytes = 0) {
-    spans_.push_back({task, track, std::move(name), category, begin, end, bytes});
+    if (options_.spans)
+      spans_.push_back({task, track, std::move(name), category, begin, end, bytes});
   }
 
   const Plan &plan_;
   const ir::Module &worker_;
   const CostProfile &profile_;
+  const SimulateOptions options_;
+  std::unordered_map<const ir::Value *, int> valueSlots_; // every op result's slot
+  std::vector<int> operandSlots_; // the slots of the op being replayed's computed operands
+  int resultSlot_ = 0;            // its first result's (the others follow)
   llvm::StringMap<const Variable *> variables_;
   std::map<std::string, int> hostOf_;
   std::map<std::string, TableEstimate> rowsOf_;
@@ -439,21 +459,23 @@ private:
 } // namespace
 
 llvm::Expected<Prediction> simulateStep(const Plan &plan, const ir::Module &worker,
-                                        const CostProfile &profile) {
+                                        const CostProfile &profile,
+                                        const SimulateOptions &options) {
   if (plan.run().global_batch() <= 0)
     return ir::makeError(ir::ErrorCode::Invalid,
                          "the plan has no global batch: partition it with --batch");
-  return StepSimulator(plan, worker, profile).run();
+  return StepSimulator(plan, worker, profile, options).run();
 }
 
-llvm::Expected<Prediction> simulateStep(const Plan &plan, const CostProfile &profile) {
+llvm::Expected<Prediction> simulateStep(const Plan &plan, const CostProfile &profile,
+                                        const SimulateOptions &options) {
   for (const Program &program : plan.programs()) {
     if (program.name() != "worker")
       continue;
     auto module = parseProgram(program);
     if (!module)
       return module.takeError();
-    return simulateStep(plan, **module, profile);
+    return simulateStep(plan, **module, profile, options);
   }
   return ir::makeError(ir::ErrorCode::Invalid, "the plan has no worker program");
 }
