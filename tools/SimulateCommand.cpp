@@ -1,5 +1,6 @@
 // `prism simulate PLAN|MODEL [--profile P] [--trace-out FILE]`: a plan's predicted step from a
-// cost profile (plan/Simulator.h; docs/simulate.md).
+// cost profile (plan/Simulator.h; docs/simulate.md); with `--scale`, a model's steps on growing
+// clusters of GPU hosts (tools/SimulateScale.h).
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -17,6 +18,7 @@
 #include "tools/Commands.h"
 #include "tools/OutputFile.h"
 #include "tools/Partition.h"
+#include "tools/SimulateScale.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
@@ -30,6 +32,7 @@ struct SimulateArgs {
   std::string traceOut;
   bool json = false;
   CompileArgs compile;
+  ScaleArgs scale;
 };
 
 bool isModelFile(llvm::StringRef path) {
@@ -147,6 +150,18 @@ std::string toJson(const plan::Prediction &p, const std::string &source) {
 }
 
 int runSimulate(const SimulateArgs &args) {
+  if (auto e = args.scale.checkMode())
+    return reportError(std::move(e));
+  if (args.scale.enabled()) {
+    if (!isModelFile(args.file))
+      return reportError(ir::makeError("option --scale: applies to a model (.prism, .onnx), and " +
+                                       args.file + " is a plan"));
+    std::string source;
+    auto profile = profileOf(args, source);
+    if (!profile)
+      return reportError(profile.takeError());
+    return runScale(args.scale, args.file, args.compile, *profile, source, args.json);
+  }
   auto plan = planOf(args);
   if (!plan)
     return reportError(plan.takeError());
@@ -181,6 +196,7 @@ void registerSimulateCommand(CLI::App &app) {
                   "Write the predicted step as a Chrome trace (as `--trace` and `prism trace "
                   "merge` write measured ones)");
   cmd->add_flag("--json", args->json, "Print the prediction as JSON");
+  args->scale.addOptions(*cmd);
   cmd->callback([args]() {
     if (int status = runSimulate(*args))
       throw CLI::RuntimeError(status);
