@@ -82,10 +82,13 @@ public:
     best_.options.automatic = {};
   }
 
-  llvm::Expected<PartitionResult> run(AutomaticChoices automatic) {
-    if (!searchable(model_)) {
+  llvm::Expected<PartitionResult> run(const AutomaticChoices &automatic) {
+    if (!searchable(model_, cluster_.numWorkers())) {
       keepDefaults(automatic);
-      automatic = {};
+      auto result = partition(model_, cluster_, best_.options);
+      if (!result)
+        return result.takeError();
+      return withDecisions(std::move(*result));
     }
     if (automatic.strategy)
       if (auto e = chooseStrategy())
@@ -101,20 +104,28 @@ public:
       choosePartitions();
     if (automatic.bucketMb)
       chooseBucket();
-    PartitionResult result = std::move(*best_.result);
-    for (Decision &d : decisions_)
-      *result.plan.add_decisions() = std::move(d);
+    PartitionResult result = withDecisions(std::move(*best_.result));
     if (automatic.strategy && !strategyNamed_)
       result.plan.set_strategy("auto");
     return std::move(result);
   }
 
 private:
+  PartitionResult withDecisions(PartitionResult result) {
+    for (Decision &d : decisions_)
+      *result.plan.add_decisions() = std::move(d);
+    decisions_.clear();
+    return result;
+  }
+
   // A model too large to search: the defaults, each decision saying why.
   void keepDefaults(const AutomaticChoices &automatic) {
-    const std::string reason = "the default: the model has " + std::to_string(model_.ops().size()) +
-                               " ops, and a search compiles a plan per candidate (it does up to " +
-                               std::to_string(kSearchedOps) + "); give the value to choose";
+    const std::string reason =
+        "the default: the model has " + std::to_string(model_.ops().size()) + " ops and the " +
+        "cluster " + std::to_string(cluster_.numWorkers()) +
+        " workers, and a search compiles and simulates a plan per candidate (it does up to " +
+        std::to_string(kSearchedOps) + " ops, and ops times workers up to " +
+        ir::formatDouble(kSearchedOpsTimesWorkers) + "); give the value to choose";
     Candidate kept;
     if (automatic.strategy) {
       kept.option = passes::strategyName(best_.options.placement.strategy).str();
@@ -139,7 +150,9 @@ private:
       c.refused = firstLine(ir::messageOf(result.takeError()));
       return c;
     }
-    auto prediction = simulateStep(result->plan, *result->programs.front(), profile_);
+    SimulateOptions simulate;
+    simulate.spans = false;
+    auto prediction = simulateStep(result->plan, *result->programs.front(), profile_, simulate);
     if (!prediction) {
       c.refused = firstLine(ir::messageOf(prediction.takeError()));
       return c;

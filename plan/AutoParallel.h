@@ -19,11 +19,14 @@ namespace prism::plan {
 // simulator's error, and a stable choice is worth more than a guess.
 constexpr double kDecisionMargin = 0.02;
 
-// Each candidate is a pass through the pipeline: past this many ops in the model as written
-// (about a second per candidate), the defaults are kept instead of searching.
+// Each candidate is a pass through the pipeline and a simulated step of every worker: past this
+// many ops in the model as written (about a second per candidate), or this many ops times
+// workers, the defaults are kept instead of searching (the plan's decisions say so).
 constexpr size_t kSearchedOps = 20000;
-inline bool searchable(const ir::Module &model) {
-  return model.ops().size() <= kSearchedOps;
+constexpr double kSearchedOpsTimesWorkers = 1e7;
+inline bool searchable(const ir::Module &model, int64_t workers) {
+  const double ops = static_cast<double>(model.ops().size());
+  return ops <= kSearchedOps && ops * static_cast<double>(workers) <= kSearchedOpsTimesWorkers;
 }
 
 // Partitions `model` with the choices `options.automatic` names made by prediction; the others

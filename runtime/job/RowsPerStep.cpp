@@ -149,7 +149,8 @@ llvm::Expected<plan::PartitionResult> partitionWithData(std::unique_ptr<ir::Modu
                                                         plan::PartitionOptions options,
                                                         llvm::StringRef dataSpec) {
   const bool given = options.rowsPerStep.has_value();
-  if (!dataSpec.empty() && !given && options.automatic.any() && plan::searchable(*model)) {
+  if (!dataSpec.empty() && !given && options.automatic.any() &&
+      plan::searchable(*model, cluster.numWorkers())) {
     // The rows a worker's step reads depend on the data and the batch, not on the placement:
     // sampled once on the hybrid plan (when it compiles; without one no table goes to PS).
     plan::PartitionOptions probe = options;

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # `prism partition` of a 100,000-op model (the ladder of bench/ir_scale, as text) on 4 workers
 # and a PS task: the plan is written and reads back (prism dump verifies it), and it places the
-# table on the PS task and every weight and bias in all-reduce. (A 473,000-op model used not to
+# table on the PS task and every weight and bias in all-reduce; the automatic choices keep the
+# defaults, saying why. (A 473,000-op model used not to
 # partition in 90 s; ctest's timeout bounds this run, the time itself is in BENCHMARKS.md.)
 set -euo pipefail
 prism="$1"; source_dir="$2"
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 /usr/bin/python3 "$source_dir/bench/ir_scale/ladder.py" 100000 >"$work/ladder.prism"
-"$prism" partition "$work/ladder.prism" --cluster local:4,ps=1 -o "$work/plan.pb" >"$work/out"
+"$prism" partition "$work/ladder.prism" --cluster local:4,ps=1 -o "$work/plan.pb" --explain \
+  >"$work/out"
 grep -q "wrote $work/plan.pb: ladder, hybrid, between-graph, 4 workers, 1 PS" "$work/out"
+# Too large to search a plan per candidate: the defaults, and the decisions say why.
+grep -q "strategy: hybrid (the default: the model has [0-9]* ops" "$work/out"
+grep -q "bucket-mb: 25.0 (the default: the model has" "$work/out"
 "$prism" dump "$work/plan.pb" --format json >"$work/plan.json"
 /usr/bin/python3 - "$work/plan.json" <<'PY'
 import json, sys
