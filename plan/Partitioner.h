@@ -12,6 +12,7 @@
 #include "passes/ParallelizeOptions.h"
 #include "plan/LearningRateScaling.h"
 #include "plan/LocalAggregation.h"
+#include "plan/PartitionSearch.h"
 #include "plan/Pipeline.h"
 #include "plan/Synchronization.h"
 #include "plan/plan.pb.h"
@@ -46,6 +47,9 @@ struct PartitionOptions {
   // Elastic membership (--elastic MIN:MAX): the job goes on with MIN to MAX workers; 0: off.
   int32_t elasticMin = 0, elasticMax = 0;
   std::string jobToken; // empty: a fresh random token
+  // --partitions search: the plan carries a candidate per partition count, and the job times
+  // them before training with the fastest (placement.partitions is then unused).
+  std::optional<PartitionSearchOptions> partitionSearch;
 };
 
 struct PartitionResult {

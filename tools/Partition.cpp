@@ -22,8 +22,15 @@ void CompileArgs::addOptions(CLI::App &cmd, bool runOptions, bool clusterRequire
       ->capture_default_str();
   cmd.add_option("--replication", replication, "between-graph (a task per device) or in-graph")
       ->capture_default_str();
-  cmd.add_option("--partitions", options.placement.partitions,
-                 "Row ranges per PS table (0: by size)")
+  cmd.add_option("--partitions", partitions,
+                 "Row ranges per PS table (0: by size), or search: time a few steps of each "
+                 "count of --search-partitions in the job and train with the fastest")
+      ->capture_default_str();
+  cmd.add_option("--search-partitions", searchPartitions,
+                 "With --partitions search: the counts to time, e.g. 1,2,4 (default 1,2,4,8 up "
+                 "to the PS tasks and the largest table's rows)");
+  cmd.add_option("--search-steps", searchSteps,
+                 "With --partitions search: timed steps per count, after 2 warm-up steps")
       ->capture_default_str();
   cmd.add_option("--bucket-mb", options.routing.bucketMb, "All-reduce fusion bucket size in MiB")
       ->capture_default_str();
@@ -92,9 +99,8 @@ llvm::Expected<plan::PartitionOptions> CompileArgs::toOptions() const {
       replication != cluster::replicationName(cluster::Replication::InGraph))
     return ir::makeError("option --replication: expected between-graph or in-graph, got '" +
                          replication + "'");
-  if (options.placement.partitions < 0)
-    return ir::makeError("option --partitions: expected 0 or more, got " +
-                         std::to_string(options.placement.partitions));
+  if (auto e = partitionCount(checked))
+    return std::move(e);
   if (!(options.routing.bucketMb > 0))
     return ir::makeError("option --bucket-mb: expected a positive size, got " +
                          std::to_string(options.routing.bucketMb));
@@ -151,6 +157,11 @@ llvm::Expected<api::CompileOptions> CompileArgs::toApiOptions() const {
   result.strategy = strategy;
   result.replication = replication;
   result.partitions = checked->placement.partitions;
+  if (checked->partitionSearch) {
+    result.partitionSearch = true;
+    result.searchPartitions = checked->partitionSearch->candidates;
+    result.searchSteps = checked->partitionSearch->timedSteps;
+  }
   result.bucketMb = checked->routing.bucketMb;
   result.partitionThresholdMb = checked->placement.partitionThresholdMb;
   result.batch = checked->globalBatch;
@@ -186,6 +197,33 @@ llvm::Expected<plan::Synchronization> CompileArgs::synchronization() const {
   if (auto e = plan::checkSynchronization(result, std::numeric_limits<int64_t>::max()))
     return std::move(e);
   return result;
+}
+
+llvm::Error CompileArgs::partitionCount(plan::PartitionOptions &checked) const {
+  auto parsed = plan::parsePartitions(partitions);
+  if (!parsed)
+    return parsed.takeError();
+  checked.placement.partitions = parsed->count;
+  if (!parsed->search) {
+    if (!searchPartitions.empty())
+      return ir::makeError("option --search-partitions: it needs --partitions search, got "
+                           "--partitions " +
+                           partitions);
+    return llvm::Error::success();
+  }
+  plan::PartitionSearchOptions search;
+  if (!searchPartitions.empty()) {
+    auto counts = plan::parseSearchPartitions(searchPartitions);
+    if (!counts)
+      return counts.takeError();
+    search.candidates = std::move(*counts);
+  }
+  if (searchSteps < 1)
+    return ir::makeError("option --search-steps: expected at least 1 timed step, got " +
+                         std::to_string(searchSteps));
+  search.timedSteps = searchSteps;
+  checked.partitionSearch = std::move(search);
+  return llvm::Error::success();
 }
 
 llvm::Expected<plan::LearningRateScaling> CompileArgs::lrScaling() const {

@@ -74,9 +74,14 @@ struct CompileOptions {
   // A cluster file (YAML, JSON, Parallax's resource_info) or `local:N[,ps=M][,devices=D]`
   // (docs/cluster.md).
   std::string cluster = "local:1";
-  std::string strategy;                       // hybrid, allreduce or ps; empty: hybrid
-  std::string replication;                    // between-graph or in-graph; empty: between-graph
-  std::optional<int64_t> partitions;          // row ranges per PS table; 0: by size
+  std::string strategy;              // hybrid, allreduce or ps; empty: hybrid
+  std::string replication;           // between-graph or in-graph; empty: between-graph
+  std::optional<int64_t> partitions; // row ranges per PS table; 0: by size
+  // Time a few steps of each count of row ranges in the job and train with the fastest
+  // (`--partitions search`); searchPartitions empty: 1, 2, 4, 8 up to what the plan allows.
+  bool partitionSearch = false;
+  std::vector<int64_t> searchPartitions;
+  std::optional<int64_t> searchSteps;         // timed steps per count; default 5
   std::optional<double> bucketMb;             // all-reduce fusion bucket size
   std::optional<double> partitionThresholdMb; // split PS tables larger than this
   std::optional<int64_t> batch;               // global batch (all workers together)
