@@ -281,6 +281,9 @@ void printPlanSummary(const plan::Plan &plan, llvm::StringRef path, llvm::raw_os
   os << "  all-reduce: " << variables(reduced) << ", " << plan::formatBytes(reducedBytes) << " in "
      << buckets << (buckets == 1 ? " bucket" : " buckets") << "\n";
   os << "  parameter servers: " << variables(onPs) << ", " << plan::formatBytes(psBytes) << "\n";
+  if (plan.has_partition_search())
+    os << "  partition search: " << plan::candidateCounts(plan.partition_search())
+       << " row ranges per table, each timed in the job; it trains with the fastest\n";
   if (plan.host_aggregation_size() > 0)
     os << "  local aggregation: " << plan.host_aggregation_size()
        << (plan.host_aggregation_size() == 1 ? " host pushes and pulls" : " hosts push and pull")

@@ -849,7 +849,8 @@ llvm::Expected<std::vector<double>> timeCandidate(const plan::Plan &plan, size_t
 
 // Rank 0's lines on the search: each candidate's median step, the fitted curve, the choice.
 void reportSearch(const plan::PartitionSearch &search, llvm::ArrayRef<double> medians,
-                  const std::optional<plan::PartitionCurve> &curve, size_t chosen) {
+                  const std::optional<plan::PartitionCurve> &curve, size_t chosen,
+                  double searchSeconds) {
   auto ms = [](double seconds) { return llvm::format("%.3f ms", seconds * 1e3); };
   for (size_t i = 0; i < medians.size(); ++i)
     llvm::outs() << "partition search: " << search.candidates(static_cast<int>(i)).partitions()
@@ -861,7 +862,8 @@ void reportSearch(const plan::PartitionSearch &search, llvm::ArrayRef<double> me
   else
     llvm::outs() << "partition search: no fit (fewer than 3 counts): the fastest measured\n";
   llvm::outs() << "partition search: chose "
-               << search.candidates(static_cast<int>(chosen)).partitions() << " partitions\n";
+               << search.candidates(static_cast<int>(chosen)).partitions() << " partitions ("
+               << llvm::format("%.1f", searchSeconds) << " s of search)\n";
   llvm::outs().flush();
 }
 
@@ -871,6 +873,7 @@ llvm::Expected<std::optional<size_t>> searchOnWorker(const plan::Plan &plan, con
                                                      dist::CoordinatorClient &client,
                                                      const JobOptions &options,
                                                      const std::optional<dist::TlsIdentity> &tls) {
+  const auto start = std::chrono::steady_clock::now();
   const plan::PartitionSearch &search = plan.partition_search();
   std::vector<int64_t> counts;
   std::vector<double> medians;
@@ -888,7 +891,8 @@ llvm::Expected<std::optional<size_t>> searchOnWorker(const plan::Plan &plan, con
   const std::optional<plan::PartitionCurve> curve = plan::fitPartitionCurve(counts, medians);
   const size_t chosen = plan::choosePartitions(counts, medians, curve);
   if (!options.quiet)
-    reportSearch(search, medians, curve, chosen);
+    reportSearch(search, medians, curve, chosen,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   if (!options.variablesDir.empty()) {
     std::error_code ec = llvm::sys::fs::create_directories(options.variablesDir);
     llvm::raw_fd_ostream out(options.variablesDir + "/" + kSearchChoiceFile, ec);

@@ -32,7 +32,8 @@ expect_error "option --partitions search with --sync async" \
 # The plan: three candidates, each with its row ranges of the table.
 cluster=local:2,ps=4
 "$prism" partition "$emb" --cluster $cluster --batch 256 --steps 20 --partitions search \
-  --search-partitions 4,1,2 --search-steps 3 -o "$work/search.pb"
+  --search-partitions 4,1,2 --search-steps 3 -o "$work/search.pb" | tee "$work/partition.txt"
+grep -q "^  partition search: 1, 2, 4 row ranges per table, each timed in the job" "$work/partition.txt"
 dump=$("$prism" dump "$work/search.pb"); head -14 <<<"$dump"
 grep -q "^search .*--partitions search over 1, 2, 4: 2 warm-up and 3 timed steps each" <<<"$dump"
 grep -q "4 partitions: emb ps:0 rows 0..25000 ps:1 rows 25000..50000 ps:2 rows 50000..75000 ps:3 rows 75000..100000" <<<"$dump"
@@ -54,8 +55,18 @@ print(timed)
 assert [int(p) for p, _, _ in timed] == [1, 2, 4], timed
 assert all(float(ms) > 0 for _, ms, _ in timed), timed
 assert re.search(r"^partition search: fit t\(P\) = a \(P - 1\) \+ b / P \+ c: a = [0-9.]+ ms, b = [0-9.]+ ms, c = [0-9.]+ ms$", log, re.M)
-chosen = re.findall(r"^partition search: chose (\d+) partitions$", log, re.M)
+chosen = re.findall(r"^partition search: chose (\d+) partitions \([0-9.]+ s of search\)$", log, re.M)
 assert len(chosen) == 1 and int(chosen[0]) in (1, 2, 4), chosen
+chosen = int(chosen[0])
+# The choice is the least of the logged curve over the candidates (the printed coefficients are
+# rounded to 1 us: a near tie may go either way).
+a, b, c = map(float, re.search(r"a = ([0-9.]+) ms, b = ([0-9.]+) ms, c = ([0-9.]+) ms", log).groups())
+t = {p: a * (p - 1) + b / p + c for p in (1, 2, 4)}
+assert t[chosen] <= min(t.values()) + 0.01, (t, chosen)
+# The training ran on the chosen count: the servers holding rows applied every step, the
+# others none.
+applied = [int(v) for v in re.findall(r"^ps:\d+: version (\d+),", log, re.M)]
+assert sorted(applied) == [0] * (4 - chosen) + [steps] * chosen, (applied, chosen)
 assert re.search(rf"^done: {steps} steps", log, re.M), "no done line"
 PY
 }
