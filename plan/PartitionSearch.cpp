@@ -6,7 +6,6 @@
 #include <set>
 
 #include "ir/Diagnostic.h"
-#include "plan/PlanTasks.h"
 #include "plan/ProfileFit.h"
 
 namespace prism::plan {
@@ -97,6 +96,19 @@ double medianOf(std::vector<double> values) {
   return values.size() % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
 }
 
+llvm::Error checkSameGroups(const Plan &first, const Plan &compiled, int64_t partitions) {
+  bool same = first.groups_size() == compiled.groups_size();
+  for (int i = 0; same && i < first.groups_size(); ++i)
+    same = first.groups(i).SerializeAsString() == compiled.groups(i).SerializeAsString();
+  if (!same)
+    return ir::makeError(ir::ErrorCode::Internal,
+                         "--partitions search: the collective groups with " +
+                             std::to_string(partitions) +
+                             " partitions differ from the first candidate's (the count changes "
+                             "only where variables live)");
+  return llvm::Error::success();
+}
+
 void addCandidate(const Plan &compiled, int64_t partitions, PartitionSearch &search) {
   PartitionCandidate *candidate = search.add_candidates();
   candidate->set_partitions(partitions);
@@ -107,11 +119,7 @@ void addCandidate(const Plan &compiled, int64_t partitions, PartitionSearch &sea
     shards->set_variable(v.name());
     *shards->mutable_shards() = v.shards();
   }
-  for (const Program &program : compiled.programs()) {
-    const Task *task = program.tasks().empty() ? nullptr : findTask(compiled, program.tasks(0));
-    if (task && task->role() == "ps")
-      *candidate->add_programs() = program;
-  }
+  *candidate->mutable_programs() = compiled.programs();
 }
 
 Plan candidatePlan(const Plan &plan, size_t index) {
@@ -122,10 +130,7 @@ Plan candidatePlan(const Plan &plan, size_t index) {
     for (Variable &v : *result.mutable_variables())
       if (v.name() == shards.variable())
         *v.mutable_shards() = shards.shards();
-  for (const Program &program : candidate.programs())
-    for (Program &p : *result.mutable_programs())
-      if (p.name() == program.name())
-        p = program;
+  *result.mutable_programs() = candidate.programs();
   return result;
 }
 

@@ -60,10 +60,16 @@ size_t choosePartitions(llvm::ArrayRef<int64_t> partitions, llvm::ArrayRef<doubl
 double medianOf(std::vector<double> values);
 
 // Records `compiled` (a plan made with --partitions `partitions`) as a candidate of `search`:
-// its PS-held variables' shards and its PS tasks' programs.
+// its PS-held variables' shards and its programs (the PS tasks' hold their rows; the worker
+// program's variables name their shards).
 void addCandidate(const Plan &compiled, int64_t partitions, PartitionSearch &search);
 
-// `plan` as if compiled with its candidate `index`: that candidate's shards and PS programs, no
+// A candidate keeps what the count changes (shards, programs); the collective groups must not
+// change: an internal error when `compiled` (made with `partitions`) has other groups than
+// `first`.
+llvm::Error checkSameGroups(const Plan &first, const Plan &compiled, int64_t partitions);
+
+// `plan` as if compiled with its candidate `index`: that candidate's shards and programs, no
 // search.
 Plan candidatePlan(const Plan &plan, size_t index);
 

@@ -601,6 +601,9 @@ llvm::Expected<PartitionResult> partitionWithSearch(const Module &model,
     auto compiled = count == 1 ? std::move(probe) : partition(model, cluster, options);
     if (!compiled)
       return compiled.takeError();
+    if (result)
+      if (auto e = checkSameGroups(result->plan, compiled->plan, count))
+        return std::move(e);
     addCandidate(compiled->plan, count, search);
     if (!result)
       result = std::move(*compiled);

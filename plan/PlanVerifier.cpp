@@ -517,8 +517,8 @@ llvm::Error verifySynchronizedPlacement(const Plan &plan) {
 
 namespace {
 
-// Each candidate of --partitions search names the plan's own PS variables and PS programs, and
-// the plan it makes verifies.
+// Each candidate of --partitions search names the plan's own PS variables and programs (in the
+// plan's order), and the plan it makes verifies.
 llvm::Error verifyPartitionSearch(const Plan &plan) {
   const PartitionSearch &search = plan.partition_search();
   if (search.timed_steps() < 1 || search.warmup_steps() < 0)
@@ -541,11 +541,14 @@ llvm::Error verifyPartitionSearch(const Plan &plan) {
         return fail(field + ": " + quoted(shards.variable()) +
                     " is no variable on parameter servers");
     }
-    for (const Program &program : candidate.programs()) {
-      const Task *task = program.tasks().empty() ? nullptr : findTask(plan, program.tasks(0));
-      if (!task || task->role() != "ps" || !findProgram(plan, task->name()))
-        return fail(field + ": program " + quoted(program.name()) + " is no PS task's");
-    }
+    if (candidate.programs_size() != plan.programs_size())
+      return fail(field + ".programs: " + std::to_string(candidate.programs_size()) +
+                  " programs for the plan's " + std::to_string(plan.programs_size()));
+    for (int p = 0; p < candidate.programs_size(); ++p)
+      if (candidate.programs(p).name() != plan.programs(p).name())
+        return fail(field + ".programs[" + std::to_string(p) +
+                    "]: " + quoted(candidate.programs(p).name()) + " where the plan has " +
+                    quoted(plan.programs(p).name()));
     if (auto e = verifyPlan(candidatePlan(plan, static_cast<size_t>(i))))
       return ir::withContext(std::move(e), field);
   }

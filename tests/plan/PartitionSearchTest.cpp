@@ -116,7 +116,7 @@ TEST(PartitionSearch, PlanCarriesEachCandidatesShardsAndPsPrograms) {
   EXPECT_EQ(plan.partition_search().timed_steps(), 5);
   for (int i = 0; i < 3; ++i) {
     const PartitionCandidate &candidate = plan.partition_search().candidates(i);
-    EXPECT_EQ(candidate.programs_size(), 4); // every PS task's
+    EXPECT_EQ(candidate.programs_size(), 5); // the workers' and every PS task's
     Plan chosen = candidatePlan(plan, static_cast<size_t>(i));
     EXPECT_FALSE(chosen.has_partition_search());
     for (const Variable &v : chosen.variables()) {
@@ -182,6 +182,10 @@ TEST(PartitionSearch, VerifierChecksEveryCandidate) {
       ->mutable_shards(1)
       ->set_row_begin(50001);
   EXPECT_NE(errorOf(verifyPlan(gap)).find("partition_search.candidates[1]"), std::string::npos);
+  Plan renamed = result->plan;
+  renamed.mutable_partition_search()->mutable_candidates(0)->mutable_programs(0)->set_name("x");
+  EXPECT_NE(errorOf(verifyPlan(renamed)).find("'x' where the plan has 'worker'"),
+            std::string::npos);
   Plan descending = result->plan;
   descending.mutable_partition_search()->mutable_candidates(1)->set_partitions(1);
   EXPECT_NE(errorOf(verifyPlan(descending)).find("counts ascend"), std::string::npos);
