@@ -782,8 +782,6 @@ std::string searchKey(size_t candidate, llvm::StringRef what) {
   return "partition-search/" + std::to_string(candidate) + "/" + what.str();
 }
 constexpr const char *kSearchChoiceKey = "partition-search/choice";
-// The chosen count, for prism verify to put the PS variables together (JobOptions::variablesDir).
-constexpr const char *kSearchChoiceFile = "partition-search";
 
 // Worker `task` runs the warm-up and timed steps of the search's candidate `index` from the
 // initial values and the first batch, on the candidate's own servers; returns the timed steps'
@@ -895,10 +893,10 @@ llvm::Expected<std::optional<size_t>> searchOnWorker(const plan::Plan &plan, con
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   if (!options.variablesDir.empty()) {
     std::error_code ec = llvm::sys::fs::create_directories(options.variablesDir);
-    llvm::raw_fd_ostream out(options.variablesDir + "/" + kSearchChoiceFile, ec);
+    llvm::raw_fd_ostream out(options.variablesDir + "/" + kPartitionSearchChoiceFile, ec);
     if (ec)
-      return ir::makeError("cannot write " + options.variablesDir + "/" + kSearchChoiceFile + ": " +
-                           ec.message());
+      return ir::makeError("cannot write " + options.variablesDir + "/" +
+                           kPartitionSearchChoiceFile + ": " + ec.message());
     out << counts[chosen] << "\n";
   }
   if (auto e = client.set(kSearchChoiceKey, std::to_string(chosen)))

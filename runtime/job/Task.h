@@ -17,6 +17,9 @@ namespace prism::runtime::job {
 // A plan made with --partitions search (plan/PartitionSearch.h) refuses what a restart or a
 // late joiner would need from a search it did not see: --restore, periodic checkpoints, --join.
 llvm::Error checkPartitionSearchRun(const plan::Plan &plan, const JobOptions &options);
+// With --partitions search and JobOptions::variablesDir: the file there that worker:0 writes the
+// chosen count to (prism verify puts the PS variables together from that count's shards).
+inline constexpr const char *kPartitionSearchChoiceFile = "partition-search";
 
 int runTask(const plan::Plan &plan, llvm::StringRef task, const std::string &coordinator,
             const JobOptions &options);

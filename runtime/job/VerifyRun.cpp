@@ -17,6 +17,7 @@
 #include "plan/PlanTasks.h"
 #include "plan/PlanVariables.h"
 #include "runtime/job/Launcher.h"
+#include "runtime/job/Task.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Trainer.h"
 #include "llvm/Support/FileSystem.h"
@@ -276,7 +277,7 @@ llvm::Expected<Tensor> assembleShards(const plan::Variable &variable,
 
 // With --partitions search: the plan of the count the job chose, which worker:0 wrote to `dir`.
 llvm::Expected<plan::Plan> chosenPlan(const plan::Plan &plan, llvm::StringRef dir) {
-  const std::string path = dir.str() + "/partition-search";
+  const std::string path = dir.str() + "/" + kPartitionSearchChoiceFile;
   auto text = llvm::MemoryBuffer::getFile(path);
   if (!text)
     return ir::makeError("cannot read " + path +
