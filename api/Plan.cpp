@@ -10,6 +10,7 @@
 #include "plan/PlanDump.h"
 #include "plan/PlanFile.h"
 #include "plan/PlanTasks.h"
+#include "runtime/job/RowsPerStep.h"
 
 namespace prism::api {
 namespace {
@@ -84,17 +85,30 @@ llvm::Error partitionSearchOptions(const CompileOptions &options, plan::Partitio
 // The partitioner's options: its defaults, with the fields the caller set.
 llvm::Expected<plan::PartitionOptions> partitionOptions(const CompileOptions &options) {
   plan::PartitionOptions result;
-  if (!options.strategy.empty()) {
+  // What the caller leaves unset (or "auto"), the partitioner chooses (plan/AutoParallel.h).
+  result.automatic.strategy = options.strategy.empty() || options.strategy == "auto";
+  if (!result.automatic.strategy) {
     auto strategy = passes::parseStrategy(options.strategy);
-    if (!strategy)
-      return strategy.takeError();
+    if (!strategy) {
+      llvm::consumeError(strategy.takeError());
+      return badOption("strategy", "auto, hybrid, allreduce or ps", "'" + options.strategy + "'");
+    }
     result.placement.strategy = *strategy;
   }
+  result.automatic.partitions = !options.partitions;
   if (options.partitions) {
     if (*options.partitions < 0)
       return badOption("partitions", "0 or more", std::to_string(*options.partitions));
     result.placement.partitions = *options.partitions;
   }
+  if (!options.profile.empty()) {
+    auto profile = plan::readProfile(options.profile);
+    if (!profile)
+      return ir::withContext(profile.takeError(), "option profile");
+    result.profile = std::make_shared<const plan::CostProfile>(std::move(*profile));
+    result.profileSource = options.profile;
+  }
+  result.automatic.bucketMb = !options.bucketMb;
   if (auto e = partitionSearchOptions(options, result))
     return std::move(e);
   if (options.bucketMb) {
@@ -163,7 +177,11 @@ llvm::Expected<plan::Plan> compilePlan(const Model &model, const CompileOptions 
   auto cluster = cluster::loadCluster(options.cluster, *replication);
   if (!cluster)
     return cluster.takeError();
-  auto result = plan::partition(ModelAccess::module(model), *cluster, *partition);
+  const ir::Module &module = ModelAccess::module(model);
+  auto copy = module.clone();
+  copy->setSourceFile(module.sourceFile());
+  auto result =
+      runtime::job::partitionWithData(std::move(copy), *cluster, *partition, options.data);
   if (!result)
     return result.takeError();
   return std::move(result->plan);

@@ -22,6 +22,23 @@ llvm::Error badOption(llvm::StringRef key, llvm::StringRef expected, llvm::Strin
   return ir::makeError("option --" + key + ": expected " + expected + ", got '" + text + "'");
 }
 
+// A comma-separated list of names; empty text: none.
+std::vector<std::string> splitNames(llvm::StringRef text) {
+  llvm::SmallVector<llvm::StringRef, 8> parts;
+  text.split(parts, ',', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
+  std::vector<std::string> names;
+  for (llvm::StringRef part : parts)
+    names.push_back(part.trim().str());
+  return names;
+}
+
+std::string joinNames(const std::vector<std::string> &names) {
+  std::string text;
+  for (const std::string &name : names)
+    text += (text.empty() ? "" : ",") + name;
+  return text;
+}
+
 } // namespace
 
 llvm::StringRef strategyName(Strategy strategy) {
@@ -71,6 +88,10 @@ PlaceVariablesOptions::fromPassOptions(const PassOptions &options) {
     return badOption("partition-threshold-mb", "a positive number",
                      textOf(options, "partition-threshold-mb", ir::formatDouble(*thresholdMb)));
   result.partitionThresholdMb = *thresholdMb;
+  if (options.has("ps-variables"))
+    result.psVariables = splitNames(options.get("ps-variables"));
+  if (options.has("allreduce-variables"))
+    result.allReduceVariables = splitNames(options.get("allreduce-variables"));
   return result;
 }
 
@@ -79,6 +100,10 @@ void PlaceVariablesOptions::addTo(PassOptions &options) const {
   options.set("ps", std::to_string(psTasks));
   options.set("partitions", std::to_string(partitions));
   options.set("partition-threshold-mb", ir::formatDouble(partitionThresholdMb));
+  if (!psVariables.empty())
+    options.set("ps-variables", joinNames(psVariables));
+  if (!allReduceVariables.empty())
+    options.set("allreduce-variables", joinNames(allReduceVariables));
 }
 
 llvm::Expected<RouteGradientsOptions>

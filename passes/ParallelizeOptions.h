@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "passes/Pass.h"
 #include "llvm/Support/Error.h"
@@ -17,9 +19,13 @@ llvm::StringRef strategyName(Strategy strategy); // "hybrid", "allreduce", "ps"
 // The error names the option (`--strategy`) and the text.
 llvm::Expected<Strategy> parseStrategy(llvm::StringRef text);
 
-// place-variables: --strategy, --ps, --partitions, --partition-threshold-mb.
+// place-variables: --strategy, --ps, --partitions, --partition-threshold-mb, --ps-variables,
+// --allreduce-variables.
 struct PlaceVariablesOptions {
   Strategy strategy = Strategy::Hybrid;
+  // Trainable variables placed by name whatever the strategy says (the automatic strategy's
+  // per-variable choice, plan/AutoParallel.h); comma-separated in the pass options.
+  std::vector<std::string> psVariables, allReduceVariables;
   int64_t psTasks = 1;             // parameter-server tasks to balance over
   int64_t partitions = 0;          // row ranges per PS table; 0: by size
   double partitionThresholdMb = 8; // a table splits into ceil(size / this) ranges (at most psTasks)

@@ -12,6 +12,7 @@
 #include "passes/ParallelizeOptions.h"
 #include "passes/Pass.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace prism::passes {
 namespace {
@@ -58,7 +59,8 @@ public:
     return "places variables on all-reduce or on parameter-server tasks (row-range shards)";
   }
   std::vector<std::string> optionKeys() const override {
-    return {"strategy", "ps", "partitions", "partition-threshold-mb"};
+    return {"strategy",           "ps", "partitions", "partition-threshold-mb", "ps-variables",
+            "allreduce-variables"};
   }
 
   llvm::Expected<bool> run(ir::Module &module, const PassOptions &passOptions) override {
@@ -67,7 +69,7 @@ public:
       return options.takeError();
     // Decide all-reduce or PS for every trainable variable before changing anything, so an
     // error leaves the module as it was.
-    auto split = splitByStrategy(module, options->strategy);
+    auto split = splitByStrategy(module, *options);
     if (!split)
       return split.takeError();
     if (!split->onPs.empty() && options->psTasks < 1)
@@ -91,7 +93,18 @@ public:
 
 private:
   static llvm::Expected<StrategySplit> splitByStrategy(const ir::Module &module,
-                                                       Strategy strategy) {
+                                                       const PlaceVariablesOptions &options) {
+    llvm::StringSet<> toPsByName, toAllReduceByName;
+    if (auto e = namedVariables(module, options.psVariables, "ps-variables", toPsByName))
+      return std::move(e);
+    if (auto e = namedVariables(module, options.allReduceVariables, "allreduce-variables",
+                                toAllReduceByName))
+      return std::move(e);
+    for (const auto &name : toPsByName.keys())
+      if (toAllReduceByName.contains(name))
+        return ir::makeError("option --ps-variables: '" + name.str() +
+                             "' is also in --allreduce-variables");
+    const Strategy strategy = options.strategy;
     StrategySplit split;
     for (const auto &variable : module.variables()) {
       if (!variable->trainable())
@@ -103,9 +116,26 @@ private:
                                  "' has no kind; run classify-variables first");
       bool toPs = strategy == Strategy::ParameterServer ||
                   (strategy == Strategy::Hybrid && *kind == ir::VariableUsage::Sparse);
+      if (toPsByName.contains(variable->name()))
+        toPs = true;
+      else if (toAllReduceByName.contains(variable->name()))
+        toPs = false;
       (toPs ? split.onPs : split.onAllReduce).push_back(variable.get());
     }
     return split;
+  }
+
+  // The names of `names`, each a trainable variable of the module (the error names `option`).
+  static llvm::Error namedVariables(const ir::Module &module, const std::vector<std::string> &names,
+                                    llvm::StringRef option, llvm::StringSet<> &out) {
+    for (const std::string &name : names) {
+      const ir::Variable *variable = module.findVariable(name);
+      if (!variable || !variable->trainable())
+        return ir::makeError("option --" + option + ": '" + name +
+                             "' is not a trainable variable of the model");
+      out.insert(name);
+    }
+    return llvm::Error::success();
   }
 
   // How many row ranges a PS variable is split into. Only tables (read through gathers) are

@@ -32,6 +32,21 @@ const KernelCost &CostProfile::kernel(llvm::StringRef op) const {
   return it == kernels.end() ? defaultKernel : it->second;
 }
 
+const KernelCost &GpuCost::kernel(llvm::StringRef op) const {
+  auto it = kernels.find(op.str());
+  return it == kernels.end() ? defaultKernel : it->second;
+}
+
+GpuCost nominalGpu() {
+  // Peak figures of NVIDIA's H100 SXM datasheet, not measured ones: a roofline at peak is the
+  // most a kernel can do, so predictions from it are optimistic (docs/simulate.md).
+  GpuCost g;
+  g.name = "nominal H100 SXM";
+  g.defaultKernel = {5e-6, 67e12, 3.35e12};
+  g.nvlinkBytesPerSecond = 450e9;
+  return g;
+}
+
 CostProfile defaultProfile() {
   // Hand-set, order-of-magnitude figures for a small x86-64 machine, not measured ones: a
   // calibrated profile replaces them (docs/simulate.md).
@@ -115,22 +130,54 @@ llvm::Error parseMachine(const Reader &r, const Json &root, CostProfile &p) {
   return llvm::Error::success();
 }
 
+// A table of kernel rooflines by op name, with its required `default` entry; `path` names it.
+llvm::Error parseKernelTable(const Reader &r, const Json &kernels, const std::string &path,
+                             KernelCost &defaultKernel, std::map<std::string, KernelCost> &out) {
+  if (!kernels.contains("default"))
+    return r.fail(path + ".default", "missing");
+  for (const auto &[name, entry] : kernels.items()) {
+    KernelCost cost;
+    if (auto e = r.kernel(entry, path + "." + name, cost))
+      return e;
+    if (name == "default")
+      defaultKernel = cost;
+    else
+      out[name] = cost;
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error parseKernels(const Reader &r, const Json &root, CostProfile &p) {
   llvm::Error err = llvm::Error::success();
   const Json *kernels = r.object(root, "kernels", "kernels", err);
   if (!kernels)
     return err;
-  if (!kernels->contains("default"))
-    return r.fail("kernels.default", "missing");
-  for (const auto &[name, entry] : kernels->items()) {
-    KernelCost cost;
-    if (auto e = r.kernel(entry, "kernels." + name, cost))
-      return e;
-    if (name == "default")
-      p.defaultKernel = cost;
-    else
-      p.kernels[name] = cost;
-  }
+  return parseKernelTable(r, *kernels, "kernels", p.defaultKernel, p.kernels);
+}
+
+// Optional: without it the profile keeps nominalGpu().
+llvm::Error parseGpu(const Reader &r, const Json &root, CostProfile &p) {
+  auto it = root.find("gpu");
+  if (it == root.end())
+    return llvm::Error::success();
+  if (!it->is_object())
+    return r.fail("gpu", "expected an object");
+  GpuCost gpu;
+  auto name = it->find("name");
+  if (name == it->end() || !name->is_string())
+    return r.fail("gpu.name", "expected a string");
+  gpu.name = name->get<std::string>();
+  llvm::Error err = llvm::Error::success();
+  const Json *kernels = r.object(*it, "gpu.kernels", "kernels", err);
+  if (!kernels)
+    return err;
+  if (auto e = parseKernelTable(r, *kernels, "gpu.kernels", gpu.defaultKernel, gpu.kernels))
+    return e;
+  if (auto e = r.number(*it, "gpu", "nvlink_bytes_per_second", gpu.nvlinkBytesPerSecond))
+    return e;
+  if (gpu.nvlinkBytesPerSecond <= 0)
+    return r.fail("gpu.nvlink_bytes_per_second", "must be positive");
+  p.gpu = std::move(gpu);
   return llvm::Error::success();
 }
 
@@ -163,6 +210,13 @@ Json kernelJson(const KernelCost &k) {
               {"bytes_per_second", k.bytesPerSecond}};
 }
 
+Json kernelTableJson(const KernelCost &defaultKernel, const std::map<std::string, KernelCost> &k) {
+  Json kernels = {{"default", kernelJson(defaultKernel)}};
+  for (const auto &[name, cost] : k)
+    kernels[name] = kernelJson(cost);
+  return kernels;
+}
+
 std::string hostName() {
   char name[256] = {};
   if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0')
@@ -191,6 +245,8 @@ llvm::Expected<CostProfile> parseProfile(llvm::StringRef text, llvm::StringRef f
     return std::move(e);
   if (auto e = parseCommunication(r, root, p))
     return std::move(e);
+  if (auto e = parseGpu(r, root, p))
+    return std::move(e);
   return p;
 }
 
@@ -203,9 +259,7 @@ llvm::Expected<CostProfile> readProfile(llvm::StringRef path) {
 }
 
 std::string profileToJson(const CostProfile &p) {
-  Json kernels = {{"default", kernelJson(p.defaultKernel)}};
-  for (const auto &[name, k] : p.kernels)
-    kernels[name] = kernelJson(k);
+  Json kernels = kernelTableJson(p.defaultKernel, p.kernels);
   Json root = {
       {"format", "prism-profile"},
       {"version", kProfileVersion},
@@ -218,6 +272,12 @@ std::string profileToJson(const CostProfile &p) {
         {"bytes_per_second", p.ps.bytesPerSecond},
         {"apply_latency", p.ps.applyLatency},
         {"apply_seconds_per_byte", p.ps.applySecondsPerByte}}}};
+  // The nominal GPU is the default: only other figures are written (prism calibrate measures no
+  // GPU).
+  if (p.gpu.name != nominalGpu().name)
+    root["gpu"] = {{"name", p.gpu.name},
+                   {"kernels", kernelTableJson(p.gpu.defaultKernel, p.gpu.kernels)},
+                   {"nvlink_bytes_per_second", p.gpu.nvlinkBytesPerSecond}};
   return root.dump(2) + "\n";
 }
 

@@ -40,6 +40,21 @@ struct PsCost {
   double applySecondsPerByte = 0;
 };
 
+// A GPU device class, used for the kernels of workers whose devices are GPUs, and for the ring's
+// hops between two GPUs of one host (NVLink). No GPU is measured here: the default is
+// nominalGpu(), from published figures (docs/simulate.md).
+struct GpuCost {
+  std::string name;                          // what the figures describe
+  KernelCost defaultKernel;                  // ops without an entry of their own
+  std::map<std::string, KernelCost> kernels; // by op name
+  double nvlinkBytesPerSecond = 0;           // per direction between two GPUs of a host
+  const KernelCost &kernel(llvm::StringRef op) const;
+};
+
+// An H100 SXM's published peak figures: FP32 67 TFLOP/s (Prism's kernels compute in f32, no
+// tensor cores), HBM3 3.35 TB/s, 5 us per kernel launch, NVLink 900 GB/s (450 GB/s each way).
+GpuCost nominalGpu();
+
 struct CostProfile {
   std::string host; // the machine it was measured on ("built-in" for the default)
   std::string cpu;  // its processor's model name
@@ -50,6 +65,7 @@ struct CostProfile {
   std::map<std::string, KernelCost> kernels; // by op name
   AllReduceCost allReduce;
   PsCost ps;
+  GpuCost gpu = nominalGpu(); // the profile's optional "gpu" section replaces it
 
   const KernelCost &kernel(llvm::StringRef op) const;
 };

@@ -12,13 +12,13 @@ namespace prism::plan {
 
 llvm::Expected<PartitionsOption> parsePartitions(llvm::StringRef text) {
   PartitionsOption result;
-  if (text.trim() == "search") {
-    result.search = true;
+  result.automatic = text.trim() == "auto";
+  result.search = text.trim() == "search";
+  if (result.automatic || result.search)
     return result;
-  }
   if (text.trim().getAsInteger(10, result.count) || result.count < 0)
-    return ir::makeError("option --partitions: expected 0 or more row ranges per PS table (0: by "
-                         "size), or search, got '" +
+    return ir::makeError("option --partitions: expected auto, search, or 0 or more row ranges "
+                         "per PS table (0: by size), got '" +
                          text.str() + "'");
   return result;
 }

@@ -15,10 +15,12 @@
 
 namespace prism::plan {
 
-// --partitions: row ranges per PS table (0: by size), or `search`.
+// --partitions: row ranges per PS table (0: by size), `auto` (predicted, plan/AutoParallel.h) or
+// `search` (measured in the job).
 struct PartitionsOption {
+  bool automatic = false;
   bool search = false;
-  int64_t count = 0; // without search
+  int64_t count = 0; // neither automatic nor search
 };
 llvm::Expected<PartitionsOption> parsePartitions(llvm::StringRef text);
 

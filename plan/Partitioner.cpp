@@ -10,6 +10,7 @@
 #include "ir/OpTable.h"
 #include "ir/Printer.h"
 #include "ir/VariablePlacement.h"
+#include "plan/AutoParallel.h"
 #include "plan/CommunicationCost.h"
 #include "plan/ElasticRange.h"
 #include "plan/Estimate.h"
@@ -578,6 +579,9 @@ llvm::Expected<PartitionResult> partitionWithSearch(const Module &model,
     return std::move(e);
   PartitionOptions options = requested;
   options.partitionSearch.reset();
+  // The candidates differ in the count alone: --strategy auto and --bucket-mb auto take their
+  // fixed defaults (which a prediction per candidate could change).
+  options.automatic = {};
   if (options.localAggregation == LocalAggregationMode::Auto)
     options.localAggregation = LocalAggregationMode::Off;
   if (options.jobToken.empty())
@@ -618,6 +622,10 @@ llvm::Expected<PartitionResult> partitionWithSearch(const Module &model,
 
 llvm::Expected<PartitionResult> partition(const ir::Module &model, const cluster::Cluster &cluster,
                                           const PartitionOptions &options) {
+  if (options.partitionSearch)
+    return partitionWithSearch(model, cluster, options);
+  if (options.automatic.any())
+    return partitionAutomatically(model, cluster, options);
   auto copy = model.clone();
   copy->setSourceFile(model.sourceFile());
   return partition(std::move(copy), cluster, options);
@@ -628,6 +636,8 @@ llvm::Expected<PartitionResult> partition(std::unique_ptr<ir::Module> routed,
                                           const PartitionOptions &requested) {
   if (requested.partitionSearch)
     return partitionWithSearch(*routed, cluster, requested);
+  if (requested.automatic.any())
+    return partitionAutomatically(*routed, cluster, requested);
   auto synchronized = synchronizedOptions(requested, cluster);
   if (!synchronized)
     return synchronized.takeError();

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "cluster/Cluster.h"
 #include "ir/Module.h"
 #include "passes/ParallelizeOptions.h"
+#include "plan/CostProfile.h"
 #include "plan/LearningRateScaling.h"
 #include "plan/LocalAggregation.h"
 #include "plan/PartitionSearch.h"
@@ -19,6 +21,13 @@
 #include "llvm/Support/Error.h"
 
 namespace prism::plan {
+
+// The choices the partitioner makes itself with the simulator (plan/AutoParallel.h):
+// `--strategy auto`, `--partitions auto`, `--bucket-mb auto`.
+struct AutomaticChoices {
+  bool strategy = false, partitions = false, bucketMb = false;
+  bool any() const { return strategy || partitions || bucketMb; }
+};
 
 struct PartitionOptions {
   // The parallelizing passes' options, with their defaults (passes/ParallelizeOptions.h);
@@ -47,6 +56,11 @@ struct PartitionOptions {
   // Elastic membership (--elastic MIN:MAX): the job goes on with MIN to MAX workers; 0: off.
   int32_t elasticMin = 0, elasticMax = 0;
   std::string jobToken; // empty: a fresh random token
+  // What the partitioner chooses itself, and the cost profile it predicts steps with (null: the
+  // machine's cached one from `prism calibrate`, else the built-in one).
+  AutomaticChoices automatic;
+  std::shared_ptr<const CostProfile> profile;
+  std::string profileSource; // where `profile` came from, for the plan's decisions
   // --partitions search: the plan carries a candidate per partition count, and the job times
   // them before training with the fastest (placement.partitions is then unused).
   std::optional<PartitionSearchOptions> partitionSearch;

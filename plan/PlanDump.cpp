@@ -14,6 +14,7 @@
 #include "ir/Attribute.h"
 #include "ir/Collectives.h"
 #include "ir/Diagnostic.h"
+#include "plan/AutoParallel.h"
 #include "plan/CommunicationCost.h"
 #include "plan/LocalAggregation.h"
 #include "plan/PartitionSearch.h"
@@ -662,6 +663,10 @@ void printText(const PlanView &view, const TaskView *only, llvm::raw_ostream &os
     if (!only || &t == only)
       printTask(view, t, os);
   printLinks(view, only, os);
+  if (!only && view.plan.decisions_size() > 0) {
+    os << "\n";
+    printDecisions(view.plan, os);
+  }
 }
 
 Json orNull(std::optional<double> v) {
@@ -778,6 +783,28 @@ Json runJson(const RunConfig &run) {
           {"elastic_max", run.elastic_max()}};
 }
 
+// The automatic choices (plan/AutoParallel.h), each with its alternatives.
+Json decisionsJson(const Plan &plan) {
+  Json decisions = Json::array();
+  for (const Decision &d : plan.decisions()) {
+    Json alternatives = Json::array();
+    for (const Alternative &a : d.alternatives()) {
+      Json alternative = {{"option", a.option()}};
+      if (a.refused().empty())
+        alternative["step_seconds"] = a.step_seconds();
+      else
+        alternative["refused"] = a.refused();
+      alternatives.push_back(std::move(alternative));
+    }
+    decisions.push_back({{"subject", d.subject()},
+                         {"chosen", d.chosen()},
+                         {"reason", d.reason()},
+                         {"profile", d.profile()},
+                         {"alternatives", alternatives}});
+  }
+  return decisions;
+}
+
 std::string printJson(PlanView &view, const TaskView *only) {
   const Plan &plan = view.plan;
   Json hosts = Json::array();
@@ -848,6 +875,7 @@ std::string printJson(PlanView &view, const TaskView *only) {
             {"tasks", tasks},
             {"buckets", buckets},
             {"host_aggregation", aggregation},
+            {"decisions", decisionsJson(plan)},
             {"partition_search", partitionSearchJson(plan)},
             {"estimate",
              {{"local_batch", plan.estimate().local_batch()},

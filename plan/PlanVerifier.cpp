@@ -345,10 +345,12 @@ llvm::Error verifyHeader(const Plan &plan) {
   if (plan.version() < kOldestPlanVersion || plan.version() > kPlanVersion)
     return fail("version " + std::to_string(plan.version()) + ": this prism reads plan versions " +
                 std::to_string(kOldestPlanVersion) + " to " + std::to_string(kPlanVersion));
-  if (auto strategy = passes::parseStrategy(plan.strategy()); !strategy) {
+  // "auto": `--strategy auto` placed variable by variable, as no single strategy would.
+  auto strategy = passes::parseStrategy(plan.strategy());
+  if (!strategy)
     llvm::consumeError(strategy.takeError());
-    return fail("strategy: expected hybrid, allreduce or ps, got " + quoted(plan.strategy()));
-  }
+  if (!strategy && plan.strategy() != "auto")
+    return fail("strategy: expected hybrid, allreduce, ps or auto, got " + quoted(plan.strategy()));
   if (plan.replication() != "between-graph" && plan.replication() != "in-graph")
     return fail("replication: expected between-graph or in-graph, got " +
                 quoted(plan.replication()));

@@ -24,35 +24,85 @@ int64_t ceilDiv(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
-// A host's link, each direction queued on its own (full duplex). Hosts on 127.0.0.1 and hosts
-// of unknown bandwidth move bytes at the profile's loopback figures, without a queue.
+// One direction of a link: when it is busy, as disjoint intervals. A transfer takes the first
+// free time from when it is offered, in the gaps between those offered before it too: workers are
+// replayed one after another, so a later worker's message may be offered earlier than one already
+// placed, and a queue in replay order would make a thousand workers' messages wait for each
+// other's.
+class Direction {
+public:
+  // Takes `seconds` of free time from `from` on, split over gaps as needed; returns its end.
+  double fill(double from, double seconds) {
+    if (seconds <= 0)
+      return from;
+    while (true) {
+      auto next = busy_.upper_bound(from);
+      if (next != busy_.begin() && std::prev(next)->second > from) {
+        from = std::prev(next)->second; // inside a busy interval: its end
+        continue;
+      }
+      if (next == busy_.end() || next->first - from >= seconds) {
+        occupy(from, from + seconds);
+        return from + seconds;
+      }
+      const double gapEnd = next->first; // before occupy(), which merges `next` away
+      seconds -= gapEnd - from;
+      occupy(from, gapEnd);
+      from = gapEnd;
+    }
+  }
+  // When it is free for good.
+  double end() const { return busy_.empty() ? 0 : busy_.rbegin()->second; }
+
+private:
+  // Marks [begin, end) busy, merging it with the intervals it touches.
+  void occupy(double begin, double end) {
+    auto it = busy_.lower_bound(begin);
+    if (it != busy_.begin() && std::prev(it)->second >= begin)
+      --it;
+    while (it != busy_.end() && it->first <= end) {
+      begin = std::min(begin, it->first);
+      end = std::max(end, it->second);
+      it = busy_.erase(it);
+    }
+    busy_.emplace(begin, end);
+  }
+
+  std::map<double, double> busy_; // begin -> end
+};
+
+// A host's link, each direction on its own (full duplex). Hosts on 127.0.0.1 and hosts of
+// unknown bandwidth move bytes at the profile's loopback figures, without a queue.
 struct Link {
   double bytesPerSecond = 0; // 0: loopback figures
-  double outFree = 0, inFree = 0;
+  Direction out, in;
   LinkPrediction prediction;
 };
 
 // One worker's step so far.
 struct Timeline {
-  std::unordered_map<const ir::Value *, double> ready; // op results: when they are computed
-  double compute = 0;                                  // the compute stream is free from
-  double communicate = 0;                              // the all-reduce stream is free from
-  std::map<std::string, double> pushBytes;             // by PS task: what the step's push carries
+  std::vector<double> ready; // op results, by slot (valueSlots_): when they are computed
+  double compute = 0;        // the compute stream is free from
+  double communicate = 0;    // the all-reduce stream is free from
+  std::map<std::string, double> pushBytes; // by PS task: what the step's push carries
   double slowdown = 1; // its kernels' time over the profile's (cores shared with other workers)
+  bool gpu = false;    // its devices are GPUs: kernels at the profile's GPU figures
   TaskPrediction prediction;
 };
 
 class StepSimulator {
 public:
-  StepSimulator(const Plan &plan, const ir::Module &worker, const CostProfile &profile)
-      : plan_(plan), worker_(worker), profile_(profile) {
+  StepSimulator(const Plan &plan, const ir::Module &worker, const CostProfile &profile,
+                const SimulateOptions &options)
+      : plan_(plan), worker_(worker), profile_(profile), options_(options) {
     for (const Variable &v : plan.variables())
       variables_[v.name()] = &v;
     for (const Task &task : plan.cluster().tasks()) {
       hostOf_[task.name()] = task.host();
-      if (task.role() == "worker")
+      if (task.role() == "worker") {
         workers_.push_back(task.name());
-      else if (task.role() == "ps")
+        gpuWorker_.push_back(onGpu(task));
+      } else if (task.role() == "ps")
         servers_.push_back(task.name());
     }
     for (const Host &host : plan.cluster().hosts()) {
@@ -67,10 +117,16 @@ public:
     towerBatch_ = ceilDiv(localBatch_, std::max(1, plan.run().towers_per_worker()));
     for (const TableEstimate &t : plan.estimate().tables())
       rowsOf_[t.variable()] = t;
+    // Results are numbered once, so a worker's timeline is a vector, not a map per worker.
+    for (const auto &op : worker.ops())
+      for (unsigned i = 0; i < op->numResults(); ++i)
+        valueSlots_.emplace(op->result(i), static_cast<int>(valueSlots_.size()));
     timelines_.resize(workers_.size());
     for (size_t r = 0; r < workers_.size(); ++r) {
+      timelines_[r].ready.assign(valueSlots_.size(), 0);
       timelines_[r].prediction.task = workers_[r];
-      timelines_[r].slowdown = coreSharing(r);
+      timelines_[r].gpu = gpuWorker_[r];
+      timelines_[r].slowdown = gpuWorker_[r] ? 1 : coreSharing(r);
     }
   }
 
@@ -82,6 +138,11 @@ public:
   }
 
 private:
+  static bool onGpu(const Task &task) {
+    return std::any_of(task.devices().begin(), task.devices().end(),
+                       [](const std::string &d) { return llvm::StringRef(d).startswith("gpu:"); });
+  }
+
   // Workers on one machine (hosts of one address) share its cores: when they need more threads
   // than it has, each runs its kernels that much slower than the profile, timed alone, says
   // (processor sharing). Unknown cores (0) share nothing.
@@ -96,14 +157,20 @@ private:
     if (profile_.cores <= 0)
       return 1;
     const std::string address = addressOf(workers_[r]);
-    int sharing = 0;
-    for (const std::string &w : workers_)
-      sharing += addressOf(w) == address;
+    int sharing = 0; // GPU workers run their kernels on their GPUs, not the machine's cores
+    for (size_t w = 0; w < workers_.size(); ++w)
+      sharing += !gpuWorker_[w] && addressOf(workers_[w]) == address;
     const double threads = static_cast<double>(sharing) * std::max(1, profile_.threads);
     return std::max(1.0, threads / profile_.cores);
   }
 
   void step(const ir::Op &op) {
+    operandSlots_.clear();
+    for (const ir::Value *v : op.operands())
+      if (auto it = valueSlots_.find(v); it != valueSlots_.end())
+        operandSlots_.push_back(it->second);
+    if (op.numResults() > 0)
+      resultSlot_ = valueSlots_.at(op.result(0));
     if (op.name() == "all_reduce") {
       allReduce(op);
       return;
@@ -118,26 +185,30 @@ private:
     }
   }
 
-  double readyOf(const Timeline &t, const ir::Op &op) const {
+  // When the operands of the op being replayed are computed on `t` (operands that no op
+  // computes, inputs and variables, are ready at 0).
+  double readyOf(const Timeline &t, const ir::Op &) const {
     double ready = 0;
-    for (const ir::Value *v : op.operands())
-      if (auto it = t.ready.find(v); it != t.ready.end())
-        ready = std::max(ready, it->second);
+    for (int slot : operandSlots_)
+      ready = std::max(ready, t.ready[slot]);
     return ready;
   }
   void setResults(Timeline &t, const ir::Op &op, double at) {
     for (unsigned i = 0; i < op.numResults(); ++i)
-      t.ready[op.result(i)] = at;
+      t.ready[resultSlot_ + i] = at;
   }
 
   void computeOp(size_t r, const ir::Op &op) {
     Timeline &t = timelines_[r];
     const int64_t batch = op.attrs.has(ir::kDeviceAttr) ? towerBatch_ : localBatch_;
     const double begin = std::max(t.compute, readyOf(t, op));
-    const double seconds = profile_.kernel(op.name()).seconds(ir::opCost(op, batch)) * t.slowdown;
+    const KernelCost &kernel = t.gpu ? profile_.gpu.kernel(op.name()) : profile_.kernel(op.name());
+    const double seconds = kernel.seconds(ir::opCost(op, batch)) * t.slowdown;
     t.compute = begin + seconds;
     t.prediction.computeSeconds += seconds;
     setResults(t, op, t.compute);
+    if (!options_.spans)
+      return;
     std::string name = op.name().str();
     if (op.numResults() > 0)
       name += " %" + op.result(0)->name();
@@ -157,24 +228,28 @@ private:
   }
 
   // A ring all-reduce: it starts when every rank produced the bucket's last gradient and the
-  // stream finished the bucket before; each rank sends 2(N−1)/N of it to the next rank.
+  // stream finished the bucket before; each rank sends 2(N−1)/N of it to the next rank, in
+  // 2(N−1) steps. The profile's latency was fitted on two ranks (2 steps): N ranks take N−1
+  // times that.
   void allReduce(const ir::Op &op) {
     const size_t n = timelines_.size();
     double begin = 0;
     for (const Timeline &t : timelines_)
       begin = std::max({begin, t.communicate, readyOf(t, op)});
     const double ring = ringAllReduceBytes(bucketBytes(op), static_cast<int64_t>(n));
-    // The ring moves at its slowest pair: a link between hosts, or the profile's loopback rate.
+    // The ring moves at its slowest pair: a link between hosts, NVLink between two GPUs of one
+    // host, or the profile's loopback rate.
     double perByte = 0;
     for (size_t r = 0; n > 1 && r < n; ++r) {
-      const int from = hostOf_[workers_[r]], to = hostOf_[workers_[(r + 1) % n]];
+      const size_t next = (r + 1) % n;
+      const int from = hostOf_[workers_[r]], to = hostOf_[workers_[next]];
       const double bandwidth = linkBandwidth(from, to);
       if (bandwidth > 0)
-        begin = std::max({begin, links_[from].outFree, links_[to].inFree});
-      perByte =
-          std::max(perByte, bandwidth > 0 ? 1 / bandwidth : profile_.allReduce.secondsPerByte);
+        begin = std::max({begin, links_[from].out.end(), links_[to].in.end()});
+      perByte = std::max(perByte, ringSecondsPerByte(r, next));
     }
-    const double seconds = n < 2 ? 0 : profile_.allReduce.latency + ring * perByte;
+    const double seconds =
+        n < 2 ? 0 : profile_.allReduce.latency * static_cast<double>(n - 1) + ring * perByte;
     for (size_t r = 0; n > 1 && r < n; ++r) {
       const int from = hostOf_[workers_[r]], to = hostOf_[workers_[(r + 1) % n]];
       if (from != to)
@@ -194,6 +269,16 @@ private:
     }
   }
 
+  // Seconds per byte of the ring's hop from worker `r` to worker `next`.
+  double ringSecondsPerByte(size_t r, size_t next) const {
+    const int from = hostOf_.at(workers_[r]), to = hostOf_.at(workers_[next]);
+    if (const double bandwidth = linkBandwidth(from, to); bandwidth > 0)
+      return 1 / bandwidth;
+    if (from == to && gpuWorker_[r] && gpuWorker_[next] && profile_.gpu.nvlinkBytesPerSecond > 0)
+      return 1 / profile_.gpu.nvlinkBytesPerSecond;
+    return profile_.allReduce.secondsPerByte;
+  }
+
   // Bytes per second between two hosts' tasks on their links; 0 when the profile's loopback
   // figures apply (one host, or a loopback or unknown link).
   double linkBandwidth(int from, int to) const {
@@ -202,8 +287,11 @@ private:
     const double a = links_[from].bytesPerSecond, b = links_[to].bytesPerSecond;
     return a > 0 && b > 0 ? std::min(a, b) : 0;
   }
-  // Takes `bytes` from host `from` to host `to` from `begin`: queued behind their links' earlier
-  // transfers. Returns when it can start.
+  // Takes `bytes` from host `from` to host `to` from `begin`: it leaves in the sender's outgoing
+  // direction's free time, and is taken in in the receiver's incoming direction's free time from
+  // then. The two directions are apart: holding a sender's direction until the receiver's is
+  // free would chain every host's link to every other's. Returns when it starts, as seen from its
+  // arrival (arrival − its time on the wire).
   double useLink(int from, int to, double begin, double bytes) {
     const double bandwidth = linkBandwidth(from, to);
     Link &out = links_[from], &in = links_[to];
@@ -211,11 +299,12 @@ private:
     in.prediction.bytesIn += bytes;
     if (bandwidth <= 0)
       return begin;
-    begin = std::max({begin, out.outFree, in.inFree});
-    out.outFree = in.inFree = begin + bytes / bandwidth;
-    out.prediction.busySeconds += bytes / bandwidth;
-    in.prediction.busySeconds += bytes / bandwidth;
-    return begin;
+    const double seconds = bytes / bandwidth;
+    const double sent = out.out.fill(begin, seconds);
+    const double arrived = std::max(sent, in.in.fill(sent - seconds, seconds));
+    out.prediction.busySeconds += seconds;
+    in.prediction.busySeconds += seconds;
+    return arrived - seconds;
   }
   // One message of `bytes` from task `from` to task `to`, sent at `begin`; returns its arrival.
   double message(const std::string &from, const std::string &to, double begin, double bytes) {
@@ -343,16 +432,22 @@ private:
 
   void span(const std::string &task, const char *track, std::string name, const char *category,
             double begin, double end, double bytes = 0) {
-    spans_.push_back({task, track, std::move(name), category, begin, end, bytes});
+    if (options_.spans)
+      spans_.push_back({task, track, std::move(name), category, begin, end, bytes});
   }
 
   const Plan &plan_;
   const ir::Module &worker_;
   const CostProfile &profile_;
+  const SimulateOptions options_;
+  std::unordered_map<const ir::Value *, int> valueSlots_; // every op result's slot
+  std::vector<int> operandSlots_; // the slots of the op being replayed's computed operands
+  int resultSlot_ = 0;            // its first result's (the others follow)
   llvm::StringMap<const Variable *> variables_;
   std::map<std::string, int> hostOf_;
   std::map<std::string, TableEstimate> rowsOf_;
   std::vector<std::string> workers_, servers_;
+  std::vector<bool> gpuWorker_; // by worker index
   std::vector<Link> links_;
   std::vector<Timeline> timelines_;
   std::vector<TaskPrediction> serverPredictions_;
@@ -364,21 +459,23 @@ private:
 } // namespace
 
 llvm::Expected<Prediction> simulateStep(const Plan &plan, const ir::Module &worker,
-                                        const CostProfile &profile) {
+                                        const CostProfile &profile,
+                                        const SimulateOptions &options) {
   if (plan.run().global_batch() <= 0)
     return ir::makeError(ir::ErrorCode::Invalid,
                          "the plan has no global batch: partition it with --batch");
-  return StepSimulator(plan, worker, profile).run();
+  return StepSimulator(plan, worker, profile, options).run();
 }
 
-llvm::Expected<Prediction> simulateStep(const Plan &plan, const CostProfile &profile) {
+llvm::Expected<Prediction> simulateStep(const Plan &plan, const CostProfile &profile,
+                                        const SimulateOptions &options) {
   for (const Program &program : plan.programs()) {
     if (program.name() != "worker")
       continue;
     auto module = parseProgram(program);
     if (!module)
       return module.takeError();
-    return simulateStep(plan, **module, profile);
+    return simulateStep(plan, **module, profile, options);
   }
   return ir::makeError(ir::ErrorCode::Invalid, "the plan has no worker program");
 }

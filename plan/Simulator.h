@@ -48,11 +48,19 @@ struct Prediction {
   std::vector<SimulatedSpan> spans;
 };
 
+struct SimulateOptions {
+  // Record Prediction::spans (the predicted trace). Off, a thousand workers' step takes a
+  // fraction of the memory and time: a span per op and worker is most of both.
+  bool spans = true;
+};
+
 // Predicts a step of `plan` whose worker program is `worker` (the partitioner's module, or the
 // plan's program parsed).
 llvm::Expected<Prediction> simulateStep(const Plan &plan, const ir::Module &worker,
-                                        const CostProfile &profile);
+                                        const CostProfile &profile,
+                                        const SimulateOptions &options = SimulateOptions());
 // The same, parsing the plan's programs.
-llvm::Expected<Prediction> simulateStep(const Plan &plan, const CostProfile &profile);
+llvm::Expected<Prediction> simulateStep(const Plan &plan, const CostProfile &profile,
+                                        const SimulateOptions &options = SimulateOptions());
 
 } // namespace prism::plan

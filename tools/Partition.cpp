@@ -18,13 +18,15 @@ void CompileArgs::addOptions(CLI::App &cmd, bool runOptions, bool clusterRequire
                  "Cluster file (YAML, JSON, resource_info) or local:N[,ps=M][,devices=D]")
       ->required(clusterRequired);
   cmd.add_option("--strategy", strategy,
-                 "hybrid (sparse to PS, dense all-reduced), allreduce, or ps")
+                 "auto (per variable, from predicted step times), hybrid (sparse to PS, dense "
+                 "all-reduced), allreduce, or ps")
       ->capture_default_str();
   cmd.add_option("--replication", replication, "between-graph (a task per device) or in-graph")
       ->capture_default_str();
   cmd.add_option("--partitions", partitions,
-                 "Row ranges per PS table (0: by size), or search: time a few steps of each "
-                 "count of --search-partitions in the job and train with the fastest")
+                 "Row ranges per PS table: auto (from predicted step times), a count (0: by "
+                 "size), or search: time a few steps of each count of --search-partitions in "
+                 "the job and train with the fastest")
       ->capture_default_str();
   cmd.add_option("--search-partitions", searchPartitions,
                  "With --partitions search: the counts to time, e.g. 1,2,4 (default 1,2,4,8 up "
@@ -32,8 +34,14 @@ void CompileArgs::addOptions(CLI::App &cmd, bool runOptions, bool clusterRequire
   cmd.add_option("--search-steps", searchSteps,
                  "With --partitions search: timed steps per count, after 2 warm-up steps")
       ->capture_default_str();
-  cmd.add_option("--bucket-mb", options.routing.bucketMb, "All-reduce fusion bucket size in MiB")
+  cmd.add_option("--bucket-mb", bucketMb,
+                 "All-reduce fusion bucket size in MiB, or auto (from predicted step times)")
       ->capture_default_str();
+  cmd.add_flag("--explain", explain,
+               "Print each automatic choice with the predicted step of its alternatives");
+  cmd.add_option("--profile", profile,
+                 "Cost profile (`prism calibrate`) the automatic choices predict with; default: "
+                 "this machine's cached one, else the built-in one");
   cmd.add_option("--partition-threshold-mb", options.placement.partitionThresholdMb,
                  "Split PS tables larger than this over the PS tasks")
       ->capture_default_str();
@@ -89,21 +97,54 @@ cluster::Replication CompileArgs::replicationKind() const {
              : cluster::Replication::BetweenGraph;
 }
 
+namespace {
+
+// "auto" (sets `automatic`), or what `parse` makes of the text.
+template <class T, class Parse>
+llvm::Error parseAutomatic(const std::string &text, bool &automatic, T &value, Parse parse) {
+  automatic = text == "auto";
+  if (automatic)
+    return llvm::Error::success();
+  auto parsed = parse(text);
+  if (!parsed)
+    return parsed.takeError();
+  value = *parsed;
+  return llvm::Error::success();
+}
+
+llvm::Expected<double> parseSize(llvm::StringRef option, const std::string &text) {
+  double value = 0;
+  if (llvm::StringRef(text).getAsDouble(value) || !(value > 0))
+    return ir::makeError("option " + option + ": expected auto or a positive size, got '" + text +
+                         "'");
+  return value;
+}
+
+} // namespace
+
 llvm::Expected<plan::PartitionOptions> CompileArgs::toOptions() const {
   plan::PartitionOptions checked = options;
-  auto parsedStrategy = passes::parseStrategy(strategy);
-  if (!parsedStrategy)
-    return parsedStrategy.takeError();
-  checked.placement.strategy = *parsedStrategy;
+  if (auto e = parseAutomatic(strategy, checked.automatic.strategy, checked.placement.strategy,
+                              [](const std::string &text) -> llvm::Expected<passes::Strategy> {
+                                auto parsed = passes::parseStrategy(text);
+                                if (parsed)
+                                  return parsed;
+                                llvm::consumeError(parsed.takeError());
+                                return ir::makeError("option --strategy: expected auto, hybrid, "
+                                                     "allreduce or ps, got '" +
+                                                     text + "'");
+                              }))
+    return std::move(e);
+  if (auto e = partitionCount(checked))
+    return std::move(e);
+  if (auto e =
+          parseAutomatic(bucketMb, checked.automatic.bucketMb, checked.routing.bucketMb,
+                         [](const std::string &text) { return parseSize("--bucket-mb", text); }))
+    return std::move(e);
   if (replication != cluster::replicationName(cluster::Replication::BetweenGraph) &&
       replication != cluster::replicationName(cluster::Replication::InGraph))
     return ir::makeError("option --replication: expected between-graph or in-graph, got '" +
                          replication + "'");
-  if (auto e = partitionCount(checked))
-    return std::move(e);
-  if (!(options.routing.bucketMb > 0))
-    return ir::makeError("option --bucket-mb: expected a positive size, got " +
-                         std::to_string(options.routing.bucketMb));
   if (!(options.placement.partitionThresholdMb > 0))
     return ir::makeError("option --partition-threshold-mb: expected a positive size, got " +
                          std::to_string(options.placement.partitionThresholdMb));
@@ -140,6 +181,13 @@ llvm::Expected<plan::PartitionOptions> CompileArgs::toOptions() const {
   if (!synchronization)
     return synchronization.takeError();
   checked.synchronization = *synchronization;
+  if (!profile.empty()) {
+    auto read = plan::readProfile(profile);
+    if (!read)
+      return ir::withContext(read.takeError(), "option --profile");
+    checked.profile = std::make_shared<const plan::CostProfile>(std::move(*read));
+    checked.profileSource = profile;
+  }
   auto parsedElastic = plan::parseElasticRange(elastic);
   if (!parsedElastic)
     return parsedElastic.takeError();
@@ -156,13 +204,16 @@ llvm::Expected<api::CompileOptions> CompileArgs::toApiOptions() const {
   result.cluster = cluster;
   result.strategy = strategy;
   result.replication = replication;
-  result.partitions = checked->placement.partitions;
+  if (!checked->automatic.partitions)
+    result.partitions = checked->placement.partitions;
+  if (!checked->automatic.bucketMb)
+    result.bucketMb = checked->routing.bucketMb;
+  result.profile = profile;
   if (checked->partitionSearch) {
     result.partitionSearch = true;
     result.searchPartitions = checked->partitionSearch->candidates;
     result.searchSteps = checked->partitionSearch->timedSteps;
   }
-  result.bucketMb = checked->routing.bucketMb;
   result.partitionThresholdMb = checked->placement.partitionThresholdMb;
   result.batch = checked->globalBatch;
   result.steps = checked->steps;
@@ -203,7 +254,9 @@ llvm::Error CompileArgs::partitionCount(plan::PartitionOptions &checked) const {
   auto parsed = plan::parsePartitions(partitions);
   if (!parsed)
     return parsed.takeError();
-  checked.placement.partitions = parsed->count;
+  checked.automatic.partitions = parsed->automatic;
+  if (!parsed->automatic)
+    checked.placement.partitions = parsed->count;
   if (!parsed->search) {
     if (!searchPartitions.empty())
       return ir::makeError("option --search-partitions: it needs --partitions search, got "

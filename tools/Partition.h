@@ -14,7 +14,12 @@ namespace prism::tools {
 
 struct CompileArgs {
   std::string cluster;
-  std::string strategy = passes::strategyName(passes::PlaceVariablesOptions().strategy).str();
+  // auto, or a strategy; --partitions: auto, a count or search; --bucket-mb: auto or a size.
+  std::string strategy = "auto";
+  std::string partitions = "auto";
+  std::string bucketMb = "auto";
+  bool explain = false; // --explain: print the automatic choices and their alternatives
+  std::string profile;  // --profile: the cost profile the choices predict with; empty: cached
   std::string replication = cluster::replicationName(cluster::Replication::BetweenGraph).str();
   bool noFuse = false;
   std::string precision = ir::precisionName(ir::ComputePrecision::F32).str();
@@ -25,9 +30,7 @@ struct CompileArgs {
   int64_t maxStaleness = 0, backupWorkers = 0;
   CLI::Option *maxStalenessOption = nullptr; // given or not: unset means unbounded
   std::string elastic;                       // --elastic MIN:MAX; empty: not elastic
-  // --partitions N or search; with search, --search-partitions (empty: the defaults) and
-  // --search-steps.
-  std::string partitions = std::to_string(passes::PlaceVariablesOptions().partitions);
+  // With --partitions search: --search-partitions (empty: the defaults) and --search-steps.
   std::string searchPartitions;
   int64_t searchSteps = plan::PartitionSearchOptions().timedSteps;
   // The flags' values land here; the defaults are the typed options' own.
@@ -36,7 +39,7 @@ struct CompileArgs {
   // --cluster, --strategy, --replication, --partitions, --bucket-mb, --partition-threshold-mb,
   // --no-fuse, --precision, --accumulate, --lr-scale-rule, --lr-base-batch, --compress,
   // --error-feedback, --local-aggregation, --sync, --max-staleness, --backup-workers,
-  // --elastic, --search-partitions, --search-steps; with `runOptions`
+  // --elastic, --explain, --profile, --search-partitions, --search-steps; with `runOptions`
   // also --batch, --steps, --seed.
   void addOptions(CLI::App &cmd, bool runOptions = true, bool clusterRequired = true);
   cluster::Replication replicationKind() const;

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "cluster/ClusterParser.h"
+#include "plan/AutoParallel.h"
 #include "plan/Partitioner.h"
 #include "plan/PlanFile.h"
 #include "runtime/job/RowsPerStep.h"
@@ -39,19 +40,18 @@ int runPartition(const PartitionArgs &args) {
   auto cluster = cluster::loadCluster(args.compile.cluster, args.compile.replicationKind());
   if (!cluster)
     return reportError(cluster.takeError());
-  auto result = plan::partition(std::move(*model), *cluster, *options);
+  auto result = runtime::job::partitionWithData(std::move(*model), *cluster, *options, args.data);
   if (!result)
     return reportError(result.takeError());
   plan::Plan &plan = result->plan;
-  if (!args.data.empty() && !args.rowsPerStep)
-    if (auto sampled = runtime::job::estimateRowsFromData(plan, args.data); !sampled)
-      return reportError(sampled.takeError());
   if (args.stats)
     printPartitionStatistics(*result, llvm::errs());
   // partition() verified the plan it made (the sampled rows change no verified field).
   if (auto e = plan::writePlan(plan, args.output, plan::PlanCheck::AlreadyVerified))
     return reportError(std::move(e));
   printPlanSummary(plan, args.output, llvm::outs());
+  if (args.compile.explain)
+    plan::printDecisions(plan, llvm::outs());
   // The programs' modules are left to the process's exit, which reclaims them at once: freeing
   // a large model's millions of objects one by one took seconds. (Held from a static, so leak
   // checkers see them reachable.)
@@ -72,7 +72,8 @@ void registerPartitionCommand(CLI::App &app) {
   cmd->add_option("--rows-per-step", args->rowsPerStep,
                   "Distinct rows a worker reads per step from each PS table (for the estimate)");
   cmd->add_option("--data", args->data,
-                  "Sample this data set to estimate the rows read per step (see prism train)");
+                  "Sample this data set for the rows read per step (the estimate and the "
+                  "automatic choices; see prism train)");
   cmd->add_flag("--stats", args->stats, "Print each pass's statistics on stderr");
   cmd->callback([args]() {
     int status = runPartition(*args);

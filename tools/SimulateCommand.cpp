@@ -1,5 +1,6 @@
 // `prism simulate PLAN|MODEL [--profile P] [--trace-out FILE]`: a plan's predicted step from a
-// cost profile (plan/Simulator.h; docs/simulate.md).
+// cost profile (plan/Simulator.h; docs/simulate.md); with `--scale`, a model's steps on growing
+// clusters of GPU hosts (tools/SimulateScale.h).
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -8,6 +9,7 @@
 
 #include "cluster/ClusterParser.h"
 #include "ir/Diagnostic.h"
+#include "plan/AutoParallel.h"
 #include "plan/CostProfile.h"
 #include "plan/Partitioner.h"
 #include "plan/PlanFile.h"
@@ -16,6 +18,7 @@
 #include "tools/Commands.h"
 #include "tools/OutputFile.h"
 #include "tools/Partition.h"
+#include "tools/SimulateScale.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
@@ -26,10 +29,10 @@ namespace {
 
 struct SimulateArgs {
   std::string file;
-  std::string profile;
   std::string traceOut;
   bool json = false;
   CompileArgs compile;
+  ScaleArgs scale;
 };
 
 bool isModelFile(llvm::StringRef path) {
@@ -62,10 +65,10 @@ llvm::Expected<plan::Plan> planOf(const SimulateArgs &args) {
 }
 
 llvm::Expected<plan::CostProfile> profileOf(const SimulateArgs &args, std::string &source) {
-  if (args.profile.empty())
+  if (args.compile.profile.empty())
     return plan::cachedOrDefaultProfile(source);
-  source = args.profile;
-  return plan::readProfile(args.profile);
+  source = args.compile.profile;
+  return plan::readProfile(args.compile.profile);
 }
 
 // The predicted step as the measured traces write it: a file per task (runtime/exec/Trace.h),
@@ -147,6 +150,18 @@ std::string toJson(const plan::Prediction &p, const std::string &source) {
 }
 
 int runSimulate(const SimulateArgs &args) {
+  if (auto e = args.scale.checkMode())
+    return reportError(std::move(e));
+  if (args.scale.enabled()) {
+    if (!isModelFile(args.file))
+      return reportError(ir::makeError("option --scale: applies to a model (.prism, .onnx), and " +
+                                       args.file + " is a plan"));
+    std::string source;
+    auto profile = profileOf(args, source);
+    if (!profile)
+      return reportError(profile.takeError());
+    return runScale(args.scale, args.file, args.compile, *profile, source, args.json);
+  }
   auto plan = planOf(args);
   if (!plan)
     return reportError(plan.takeError());
@@ -164,6 +179,8 @@ int runSimulate(const SimulateArgs &args) {
     llvm::outs() << toJson(*prediction, source);
   else
     printText(*prediction, source, llvm::outs());
+  if (args.compile.explain && !args.json)
+    plan::printDecisions(*plan, llvm::outs());
   return 0;
 }
 
@@ -175,13 +192,11 @@ void registerSimulateCommand(CLI::App &app) {
   cmd->add_option("file", args->file, "Plan file (plan.pb), or a model (.prism) to partition")
       ->required();
   args->compile.addOptions(*cmd, /*runOptions=*/true, /*clusterRequired=*/false);
-  cmd->add_option("--profile", args->profile,
-                  "Cost profile (`prism calibrate`); default: this machine's cached one, else "
-                  "the built-in one");
   cmd->add_option("--trace-out", args->traceOut,
                   "Write the predicted step as a Chrome trace (as `--trace` and `prism trace "
                   "merge` write measured ones)");
   cmd->add_flag("--json", args->json, "Print the prediction as JSON");
+  args->scale.addOptions(*cmd);
   cmd->callback([args]() {
     if (int status = runSimulate(*args))
       throw CLI::RuntimeError(status);

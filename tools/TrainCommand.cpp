@@ -4,6 +4,7 @@
 
 #include "api/Internal.h"
 #include "ir/Diagnostic.h"
+#include "plan/AutoParallel.h"
 #include "prism/Prism.h"
 #include "runtime/data/DataSpec.h"
 #include "runtime/train/Trainer.h"
@@ -42,6 +43,7 @@ int runDistributedTrain(const TrainArgs &args, const api::Model &model) {
   auto options = compile.toApiOptions();
   if (!options)
     return reportError(options.takeError());
+  options->data = args.data;
   auto plan = api::compile(model, *options);
   if (!plan.ok())
     return reportStatus(plan.status());
@@ -60,6 +62,8 @@ int runDistributedTrain(const TrainArgs &args, const api::Model &model) {
                          : "")
                  << ", seed " << args.seed << "\n";
     printPlanSummary(api::PlanAccess::plan(*plan), planPath, llvm::outs(), /*temporary=*/true);
+    if (compile.explain)
+      plan::printDecisions(api::PlanAccess::plan(*plan), llvm::outs());
     llvm::outs().flush();
   }
   RunOptionArgs run = args.run;

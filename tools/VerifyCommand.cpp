@@ -6,6 +6,7 @@
 
 #include "cluster/ClusterParser.h"
 #include "ir/Diagnostic.h"
+#include "plan/AutoParallel.h"
 #include "runtime/job/VerifyRun.h"
 #include "runtime/train/Trainer.h"
 #include "tools/Commands.h"
@@ -162,6 +163,8 @@ int runVerify(const VerifyArgs &given) {
   options.workDir = *dir;
 
   printHeader(**model, partitioned->plan, args);
+  if (args.compile.explain)
+    plan::printDecisions(partitioned->plan, llvm::outs());
   auto result = runtime::job::verifyRun(**model, partitioned->plan, options);
   if (!result)
     return reportError(result.takeError());

@@ -74,15 +74,17 @@ struct CompileOptions {
   // A cluster file (YAML, JSON, Parallax's resource_info) or `local:N[,ps=M][,devices=D]`
   // (docs/cluster.md).
   std::string cluster = "local:1";
-  std::string strategy;              // hybrid, allreduce or ps; empty: hybrid
+  // auto, hybrid, allreduce or ps; empty: auto (per variable, from predicted step times).
+  std::string strategy;
   std::string replication;           // between-graph or in-graph; empty: between-graph
-  std::optional<int64_t> partitions; // row ranges per PS table; 0: by size
+  std::optional<int64_t> partitions; // row ranges per PS table; 0: by size; unset: chosen
+  std::optional<double> bucketMb;    // all-reduce fusion bucket size; unset: chosen
   // Time a few steps of each count of row ranges in the job and train with the fastest
-  // (`--partitions search`); searchPartitions empty: 1, 2, 4, 8 up to what the plan allows.
+  // (`--partitions search`; partitions is then unused); searchPartitions empty: 1, 2, 4, 8 up to
+  // what the plan allows.
   bool partitionSearch = false;
   std::vector<int64_t> searchPartitions;
   std::optional<int64_t> searchSteps;         // timed steps per count; default 5
-  std::optional<double> bucketMb;             // all-reduce fusion bucket size
   std::optional<double> partitionThresholdMb; // split PS tables larger than this
   std::optional<int64_t> batch;               // global batch (all workers together)
   std::optional<int64_t> steps;               // steps the plan runs; 0: decided at run time
@@ -102,6 +104,12 @@ struct CompileOptions {
   std::optional<int64_t> maxStaleness;  // async: steps a worker may run ahead; unset: no bound
   std::optional<int64_t> backupWorkers; // sync: steps use the first workers - K gradients
   std::string elastic; // "MIN:MAX": elastic membership; empty: a lost worker aborts
+  // A data set (as RunOptions::data) sampled for the rows a step reads from each PS table: the
+  // estimate and the automatic choices weigh them; empty: uniform draws.
+  std::string data;
+  // The cost profile (`prism calibrate`) the automatic choices predict steps with; empty: the
+  // machine's cached one, else the built-in one.
+  std::string profile;
 };
 
 // A compiled plan: the cluster, the placement of every variable, each task's program. Copies
@@ -116,7 +124,7 @@ public:
   std::string path() const;
 
   const std::string &model() const;
-  std::string strategy() const;    // hybrid, allreduce, ps
+  std::string strategy() const;    // hybrid, allreduce, ps, or auto (chosen per variable)
   std::string replication() const; // between-graph, in-graph
   int64_t globalBatch() const;
   // Task names (`worker:0`, `ps:1`, `coordinator`).

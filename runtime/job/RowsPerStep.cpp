@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 
+#include "plan/AutoParallel.h"
 #include "plan/Estimate.h"
 #include "plan/PlanTasks.h"
 #include "plan/PlanVerifier.h"
@@ -141,6 +142,35 @@ llvm::Expected<bool> estimateRowsFromData(plan::Plan &plan, llvm::StringRef data
     for (plan::TableEstimate &t : *host.mutable_tables())
       t.set_source("sampled from " + dataSpec.str());
   return true;
+}
+
+llvm::Expected<plan::PartitionResult> partitionWithData(std::unique_ptr<ir::Module> model,
+                                                        const cluster::Cluster &cluster,
+                                                        plan::PartitionOptions options,
+                                                        llvm::StringRef dataSpec) {
+  const bool given = options.rowsPerStep.has_value();
+  if (!dataSpec.empty() && !given && options.automatic.any() && plan::searchable(*model)) {
+    // The rows a worker's step reads depend on the data and the batch, not on the placement:
+    // sampled once on the hybrid plan (when it compiles; without one no table goes to PS).
+    plan::PartitionOptions probe = options;
+    probe.automatic = {};
+    probe.placement.strategy = passes::Strategy::Hybrid;
+    if (auto hybrid = plan::partition(*model, cluster, probe)) {
+      auto rows = sampleRowsPerStep(hybrid->plan, *hybrid->programs.front(), dataSpec);
+      if (!rows)
+        return rows.takeError();
+      options.rowsPerStep = *rows;
+    } else {
+      llvm::consumeError(hybrid.takeError());
+    }
+  }
+  auto result = plan::partition(std::move(model), cluster, options);
+  if (!result)
+    return result.takeError();
+  if (!dataSpec.empty() && !given)
+    if (auto sampled = estimateRowsFromData(result->plan, dataSpec); !sampled)
+      return sampled.takeError();
+  return result;
 }
 
 } // namespace prism::runtime::job

@@ -4,11 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
 
+#include "cluster/Cluster.h"
 #include "ir/Module.h"
+#include "plan/Partitioner.h"
 #include "plan/plan.pb.h"
 #include "llvm/Support/Error.h"
 
@@ -30,5 +33,13 @@ sampleRowsPerStep(const plan::Plan &plan, const ir::Module &worker, llvm::String
 // Estimates the plan again with the rows per step sampled from `dataSpec`; its tables' source
 // reads "sampled from SPEC". Whether it did: a plan whose workers pull no rows stays as it was.
 llvm::Expected<bool> estimateRowsFromData(plan::Plan &plan, llvm::StringRef dataSpec);
+
+// Partitions `model` with the rows per step sampled from `dataSpec` (unless options.rowsPerStep
+// gives them): the automatic choices weigh a hybrid plan's sampled rows, and the plan's estimate
+// is made from its own (estimateRowsFromData). An empty `dataSpec` partitions as given.
+llvm::Expected<plan::PartitionResult> partitionWithData(std::unique_ptr<ir::Module> model,
+                                                        const cluster::Cluster &cluster,
+                                                        plan::PartitionOptions options,
+                                                        llvm::StringRef dataSpec);
 
 } // namespace prism::runtime::job

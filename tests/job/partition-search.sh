@@ -10,9 +10,9 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 source "$source_dir/tests/job/expect-error.sh"
 emb="$source_dir/models/embedding_classifier.prism"
 data=zipf:100000,tokens=20,classes=10
-expect_error "option --partitions: expected 0 or more row ranges per PS table (0: by size), or search, got 'serch'" \
+expect_error "option --partitions: expected auto, search, or 0 or more row ranges per PS table (0: by size), got 'serch'" \
   "$prism" partition "$emb" --cluster local:2,ps=2 --partitions serch -o "$work/x.pb"
-expect_error "option --search-partitions: it needs --partitions search, got --partitions 0" \
+expect_error "option --search-partitions: it needs --partitions search, got --partitions auto" \
   "$prism" partition "$emb" --cluster local:2,ps=2 --search-partitions 1,2 -o "$work/x.pb"
 expect_error "option --search-partitions: expected partition counts of at least 1" \
   "$prism" partition "$emb" --cluster local:2,ps=2 --partitions search --search-partitions 1,x \

@@ -27,12 +27,17 @@ TEST(PartitionSearch, ParsesPartitionsAsACountOrSearch) {
   auto search = parsePartitions("search");
   ASSERT_TRUE(static_cast<bool>(search));
   EXPECT_TRUE(search->search);
+  auto automatic = parsePartitions("auto");
+  ASSERT_TRUE(static_cast<bool>(automatic));
+  EXPECT_TRUE(automatic->automatic);
+  EXPECT_FALSE(automatic->search);
   auto four = parsePartitions("4");
   ASSERT_TRUE(static_cast<bool>(four));
   EXPECT_FALSE(four->search);
   EXPECT_EQ(four->count, 4);
   for (const char *bad : {"-1", "serch", "", "2x"})
-    EXPECT_NE(errorOf(parsePartitions(bad)).find("option --partitions: expected 0 or more"),
+    EXPECT_NE(errorOf(parsePartitions(bad))
+                  .find("option --partitions: expected auto, search, or 0 or more row ranges"),
               std::string::npos)
         << bad;
 }

@@ -163,6 +163,109 @@ TEST(Simulator, ASlowerLinkDelaysTheBucket) {
   EXPECT_NEAR(p.links[0].busySeconds, 4 * kMs, 1e-12); // 2 ms out and 2 ms in
 }
 
+// `hosts` hosts (10.0.0.1, ...) of `gpus` GPU workers each, links at `bitsPerSecond`, the
+// bucket of makePlan's all-reduce plan.
+Plan makeGpuPlan(int hosts, int gpus, uint64_t bitsPerSecond) {
+  Plan plan = makePlan(hosts, 0, bitsPerSecond);
+  plan.mutable_run()->set_global_batch(8 * hosts * gpus);
+  plan.mutable_cluster()->clear_tasks();
+  for (int w = 0; w < hosts * gpus; ++w) {
+    Task *t = plan.mutable_cluster()->add_tasks();
+    t->set_name("worker:" + std::to_string(w));
+    t->set_role("worker");
+    t->set_index(w);
+    t->set_host(w / gpus);
+    t->add_devices("gpu:" + std::to_string(w % gpus));
+  }
+  return plan;
+}
+
+// A GPU of 0.5 ms kernels and NVLink at 64 bytes per ms, hosts' links at 8 bytes per ms.
+CostProfile gpuProfile() {
+  CostProfile p = syntheticProfile();
+  p.gpu.name = "test gpu";
+  p.gpu.defaultKernel = {0.5 * kMs, 0, 0};
+  p.gpu.nvlinkBytesPerSecond = 64 / kMs;
+  return p;
+}
+
+Prediction simulateGpu(const Plan &plan, const ir::Module &worker, int cores = 0) {
+  CostProfile profile = gpuProfile();
+  profile.cores = cores;
+  auto p = simulateStep(plan, worker, profile);
+  EXPECT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+  return std::move(*p);
+}
+
+// GPU workers run their kernels at the GPU's figures (matmul 0–0.5 ms, softmax_cross_entropy
+// 0.5–1, not 2 and 1 ms), and two of them on one single-core host do not share its core.
+TEST(Simulator, GpuWorkersUseTheGpuKernels) {
+  auto worker = program("  %logits = matmul(x, w) : f32[B, 2]\n"
+                        "  %loss = softmax_cross_entropy(%logits, y) : f32[]\n");
+  Prediction p = simulateGpu(makeGpuPlan(1, 2, 0), *worker, /*cores=*/1);
+  EXPECT_NEAR(p.stepSeconds, 1 * kMs, 1e-12);
+  EXPECT_NEAR(task(p, "worker:1").computeSeconds, 1 * kMs, 1e-12);
+}
+
+// 2 hosts × 2 GPUs: the ring worker:0 → 1 (NVLink) → 2 (link) → 3 (NVLink) → 0 (link). Each rank
+// sends 2(4−1)/4 × 32 = 48 bytes: 6 ms at the links' 8 bytes per ms (the slowest hop), after a
+// latency of 3 steps' pairs (1 ms × (4−1)). The bucket starts at 1 ms (two 0.5 ms matmuls) and
+// ends at 10; the relu of the mean runs 10–10.5. On one host of 4 GPUs every hop is NVLink: 48
+// bytes at 64 per ms, 0.75 ms, so the bucket ends at 4.75 and the step at 5.25.
+TEST(Simulator, RingHopsOnOneHostUseNvlinkAndBetweenHostsTheLink) {
+  auto worker = program(kOverlapped);
+  Prediction two = simulateGpu(makeGpuPlan(2, 2, 64000), *worker);
+  EXPECT_NEAR(two.stepSeconds, 10.5 * kMs, 1e-12);
+  EXPECT_NEAR(task(two, "worker:3").communicationSeconds, 9 * kMs, 1e-12);
+  EXPECT_EQ(task(two, "worker:3").bytesSent, 48);
+  ASSERT_EQ(two.links.size(), 2u);
+  EXPECT_EQ(two.links[0].bytesOut, 48); // worker:1 → worker:2 leaves h0
+  EXPECT_EQ(two.links[0].bytesIn, 48);  // worker:3 → worker:0 arrives
+  EXPECT_NEAR(two.links[0].busySeconds, 12 * kMs, 1e-12);
+  Prediction one = simulateGpu(makeGpuPlan(1, 4, 64000), *worker);
+  EXPECT_NEAR(one.stepSeconds, 5.25 * kMs, 1e-12);
+  EXPECT_NEAR(one.links[0].busySeconds, 0, 1e-12);
+}
+
+// Four CPU workers on loopback: the ring's latency is 3 × 1 ms, its 48 bytes take 1.5 ms at the
+// profile's 32 bytes per ms: the bucket runs 4–8.5 after the two 2 ms matmuls, the relu 8.5–9.5.
+TEST(Simulator, RingLatencyGrowsWithTheRanks) {
+  auto worker = program(kOverlapped);
+  Prediction p = simulate(makePlan(4, 0), *worker);
+  EXPECT_NEAR(p.stepSeconds, 9.5 * kMs, 1e-12);
+}
+
+// A link's direction takes a transfer in its first free time, not behind the ones placed before
+// it in replay order. Workers 0 and 1 share one single-core machine (hosts h0 and h1 on
+// 10.0.0.1) and run at half speed; worker 2 (10.0.0.3) alone; the server on h3. Links at 32
+// bytes per ms. relu ends at 2 ms for workers 0 and 1, at 1 for worker 2; each pull's answer
+// (32 bytes, 1 ms on the wire) leaves the server's host after the 1 ms call latency: worker 0's
+// at 3–4, worker 1's behind it at 4–5, and worker 2's, replayed last but offered at 2, in the
+// gap before them, 2–3: its pull takes 2 ms, not 5.
+TEST(Simulator, LinksTakeTransfersInTheirFirstFreeTime) {
+  auto worker = program("  %h = relu(x) : f32[B, 4]\n"
+                        "  %w.pulled = ps_pull(w) : f32[4, 2]\n"
+                        "  %logits = matmul(%h, %w.pulled) : f32[B, 2]\n");
+  Plan plan = makePlan(3, 1, 256000);
+  plan.mutable_cluster()->mutable_hosts(1)->set_address("10.0.0.1");
+  Host *server = plan.mutable_cluster()->add_hosts();
+  server->set_name("h3");
+  server->set_address("10.0.0.4");
+  server->set_bandwidth_bits_per_sec(256000);
+  for (Task &t : *plan.mutable_cluster()->mutable_tasks())
+    if (t.role() == "ps")
+      t.set_host(3);
+  CostProfile profile = syntheticProfile();
+  profile.cores = 1;
+  auto p = simulateStep(plan, *worker, profile);
+  ASSERT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+  EXPECT_NEAR(task(*p, "worker:0").communicationSeconds, 2 * kMs, 1e-12);
+  EXPECT_NEAR(task(*p, "worker:1").communicationSeconds, 3 * kMs, 1e-12);
+  EXPECT_NEAR(task(*p, "worker:2").communicationSeconds, 2 * kMs, 1e-12);
+  // Worker 1's matmul, 4 ms at half speed, runs 5–9.
+  EXPECT_NEAR(p->stepSeconds, 9 * kMs, 1e-12);
+}
+
 // The pull: 1 ms latency, no bytes out, 32 bytes back in 1 ms (0–2); matmuls 2–4 and 4–6; the
 // push at the end: 1 ms + 32 bytes in 1 ms (6–8); the server's update 0.5 + 0.5 ms (8–9).
 TEST(Simulator, PsPullAndPushAreCallsAndTheUpdateFollows) {
@@ -226,6 +329,26 @@ TEST(CostProfile, RoundTripsThroughJson) {
   EXPECT_EQ(read->cores, 16);
 }
 
+// A profile's "gpu" section replaces the nominal GPU, and is written back; without it the
+// nominal one stays (and is not written).
+TEST(CostProfile, GpuSectionRoundTrips) {
+  CostProfile p = syntheticProfile();
+  EXPECT_EQ(p.gpu.name, nominalGpu().name);
+  EXPECT_EQ(profileToJson(p).find("\"gpu\""), std::string::npos);
+  auto read = parseProfile(profileToJson(p), "p.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->gpu.nvlinkBytesPerSecond, 450e9);
+  EXPECT_EQ(read->gpu.kernel("matmul").flopsPerSecond, 67e12);
+  p = gpuProfile();
+  p.gpu.kernels["conv2d"] = {1 * kMs, 1e12, 0};
+  read = parseProfile(profileToJson(p), "p.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->gpu.name, "test gpu");
+  EXPECT_EQ(read->gpu.kernel("relu").latency, 0.5 * kMs);
+  EXPECT_EQ(read->gpu.kernel("conv2d").flopsPerSecond, 1e12);
+  EXPECT_EQ(read->gpu.nvlinkBytesPerSecond, 64 / kMs);
+}
+
 std::string errorOf(const std::string &text) {
   auto read = parseProfile(text, "bad.json");
   return read ? std::string("no error") : llvm::toString(read.takeError());
@@ -254,6 +377,13 @@ TEST(CostProfile, ErrorsNameTheFileAndTheField) {
   EXPECT_NE(e.find("'machine.threads'"), std::string::npos) << e;
   e = errorOf(replaced("\"cores\": 0", "\"cores\": -2"));
   EXPECT_NE(e.find("'machine.cores'"), std::string::npos) << e;
+  std::string gpu = profileToJson(gpuProfile());
+  const std::string nvlink = "\"nvlink_bytes_per_second\"";
+  size_t at = gpu.find(nvlink);
+  ASSERT_NE(at, std::string::npos);
+  e = errorOf(gpu.replace(at, nvlink.size(), "\"nvlink\""));
+  EXPECT_NE(e.find("bad.json: field 'gpu.nvlink_bytes_per_second': missing"), std::string::npos)
+      << e;
   EXPECT_NE(errorOf("{"), "no error");
 }
 
