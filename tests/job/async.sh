@@ -20,12 +20,21 @@ expect_error "option --max-staleness -1: expected a number of steps, 0 or more" 
 expect_error "option --sync async: no trained variable is on a parameter server (--strategy allreduce all-reduces every one" \
   "$prism" partition "$mlp" --cluster local:2,ps=1 --sync async --strategy allreduce -o "$work/x.pb"
 expect_error "option --sync async: no trained variable is on a parameter server (--strategy hybrid" \
-  "$prism" partition "$mlp" --cluster local:2,ps=1 --sync async -o "$work/x.pb"
+  "$prism" partition "$mlp" --cluster local:2,ps=1 --sync async --strategy hybrid -o "$work/x.pb"
 expect_error "--sync async changes how the workers of a job wait for each other: it needs --cluster" \
   "$prism" train "$mlp" --sync async --steps 1
 expect_error "prism verify checks that a plan trains exactly like one device, and --sync async" \
   "$prism" verify "$mlp" --cluster local:2,ps=1 --strategy ps --sync async
 [ ! -e "$work/x.pb" ]
+# The automatic strategy weighs only what compiles: hybrid and allreduce are refused (nothing for
+# the servers to apply on arrival), so some variable goes to the parameter server.
+"$prism" partition "$mlp" --cluster local:2,ps=1 --sync async --explain -o "$work/auto.pb" \
+  >"$work/auto.out"
+grep -q "allreduce  *refused: option --sync async: no trained variable" "$work/auto.out"
+"$prism" dump "$work/auto.pb" --format json | python3 -c '
+import json, sys
+plan = json.load(sys.stdin)
+assert any(v["placement"]["type"] == "ps" for v in plan["variables"] if v["trainable"]), plan'
 
 "$prism" partition "$mlp" --cluster local:3,ps=1 --strategy ps --batch 96 --sync async \
   --max-staleness 2 -o "$work/bounded.pb" >/dev/null

@@ -39,8 +39,14 @@ grep -q "equal to single-device training within 0.0001" <<<"$out"
 
 # Parameter servers would each need every task's verdict on the step: refused, with the way out.
 if out=$("$prism" verify "$source_dir/models/embedding_classifier.prism" --cluster local:2,ps=1 \
-  --data zipf:1000,tokens=20,classes=10 --precision fp16 --steps 2 2>&1); then
+  --strategy hybrid --data zipf:1000,tokens=20,classes=10 --precision fp16 --steps 2 2>&1); then
   echo "fp16 with a PS-held table was accepted"; exit 1
 fi
 echo "$out"
 grep -q "loss scaling, which --precision fp16 adds, need --strategy allreduce" <<<"$out"
+# The automatic strategy (the default) sees hybrid and ps refused for the same reason and
+# all-reduces the table.
+"$prism" partition "$source_dir/models/embedding_classifier.prism" --cluster local:2,ps=1 \
+  --precision fp16 --explain -o "$work/auto.pb" >"$work/auto.out"
+grep -q "strategy: allreduce" "$work/auto.out"
+grep -q "hybrid  *refused: .*need --strategy allreduce" "$work/auto.out"

@@ -99,7 +99,7 @@ TEST(PlanVerifier, EveryCorruptionIsNamed) {
       {"accumulate", [](Plan &p) { p.mutable_run()->set_accumulate(1000); },
        "run.accumulate: 1000 micro-batches per step need a global batch of at least"},
       {"strategy", [](Plan &p) { p.set_strategy("gossip"); },
-       "strategy: expected hybrid, allreduce or ps, got 'gossip'"},
+       "strategy: expected hybrid, allreduce, ps or auto, got 'gossip'"},
       {"duplicate task",
        [](Plan &p) { p.mutable_cluster()->mutable_tasks(2)->set_name("worker:0"); },
        "cluster.tasks[2].name: 'worker:0' does not match role worker and index 1"},
