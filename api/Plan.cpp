@@ -1,4 +1,6 @@
 // Plans: compiling a model for a cluster, plan files, and what a plan says.
+#include <algorithm>
+
 #include "api/Internal.h"
 #include "cluster/ClusterParser.h"
 #include "ir/Diagnostic.h"
@@ -56,6 +58,30 @@ llvm::Error communicationOptions(const CompileOptions &options, plan::PartitionO
   return llvm::Error::success();
 }
 
+// partitionSearch, searchPartitions and searchSteps.
+llvm::Error partitionSearchOptions(const CompileOptions &options, plan::PartitionOptions &result) {
+  if (!options.partitionSearch) {
+    if (!options.searchPartitions.empty() || options.searchSteps)
+      return badOption("searchPartitions", "partitionSearch set", "it unset");
+    return llvm::Error::success();
+  }
+  plan::PartitionSearchOptions search;
+  for (int64_t count : options.searchPartitions)
+    if (count < 1)
+      return badOption("searchPartitions", "counts of at least 1", std::to_string(count));
+  search.candidates = options.searchPartitions;
+  std::sort(search.candidates.begin(), search.candidates.end());
+  search.candidates.erase(std::unique(search.candidates.begin(), search.candidates.end()),
+                          search.candidates.end());
+  if (options.searchSteps) {
+    if (*options.searchSteps < 1)
+      return badOption("searchSteps", "at least 1", std::to_string(*options.searchSteps));
+    search.timedSteps = *options.searchSteps;
+  }
+  result.partitionSearch = std::move(search);
+  return llvm::Error::success();
+}
+
 // The partitioner's options: its defaults, with the fields the caller set.
 llvm::Expected<plan::PartitionOptions> partitionOptions(const CompileOptions &options) {
   plan::PartitionOptions result;
@@ -83,6 +109,8 @@ llvm::Expected<plan::PartitionOptions> partitionOptions(const CompileOptions &op
     result.profileSource = options.profile;
   }
   result.automatic.bucketMb = !options.bucketMb;
+  if (auto e = partitionSearchOptions(options, result))
+    return std::move(e);
   if (options.bucketMb) {
     if (!(*options.bucketMb > 0))
       return badOption("bucketMb", "a positive size", std::to_string(*options.bucketMb));

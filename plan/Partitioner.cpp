@@ -14,7 +14,9 @@
 #include "plan/CommunicationCost.h"
 #include "plan/ElasticRange.h"
 #include "plan/Estimate.h"
+#include "plan/PartitionSearch.h"
 #include "plan/PlanFile.h"
+#include "plan/PlanVariables.h"
 #include "plan/PlanVerifier.h"
 #include "support/Memory.h"
 #include "llvm/ADT/DenseSet.h"
@@ -531,10 +533,97 @@ llvm::Error checkSynchronizedProgram(const Module &worker, const Plan &plan,
   return llvm::Error::success();
 }
 
+// What --partitions search cannot be combined with: each candidate's steps are timed with every
+// worker in step (no elastic membership, asynchronous or backup workers), and workers push to
+// the servers themselves (local aggregation is left off unless asked for).
+llvm::Error checkPartitionSearch(const PartitionOptions &options) {
+  const std::string flag = "option --partitions search";
+  if (options.elasticMax > 0)
+    return ir::makeError(flag + " with --elastic: the candidates are timed by a fixed set of "
+                                "workers (leave out one of them)");
+  if (!options.synchronization.exact())
+    return ir::makeError(flag + " with " + synchronizationFlag(options.synchronization) +
+                         ": the candidates are timed in synchronous steps (leave out one of them)");
+  if (options.localAggregation == LocalAggregationMode::On)
+    return ir::makeError(flag + " with --local-aggregation on: the candidates are timed with each "
+                                "worker pushing to the servers (leave out one of them)");
+  if (options.partitionSearch->timedSteps < 1 || options.partitionSearch->warmupSteps < 0)
+    return ir::makeError("option --search-steps: expected at least 1 timed step, got " +
+                         std::to_string(options.partitionSearch->timedSteps));
+  return llvm::Error::success();
+}
+
+// The most row ranges a candidate may have: a server holds one range of a table, and a table
+// has no more ranges than rows. Zero (and why) when the plan has no PS table read by rows.
+std::pair<int64_t, std::string> partitionLimit(const Plan &plan, const cluster::Cluster &cluster) {
+  int64_t rows = 0;
+  for (const Variable &v : plan.variables())
+    if (v.trainable() && onParameterServers(v) && (v.kind() == "sparse" || v.kind() == "mixed") &&
+        !v.shape().empty())
+      rows = std::max(rows, v.shape(0));
+  const int64_t servers = cluster.numParameterServers();
+  if (rows == 0)
+    return {0, ""};
+  if (servers <= rows)
+    return {servers, "the cluster's " + std::to_string(servers) +
+                         " PS tasks: a parameter server holds one row range of a table"};
+  return {rows, "the largest PS table's " + std::to_string(rows) + " rows"};
+}
+
+// --partitions search: a plan per candidate count; the first one's is the plan's own, and each
+// one's PS shards and programs are a candidate (plan/PartitionSearch.h).
+llvm::Expected<PartitionResult> partitionWithSearch(const Module &model,
+                                                    const cluster::Cluster &cluster,
+                                                    const PartitionOptions &requested) {
+  if (auto e = checkPartitionSearch(requested))
+    return std::move(e);
+  PartitionOptions options = requested;
+  options.partitionSearch.reset();
+  // The candidates differ in the count alone: --strategy auto and --bucket-mb auto take their
+  // fixed defaults (which a prediction per candidate could change).
+  options.automatic = {};
+  if (options.localAggregation == LocalAggregationMode::Auto)
+    options.localAggregation = LocalAggregationMode::Off;
+  if (options.jobToken.empty())
+    options.jobToken = makeJobToken(); // one token for every candidate's plan
+  options.placement.partitions = 1;
+  auto probe = partition(model, cluster, options);
+  if (!probe)
+    return probe.takeError();
+  auto [limit, reason] = partitionLimit(probe->plan, cluster);
+  if (limit == 0)
+    return ir::makeError("option --partitions search: the plan (--strategy " +
+                         probe->plan.strategy() +
+                         ") has no parameter-server table read by rows to partition");
+  auto counts = searchCandidates(*requested.partitionSearch, limit, reason);
+  if (!counts)
+    return counts.takeError();
+  std::optional<PartitionResult> result;
+  PartitionSearch search;
+  for (int64_t count : *counts) {
+    options.placement.partitions = count;
+    auto compiled = count == 1 ? std::move(probe) : partition(model, cluster, options);
+    if (!compiled)
+      return compiled.takeError();
+    if (result)
+      if (auto e = checkSameGroups(result->plan, compiled->plan, count))
+        return std::move(e);
+    addCandidate(compiled->plan, count, search);
+    if (!result)
+      result = std::move(*compiled);
+  }
+  search.set_warmup_steps(static_cast<int32_t>(requested.partitionSearch->warmupSteps));
+  search.set_timed_steps(static_cast<int32_t>(requested.partitionSearch->timedSteps));
+  *result->plan.mutable_partition_search() = std::move(search);
+  return std::move(*result);
+}
+
 } // namespace
 
 llvm::Expected<PartitionResult> partition(const ir::Module &model, const cluster::Cluster &cluster,
                                           const PartitionOptions &options) {
+  if (options.partitionSearch)
+    return partitionWithSearch(model, cluster, options);
   if (options.automatic.any())
     return partitionAutomatically(model, cluster, options);
   auto copy = model.clone();
@@ -545,6 +634,8 @@ llvm::Expected<PartitionResult> partition(const ir::Module &model, const cluster
 llvm::Expected<PartitionResult> partition(std::unique_ptr<ir::Module> routed,
                                           const cluster::Cluster &cluster,
                                           const PartitionOptions &requested) {
+  if (requested.partitionSearch)
+    return partitionWithSearch(*routed, cluster, requested);
   if (requested.automatic.any())
     return partitionAutomatically(*routed, cluster, requested);
   auto synchronized = synchronizedOptions(requested, cluster);

@@ -14,6 +14,7 @@
 #include "plan/CostProfile.h"
 #include "plan/LearningRateScaling.h"
 #include "plan/LocalAggregation.h"
+#include "plan/PartitionSearch.h"
 #include "plan/Pipeline.h"
 #include "plan/Synchronization.h"
 #include "plan/plan.pb.h"
@@ -60,6 +61,9 @@ struct PartitionOptions {
   AutomaticChoices automatic;
   std::shared_ptr<const CostProfile> profile;
   std::string profileSource; // where `profile` came from, for the plan's decisions
+  // --partitions search: the plan carries a candidate per partition count, and the job times
+  // them before training with the fastest (placement.partitions is then unused).
+  std::optional<PartitionSearchOptions> partitionSearch;
 };
 
 struct PartitionResult {

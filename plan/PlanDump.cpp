@@ -17,6 +17,7 @@
 #include "plan/AutoParallel.h"
 #include "plan/CommunicationCost.h"
 #include "plan/LocalAggregation.h"
+#include "plan/PartitionSearch.h"
 #include "plan/PlanTasks.h"
 #include "plan/PlanVariables.h"
 #include "plan/PlanVerifier.h"
@@ -441,6 +442,61 @@ std::string localAggregationLine(const Plan &plan) {
   return "aggregation per host: " + hosts + "; the leader pushes and pulls for its host";
 }
 
+// --partitions search: what the job times, and each candidate's row ranges of the tables, e.g.
+// "2 partitions: emb ps:0 rows 0..50000 ps:1 rows 50000..100000".
+std::vector<std::string> partitionSearchLines(const Plan &plan) {
+  if (!plan.has_partition_search())
+    return {};
+  const PartitionSearch &search = plan.partition_search();
+  std::vector<std::string> lines = {
+      "--partitions search over " + candidateCounts(search) + ": " +
+      std::to_string(search.warmup_steps()) + " warm-up and " +
+      std::to_string(search.timed_steps()) +
+      " timed steps each, then training with the fastest; the placement below is " +
+      (search.candidates().empty() ? "?" : std::to_string(search.candidates(0).partitions())) +
+      "'s"};
+  for (const PartitionCandidate &candidate : search.candidates()) {
+    std::string line =
+        count(static_cast<int>(candidate.partitions()), "partition", "partitions") + ":";
+    for (const CandidateShards &v : candidate.variables()) {
+      const Variable *variable = nullptr;
+      for (const Variable &p : plan.variables())
+        if (p.name() == v.variable())
+          variable = &p;
+      if (variable && !variable->trainable())
+        continue; // optimizer state follows its variable
+      line += " " + v.variable();
+      for (const Shard &shard : v.shards())
+        line += " " + shard.task() + " " + rowsText(shard.row_begin(), shard.row_end());
+    }
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+Json partitionSearchJson(const Plan &plan) {
+  if (!plan.has_partition_search())
+    return nullptr;
+  Json candidates = Json::array();
+  for (const PartitionCandidate &candidate : plan.partition_search().candidates()) {
+    Json variables = Json::array();
+    for (const CandidateShards &v : candidate.variables()) {
+      Json shards = Json::array();
+      for (const Shard &shard : v.shards())
+        shards.push_back({{"task", shard.task()}, {"rows", {shard.row_begin(), shard.row_end()}}});
+      variables.push_back({{"variable", v.variable()}, {"shards", shards}});
+    }
+    Json programs = Json::array();
+    for (const Program &program : candidate.programs())
+      programs.push_back(program.name());
+    candidates.push_back(
+        {{"partitions", candidate.partitions()}, {"variables", variables}, {"programs", programs}});
+  }
+  return {{"warmup_steps", plan.partition_search().warmup_steps()},
+          {"timed_steps", plan.partition_search().timed_steps()},
+          {"candidates", candidates}};
+}
+
 void printHeader(const Plan &plan, llvm::raw_ostream &os) {
   std::map<std::string, int> roles;
   for (const Task &t : plan.cluster().tasks())
@@ -499,6 +555,8 @@ void printHeader(const Plan &plan, llvm::raw_ostream &os) {
     header.add({"lr", lr});
   if (std::string local = localAggregationLine(plan); !local.empty())
     header.add({"local", local});
+  for (const std::string &line : partitionSearchLines(plan))
+    header.add({line.rfind("--", 0) == 0 ? "search" : "", line});
   header.print(os, "");
 }
 
@@ -818,6 +876,7 @@ std::string printJson(PlanView &view, const TaskView *only) {
             {"buckets", buckets},
             {"host_aggregation", aggregation},
             {"decisions", decisionsJson(plan)},
+            {"partition_search", partitionSearchJson(plan)},
             {"estimate",
              {{"local_batch", plan.estimate().local_batch()},
               {"micro_batch", plan.estimate().micro_batch()},

@@ -14,7 +14,9 @@ namespace prism::plan {
 // Version 3 added run.compress and run.error_feedback (an older runtime would ignore them).
 // Version 4 added host_aggregation and run.local_aggregation (local aggregation per host),
 // run.sync, run.max_staleness and run.backup_workers, run.elastic_min and run.elastic_max.
-constexpr uint32_t kPlanVersion = 4;
+// Version 5 added partition_search (--partitions search): an older runtime would train with the
+// first candidate without searching.
+constexpr uint32_t kPlanVersion = 5;
 constexpr uint32_t kOldestPlanVersion = 1;
 
 // Whether writePlan verifies the plan first: a plan partition() just made (and verified) need

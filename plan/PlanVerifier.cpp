@@ -17,6 +17,7 @@
 #include "plan/CommunicationCost.h"
 #include "plan/ElasticRange.h"
 #include "plan/LocalAggregation.h"
+#include "plan/PartitionSearch.h"
 #include "plan/PlanFile.h"
 #include "plan/PlanTasks.h"
 #include "plan/PlanVariables.h"
@@ -516,6 +517,48 @@ llvm::Error verifySynchronizedPlacement(const Plan &plan) {
   return llvm::Error::success();
 }
 
+namespace {
+
+// Each candidate of --partitions search names the plan's own PS variables and programs (in the
+// plan's order), and the plan it makes verifies.
+llvm::Error verifyPartitionSearch(const Plan &plan) {
+  const PartitionSearch &search = plan.partition_search();
+  if (search.timed_steps() < 1 || search.warmup_steps() < 0)
+    return fail("partition_search: " + std::to_string(search.warmup_steps()) + " warm-up and " +
+                std::to_string(search.timed_steps()) + " timed steps (at least 1 timed)");
+  int64_t previous = 0;
+  for (int i = 0; i < search.candidates_size(); ++i) {
+    const PartitionCandidate &candidate = search.candidates(i);
+    const std::string field = "partition_search.candidates[" + std::to_string(i) + "]";
+    if (candidate.partitions() <= previous)
+      return fail(field + ".partitions: " + std::to_string(candidate.partitions()) +
+                  " (counts ascend from 1)");
+    previous = candidate.partitions();
+    for (const CandidateShards &shards : candidate.variables()) {
+      const Variable *v = nullptr;
+      for (const Variable &p : plan.variables())
+        if (p.name() == shards.variable())
+          v = &p;
+      if (!v || !onParameterServers(*v))
+        return fail(field + ": " + quoted(shards.variable()) +
+                    " is no variable on parameter servers");
+    }
+    if (candidate.programs_size() != plan.programs_size())
+      return fail(field + ".programs: " + std::to_string(candidate.programs_size()) +
+                  " programs for the plan's " + std::to_string(plan.programs_size()));
+    for (int p = 0; p < candidate.programs_size(); ++p)
+      if (candidate.programs(p).name() != plan.programs(p).name())
+        return fail(field + ".programs[" + std::to_string(p) +
+                    "]: " + quoted(candidate.programs(p).name()) + " where the plan has " +
+                    quoted(plan.programs(p).name()));
+    if (auto e = verifyPlan(candidatePlan(plan, static_cast<size_t>(i))))
+      return ir::withContext(std::move(e), field);
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
 llvm::Error verifyPlan(const Plan &plan) {
   return verifyPlan(plan, {});
 }
@@ -543,6 +586,9 @@ llvm::Error verifyPlan(const Plan &plan, llvm::ArrayRef<const ir::Module *> prog
   llvm::StringMap<int> updates;
   if (auto e = verifyPrograms(plan, programs, routing, updates))
     return e;
+  if (plan.has_partition_search())
+    if (auto e = verifyPartitionSearch(plan))
+      return e;
   return verifyRouting(plan, routing, updates);
 }
 

@@ -119,6 +119,10 @@ double rate(double secondsPer) {
 
 } // namespace
 
+std::array<double, 3> fitNonNegative(llvm::ArrayRef<TimingSample> samples) {
+  return fitCoefficients(samples);
+}
+
 KernelCost fitRoofline(llvm::ArrayRef<TimingSample> samples) {
   const auto c = fitCoefficients(samples);
   return {c[0], rate(c[1]), rate(c[2])};

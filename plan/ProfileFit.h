@@ -2,6 +2,7 @@
 // squares of seconds = latency + flops / F + bytes / B.
 #pragma once
 
+#include <array>
 #include <vector>
 
 #include "plan/CostProfile.h"
@@ -22,6 +23,10 @@ struct TimingSample {
 // left out, as profiles read it). Terms whose column is 0 in every sample fit to 0. An empty
 // `samples` gives all zeros.
 KernelCost fitRoofline(llvm::ArrayRef<TimingSample> samples);
+
+// The coefficients themselves: seconds ≈ c[0] + c[1] × flops + c[2] × bytes, each c ≥ 0, least
+// squares (the columns may be any other two features, e.g. a fitted curve's terms).
+std::array<double, 3> fitNonNegative(llvm::ArrayRef<TimingSample> samples);
 
 // The same for communication: seconds = latency + bytes × seconds_per_byte.
 AllReduceCost fitLatencyPerByte(llvm::ArrayRef<TimingSample> samples);

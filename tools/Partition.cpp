@@ -24,8 +24,15 @@ void CompileArgs::addOptions(CLI::App &cmd, bool runOptions, bool clusterRequire
   cmd.add_option("--replication", replication, "between-graph (a task per device) or in-graph")
       ->capture_default_str();
   cmd.add_option("--partitions", partitions,
-                 "Row ranges per PS table: auto (from predicted step times), or a count (0: by "
-                 "size)")
+                 "Row ranges per PS table: auto (from predicted step times), a count (0: by "
+                 "size), or search: time a few steps of each count of --search-partitions in "
+                 "the job and train with the fastest")
+      ->capture_default_str();
+  cmd.add_option("--search-partitions", searchPartitions,
+                 "With --partitions search: the counts to time, e.g. 1,2,4 (default 1,2,4,8 up "
+                 "to the PS tasks and the largest table's rows)");
+  cmd.add_option("--search-steps", searchSteps,
+                 "With --partitions search: timed steps per count, after 2 warm-up steps")
       ->capture_default_str();
   cmd.add_option("--bucket-mb", bucketMb,
                  "All-reduce fusion bucket size in MiB, or auto (from predicted step times)")
@@ -105,14 +112,6 @@ llvm::Error parseAutomatic(const std::string &text, bool &automatic, T &value, P
   return llvm::Error::success();
 }
 
-llvm::Expected<int64_t> parseCount(llvm::StringRef option, const std::string &text) {
-  int64_t value = 0;
-  if (llvm::StringRef(text).getAsInteger(10, value) || value < 0)
-    return ir::makeError("option " + option + ": expected auto or a count (0 or more), got '" +
-                         text + "'");
-  return value;
-}
-
 llvm::Expected<double> parseSize(llvm::StringRef option, const std::string &text) {
   double value = 0;
   if (llvm::StringRef(text).getAsDouble(value) || !(value > 0))
@@ -136,9 +135,7 @@ llvm::Expected<plan::PartitionOptions> CompileArgs::toOptions() const {
                                                      text + "'");
                               }))
     return std::move(e);
-  if (auto e =
-          parseAutomatic(partitions, checked.automatic.partitions, checked.placement.partitions,
-                         [](const std::string &text) { return parseCount("--partitions", text); }))
+  if (auto e = partitionCount(checked))
     return std::move(e);
   if (auto e =
           parseAutomatic(bucketMb, checked.automatic.bucketMb, checked.routing.bucketMb,
@@ -212,6 +209,11 @@ llvm::Expected<api::CompileOptions> CompileArgs::toApiOptions() const {
   if (!checked->automatic.bucketMb)
     result.bucketMb = checked->routing.bucketMb;
   result.profile = profile;
+  if (checked->partitionSearch) {
+    result.partitionSearch = true;
+    result.searchPartitions = checked->partitionSearch->candidates;
+    result.searchSteps = checked->partitionSearch->timedSteps;
+  }
   result.partitionThresholdMb = checked->placement.partitionThresholdMb;
   result.batch = checked->globalBatch;
   result.steps = checked->steps;
@@ -246,6 +248,35 @@ llvm::Expected<plan::Synchronization> CompileArgs::synchronization() const {
   if (auto e = plan::checkSynchronization(result, std::numeric_limits<int64_t>::max()))
     return std::move(e);
   return result;
+}
+
+llvm::Error CompileArgs::partitionCount(plan::PartitionOptions &checked) const {
+  auto parsed = plan::parsePartitions(partitions);
+  if (!parsed)
+    return parsed.takeError();
+  checked.automatic.partitions = parsed->automatic;
+  if (!parsed->automatic)
+    checked.placement.partitions = parsed->count;
+  if (!parsed->search) {
+    if (!searchPartitions.empty())
+      return ir::makeError("option --search-partitions: it needs --partitions search, got "
+                           "--partitions " +
+                           partitions);
+    return llvm::Error::success();
+  }
+  plan::PartitionSearchOptions search;
+  if (!searchPartitions.empty()) {
+    auto counts = plan::parseSearchPartitions(searchPartitions);
+    if (!counts)
+      return counts.takeError();
+    search.candidates = std::move(*counts);
+  }
+  if (searchSteps < 1)
+    return ir::makeError("option --search-steps: expected at least 1 timed step, got " +
+                         std::to_string(searchSteps));
+  search.timedSteps = searchSteps;
+  checked.partitionSearch = std::move(search);
+  return llvm::Error::success();
 }
 
 llvm::Expected<plan::LearningRateScaling> CompileArgs::lrScaling() const {
@@ -303,6 +334,9 @@ void printPlanSummary(const plan::Plan &plan, llvm::StringRef path, llvm::raw_os
   os << "  all-reduce: " << variables(reduced) << ", " << plan::formatBytes(reducedBytes) << " in "
      << buckets << (buckets == 1 ? " bucket" : " buckets") << "\n";
   os << "  parameter servers: " << variables(onPs) << ", " << plan::formatBytes(psBytes) << "\n";
+  if (plan.has_partition_search())
+    os << "  partition search: " << plan::candidateCounts(plan.partition_search())
+       << " row ranges per table, each timed in the job; it trains with the fastest\n";
   if (plan.host_aggregation_size() > 0)
     os << "  local aggregation: " << plan.host_aggregation_size()
        << (plan.host_aggregation_size() == 1 ? " host pushes and pulls" : " hosts push and pull")

@@ -14,7 +14,7 @@ namespace prism::tools {
 
 struct CompileArgs {
   std::string cluster;
-  // auto, or a strategy; --partitions: auto or a count; --bucket-mb: auto or a size.
+  // auto, or a strategy; --partitions: auto, a count or search; --bucket-mb: auto or a size.
   std::string strategy = "auto";
   std::string partitions = "auto";
   std::string bucketMb = "auto";
@@ -30,13 +30,16 @@ struct CompileArgs {
   int64_t maxStaleness = 0, backupWorkers = 0;
   CLI::Option *maxStalenessOption = nullptr; // given or not: unset means unbounded
   std::string elastic;                       // --elastic MIN:MAX; empty: not elastic
+  // With --partitions search: --search-partitions (empty: the defaults) and --search-steps.
+  std::string searchPartitions;
+  int64_t searchSteps = plan::PartitionSearchOptions().timedSteps;
   // The flags' values land here; the defaults are the typed options' own.
   plan::PartitionOptions options;
 
   // --cluster, --strategy, --replication, --partitions, --bucket-mb, --partition-threshold-mb,
   // --no-fuse, --precision, --accumulate, --lr-scale-rule, --lr-base-batch, --compress,
   // --error-feedback, --local-aggregation, --sync, --max-staleness, --backup-workers,
-  // --elastic, --explain, --profile; with `runOptions`
+  // --elastic, --explain, --profile, --search-partitions, --search-steps; with `runOptions`
   // also --batch, --steps, --seed.
   void addOptions(CLI::App &cmd, bool runOptions = true, bool clusterRequired = true);
   cluster::Replication replicationKind() const;
@@ -48,6 +51,8 @@ struct CompileArgs {
   llvm::Expected<plan::LearningRateScaling> lrScaling() const;
   // --sync, --max-staleness and --backup-workers, checked (all but against the worker count).
   llvm::Expected<plan::Synchronization> synchronization() const;
+  // --partitions, --search-partitions and --search-steps, checked, into `options`.
+  llvm::Error partitionCount(plan::PartitionOptions &options) const;
 };
 
 // Every pass's statistics: pass, statistic, count, in aligned columns.

@@ -76,9 +76,15 @@ struct CompileOptions {
   std::string cluster = "local:1";
   // auto, hybrid, allreduce or ps; empty: auto (per variable, from predicted step times).
   std::string strategy;
-  std::string replication;                    // between-graph or in-graph; empty: between-graph
-  std::optional<int64_t> partitions;          // row ranges per PS table; 0: by size; unset: chosen
-  std::optional<double> bucketMb;             // all-reduce fusion bucket size; unset: chosen
+  std::string replication;           // between-graph or in-graph; empty: between-graph
+  std::optional<int64_t> partitions; // row ranges per PS table; 0: by size; unset: chosen
+  std::optional<double> bucketMb;    // all-reduce fusion bucket size; unset: chosen
+  // Time a few steps of each count of row ranges in the job and train with the fastest
+  // (`--partitions search`; partitions is then unused); searchPartitions empty: 1, 2, 4, 8 up to
+  // what the plan allows.
+  bool partitionSearch = false;
+  std::vector<int64_t> searchPartitions;
+  std::optional<int64_t> searchSteps;         // timed steps per count; default 5
   std::optional<double> partitionThresholdMb; // split PS tables larger than this
   std::optional<int64_t> batch;               // global batch (all workers together)
   std::optional<int64_t> steps;               // steps the plan runs; 0: decided at run time

@@ -23,6 +23,7 @@
 #include "runtime/dist/Coordinator.h"
 #include "runtime/job/InjectedFault.h"
 #include "runtime/job/JobCheckpoints.h"
+#include "runtime/job/Task.h"
 #include "runtime/job/TaskCommand.h"
 #include "runtime/train/CheckpointDir.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -551,6 +552,8 @@ llvm::Error runPlan(const plan::Plan &plan, const std::string &planPath,
     return ir::makeError("--max-restarts " + std::to_string(options.maxRestarts) +
                          ": expected a number of restarts, 0 or more");
   if (auto e = checkElasticOptions(plan, options))
+    return e;
+  if (auto e = checkPartitionSearchRun(plan, options))
     return e;
   auto faults = injectedFaultsFromEnvironment();
   if (!faults)

@@ -15,6 +15,7 @@
 #include "ir/Diagnostic.h"
 #include "plan/CommunicationCost.h"
 #include "plan/LocalAggregation.h"
+#include "plan/PartitionSearch.h"
 #include "plan/PlanTasks.h"
 #include "plan/PlanVerifier.h"
 #include "plan/Synchronization.h"
@@ -178,7 +179,8 @@ void joinUnsynchronizedSteps(const plan::Plan &plan, const plan::Task &task,
 // where they listen), or null when none does.
 llvm::Expected<std::unique_ptr<ps::PsClient>>
 connectToParameterServers(const plan::Plan &plan, dist::CoordinatorClient &client,
-                          const JobOptions &options, const std::optional<dist::TlsIdentity> &tls) {
+                          const JobOptions &options, const std::optional<dist::TlsIdentity> &tls,
+                          llvm::StringRef keyPrefix = "") {
   ps::PsClientOptions psOptions;
   psOptions.jobToken = options.jobToken;
   psOptions.tls = tls;
@@ -191,7 +193,7 @@ connectToParameterServers(const plan::Plan &plan, dist::CoordinatorClient &clien
     layout.dtype = *ir::parseDType(v.dtype());
     layout.shape.assign(v.shape().begin(), v.shape().end());
     for (const plan::Shard &s : v.shards()) {
-      auto endpoint = client.get(endpointKey(s.task()), options.rpcTimeout);
+      auto endpoint = client.get(endpointKey(keyPrefix.str() + s.task()), options.rpcTimeout);
       if (!endpoint)
         return endpoint.takeError();
       psOptions.serverNames[*endpoint] = s.task();
@@ -646,29 +648,44 @@ llvm::Error loadRestoredShards(ps::ParameterServer &server, const plan::Task &ta
   return client.set(restoredStepKey(task.name()), std::to_string(restoredStep));
 }
 
-llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
-                               dist::CoordinatorClient &client, const JobOptions &options,
-                               const std::optional<InjectedFault> &fault,
-                               const std::optional<dist::TlsIdentity> &tls, TraceRecorder *trace) {
+// What a PS task serves for `plan`: its program's variables from the seed, the shards workers
+// pull and push, and the update (the program) that applies their combined gradients.
+struct ServerParts {
+  std::unique_ptr<ir::Module> module; // the update's program, which must outlive it
+  std::shared_ptr<runtime::VariableStore> store;
+  std::shared_ptr<CombinedGradients> gradients;
+  std::unique_ptr<runtime::Executor> update;
+  ps::ParameterServerOptions serverOptions;
+};
+
+llvm::Expected<ServerParts> prepareServer(const plan::Plan &plan, const plan::Task &task,
+                                          const JobOptions &options,
+                                          const std::optional<dist::TlsIdentity> &tls,
+                                          TraceRecorder *trace) {
+  ServerParts parts;
   auto module = plan::parseProgram(*plan::findProgram(plan, task.name()));
   if (!module)
     return module.takeError();
+  parts.module = std::move(*module);
   auto store = std::make_shared<runtime::VariableStore>();
-  if (auto e = store->initialize(**module, plan.run().seed()))
-    return e;
+  if (auto e = store->initialize(*parts.module, plan.run().seed()))
+    return std::move(e);
+  parts.store = store;
   auto shards = shardsOn(plan, task);
   if (!shards)
     return shards.takeError();
   // The update: the PS program, reading the combined gradients through ps_gradient*.
   auto gradients = std::make_shared<CombinedGradients>();
+  parts.gradients = gradients;
   runtime::ExecutorOptions execOptions;
   execOptions.threads = options.threads;
   execOptions.communication = gradients.get();
-  auto executor = runtime::Executor::create(**module, store, execOptions);
+  auto executor = runtime::Executor::create(*parts.module, store, execOptions);
   if (!executor)
     return executor.takeError();
+  parts.update = std::move(*executor);
 
-  ps::ParameterServerOptions serverOptions;
+  ps::ParameterServerOptions &serverOptions = parts.serverOptions;
   serverOptions.shards = std::move(*shards);
   serverOptions.address =
       task.address() + ":" + (plan::onLoopback(plan) ? "0" : std::to_string(task.port()));
@@ -685,7 +702,7 @@ llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
   };
   serverOptions.policy = pushPolicy(plan);
   serverOptions.waitTimeout = options.rpcTimeout;
-  runtime::Executor *update = executor->get();
+  runtime::Executor *update = parts.update.get();
   serverOptions.apply = [gradients, update, trace,
                          combinedPushes](int64_t step, const ps::GradientSet &set) -> llvm::Error {
     TraceSpan span(trace, "apply", "apply step " + std::to_string(step), "ps_apply");
@@ -696,6 +713,18 @@ llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
     gradients->current = nullptr;
     return e;
   };
+  return std::move(parts);
+}
+
+llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
+                               dist::CoordinatorClient &client, const JobOptions &options,
+                               const std::optional<InjectedFault> &fault,
+                               const std::optional<dist::TlsIdentity> &tls, TraceRecorder *trace) {
+  auto parts = prepareServer(plan, task, options, tls, trace);
+  if (!parts)
+    return parts.takeError();
+  ps::ParameterServerOptions &serverOptions = parts->serverOptions;
+  std::shared_ptr<runtime::VariableStore> store = parts->store;
   const std::string checkpointName = plan::taskFileName(task.name());
   // Its part of the periodic checkpoint of `version`, written while the server holds its lock:
   // variables, optimizer state and shards of one version.
@@ -747,6 +776,202 @@ llvm::Error runParameterServer(const plan::Plan &plan, const plan::Task &task,
   return llvm::Error::success();
 }
 
+// --partitions search (plan/PartitionSearch.h): each candidate has its own servers, group and
+// keys, all under this prefix.
+std::string searchKey(size_t candidate, llvm::StringRef what) {
+  return "partition-search/" + std::to_string(candidate) + "/" + what.str();
+}
+constexpr const char *kSearchChoiceKey = "partition-search/choice";
+
+// Worker `task` runs the warm-up and timed steps of the search's candidate `index` from the
+// initial values and the first batch, on the candidate's own servers; returns the timed steps'
+// seconds.
+llvm::Expected<std::vector<double>> timeCandidate(const plan::Plan &plan, size_t index,
+                                                  const plan::Task &task,
+                                                  dist::CoordinatorClient &client,
+                                                  const JobOptions &options,
+                                                  const std::optional<dist::TlsIdentity> &tls) {
+  const plan::Plan candidate = plan::candidatePlan(plan, index);
+  const plan::PartitionSearch &search = plan.partition_search();
+  auto module = plan::parseProgram(*plan::findProgram(candidate, task.name()));
+  if (!module)
+    return module.takeError();
+  auto collective =
+      dist::Collective::create(client, searchKey(index, ir::kWorkerGroup), task.index(),
+                               numWorkers(candidate), task.address(), options.rpcTimeout);
+  if (!collective)
+    return collective.takeError();
+  auto psClient = connectToParameterServers(candidate, client, options, tls, searchKey(index, ""));
+  if (!psClient)
+    return psClient.takeError();
+  WorkerCommunication communication(task.index(), std::move(*collective), std::move(*psClient),
+                                    {compressionOf(candidate), candidate.run().error_feedback()});
+  std::vector<double> seconds;
+  std::chrono::steady_clock::time_point start;
+  train::WorkerRole role;
+  role.rank = task.index();
+  role.workers = numWorkers(candidate);
+  role.communication = &communication;
+  role.beforeStep = [&](int64_t step, int64_t examples, int64_t globalExamples) -> llvm::Error {
+    start = std::chrono::steady_clock::now();
+    communication.beginStep(step, examples, globalExamples);
+    return llvm::Error::success();
+  };
+  role.afterStep = [&](int64_t step) -> llvm::Error {
+    if (auto e = communication.finishStep())
+      return e;
+    if (step >= search.warmup_steps())
+      seconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    return llvm::Error::success();
+  };
+  auto train = workerTrainOptions(candidate, task, options);
+  if (!train)
+    return train.takeError();
+  train->steps = search.warmup_steps() + search.timed_steps();
+  train->epochs.reset();
+  train->quiet = true;
+  train->evaluate = false;
+  train->metricsOut.clear();
+  train->saveDir.clear();
+  train->restoreDir.clear();
+  train->worker = &role;
+  auto result = train::train(**module, *train);
+  if (!result)
+    return ir::withContext(
+        result.takeError(),
+        "timing " + std::to_string(search.candidates(static_cast<int>(index)).partitions()) +
+            " partitions");
+  return seconds;
+}
+
+// Rank 0's lines on the search: each candidate's median step, the fitted curve, the choice.
+void reportSearch(const plan::PartitionSearch &search, llvm::ArrayRef<double> medians,
+                  const std::optional<plan::PartitionCurve> &curve, size_t chosen,
+                  double searchSeconds) {
+  auto ms = [](double seconds) { return llvm::format("%.3f ms", seconds * 1e3); };
+  for (size_t i = 0; i < medians.size(); ++i)
+    llvm::outs() << "partition search: " << search.candidates(static_cast<int>(i)).partitions()
+                 << " partitions: median step " << ms(medians[i]) << " over "
+                 << search.timed_steps() << " steps\n";
+  if (curve)
+    llvm::outs() << "partition search: fit t(P) = a (P - 1) + b / P + c: a = " << ms(curve->a)
+                 << ", b = " << ms(curve->b) << ", c = " << ms(curve->c) << "\n";
+  else
+    llvm::outs() << "partition search: no fit (fewer than 3 counts): the fastest measured\n";
+  llvm::outs() << "partition search: chose "
+               << search.candidates(static_cast<int>(chosen)).partitions() << " partitions ("
+               << llvm::format("%.1f", searchSeconds) << " s of search)\n";
+  llvm::outs().flush();
+}
+
+// A worker's part of the search: time every candidate; rank 0 fits, chooses and publishes the
+// choice, and returns it (the others return none).
+llvm::Expected<std::optional<size_t>> searchOnWorker(const plan::Plan &plan, const plan::Task &task,
+                                                     dist::CoordinatorClient &client,
+                                                     const JobOptions &options,
+                                                     const std::optional<dist::TlsIdentity> &tls) {
+  const auto start = std::chrono::steady_clock::now();
+  const plan::PartitionSearch &search = plan.partition_search();
+  std::vector<int64_t> counts;
+  std::vector<double> medians;
+  for (int i = 0; i < search.candidates_size(); ++i) {
+    auto seconds = timeCandidate(plan, static_cast<size_t>(i), task, client, options, tls);
+    if (!seconds)
+      return seconds.takeError();
+    if (auto e = client.set(searchKey(static_cast<size_t>(i), "finished/" + task.name()), "1"))
+      return std::move(e);
+    counts.push_back(search.candidates(i).partitions());
+    medians.push_back(plan::medianOf(*seconds));
+  }
+  if (task.index() != 0)
+    return std::nullopt;
+  const std::optional<plan::PartitionCurve> curve = plan::fitPartitionCurve(counts, medians);
+  const size_t chosen = plan::choosePartitions(counts, medians, curve);
+  if (!options.quiet)
+    reportSearch(search, medians, curve, chosen,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  if (!options.variablesDir.empty()) {
+    std::error_code ec = llvm::sys::fs::create_directories(options.variablesDir);
+    llvm::raw_fd_ostream out(options.variablesDir + "/" + kPartitionSearchChoiceFile, ec);
+    if (ec)
+      return ir::makeError("cannot write " + options.variablesDir + "/" +
+                           kPartitionSearchChoiceFile + ": " + ec.message());
+    out << counts[chosen] << "\n";
+  }
+  if (auto e = client.set(kSearchChoiceKey, std::to_string(chosen)))
+    return std::move(e);
+  return chosen;
+}
+
+// A PS task's part of the search: serve each candidate's shards from the initial values until
+// every worker has timed it.
+llvm::Error searchOnServer(const plan::Plan &plan, const plan::Task &task,
+                           dist::CoordinatorClient &client, const JobOptions &options,
+                           const std::optional<dist::TlsIdentity> &tls) {
+  const plan::PartitionSearch &search = plan.partition_search();
+  // Each of a candidate's steps waits at most rpcTimeout for its pulls, pushes and all-reduces.
+  const auto bound = options.rpcTimeout * (search.warmup_steps() + search.timed_steps() + 1);
+  for (int i = 0; i < search.candidates_size(); ++i) {
+    const size_t index = static_cast<size_t>(i);
+    const plan::Plan candidate = plan::candidatePlan(plan, index);
+    auto parts = prepareServer(candidate, task, options, tls, nullptr);
+    if (!parts)
+      return parts.takeError();
+    auto server = ps::ParameterServer::start(std::move(parts->serverOptions));
+    if (!server)
+      return server.takeError();
+    if (auto e = client.set(endpointKey(searchKey(index, task.name())), (*server)->endpoint()))
+      return e;
+    for (const plan::Task &t : plan.cluster().tasks()) {
+      if (t.role() != "worker")
+        continue;
+      auto finished = client.get(searchKey(index, "finished/" + t.name()),
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(bound));
+      if (!finished)
+        return ir::withContext(finished.takeError(),
+                               "waiting for " + t.name() + " to time " +
+                                   std::to_string(search.candidates(i).partitions()) +
+                                   " partitions");
+    }
+    (*server)->shutdown();
+  }
+  return llvm::Error::success();
+}
+
+// With --partitions search: times the candidates, then `chosen` becomes the plan of the one the
+// job trains with (left empty for a plan without a search).
+llvm::Error searchPartitions(const plan::Plan &plan, const plan::Task &task,
+                             dist::CoordinatorClient &client, const JobOptions &options,
+                             const std::optional<dist::TlsIdentity> &tls,
+                             std::optional<plan::Plan> &chosen) {
+  if (!plan.has_partition_search())
+    return llvm::Error::success();
+  if (auto e = checkPartitionSearchRun(plan, options))
+    return e;
+  const bool worker = task.role() == "worker";
+  if (worker) {
+    auto index = searchOnWorker(plan, task, client, options, tls);
+    if (!index)
+      return index.takeError();
+    if (*index) {
+      chosen = plan::candidatePlan(plan, **index);
+      return llvm::Error::success();
+    }
+  } else if (auto e = searchOnServer(plan, task, client, options, tls)) {
+    return e;
+  }
+  auto text = client.get(kSearchChoiceKey, options.rpcTimeout);
+  if (!text)
+    return ir::withContext(text.takeError(), "waiting for worker:0's partition choice");
+  size_t index = 0;
+  if (llvm::StringRef(*text).getAsInteger(10, index) ||
+      index >= static_cast<size_t>(plan.partition_search().candidates_size()))
+    return ir::makeError("worker:0's partition choice '" + *text + "' is no candidate");
+  chosen = plan::candidatePlan(plan, index);
+  return llvm::Error::success();
+}
+
 // Joins an elastic job as a new worker: `joined` becomes its task (the plan's first worker's,
 // renamed as the coordinator says) and `options` the job's flags. Returns the first membership
 // epoch the worker is in.
@@ -777,6 +1002,23 @@ llvm::Expected<int64_t> joinAsWorker(dist::CoordinatorClient &client, const plan
 }
 
 } // namespace
+
+llvm::Error checkPartitionSearchRun(const plan::Plan &plan, const JobOptions &options) {
+  if (!plan.has_partition_search())
+    return llvm::Error::success();
+  const char *flag = "--partitions search";
+  if (!options.restoreDir.empty())
+    return ir::makeError(std::string("--restore with a plan made with ") + flag +
+                         ": a restored job would search again and may choose another count "
+                         "(make the plan with --partitions N)");
+  if (!options.checkpoints.dir.empty())
+    return ir::makeError(std::string("--checkpoint-every with a plan made with ") + flag +
+                         ": restarting from a checkpoint is not supported after a search (make "
+                         "the plan with --partitions N)");
+  if (options.join)
+    return ir::makeError(std::string("prism task --join with a plan made with ") + flag);
+  return llvm::Error::success();
+}
 
 int runTask(const plan::Plan &plan, llvm::StringRef taskName, const std::string &coordinator,
             const JobOptions &jobOptions) {
@@ -840,9 +1082,14 @@ int runTask(const plan::Plan &plan, llvm::StringRef taskName, const std::string 
       return fail(ir::withContext(offset.takeError(), "aligning the trace's clock"));
     trace->setClockOffset(*offset);
   }
-  llvm::Error e = task->role() == "worker"
-                      ? runWorker(plan, *task, client, options, fault, *tls, trace.get(), joinEpoch)
-                      : runParameterServer(plan, *task, client, options, fault, *tls, trace.get());
+  // --partitions search: the candidates are timed first, and the job runs the chosen one's plan.
+  std::optional<plan::Plan> searched;
+  llvm::Error e = searchPartitions(plan, *task, client, options, *tls, searched);
+  const plan::Plan &chosen = searched ? *searched : plan;
+  if (!e)
+    e = task->role() == "worker"
+            ? runWorker(chosen, *task, client, options, fault, *tls, trace.get(), joinEpoch)
+            : runParameterServer(chosen, *task, client, options, fault, *tls, trace.get());
   // The timeline is written however the task ended: a failed one is what it is for.
   if (trace) {
     std::string path = options.traceDir + "/" + plan::taskFileName(name) + ".json";

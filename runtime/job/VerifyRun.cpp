@@ -11,14 +11,17 @@
 #include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
 #include "plan/LearningRateScaling.h"
+#include "plan/PartitionSearch.h"
 #include "plan/Pipeline.h"
 #include "plan/PlanFile.h"
 #include "plan/PlanTasks.h"
 #include "plan/PlanVariables.h"
 #include "runtime/job/Launcher.h"
+#include "runtime/job/Task.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Trainer.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 namespace prism::runtime::job {
 namespace {
@@ -272,8 +275,33 @@ llvm::Expected<Tensor> assembleShards(const plan::Variable &variable,
   return std::move(whole);
 }
 
-llvm::Expected<std::map<std::string, Tensor>> collectVariables(const plan::Plan &plan,
+// With --partitions search: the plan of the count the job chose, which worker:0 wrote to `dir`.
+llvm::Expected<plan::Plan> chosenPlan(const plan::Plan &plan, llvm::StringRef dir) {
+  const std::string path = dir.str() + "/" + kPartitionSearchChoiceFile;
+  auto text = llvm::MemoryBuffer::getFile(path);
+  if (!text)
+    return ir::makeError("cannot read " + path +
+                         " (the partition count the job chose): " + text.getError().message());
+  int64_t count = 0;
+  if ((*text)->getBuffer().trim().getAsInteger(10, count))
+    return ir::makeError(path + ": expected a partition count");
+  const plan::PartitionSearch &search = plan.partition_search();
+  for (int i = 0; i < search.candidates_size(); ++i)
+    if (search.candidates(i).partitions() == count)
+      return plan::candidatePlan(plan, static_cast<size_t>(i));
+  return ir::makeError(path + ": " + std::to_string(count) + " partitions is no candidate");
+}
+
+llvm::Expected<std::map<std::string, Tensor>> collectVariables(const plan::Plan &searched,
                                                                llvm::StringRef dir) {
+  std::optional<plan::Plan> chosen;
+  if (searched.has_partition_search()) {
+    auto candidate = chosenPlan(searched, dir);
+    if (!candidate)
+      return candidate.takeError();
+    chosen = std::move(*candidate);
+  }
+  const plan::Plan &plan = chosen ? *chosen : searched;
   auto worker = train::loadCheckpoint(taskDir(dir, "worker:0"));
   if (!worker)
     return worker.takeError();

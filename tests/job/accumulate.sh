@@ -20,7 +20,7 @@ expect_error "gradient accumulation (--accumulate K, K >= 2)" \
 "$prism" partition "$source_dir/models/embedding_classifier.prism" --cluster local:2,ps=1 \
   --batch 128 --accumulate 4 -o "$work/plan.pb"
 dump=$("$prism" dump "$work/plan.pb"); echo "$dump"
-grep -q "^plan embedding_classifier .*, version 4" <<<"$dump"
+grep -q "^plan embedding_classifier .*, version 5" <<<"$dump"
 grep -q "^batch     128 global, 64 per worker in 4 micro-batches of 16" <<<"$dump"
 grep -q "activations .* (one micro-batch; .* saved)" <<<"$dump"
 json=$("$prism" dump "$work/plan.pb" --format json)

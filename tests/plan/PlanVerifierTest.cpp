@@ -62,8 +62,8 @@ TEST(PlanVerifier, TheEmittedPlanVerifies) {
 
 TEST(PlanVerifier, EveryCorruptionIsNamed) {
   const Corruption corruptions[] = {
-      {"version", [](Plan &p) { p.set_version(5); },
-       "version 5: this prism reads plan versions 1 to 4"},
+      {"version", [](Plan &p) { p.set_version(6); },
+       "version 6: this prism reads plan versions 1 to 5"},
       {"sync", [](Plan &p) { p.mutable_run()->set_sync("gossip"); },
        "run.sync: expected sync or async (or empty), got 'gossip'"},
       {"staleness without async", [](Plan &p) { p.mutable_run()->set_max_staleness(3); },
