@@ -309,8 +309,8 @@ private:
     best_.options = withAssignment(best_.options, current);
   }
 
-  // The partition count of the PS tables: powers of two up to max(8, PS tasks), and the PS task
-  // count itself. Nothing to choose without a table on the parameter servers.
+  // The partition count of the PS tables: powers of two up to the PS task count, and the count
+  // itself. Nothing to choose without a table on the parameter servers.
   void choosePartitions() {
     int64_t largestRows = 0;
     for (const Variable &v : best_.result->plan.variables())
@@ -318,9 +318,10 @@ private:
         largestRows = std::max<int64_t>(largestRows, v.shape_size() > 0 ? v.shape(0) : 1);
     if (largestRows < 2)
       return;
+    // A server holds one row range of a table: at most a range per server.
     const int64_t psTasks = static_cast<int64_t>(cluster_.parameterServers().size());
     std::set<int64_t> counts;
-    for (int64_t p = 1; p <= std::max<int64_t>(8, psTasks); p *= 2)
+    for (int64_t p = 1; p <= psTasks; p *= 2)
       counts.insert(p);
     counts.insert(std::max<int64_t>(1, psTasks));
     std::vector<Candidate> candidates;

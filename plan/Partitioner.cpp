@@ -457,6 +457,17 @@ bool movesRowsOfPsTables(const Module &worker) {
   return false;
 }
 
+// A parameter server holds one row range of a table: more ranges than servers cannot run.
+llvm::Error checkPartitionCount(int64_t partitions, const cluster::Cluster &cluster) {
+  const int64_t servers = static_cast<int64_t>(cluster.parameterServers().size());
+  if (servers == 0 || partitions <= servers)
+    return llvm::Error::success();
+  return ir::makeError("option --partitions " + std::to_string(partitions) +
+                       ": a parameter server holds one row range of a table, and the cluster has " +
+                       std::to_string(servers) + " PS " + (servers == 1 ? "task" : "tasks") +
+                       " (use at most " + std::to_string(servers) + ")");
+}
+
 // `scaled` is the model's optimizer with the lr scaling rule applied.
 void fillRunConfig(const std::optional<ir::Optimizer> &model,
                    const std::optional<ir::Optimizer> &scaled, const PartitionOptions &options,
@@ -659,6 +670,8 @@ llvm::Expected<PartitionResult> partition(std::unique_ptr<ir::Module> routed,
                          synchronizationFlag(options.synchronization) +
                          ": a membership change redoes a synchronous step on every survivor, "
                          "and these workers are not at one step (leave out one of them)");
+  if (auto e = checkPartitionCount(options.placement.partitions, cluster))
+    return std::move(e);
   if (auto e = checkAccumulation(options.accumulate, options.globalBatch,
                                  cluster.numWorkers() * *towers))
     return std::move(e);

@@ -21,6 +21,9 @@ expect_error "option --bucket-mb: expected auto or a positive size, got '-1'" \
 expect_error "option --profile: $work/none.json: cannot read the profile" \
   "$prism" partition "$models/mlp.prism" --cluster local:2 --profile "$work/none.json" \
   -o "$work/x.pb"
+expect_error "option --partitions 8: a parameter server holds one row range of a table, and the cluster has 4 PS tasks (use at most 4)" \
+  "$prism" partition "$models/embedding_classifier.prism" --cluster local:2,ps=4 --partitions 8 \
+  -o "$work/x.pb"
 [ ! -e "$work/x.pb" ]
 
 # The embedding classifier on 2 workers and 4 servers: every stage decides.
@@ -46,7 +49,7 @@ for d in decisions.values():
     # Nothing is taken that another alternative beats by more than the 2% margin.
     assert chosen["step_seconds"] <= min(steps) * 1.02 + 1e-12, d
 assert [a["option"] for a in decisions["strategy"]["alternatives"]] == ["hybrid", "allreduce", "ps"]
-assert [a["option"] for a in decisions["partitions"]["alternatives"]] == ["1", "2", "4", "8"]
+assert [a["option"] for a in decisions["partitions"]["alternatives"]] == ["1", "2", "4"]
 # The plan is the one decided: the table's ranges, where the table went.
 emb = next(v for v in plan["variables"] if v["name"] == "emb")
 where = "ps" if decisions["placement of emb"]["chosen"] == "ps" else "allreduce"
