@@ -86,7 +86,9 @@ def bench_model(a, name, cluster, profile, hosts, tmp):
         if first:
             alias[label] = first
             continue
-        runs[label] = {"key": key, "plan": plan, "rates": []}
+        predicted = json.loads(common.run([a.prism, "simulate", plan, "--profile", profile,
+                                           "--json"], timeout=120))["step_seconds"]
+        runs[label] = {"key": key, "plan": plan, "rates": [], "predicted": predicted}
     for r in range(a.repeat):
         for label, entry in runs.items():
             common.log(f"== {name}: {label}, run {r + 1} of {a.repeat}")
@@ -105,15 +107,25 @@ def report_model(a, name, runs, alias, decisions):
           f"host; global batch {a.batch}; {a.steps} steps per run, first {a.warmup} left out, "
           f"{a.repeat} runs per plan\n")
     print(f"Automatic choices: {chosen_text(decisions)}.\n")
-    print("| plan | samples/s (median) | spread | vs best hand-picked |")
-    print("| --- | --- | --- | --- |")
+    print("| plan | samples/s (median) | spread | vs best hand-picked | step ms measured | "
+          "predicted | simulator error |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    errors = []
     for label, _ in configs():
         if label in alias:
-            print(f"| {label} | as {alias[label]} | | {common.ratio(rate(label), rate(best))} |")
+            print(f"| {label} | as {alias[label]} | | {common.ratio(rate(label), rate(best))} "
+                  "| | | |")
             continue
         rs = runs[label]["rates"]
+        measured = a.batch / median[label]
+        predicted = runs[label]["predicted"]
+        errors.append(abs(predicted - measured) / measured)
         print(f"| {label} | {common.fmt(median[label])} | {common.fmt(min(rs))}–"
-              f"{common.fmt(max(rs))} | {common.ratio(median[label], rate(best))} |")
+              f"{common.fmt(max(rs))} | {common.ratio(median[label], rate(best))} | "
+              f"{measured * 1e3:.2f} | {predicted * 1e3:.2f} | {errors[-1] * 100:.0f}% |")
+    print(f"\nSimulator error (|predicted - measured| / measured of the step): median "
+          f"{statistics.median(errors) * 100:.0f}%, range {min(errors) * 100:.0f}–"
+          f"{max(errors) * 100:.0f}% over {len(errors)} plans.")
     print(f"\nBest hand-picked: {best}. Auto / best hand-picked: "
           f"{rate('auto') / rate(best):.3f}; auto / default of before: "
           f"{rate('auto') / rate('default of before (hybrid, by size)'):.3f}.\n")
