@@ -1,6 +1,6 @@
 // `prism bench-allreduce --rank R --coordinator HOST:PORT --bytes LIST`: one rank of a group of
 // processes timing Gloo ring all-reduces of each size over a window (bench/allreduce_bandwidth,
-// docs/distributed.md "All-reduce effective bandwidth"); rank 0 prints a JSON line per size.
+// docs/distributed.md "All-reduce effective bandwidth"); each rank prints a JSON line per size.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -89,15 +89,19 @@ llvm::Expected<int64_t> repeatsFor(Collective &group, size_t bytes, double secon
   return repeats;
 }
 
-// {"bytes", "repeats", "seconds" (their sum), "median_s", "min_s", "max_s"}
-void printTimes(size_t bytes, std::vector<double> times) {
+// {"rank", "bytes", "repeats", "seconds" (their sum), "median_s", "min_s", "max_s"}
+void printTimes(int rank, size_t bytes, std::vector<double> times) {
   std::sort(times.begin(), times.end());
   double sum = 0;
   for (double t : times)
     sum += t;
-  nlohmann::ordered_json line = {{"bytes", bytes},         {"repeats", times.size()},
-                                 {"seconds", sum},         {"median_s", times[times.size() / 2]},
-                                 {"min_s", times.front()}, {"max_s", times.back()}};
+  nlohmann::ordered_json line = {{"rank", rank},
+                                 {"bytes", bytes},
+                                 {"repeats", times.size()},
+                                 {"seconds", sum},
+                                 {"median_s", times[times.size() / 2]},
+                                 {"min_s", times.front()},
+                                 {"max_s", times.back()}};
   llvm::outs() << line.dump() << "\n";
   llvm::outs().flush();
 }
@@ -137,8 +141,7 @@ llvm::Error benchAllReduce(const BenchAllReduceArgs &args, const std::vector<siz
     auto times = timeAllReduces(**group, bytes, static_cast<int>(*repeats));
     if (!times)
       return times.takeError();
-    if (args.rank == 0)
-      printTimes(bytes, std::move(*times));
+    printTimes(args.rank, bytes, std::move(*times));
   }
   // Rank 0 serves the coordinator: it leaves only once every rank is done.
   return (*group)->barrier();
@@ -160,7 +163,7 @@ int runBenchAllReduce(const BenchAllReduceArgs &args) {
 void registerBenchAllReduceCommand(CLI::App &app) {
   auto args = std::make_shared<BenchAllReduceArgs>();
   auto *cmd = app.add_subcommand(
-      "bench-allreduce", "Time Gloo ring all-reduces between processes, one rank each (rank 0 "
+      "bench-allreduce", "Time Gloo ring all-reduces between processes, one rank each (each "
                          "prints a JSON line per size)");
   cmd->add_option("--rank", args->rank, "This process's rank")->required();
   cmd->add_option("--ranks", args->ranks, "Processes in the group")->capture_default_str();

@@ -14,7 +14,7 @@ markdown tables for BENCHMARKS.md (commands and progress on stderr).
     median over the steps after --warmup of each run.
   Raw Gloo: `prism bench-allreduce` (runtime/dist/AllReduceTiming.h, the loop `prism calibrate`
     times with): two processes, the same sizes, each all-reduce after a barrier, --seconds per
-    size; bytes / median time.
+    size; bytes / the slower rank's median time.
   Prism's staging: worker:0's span less its time inside Gloo (the span's `collective_us`):
     weighting, gathering into and copying out of the flat buffer.
   --before PATH: the same runs with another prism binary (an earlier build), for a before/after.
@@ -86,27 +86,32 @@ def prism_run(a, prism, plan, steps, trace_dir, prefix, launcher):
 
 
 def raw_run(a, sizes, addrs, prefixes):
-    """Per size: bytes / median time of `prism bench-allreduce` between two processes."""
+    """Per size: bytes / the slower rank's median time of `prism bench-allreduce` between two
+    processes (the result is usable on both only then, as Prism's max(end))."""
     port = free_port() if addrs[0] == "127.0.0.1" else 29500
     coordinator = f"{addrs[0]}:{port}"
     base = ["bench-allreduce", "--coordinator", coordinator, "--bytes",
             ",".join(str(s) for s in sizes), "--seconds", str(a.seconds)]
     peer_cmd = prefixes[1] + [a.prism] + base + ["--rank", "1", "--bind", addrs[1]]
     common.log(f"+ {' '.join(peer_cmd)} &")
-    peer = subprocess.Popen(peer_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    peer = subprocess.Popen(peer_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=common.ENV, start_new_session=True)
     try:
         out = common.run(prefixes[0] + [a.prism] + base + ["--rank", "0", "--bind", addrs[0]],
                          timeout=a.timeout)
-        err = peer.communicate(timeout=60)[1]
+        peer_out, err = peer.communicate(timeout=60)
         if peer.returncode != 0:
             raise common.Failed(f"exit {peer.returncode}: {' '.join(peer_cmd)}\n{err[-2000:]}")
     finally:
         if peer.poll() is None:
             os.killpg(peer.pid, 9)
             peer.wait()
-    rows = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
-    return {r["bytes"]: r["bytes"] / r["median_s"] for r in rows}
+    slowest = {}
+    for line in (out + peer_out).splitlines():
+        if line.startswith("{"):
+            r = json.loads(line)
+            slowest[r["bytes"]] = max(slowest.get(r["bytes"], 0), r["median_s"])
+    return {size: size / t for size, t in slowest.items()}
 
 
 def free_port():

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# prism bench-allreduce: two processes on loopback time all-reduces of each size; rank 0 prints
-# one JSON line per size, in order, with at least the probe's repeats and positive times; rank 1
-# prints nothing. Bad flags are errors naming them.
+# prism bench-allreduce: two processes on loopback time all-reduces of each size; each rank
+# prints one JSON line per size, in order, with its rank, as many repeats as the other (at least
+# the probe's) and positive times. Bad flags are errors naming them.
 set -euo pipefail
 prism=$1
 work=$(mktemp -d)
@@ -16,15 +16,16 @@ peer=$!
 "$prism" bench-allreduce --rank 0 "${args[@]}" >"$work/rank0.out"
 wait "$peer"
 peer=
-cat "$work/rank0.out"
-[ ! -s "$work/rank1.out" ]
-/usr/bin/python3 - "$work/rank0.out" <<'PY'
+cat "$work/rank0.out" "$work/rank1.out"
+/usr/bin/python3 - "$work/rank0.out" "$work/rank1.out" <<'PY'
 import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-assert [r["bytes"] for r in rows] == [4, 64000, 1000000], rows
-for r in rows:
-    assert r["repeats"] >= 3, r
-    assert 0 < r["min_s"] <= r["median_s"] <= r["max_s"] and r["seconds"] >= r["max_s"], r
+ranks = [[json.loads(l) for l in open(path)] for path in sys.argv[1:]]
+for rank, rows in enumerate(ranks):
+    assert [r["bytes"] for r in rows] == [4, 64000, 1000000], rows
+    for r in rows:
+        assert r["rank"] == rank and r["repeats"] >= 3, r
+        assert 0 < r["min_s"] <= r["median_s"] <= r["max_s"] and r["seconds"] >= r["max_s"], r
+assert [r["repeats"] for r in ranks[0]] == [r["repeats"] for r in ranks[1]], ranks
 PY
 expect_error "option --rank: expected 0 to 1, got 2" \
   "$prism" bench-allreduce --rank 2 --coordinator 127.0.0.1:1 --bytes 4
