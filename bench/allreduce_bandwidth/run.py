@@ -9,8 +9,8 @@ markdown tables for BENCHMARKS.md (commands and progress on stderr).
     communication thread from taking the bucket (its staging into the flat buffer included) to
     its result written back into the gradients. A ring all-reduce cannot finish before the last
     rank enters it, so a bucket's time in a step is max(end) - max(start) over the two workers'
-    spans (their clocks are the coordinator's): the later worker's arrival is left out, as the
-    raw figure leaves it out with a barrier. Effective bandwidth = bucket bytes / that time;
+    spans (their clocks are the coordinator's): the earlier worker's wait for the later one is
+    left out, as the raw figure leaves it out with a barrier. Effective bandwidth = bucket bytes / that time;
     median over the steps after --warmup of each run.
   Raw Gloo: `prism bench-allreduce` (runtime/dist/AllReduceTiming.h, the loop `prism calibrate`
     times with): two processes, the same sizes, each all-reduce after a barrier, --seconds per
