@@ -22,6 +22,7 @@
 #include "plan/Partitioner.h"
 #include "plan/PlanVerifier.h"
 #include "plan/ProfileFit.h"
+#include "runtime/dist/AllReduceTiming.h"
 #include "runtime/dist/Collective.h"
 #include "runtime/dist/Coordinator.h"
 #include "runtime/dist/CoordinatorClient.h"
@@ -239,19 +240,12 @@ llvm::Expected<Samples> timeAllReduces(const Workload &w) {
       return group.takeError();
     Samples samples;
     for (size_t bytes : w.messageBytes) {
-      std::vector<float> data(std::max<size_t>(1, bytes / sizeof(float)), 1.0f);
-      std::vector<double> times;
-      for (int i = 0; i <= w.repeats; ++i) {
-        if (auto e = (*group)->barrier())
-          return std::move(e);
-        const auto started = Clock::now();
-        if (auto e = (*group)->allReduceSum(data.data(), data.size()))
-          return std::move(e);
-        if (i > 0) // the first of each size sets up buffers
-          times.push_back(seconds(Clock::now() - started));
-      }
-      samples.push_back({0, plan::ringAllReduceBytes(static_cast<double>(data.size() * 4), kRanks),
-                         median(times)});
+      auto times = timeAllReduces(**group, bytes, w.repeats);
+      if (!times)
+        return times.takeError();
+      const size_t sent = std::max<size_t>(1, bytes / sizeof(float)) * sizeof(float);
+      samples.push_back(
+          {0, plan::ringAllReduceBytes(static_cast<double>(sent), kRanks), median(*times)});
     }
     return samples;
   };

@@ -19,6 +19,7 @@ void registerPartitionCommand(CLI::App &app);
 void registerRunCommand(CLI::App &app);
 void registerSimulateCommand(CLI::App &app);
 void registerCalibrateCommand(CLI::App &app);
+void registerBenchAllReduceCommand(CLI::App &app);
 void registerOpsCommand(CLI::App &app);
 void registerTraceCommand(CLI::App &app);
 void registerTrainCommand(CLI::App &app);

@@ -39,6 +39,7 @@ int main(int argc, char **argv) {
   prism::tools::registerRunCommand(app);
   prism::tools::registerSimulateCommand(app);
   prism::tools::registerCalibrateCommand(app);
+  prism::tools::registerBenchAllReduceCommand(app);
   prism::tools::registerTraceCommand(app);
   prism::tools::registerTrainCommand(app);
   prism::tools::registerVerifyCommand(app);

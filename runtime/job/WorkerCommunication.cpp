@@ -2,6 +2,7 @@
 #include "runtime/job/WorkerCommunication.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -15,48 +16,59 @@
 namespace prism::runtime::job {
 namespace {
 
-// A batch-weighted mean over the group: scale by this worker's examples, sum, divide by all.
-template <typename T>
-llvm::Error weightedMean(dist::Collective &collective, llvm::ArrayRef<Tensor *> tensors,
-                         std::vector<T> &buffer, double examples, double globalExamples) {
-  size_t total = 0;
-  for (const Tensor *t : tensors)
-    total += static_cast<size_t>(t->numElements());
-  buffer.resize(total);
-  size_t at = 0;
-  const T scale = static_cast<T>(examples);
-  for (const Tensor *t : tensors) {
-    const T *src = t->data<T>();
-    for (int64_t i = 0; i < t->numElements(); ++i)
-      buffer[at + static_cast<size_t>(i)] = scale * src[i];
-    at += static_cast<size_t>(t->numElements());
-  }
-  if (auto e = collective.allReduceSum(buffer.data(), buffer.size()))
-    return e;
-  at = 0;
-  const T inverse = static_cast<T>(1.0 / globalExamples);
-  for (Tensor *t : tensors) {
-    T *dst = t->data<T>();
-    for (int64_t i = 0; i < t->numElements(); ++i)
-      dst[i] = buffer[at + static_cast<size_t>(i)] * inverse;
-    at += static_cast<size_t>(t->numElements());
-  }
-  return llvm::Error::success();
+using Clock = std::chrono::steady_clock;
+
+// Sums `data` over the group, adding the seconds the call took to `seconds`.
+template <typename... Args>
+llvm::Error timedAllReduce(dist::Collective &collective, double &seconds, Args... args) {
+  const auto started = Clock::now();
+  llvm::Error e = collective.allReduceSum(args...);
+  seconds += std::chrono::duration<double>(Clock::now() - started).count();
+  return e;
 }
 
-// Copies the tensors' elements into one buffer, in order.
-void gather(llvm::ArrayRef<Tensor *> tensors, float *to) {
+// Copies the tensors' elements into one buffer, in order, each times `weight`.
+template <typename T> void gatherWeighted(llvm::ArrayRef<Tensor *> tensors, T weight, T *to) {
   for (const Tensor *t : tensors) {
-    std::memcpy(to, t->data<float>(), static_cast<size_t>(t->numBytes()));
+    const T *from = t->data<T>();
+    for (int64_t i = 0; i < t->numElements(); ++i)
+      to[i] = weight * from[i];
     to += t->numElements();
   }
 }
 
-void scatter(const float *from, llvm::ArrayRef<Tensor *> tensors) {
+template <typename T> void scatter(const T *from, llvm::ArrayRef<Tensor *> tensors) {
   for (Tensor *t : tensors) {
-    std::memcpy(t->data<float>(), from, static_cast<size_t>(t->numBytes()));
+    std::memcpy(t->data<T>(), from, static_cast<size_t>(t->numBytes()));
     from += t->numElements();
   }
+}
+
+// The batch-weighted mean over the group, sum(b_i * g_i) / sum(b): each worker weights its
+// values by its share b_i / sum(b), so that the group's sum is the mean. A bucket of one tensor
+// (the all_reduce kernel's output, memory of its own) is weighted and all-reduced where it lies:
+// staging it through a buffer would only cost two more passes over its bytes. The tensors of a
+// larger bucket are gathered, weighted on the way, into `buffer` and copied back.
+template <typename T>
+llvm::Error weightedMean(dist::Collective &collective, llvm::ArrayRef<Tensor *> tensors,
+                         std::vector<T> &buffer, double fraction, double &inCollective) {
+  const T weight = static_cast<T>(fraction);
+  if (tensors.size() == 1) {
+    T *data = tensors.front()->data<T>();
+    const auto n = static_cast<size_t>(tensors.front()->numElements());
+    for (size_t i = 0; i < n; ++i)
+      data[i] *= weight;
+    return timedAllReduce(collective, inCollective, data, n);
+  }
+  size_t total = 0;
+  for (const Tensor *t : tensors)
+    total += static_cast<size_t>(t->numElements());
+  buffer.resize(total);
+  gatherWeighted(tensors, weight, buffer.data());
+  if (auto e = timedAllReduce(collective, inCollective, buffer.data(), buffer.size()))
+    return e;
+  scatter(buffer.data(), tensors);
+  return llvm::Error::success();
 }
 
 // Error feedback: values += residual; wire = values in `precision`; residual = what that
@@ -270,17 +282,21 @@ llvm::Error WorkerCommunication::allReduce(llvm::StringRef group, int64_t bucket
     };
   else if (f64)
     job = [=, buffer = &buffers64_[slot]] {
-      return weightedMean(*collective, targets, *buffer, mine, all);
+      return weightedMean(*collective, targets, *buffer, mine / all, inCollective_);
     };
   else
     job = [=, buffer = &buffers_[slot]] {
-      return weightedMean(*collective, targets, *buffer, mine, all);
+      return weightedMean(*collective, targets, *buffer, mine / all, inCollective_);
     };
   if (trace_)
     job = [this, job = std::move(job), bucket, wireBytes] {
       TraceSpan span(trace_, "all-reduce", ir::bucketName(bucket), "all_reduce");
       span.addArg("bytes", static_cast<double>(wireBytes));
-      return job();
+      inCollective_ = 0;
+      llvm::Error e = job();
+      // The rest of the span is staging: weighting, gathering, copying back, 16-bit coding.
+      span.addArg("collective_us", inCollective_ * 1e6);
+      return e;
     };
   queue_.push_back(std::move(job));
   inFlight_.push_back(bucket);
@@ -296,17 +312,15 @@ llvm::Error WorkerCommunication::compressedMean(llvm::ArrayRef<Tensor *> tensors
   const auto n = static_cast<int64_t>(total);
   buffer.values.resize(total);
   buffer.wire.resize(total);
-  gather(tensors, buffer.values.data());
   // Each worker's share of the batch-weighted mean, so the 16-bit sum is the mean itself.
-  const auto weight = static_cast<float>(fraction);
-  for (float &v : buffer.values)
-    v *= weight;
+  gatherWeighted(tensors, static_cast<float>(fraction), buffer.values.data());
   if (compression_.errorFeedback)
     feedBackError(buffer.values.data(), buffer.residual, buffer.wire.data(), n,
                   compression_.precision);
   else
     encodeHalf(buffer.values.data(), buffer.wire.data(), n, compression_.precision);
-  if (auto e = collective_->allReduceSum(buffer.wire.data(), total, compression_.precision))
+  if (auto e = timedAllReduce(*collective_, inCollective_, buffer.wire.data(), total,
+                              compression_.precision))
     return e;
   decodeHalf(buffer.wire.data(), buffer.values.data(), n, compression_.precision);
   scatter(buffer.values.data(), tensors);

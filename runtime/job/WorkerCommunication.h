@@ -137,6 +137,8 @@ private:
   std::map<std::string, std::vector<float>> pushResiduals_; // dense PS gradients, error feedback
   std::atomic<uint64_t> allReduceBytes_{0};
   TraceRecorder *trace_ = nullptr;
+  // Seconds the running bucket spent in Gloo calls, for its span (all-reduce thread only).
+  double inCollective_ = 0;
   StallWatch *stalls_ = nullptr;
   std::deque<int64_t> inFlight_; // buckets started and not yet done, in order (guarded by mutex_)
   // A PS call, traced (its span with the bytes it sent and received) and watched for stalls.

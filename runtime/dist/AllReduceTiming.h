@@ -1,0 +1,19 @@
+// Timed Gloo all-reduces of one size: what `prism calibrate` fits its all-reduce cost to and
+// `prism bench-allreduce` reports.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "runtime/dist/Collective.h"
+#include "llvm/Support/Error.h"
+
+namespace prism::runtime::dist {
+
+// Every rank of `group` calls it with the same arguments, at the same point. One untimed
+// all-reduce of `bytes` (as float32 elements; the first of a size sets up Gloo's buffers), then
+// `repeats` timed ones, each entered after a barrier so that it times the collective, not the
+// ranks' arrival. Returns their durations in seconds, as this rank saw them.
+llvm::Expected<std::vector<double>> timeAllReduces(Collective &group, size_t bytes, int repeats);
+
+} // namespace prism::runtime::dist

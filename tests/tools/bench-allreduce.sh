@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# prism bench-allreduce: two processes on loopback time all-reduces of each size; each rank
+# prints one JSON line per size, in order, with its rank, as many repeats as the other (at least
+# the probe's) and positive times. Bad flags are errors naming them.
+set -euo pipefail
+prism=$1
+work=$(mktemp -d)
+peer=
+trap '[ -n "$peer" ] && kill "$peer" 2>/dev/null; rm -rf "$work"' EXIT
+# shellcheck source=../job/expect-error.sh
+source "$(dirname "$0")/../job/expect-error.sh"
+port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+args=(--coordinator "127.0.0.1:$port" --bytes 4,64k,1M --seconds 0.2 --timeout 30)
+"$prism" bench-allreduce --rank 1 "${args[@]}" >"$work/rank1.out" &
+peer=$!
+"$prism" bench-allreduce --rank 0 "${args[@]}" >"$work/rank0.out"
+wait "$peer"
+peer=
+cat "$work/rank0.out" "$work/rank1.out"
+/usr/bin/python3 - "$work/rank0.out" "$work/rank1.out" <<'PY'
+import json, sys
+ranks = [[json.loads(l) for l in open(path)] for path in sys.argv[1:]]
+for rank, rows in enumerate(ranks):
+    assert [r["bytes"] for r in rows] == [4, 64000, 1000000], rows
+    for r in rows:
+        assert r["rank"] == rank and r["repeats"] >= 3, r
+        assert 0 < r["min_s"] <= r["median_s"] <= r["max_s"] and r["seconds"] >= r["max_s"], r
+assert [r["repeats"] for r in ranks[0]] == [r["repeats"] for r in ranks[1]], ranks
+PY
+expect_error "option --rank: expected 0 to 1, got 2" \
+  "$prism" bench-allreduce --rank 2 --coordinator 127.0.0.1:1 --bytes 4
+expect_error "option --coordinator: expected HOST:PORT" \
+  "$prism" bench-allreduce --rank 0 --coordinator localhost --bytes 4
+expect_error "option --bytes: 2 is less than one float32" \
+  "$prism" bench-allreduce --rank 0 --coordinator 127.0.0.1:1 --bytes 4,2
+expect_error "option --bytes" "$prism" bench-allreduce --rank 0 --coordinator 127.0.0.1:1 --bytes 4x
+expect_error "option --seconds: expected a positive time" \
+  "$prism" bench-allreduce --rank 0 --coordinator 127.0.0.1:1 --bytes 4 --seconds 0
+echo ok

@@ -1,0 +1,186 @@
+// `prism bench-allreduce --rank R --coordinator HOST:PORT --bytes LIST`: one rank of a group of
+// processes timing Gloo ring all-reduces of each size over a window (bench/allreduce_bandwidth,
+// docs/distributed.md "All-reduce effective bandwidth"); each rank prints a JSON line per size.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ir/Diagnostic.h"
+#include "runtime/dist/AllReduceTiming.h"
+#include "runtime/dist/Collective.h"
+#include "runtime/dist/Coordinator.h"
+#include "runtime/dist/CoordinatorClient.h"
+#include "support/Memory.h"
+#include "tools/Commands.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace prism::tools {
+namespace {
+
+using namespace runtime::dist;
+
+constexpr const char *kToken = "bench-allreduce";
+constexpr int kProbeRepeats = 3;
+
+struct BenchAllReduceArgs {
+  int rank = -1;
+  int ranks = 2;
+  std::string coordinator;        // host:port; rank 0 serves it
+  std::string bind = "127.0.0.1"; // this rank's address for Gloo
+  std::string bytes;              // comma-separated sizes
+  double seconds = 10;            // timed window per size
+  double timeout = 60;            // rendezvous and every collective
+};
+
+llvm::Expected<std::vector<size_t>> parseSizes(llvm::StringRef text) {
+  llvm::SmallVector<llvm::StringRef, 8> parts;
+  text.split(parts, ',', -1, /*KeepEmpty=*/false);
+  if (parts.empty())
+    return ir::makeError("option --bytes: expected sizes such as 45096,4M, got '" + text + "'");
+  std::vector<size_t> sizes;
+  for (llvm::StringRef part : parts) {
+    auto size = support::parseByteSize(part.trim());
+    if (!size)
+      return ir::withContext(size.takeError(), "option --bytes");
+    if (*size < sizeof(float))
+      return ir::makeError("option --bytes: " + part + " is less than one float32 (4 bytes)");
+    sizes.push_back(static_cast<size_t>(*size));
+  }
+  return sizes;
+}
+
+llvm::Error checkArgs(const BenchAllReduceArgs &args) {
+  if (args.ranks < 2)
+    return ir::makeError("option --ranks: expected at least 2, got " + llvm::Twine(args.ranks));
+  if (args.rank < 0 || args.rank >= args.ranks)
+    return ir::makeError("option --rank: expected 0 to " + llvm::Twine(args.ranks - 1) + ", got " +
+                         llvm::Twine(args.rank));
+  if (!(args.seconds > 0))
+    return ir::makeError("option --seconds: expected a positive time, got " +
+                         std::to_string(args.seconds));
+  if (!(args.timeout > 0))
+    return ir::makeError("option --timeout: expected a positive time, got " +
+                         std::to_string(args.timeout));
+  auto [host, port] = llvm::StringRef(args.coordinator).rsplit(':');
+  unsigned portNumber = 0;
+  if (host.empty() || port.getAsInteger(10, portNumber) || portNumber == 0 || portNumber > 65535)
+    return ir::makeError("option --coordinator: expected HOST:PORT with a port from 1 to 65535, "
+                         "got '" +
+                         args.coordinator + "'");
+  return llvm::Error::success();
+}
+
+// Repeats of `bytes` that fill about `seconds`, from rank 0's probe of a few, broadcast so
+// that every rank runs as many.
+llvm::Expected<int64_t> repeatsFor(Collective &group, size_t bytes, double seconds) {
+  auto probe = timeAllReduces(group, bytes, kProbeRepeats);
+  if (!probe)
+    return probe.takeError();
+  std::sort(probe->begin(), probe->end());
+  const double each = std::max((*probe)[probe->size() / 2], 1e-6);
+  int64_t repeats = std::max<int64_t>(kProbeRepeats, std::llround(seconds / each));
+  if (auto e = group.broadcast(&repeats, sizeof(repeats), 0))
+    return std::move(e);
+  return repeats;
+}
+
+// {"rank", "bytes", "repeats", "seconds" (their sum), "median_s", "min_s", "max_s"}
+void printTimes(int rank, size_t bytes, std::vector<double> times) {
+  std::sort(times.begin(), times.end());
+  double sum = 0;
+  for (double t : times)
+    sum += t;
+  nlohmann::ordered_json line = {{"rank", rank},
+                                 {"bytes", bytes},
+                                 {"repeats", times.size()},
+                                 {"seconds", sum},
+                                 {"median_s", times[times.size() / 2]},
+                                 {"min_s", times.front()},
+                                 {"max_s", times.back()}};
+  llvm::outs() << line.dump() << "\n";
+  llvm::outs().flush();
+}
+
+llvm::Error benchAllReduce(const BenchAllReduceArgs &args, const std::vector<size_t> &sizes) {
+  const auto timeout = std::chrono::milliseconds(std::llround(args.timeout * 1000));
+  std::unique_ptr<Coordinator> coordinator;
+  if (args.rank == 0) {
+    CoordinatorOptions options;
+    options.listenAddress = args.coordinator;
+    options.jobToken = kToken;
+    for (int r = 0; r < args.ranks; ++r)
+      options.expectedTasks.push_back("worker:" + std::to_string(r));
+    // Ranks timing a long window send no heartbeats worth watching; the collectives' timeout
+    // bounds every wait instead.
+    options.heartbeatTimeout = std::chrono::hours(1);
+    auto started = Coordinator::start(std::move(options));
+    if (!started)
+      return ir::withContext(started.takeError(), "option --coordinator " + args.coordinator);
+    coordinator = std::move(*started);
+  }
+  CoordinatorClientOptions clientOptions;
+  clientOptions.address = args.coordinator;
+  clientOptions.jobToken = kToken;
+  clientOptions.taskName = "worker:" + std::to_string(args.rank);
+  clientOptions.callTimeout = timeout;
+  CoordinatorClient client(clientOptions);
+  if (auto e = client.registerTask())
+    return e;
+  auto group = Collective::create(client, kToken, args.rank, args.ranks, args.bind, timeout);
+  if (!group)
+    return group.takeError();
+  for (size_t bytes : sizes) {
+    auto repeats = repeatsFor(**group, bytes, args.seconds);
+    if (!repeats)
+      return repeats.takeError();
+    auto times = timeAllReduces(**group, bytes, static_cast<int>(*repeats));
+    if (!times)
+      return times.takeError();
+    printTimes(args.rank, bytes, std::move(*times));
+  }
+  // Rank 0 serves the coordinator: it leaves only once every rank is done.
+  return (*group)->barrier();
+}
+
+int runBenchAllReduce(const BenchAllReduceArgs &args) {
+  if (auto e = checkArgs(args))
+    return reportError(std::move(e));
+  auto sizes = parseSizes(args.bytes);
+  if (!sizes)
+    return reportError(sizes.takeError());
+  if (auto e = benchAllReduce(args, *sizes))
+    return reportError(std::move(e));
+  return 0;
+}
+
+} // namespace
+
+void registerBenchAllReduceCommand(CLI::App &app) {
+  auto args = std::make_shared<BenchAllReduceArgs>();
+  auto *cmd = app.add_subcommand(
+      "bench-allreduce", "Time Gloo ring all-reduces between processes, one rank each (each "
+                         "prints a JSON line per size)");
+  cmd->add_option("--rank", args->rank, "This process's rank")->required();
+  cmd->add_option("--ranks", args->ranks, "Processes in the group")->capture_default_str();
+  cmd->add_option("--coordinator", args->coordinator,
+                  "HOST:PORT where rank 0 serves the rendezvous and the others reach it")
+      ->required();
+  cmd->add_option("--bind", args->bind, "This rank's IPv4 address that peers reach it at")
+      ->capture_default_str();
+  cmd->add_option("--bytes", args->bytes, "Sizes to all-reduce, comma-separated (4M, 45096)")
+      ->required();
+  cmd->add_option("--seconds", args->seconds, "Timed window per size")->capture_default_str();
+  cmd->add_option("--timeout", args->timeout, "Seconds the rendezvous and each collective may take")
+      ->capture_default_str();
+  cmd->callback([args]() {
+    if (int status = runBenchAllReduce(*args))
+      throw CLI::RuntimeError(status);
+  });
+}
+
+} // namespace prism::tools
