@@ -43,10 +43,16 @@ bool solve(std::array<std::array<double, kTerms>, kTerms> &a, std::array<double,
   return true;
 }
 
+// A sample's weight in the squares: 1, or 1 / seconds² for errors relative to the time (so a
+// 4-byte message's 80 µs weighs as much as a 16 MB one's 15 ms, and sets the latency).
+double weight(const TimingSample &s, bool relative) {
+  return relative && s.seconds > 0 ? 1 / (s.seconds * s.seconds) : 1;
+}
+
 // Least squares over the coefficients in `mask` (the others 0); false when singular or a
 // coefficient comes out negative.
 bool fitSubset(llvm::ArrayRef<TimingSample> samples, const std::array<double, kTerms> &scale,
-               unsigned mask, std::array<double, kTerms> &out) {
+               unsigned mask, bool relative, std::array<double, kTerms> &out) {
   std::array<int, kTerms> terms{};
   int k = 0;
   for (int t = 0; t < kTerms; ++t)
@@ -56,11 +62,12 @@ bool fitSubset(llvm::ArrayRef<TimingSample> samples, const std::array<double, kT
   std::array<double, kTerms> b{};
   for (const TimingSample &s : samples) {
     const auto x = columns(s);
+    const double w = weight(s, relative);
     for (int i = 0; i < k; ++i) {
       const double xi = x[terms[i]] / scale[terms[i]];
-      b[i] += xi * s.seconds;
+      b[i] += w * xi * s.seconds;
       for (int j = 0; j < k; ++j)
-        a[i][j] += xi * x[terms[j]] / scale[terms[j]];
+        a[i][j] += w * xi * x[terms[j]] / scale[terms[j]];
     }
   }
   if (!solve(a, b, k))
@@ -74,20 +81,22 @@ bool fitSubset(llvm::ArrayRef<TimingSample> samples, const std::array<double, kT
   return true;
 }
 
-double residual(llvm::ArrayRef<TimingSample> samples, const std::array<double, kTerms> &c) {
+double residual(llvm::ArrayRef<TimingSample> samples, const std::array<double, kTerms> &c,
+                bool relative) {
   double sum = 0;
   for (const TimingSample &s : samples) {
     const auto x = columns(s);
     double predicted = 0;
     for (int t = 0; t < kTerms; ++t)
       predicted += c[t] * x[t];
-    sum += (predicted - s.seconds) * (predicted - s.seconds);
+    sum += weight(s, relative) * (predicted - s.seconds) * (predicted - s.seconds);
   }
   return sum;
 }
 
 // The coefficients (latency, seconds per flop, seconds per byte).
-std::array<double, kTerms> fitCoefficients(llvm::ArrayRef<TimingSample> samples) {
+std::array<double, kTerms> fitCoefficients(llvm::ArrayRef<TimingSample> samples,
+                                           bool relative = false) {
   // Columns are scaled to their largest value, so flops (1e9) and the constant (1) condition
   // the normal equations alike.
   std::array<double, kTerms> scale{};
@@ -103,9 +112,9 @@ std::array<double, kTerms> fitCoefficients(llvm::ArrayRef<TimingSample> samples)
     for (int t = 0; t < kTerms; ++t)
       usable &= !(mask & (1u << t)) || scale[t] > 0;
     std::array<double, kTerms> c{};
-    if (!usable || !fitSubset(samples, scale, mask, c))
+    if (!usable || !fitSubset(samples, scale, mask, relative, c))
       continue;
-    if (double r = residual(samples, c); r < bestResidual) {
+    if (double r = residual(samples, c, relative); r < bestResidual) {
       bestResidual = r;
       best = c;
     }
@@ -132,7 +141,9 @@ AllReduceCost fitLatencyPerByte(llvm::ArrayRef<TimingSample> samples) {
   std::vector<TimingSample> bytesOnly(samples.begin(), samples.end());
   for (TimingSample &s : bytesOnly)
     s.flops = 0;
-  const auto c = fitCoefficients(bytesOnly);
+  // Relative errors: sizes span 4 bytes to 16 MB, and in absolute terms the largest ones'
+  // noise would set the latency.
+  const auto c = fitCoefficients(bytesOnly, /*relative=*/true);
   return {c[0], c[2]};
 }
 
