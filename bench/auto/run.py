@@ -47,15 +47,6 @@ def configs():
     return result
 
 
-def cluster_yaml(hosts, path):
-    with open(path, "w") as f:
-        f.write("hosts:\n")
-        for i in range(hosts.n):
-            f.write(f"  - name: h{i}\n    address: {hosts.addr(i)}\n    devices: [cpu:0]\n"
-                    "    ps: 1\n")
-        f.write(f"network: {{ bandwidth: {hosts.rate} }}\n")
-
-
 def placement_key(a, plan):
     """What makes two plans run alike: each variable's placement and shards, the buckets."""
     d = json.loads(common.run([a.prism, "dump", plan, "--format", "json"], timeout=120))
@@ -187,7 +178,7 @@ def main():
                 common.run([a.prism, "calibrate", "-o", profile], timeout=1200)
             with common.Hosts(HOSTS, a.rate, a.netns_prefix) as hosts:
                 cluster = os.path.join(tmp, "cluster.yaml")
-                cluster_yaml(hosts, cluster)
+                common.cluster_yaml(hosts, set(range(hosts.n)), cluster)  # a PS per host
                 for name in a.models.split(","):
                     report_model(a, name, *bench_model(a, name, cluster, profile, hosts, tmp))
     except common.Failed as e:
