@@ -85,6 +85,13 @@ llvm::Error writeTrace(const plan::Prediction &prediction, const std::string &pa
   };
   for (const plan::TaskPrediction &task : prediction.tasks)
     recorders[task.task] = std::make_unique<runtime::TraceRecorder>(task.task);
+  // Each recorder pairs its clocks when it is made, microseconds apart (more on a busy
+  // machine): one offset each puts every task's step start at the same instant.
+  if (!recorders.empty()) {
+    const int64_t reference = recorders.begin()->second->unixMicros(start);
+    for (const auto &[task, recorder] : recorders)
+      recorder->setClockOffset(reference - recorder->unixMicros(start));
+  }
   for (const plan::SimulatedSpan &s : prediction.spans) {
     runtime::TraceRecorder::Args spanArgs;
     if (s.bytes > 0)

@@ -34,6 +34,9 @@ public:
             Clock::time_point end, Args args = {});
   // Microseconds to add to this process's clock to read the coordinator's.
   void setClockOffset(int64_t micros);
+  // `t` as this recorder writes it, in Unix microseconds before the offset (its steady and
+  // system clocks are paired once, when it is made).
+  int64_t unixMicros(Clock::time_point t) const;
   int64_t clockOffset() const;
 
   size_t size() const;
@@ -59,8 +62,6 @@ private:
     int64_t durationMicros;
     Args args;
   };
-  int64_t unixMicros(Clock::time_point t) const;
-
   std::string task_;
   Clock::time_point steadyStart_;
   int64_t unixStartMicros_;
