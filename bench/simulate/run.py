@@ -51,6 +51,9 @@ def measured(args, model, strategy, spec, work):
     metrics = os.path.join(work, "metrics.jsonl")
     run([args.prism, "train", os.path.join(ROOT, "models", model + ".prism"), "--cluster", spec,
          "--strategy", strategy, "--batch", str(args.batch), "--steps", str(args.steps),
+         # The same profile as the prediction's, so the automatic partition count and bucket
+         # size are the same plan's.
+         "--profile", args.profile,
          "--threads", "1", "--metrics-out", metrics, "--quiet", "--no-eval"])
     times = []
     with open(metrics) as f:
