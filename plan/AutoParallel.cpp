@@ -30,6 +30,9 @@ constexpr size_t kVariablesWeighed = 8;
 // A dense variable is weighed on its own when it holds at least this share of the trained bytes.
 constexpr double kWeighedShare = 0.05;
 
+// The margin as the decisions' reasons write it.
+const std::string kMarginText = std::to_string(static_cast<int>(kDecisionMargin * 100)) + "%";
+
 const char *placementName(bool onPs) {
   return onPs ? "ps" : "all-reduce";
 }
@@ -162,8 +165,8 @@ private:
     return c;
   }
 
-  Decision &decide(std::string subject, const std::vector<Candidate> &candidates,
-                   const Candidate &chosen, std::string reason) {
+  void decide(std::string subject, const std::vector<Candidate> &candidates,
+              const Candidate &chosen, std::string reason) {
     Decision &d = decisions_.emplace_back();
     d.set_subject(std::move(subject));
     d.set_chosen(chosen.option);
@@ -175,7 +178,6 @@ private:
       a->set_step_seconds(c.stepSeconds);
       a->set_refused(c.refused);
     }
-    return d;
   }
 
   // The fastest candidate, unless `preferred` (an index) predicts within the margin of it.
@@ -192,7 +194,7 @@ private:
         candidates[*preferred].stepSeconds <=
             candidates[fastest].stepSeconds * (1 + kDecisionMargin)) {
       reason = "the default: the fastest, " + candidates[fastest].option + ", predicts a step " +
-               "less than " + std::to_string(static_cast<int>(kDecisionMargin * 100)) + "% shorter";
+               "less than " + kMarginText + " shorter";
       return *preferred;
     }
     reason = "the fastest predicted step";
@@ -288,10 +290,8 @@ private:
         current = flipped;
         reason = "the fastest predicted step";
       } else {
-        reason = pair[1].ok()
-                     ? "the other side predicts no step " +
-                           std::to_string(static_cast<int>(kDecisionMargin * 100)) + "% shorter"
-                     : "the other side is refused";
+        reason = pair[1].ok() ? "the other side predicts no step " + kMarginText + " shorter"
+                              : "the other side is refused";
       }
       decide("placement of " + name, pair, pair[chosen], reason);
       best_ = std::move(pair[chosen]);
@@ -345,8 +345,7 @@ private:
         break;
       }
     if (fewest != chosen)
-      reason = "the fewest ranges within " +
-               std::to_string(static_cast<int>(kDecisionMargin * 100)) + "% of the fastest";
+      reason = "the fewest ranges within " + kMarginText + " of the fastest";
     decide("partitions", candidates, candidates[fewest], reason);
     best_ = std::move(candidates[fewest]);
   }
