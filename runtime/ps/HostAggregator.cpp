@@ -12,6 +12,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "ir/Diagnostic.h"
+#include "runtime/dist/ChannelArguments.h"
 #include "runtime/dist/RpcStatus.h"
 #include "runtime/ps/GradientAggregator.h"
 #include "runtime/ps/Wire.h"
@@ -590,8 +591,7 @@ connectToHostAggregator(const std::string &endpoint, int64_t member,
                         std::map<std::string, VariableLayout> variables,
                         const std::string &jobToken, std::chrono::milliseconds timeout,
                         const std::optional<dist::TlsIdentity> &tls, llvm::StringRef leaderTask) {
-  grpc::ChannelArguments arguments;
-  arguments.SetMaxReceiveMessageSize(-1);
+  grpc::ChannelArguments arguments = dist::clusterChannelArguments("prism.ps.HostAggregator");
   auto credentials = dist::channelCredentials(tls, leaderTask, arguments);
   auto channel = grpc::CreateCustomChannel(endpoint, credentials, arguments);
   return std::make_unique<RemoteChannel>(wire::HostAggregator::NewStub(channel), member,

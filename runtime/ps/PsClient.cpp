@@ -11,6 +11,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "ir/Diagnostic.h"
+#include "runtime/dist/ChannelArguments.h"
 #include "runtime/dist/RpcStatus.h"
 #include "runtime/dist/Tls.h"
 #include "runtime/ps/Wire.h"
@@ -88,8 +89,8 @@ llvm::Expected<std::unique_ptr<PsClient>> PsClient::create(PsClientOptions optio
   for (const auto &[name, layout] : client->options_.variables)
     for (const ShardLocation &shard : layout.shards)
       if (!client->channels_->stubs.count(shard.endpoint)) {
-        grpc::ChannelArguments arguments;
-        arguments.SetMaxReceiveMessageSize(-1); // whole shards travel in one message
+        grpc::ChannelArguments arguments =
+            dist::clusterChannelArguments("prism.ps.ParameterServer");
         // With TLS the server must present the certificate of the task that holds the shard.
         auto server = client->options_.serverNames.find(shard.endpoint);
         if (client->options_.tls && server == client->options_.serverNames.end())

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <thread>
 
 #include "PsTestCluster.h"
@@ -110,6 +111,34 @@ TEST(PsClient, CountsPayloadBytes) {
   EXPECT_GE(client->bytesSent() - sent, 8u * sizeof(float));
 }
 
+// A call that finds its server not listening (yet, or again) is retried within its deadline: a
+// server that comes back moments later answers it.
+TEST(PsClient, APullIsRetriedUntilItsServerListensAgain) {
+  TestCluster cluster(1);
+  auto client = cluster.client();
+  const std::string address = cluster.servers[1]->endpoint();
+  cluster.servers[1].reset(); // the port is free again
+
+  std::promise<llvm::Expected<Tensor>> pulled;
+  std::thread puller([&] { pulled.set_value(client->pull("emb", 0)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ParameterServerOptions options;
+  options.jobToken = kToken;
+  options.address = address;
+  options.variables = cluster.stores[1];
+  options.shards = TestCluster::shardsOf(1);
+  options.apply = [store = cluster.stores[1]](int64_t, const GradientSet &gradients) {
+    return applySgd(*store, gradients);
+  };
+  auto restarted = ParameterServer::start(std::move(options));
+  ASSERT_TRUE(bool(restarted)) << llvm::toString(restarted.takeError());
+  puller.join();
+  auto value = pulled.get_future().get();
+  ASSERT_TRUE(bool(value)) << llvm::toString(value.takeError());
+  for (int64_t i = 0; i < value->numElements(); ++i)
+    EXPECT_EQ(value->data<float>()[i], static_cast<float>(initialValue("emb", i)));
+}
+
 // --compress: f32 gradients are pushed, and rows pulled, as 16-bit floats. The rows come back
 // rounded; the server applies the rounded gradient; a compressed tensor is half the bytes.
 TEST(PsClient, CompressedPushesAndRowPullsTravelAs16BitFloats) {
@@ -170,7 +199,8 @@ TEST(PsClient, CompressedPushesAndRowPullsTravelAs16BitFloats) {
   ints.set_encoding("int4");
   auto refused = fromWire(ints);
   ASSERT_FALSE(bool(refused));
-  EXPECT_NE(llvm::toString(refused.takeError()).find("encoding: unknown precision 'int4'"), std::string::npos);
+  EXPECT_NE(llvm::toString(refused.takeError()).find("encoding: unknown precision 'int4'"),
+            std::string::npos);
 }
 
 // A server buffers a request whole before it can read its token, so it takes none larger than
