@@ -8,6 +8,7 @@
 #include "support/Memory.h"
 #include "tools/Commands.h"
 #ifdef PRISM_WITH_CUDA
+#include "runtime/cuda/CudaElementwiseKernels.h"
 #include "runtime/cuda/CudaRuntimeDevice.h"
 #endif
 
@@ -17,6 +18,7 @@ int main(int argc, char **argv) {
   app.require_subcommand(1);
 #ifdef PRISM_WITH_CUDA
   prism::runtime::cuda::registerCudaDevice();
+  prism::runtime::cuda::registerCudaKernels();
 #endif
   app.fallthrough(false);
   std::string memoryLimit;

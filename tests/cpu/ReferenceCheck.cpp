@@ -81,6 +81,7 @@ void expectMatchesReference(const ir::Module &module, const std::vector<std::str
   execOptions.outputs = outputs;
   execOptions.mode = options.context.mode;
   execOptions.seed = options.context.seed;
+  execOptions.device = options.device;
   auto exec = runtime::Executor::create(module, store, execOptions);
   ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
   (*exec)->setStepNumber(options.context.step);
@@ -137,6 +138,15 @@ void expectMatchesReference(const ir::Module &module, const std::vector<std::str
       const runtime::RuntimeValue *actual = (*exec)->output(name);
       ASSERT_NE(expected, nullptr) << name;
       ASSERT_NE(actual, nullptr) << name;
+      runtime::RuntimeValue onHost = *actual;
+      for (Tensor *t : {&onHost.dense, &onHost.indices}) {
+        if (t->numElements() == 0 || t->onHost())
+          continue;
+        auto copied = (*exec)->device().toHost(*t);
+        ASSERT_TRUE(bool(copied)) << name << ": " << llvm::toString(copied.takeError());
+        *t = std::move(*copied);
+      }
+      actual = &onHost;
       std::vector<int64_t> shape(expected->shape().begin(), expected->shape().end());
       std::vector<double> want = expected->toDense().data();
       std::vector<double> got = denseValues(*actual, shape);

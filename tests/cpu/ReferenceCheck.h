@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/Device.h"
 #include "ir/Module.h"
 #include "runtime/StepContext.h"
 
@@ -25,6 +26,9 @@ struct ReferenceCheckOptions {
   int steps = 1;
   // The first step's mode, seed, number and example offset, on both interpreters.
   runtime::StepContext context;
+  // Where the executor runs (the GPU tests check their kernels with `cuda:0`); outputs are copied
+  // back to the host to be compared.
+  ir::DeviceId device;
 };
 
 // Evaluates `outputs` of a typed module on both interpreters; gtest failures on mismatch.

@@ -1,0 +1,147 @@
+// The GPU's elementwise kernel family (runtime/cuda/CudaElementwiseKernels.h): which programs it
+// lets the executor build, its errors, and, on a machine with a GPU, every generated kernel
+// against the float64 reference interpreter on fresh random inputs.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "CudaTestSupport.h"
+#include "frontends/text/Parser.h"
+#include "ir/Builder.h"
+#include "ir/ops/ElementwiseExpr.h"
+#include "plan/Pipeline.h"
+#include "runtime/cuda/CudaElementwiseKernels.h"
+#include "runtime/cuda/CudaRuntimeDevice.h"
+#include "tests/cpu/ReferenceCheck.h"
+
+using namespace prism;
+using ir::Attr;
+using ir::DType;
+using ir::kBatchDim;
+using ir::TensorType;
+
+namespace {
+
+void registerGpu() {
+  runtime::cuda::registerCudaDevice();
+  runtime::cuda::registerCudaKernels();
+}
+
+// y = fused_elementwise(x0, x1, ..., expr), or y = op(x0[, x1]) when `expr` names an op.
+std::unique_ptr<ir::Module> elementwiseModule(const std::string &expr,
+                                              const std::vector<ir::Dims> &dims, DType dtype) {
+  ir::ModuleBuilder b("elementwise");
+  std::vector<ir::Value *> operands;
+  for (size_t i = 0; i < dims.size(); ++i)
+    operands.push_back(b.input("x" + std::to_string(i), TensorType(dtype, dims[i])));
+  if (ir::isFusableElementwiseOp(expr))
+    b.op(expr, operands, {}, "y");
+  else
+    b.op("fused_elementwise", operands, ir::attrs({{"expr", Attr::string(expr)}}), "y");
+  auto m = b.finish();
+  EXPECT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  return m ? std::move(*m) : nullptr;
+}
+
+bool isUnary(llvm::StringRef op) {
+  return !ir::parseElementwiseExpr((op + "($0, $1)").str()) ? true : false;
+}
+
+struct ExprCase {
+  const char *expr;
+  std::vector<ir::Dims> dims;
+  bool positive = false; // log and sqrt need positive operands
+};
+
+const ExprCase kExprs[] = {
+    {"mul(sigmoid($0), tanh($1))", {{kBatchDim, 7}, {kBatchDim, 7}}},
+    {"sub(exp(neg($0)), div($0, $1))", {{kBatchDim, 3, 4}, {}}},
+    {"tanh_grad(sigmoid_grad(relu_grad($0, $1), sigmoid($1)), tanh($2))",
+     {{kBatchDim, 9}, {kBatchDim, 9}, {kBatchDim, 9}}},
+    {"add(log($0), sqrt(mul($0, $1)))", {{kBatchDim, 6}, {}}, true},
+    {"relu(sub($0, $1))", {{}, {kBatchDim, 2}}},
+    {"gelu_grad(erf($0), gelu($1))", {{kBatchDim, 11}, {kBatchDim, 11}}},
+    {"maximum(relu($0), minimum($1, $2))", {{kBatchDim, 7}, {kBatchDim, 7}, {}}},
+    {"$0", {{kBatchDim, 3}}},
+    // More elements than one launch's threads: the grid-stride loop covers the rest.
+    {"add(mul(tanh($0), $1), sigmoid(sub($2, $0)))",
+     {{kBatchDim, 700001}, {}, {kBatchDim, 700001}}},
+};
+
+} // namespace
+
+TEST(CudaElementwiseFamily, ElementwiseProgramsPassTheKernelCheckAndMatmulIsNamed) {
+  registerGpu();
+  for (const ExprCase &c : kExprs) {
+    auto module = elementwiseModule(c.expr, c.dims, DType::F32);
+    ASSERT_TRUE(module);
+    llvm::Error err = runtime::checkKernels(*module, ir::DeviceKind::Cuda);
+    EXPECT_FALSE(bool(err)) << c.expr << ": " << llvm::toString(std::move(err));
+  }
+  for (llvm::StringRef op : ir::fusableElementwiseOps()) {
+    std::vector<ir::Dims> dims(isUnary(op) ? 1 : 2, ir::Dims{kBatchDim, 4});
+    auto module = elementwiseModule(op.str(), dims, DType::F32);
+    ASSERT_TRUE(module);
+    EXPECT_FALSE(bool(runtime::checkKernels(*module, ir::DeviceKind::Cuda))) << op.str();
+  }
+  // What the family does not cover is refused before a step, at the op's model line.
+  auto mlp = frontends::parseModuleFile(PRISM_SOURCE_DIR "/models/mlp.prism");
+  ASSERT_TRUE(bool(mlp)) << llvm::toString(mlp.takeError());
+  ASSERT_FALSE(bool(plan::compileTrainingStep(**mlp)));
+  llvm::Error err = runtime::checkKernels(**mlp, ir::DeviceKind::Cuda);
+  ASSERT_TRUE(bool(err));
+  std::string text = llvm::toString(std::move(err));
+  EXPECT_NE(text.find("mlp.prism:"), std::string::npos) << text;
+  EXPECT_NE(text.find("error: no cuda kernel for '"), std::string::npos) << text;
+}
+
+TEST(CudaElementwiseFamily, BroadcastingOperandsAreAClearErrorWhenTheKernelIsBuilt) {
+  registerGpu();
+  auto module = elementwiseModule("add", {{2, 3}, {3}}, DType::F32);
+  ASSERT_TRUE(module);
+  const ir::Op &op = **module->ops().begin();
+  runtime::KernelFactory factory = runtime::findKernel("add", ir::DeviceKind::Cuda);
+  ASSERT_NE(factory, nullptr);
+  runtime::KernelSpec spec;
+  spec.op = &op;
+  spec.inputTypes = {TensorType(DType::F32, {2, 3}), TensorType(DType::F32, {3})};
+  spec.outputTypes = {TensorType(DType::F32, {2, 3})};
+  auto kernel = factory(spec);
+  ASSERT_FALSE(bool(kernel));
+  llvm::Error err = kernel.takeError();
+  EXPECT_EQ(ir::errorCode(err), ir::ErrorCode::Unsupported);
+  std::string text = llvm::toString(std::move(err));
+  EXPECT_NE(text.find("the GPU's 'add' takes dense operands of its result's type f32[2, 3] or "
+                      "scalars, not f32[3]"),
+            std::string::npos)
+      << text;
+}
+
+// On a GPU: every expression above and every fusable op alone, f32 and f64, against the float64
+// reference interpreter (relative error below 1e-4 for f32, 1e-10 for f64).
+TEST(CudaElementwiseFamily, EveryKernelMatchesTheReferenceOnTheGpu) {
+  std::string reason = runtime::cuda::testing::noDeviceReason();
+  if (!reason.empty())
+    GTEST_SKIP() << "no CUDA device: " << reason;
+  registerGpu();
+  std::vector<ExprCase> cases(std::begin(kExprs), std::end(kExprs));
+  for (llvm::StringRef op : ir::fusableElementwiseOps()) {
+    bool positive = op == "log" || op == "sqrt";
+    cases.push_back(
+        {op.data(), std::vector<ir::Dims>(isUnary(op) ? 1 : 2, {kBatchDim, 33}), positive});
+    if (!isUnary(op)) // with a scalar operand
+      cases.push_back({op.data(), {{kBatchDim, 33}, {}}, positive});
+  }
+  for (const ExprCase &c : cases)
+    for (DType dtype : {DType::F32, DType::F64}) {
+      SCOPED_TRACE(std::string(c.expr) + ", " + ir::dtypeName(dtype).str());
+      auto module = elementwiseModule(c.expr, c.dims, dtype);
+      ASSERT_TRUE(module);
+      prism::testing::ReferenceCheckOptions options;
+      options.device = ir::DeviceId{ir::DeviceKind::Cuda, 0};
+      options.low = c.positive ? 0.1 : -1.0;
+      options.tolerance = dtype == DType::F32 ? 1e-4 : 1e-10;
+      prism::testing::expectMatchesReference(*module, {"y"}, options);
+    }
+}
