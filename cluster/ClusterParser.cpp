@@ -551,14 +551,28 @@ llvm::Expected<ClusterSpec> parseLocalShorthand(llvm::StringRef spec) {
   if (*workers == 0)
     return error(parts[0], "no hosts: '" + spec + "' asks for no workers (local:N needs N >= 1)");
   int64_t psTasks = 0, devicesPerWorker = 1;
+  // devices=gpu: group h has gpu:h; devices=gpu:K: every group shares gpu:K.
+  bool gpus = false;
+  std::optional<int64_t> sharedGpu;
   std::set<std::string> seen;
   for (llvm::StringRef option : llvm::makeArrayRef(parts).drop_front()) {
     auto [name, value] = option.split('=');
     if ((name != "ps" && name != "devices") || !option.contains('='))
-      return error(option,
-                   "unknown option '" + option + "' in '" + spec + "' (expected ps=M, devices=D)");
+      return error(option, "unknown option '" + option + "' in '" + spec +
+                               "' (expected ps=M, devices=D, devices=gpu or devices=gpu:K)");
     if (!seen.insert(name.str()).second)
       return error(option, "duplicate option '" + name + "' in '" + spec + "'");
+    if (name == "devices" && value.startswith("gpu")) {
+      gpus = true;
+      llvm::StringRef index = value.drop_front(3);
+      if (index.empty())
+        continue;
+      sharedGpu = index.consume_front(":") ? parseWholeNumber(index) : std::nullopt;
+      if (!sharedGpu || *sharedGpu < 0 || *sharedGpu > kMaxCount)
+        return error(value,
+                     "'devices' in '" + spec + "': expected gpu or gpu:K, got '" + value + "'");
+      continue;
+    }
     std::optional<int64_t> number = parseWholeNumber(value);
     int64_t least = name == "ps" ? 0 : 1;
     if (!number || *number < least || *number > kMaxCount)
@@ -576,7 +590,9 @@ llvm::Expected<ClusterSpec> parseLocalShorthand(llvm::StringRef spec) {
     Host host;
     host.name = "local" + std::to_string(h);
     host.address = "127.0.0.1";
-    for (int64_t d = 0; d < devicesPerWorker; ++d)
+    if (gpus)
+      host.devices.push_back(Device{DeviceKind::Gpu, static_cast<int>(sharedGpu ? *sharedGpu : h)});
+    for (int64_t d = 0; !gpus && d < devicesPerWorker; ++d)
       host.devices.push_back(Device{DeviceKind::Cpu, static_cast<int>(d)});
     // Parameter servers spread evenly, the first hosts taking one more when they don't divide.
     host.psTasks = static_cast<int>(psTasks / *workers + (h < psTasks % *workers ? 1 : 0));

@@ -270,6 +270,21 @@ WorkerCompute workerCompute(const ir::Module &worker, const WorkerBatches &batch
   return compute;
 }
 
+// Whether a task runs on a GPU (its devices are gpu:N).
+bool onGpu(const Task &task) {
+  return llvm::any_of(task.devices(),
+                      [](const std::string &d) { return llvm::StringRef(d).startswith("gpu:"); });
+}
+
+// The bytes of a worker's inputs (its batch) per step.
+double inputBytes(const ir::Module &worker, int64_t batch) {
+  double bytes = 0;
+  for (const auto &input : worker.inputs())
+    if (input->value->hasType())
+      bytes += bytesOf(input->value->type(), batch);
+  return bytes;
+}
+
 // Bytes a task holds of `module`'s variables, leaving out those held by parameter servers.
 double parameterBytes(const ir::Module &module) {
   double bytes = 0;
@@ -300,6 +315,9 @@ void addTaskEstimates(const Plan &plan, const Flows &flows, const ir::Module &wo
       t->set_activation_bytes(compute.activations);
       t->set_activation_bytes_saved(compute.activationsOfLocalBatch - compute.activations);
       t->set_flops_per_step(compute.flops);
+      if (onGpu(task))
+        t->set_host_device_bytes_per_step(inputBytes(worker, batches.localBatch) + 4 +
+                                          sent[task.name()] + received[task.name()]);
     } else if (task.role() == "ps" && static_cast<size_t>(task.index()) < ps.size()) {
       // A PS program's variables are its rows of the tables: all of them count.
       const ir::Module &program = *ps[static_cast<size_t>(task.index())];

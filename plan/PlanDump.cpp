@@ -632,7 +632,11 @@ void printTask(const PlanView &view, const TaskView &t, llvm::raw_ostream &os) {
        << (e->activation_bytes_saved() > 0
                ? " (one micro-batch; " + humanBytes(e->activation_bytes_saved()) + " saved)"
                : std::string())
-       << ", " << humanFlops(e->flops_per_step()) << "/step\n";
+       << ", " << humanFlops(e->flops_per_step()) << "/step"
+       << (e->host_device_bytes_per_step() > 0
+               ? ", host<->device " + humanBytes(e->host_device_bytes_per_step()) + "/step"
+               : std::string())
+       << "\n";
 }
 
 void printLinks(const PlanView &view, const TaskView *only, llvm::raw_ostream &os) {
@@ -742,7 +746,8 @@ Json taskJson(const PlanView &view, const TaskView &t) {
                 {"parameter_bytes", e->parameter_bytes()},
                 {"activation_bytes", e->activation_bytes()},
                 {"activation_bytes_saved", e->activation_bytes_saved()},
-                {"flops_per_step", e->flops_per_step()}};
+                {"flops_per_step", e->flops_per_step()},
+                {"host_device_bytes_per_step", e->host_device_bytes_per_step()}};
   const Task &task = *t.task;
   return {{"name", task.name()},
           {"role", task.role()},

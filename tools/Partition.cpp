@@ -15,7 +15,7 @@ namespace prism::tools {
 
 void CompileArgs::addOptions(CLI::App &cmd, bool runOptions, bool clusterRequired) {
   cmd.add_option("--cluster", cluster,
-                 "Cluster file (YAML, JSON, resource_info) or local:N[,ps=M][,devices=D]")
+                 "Cluster file (YAML, JSON, resource_info) or local:N[,ps=M][,devices=D|gpu|gpu:K]")
       ->required(clusterRequired);
   cmd.add_option("--strategy", strategy,
                  "auto (per variable, from predicted step times), hybrid (sparse to PS, dense "

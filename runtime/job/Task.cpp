@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "ir/Collectives.h"
+#include "ir/Device.h"
 #include "ir/Diagnostic.h"
 #include "plan/CommunicationCost.h"
 #include "plan/LocalAggregation.h"
@@ -32,6 +33,8 @@
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/CheckpointDir.h"
 #include "runtime/train/Trainer.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -251,6 +254,29 @@ joinHostAggregation(const plan::Plan &plan, const plan::Task &task, dist::Coordi
   return aggregator;
 }
 
+// Where worker `task` runs its steps: its device (`gpu:N` is `cuda:N`), or the host's CPU when
+// its devices are CPUs (in-graph towers then share its threads). A GPU the machine lacks is then
+// the executor's error, naming it: never a silent fallback to the CPU.
+llvm::Expected<ir::DeviceId> workerDevice(const plan::Task &task) {
+  std::vector<ir::DeviceId> devices;
+  for (const std::string &name : task.devices()) {
+    auto id = ir::DeviceId::parse(name);
+    if (!id)
+      return ir::withContext(id.takeError(), "the devices of " + task.name());
+    devices.push_back(*id);
+  }
+  bool anyGpu =
+      llvm::any_of(devices, [](const ir::DeviceId &d) { return d.kind != ir::DeviceKind::Cpu; });
+  if (!anyGpu)
+    return ir::DeviceId{};
+  if (devices.size() > 1)
+    return ir::makeError(ir::ErrorCode::Unsupported,
+                         task.name() + " has the devices " + llvm::join(task.devices(), ", ") +
+                             ": in-graph towers on GPUs are not supported yet (between-graph "
+                             "replication runs a worker per GPU)");
+  return devices.front();
+}
+
 // How worker `task` trains: the plan's run configuration, the job's options; worker:0 reports,
 // evaluates and saves.
 llvm::Expected<train::TrainOptions>
@@ -258,8 +284,12 @@ workerTrainOptions(const plan::Plan &plan, const plan::Task &task, const JobOpti
   auto spec = data::parseDataSpec(options.data);
   if (!spec)
     return spec.takeError();
+  auto device = workerDevice(task);
+  if (!device)
+    return device.takeError();
   train::TrainOptions train;
   train.data = *spec;
+  train.device = *device;
   train.steps = options.steps;
   if (!train.steps && plan.run().steps() > 0)
     train.steps = plan.run().steps();

@@ -151,6 +151,15 @@ TEST(ClusterParserTest, ReadsLocalShorthands) {
   EXPECT_FALSE(isLocalShorthand("cluster.yaml"));
   ClusterSpec viaSpec = parseOrDie(readClusterSpec("local:2,devices=3"));
   EXPECT_EQ(viaSpec.hosts[1].devices.size(), 3u);
+
+  // A GPU per group, or one GPU every group shares.
+  ClusterSpec gpus = parseOrDie(parseLocalShorthand("local:3,devices=gpu,ps=1"));
+  ASSERT_EQ(gpus.hosts.size(), 3u);
+  for (size_t h = 0; h < 3; ++h)
+    EXPECT_EQ(gpus.hosts[h].devices, std::vector<Device>{gpu(static_cast<int>(h))});
+  ClusterSpec shared = parseOrDie(parseLocalShorthand("local:2,devices=gpu:1"));
+  for (const Host &host : shared.hosts)
+    EXPECT_EQ(host.devices, std::vector<Device>{gpu(1)});
 }
 
 TEST(ClusterParserTest, ParsesDevicesAndBandwidths) {
@@ -340,7 +349,11 @@ TEST(ClusterParserErrorTest, Shorthands) {
             "got '0'");
   EXPECT_EQ(errorOf(parseLocalShorthand("local:4,gpus=2")),
             "<cluster>:1:9: error: unknown option 'gpus=2' in 'local:4,gpus=2' (expected ps=M, "
-            "devices=D)");
+            "devices=D, devices=gpu or devices=gpu:K)");
+  for (const char *bad : {"gpux", "gpu:", "gpu:x", "gpu:-1"})
+    EXPECT_EQ(errorOf(parseLocalShorthand(std::string("local:2,devices=") + bad)),
+              std::string("<cluster>:1:17: error: 'devices' in 'local:2,devices=") + bad +
+                  "': expected gpu or gpu:K, got '" + bad + "'");
   EXPECT_EQ(errorOf(parseLocalShorthand("local:4,ps=1,ps=2")),
             "<cluster>:1:14: error: duplicate option 'ps' in 'local:4,ps=1,ps=2'");
   EXPECT_EQ(errorOf(parseLocalShorthand("local:1000,devices=1000")),

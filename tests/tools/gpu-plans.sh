@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Plans for GPUs: `local:N,devices=gpu` and cluster files with gpu:N devices give a worker per
+# GPU, which `prism dump` shows (text, JSON, DOT) with the host<->device bytes of a step; in-graph
+# towers on GPUs are refused; and a job whose GPU this machine lacks fails naming the device,
+# never training on the CPU instead. (On a machine with a GPU the last check is skipped.)
+set -euo pipefail
+prism=$1
+models=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# shellcheck source=../job/expect-error.sh
+source "$(dirname "$0")/../job/expect-error.sh"
+
+"$prism" partition "$models/mlp.prism" --cluster local:2,devices=gpu,ps=1 -o "$work/gpu.pb"
+"$prism" dump "$work/gpu.pb" > "$work/gpu.txt"
+grep -q "worker:0  worker on local0, 127.0.0.1:[0-9]*, devices gpu:0" "$work/gpu.txt"
+grep -q "worker:1  worker on local1, 127.0.0.1:[0-9]*, devices gpu:1" "$work/gpu.txt"
+grep -q "host<->device [0-9.]* [kM]B/step" "$work/gpu.txt"
+"$prism" dump "$work/gpu.pb" --format json > "$work/gpu.json"
+/usr/bin/python3 - "$work/gpu.json" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+tasks = {t["name"]: t for t in plan["tasks"]}
+assert tasks["worker:0"]["devices"] == ["gpu:0"], tasks["worker:0"]
+assert tasks["worker:1"]["devices"] == ["gpu:1"], tasks["worker:1"]
+# The input batch (32 x 784 f32 and the labels) and the bucket both ways, at the least.
+moved = tasks["worker:0"]["estimate"]["host_device_bytes_per_step"]
+sent = tasks["worker:0"]["estimate"]["bytes_sent_per_step"]
+assert moved > 32 * 784 * 4 + 2 * sent, moved
+assert tasks["ps:0"]["estimate"]["host_device_bytes_per_step"] == 0
+PY
+"$prism" dump "$work/gpu.pb" --format dot | grep -q 'label="worker:1\\n127.0.0.1:[0-9]*\\ngpu:1'
+
+# Two workers sharing one GPU.
+"$prism" partition "$models/mlp.prism" --cluster local:2,devices=gpu:0 -o "$work/shared.pb"
+[ "$("$prism" dump "$work/shared.pb" | grep -c "devices gpu:0")" -eq 2 ]
+
+# The CPU plan has no host<->device bytes.
+"$prism" partition "$models/mlp.prism" --cluster local:2 -o "$work/cpu.pb"
+if "$prism" dump "$work/cpu.pb" | grep -q "host<->device"; then
+  echo "a CPU plan shows host<->device bytes" >&2
+  exit 1
+fi
+
+expect_error "'devices' in 'local:2,devices=gpu:x': expected gpu or gpu:K, got 'gpu:x'" \
+  "$prism" partition "$models/mlp.prism" --cluster local:2,devices=gpu:x -o "$work/x.pb"
+
+cat > "$work/two-gpus.yaml" <<'YAML'
+hosts:
+  - name: h0
+    address: 127.0.0.1
+    devices: [gpu:0, gpu:1]
+YAML
+expect_error "worker:0 has the devices gpu:0, gpu:1: in-graph towers on GPUs are not supported yet" \
+  "$prism" train "$models/mlp.prism" --cluster "$work/two-gpus.yaml" --replication in-graph \
+  --steps 1
+
+if [ -e /dev/nvidia0 ]; then
+  echo "a GPU is here: the check that a missing GPU is an error is skipped"
+  exit 0
+fi
+expect_error "device cuda:0 was asked for, but this" \
+  "$prism" train "$models/mlp.prism" --cluster local:2,devices=gpu --steps 1
+expect_error "device cuda:0 was asked for, but this" \
+  "$prism" verify "$models/mlp.prism" --cluster local:1,devices=gpu --steps 1
