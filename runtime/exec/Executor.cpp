@@ -329,6 +329,13 @@ llvm::Error Executor::bindFeedsAndVariables(Program &p, const Feeds &feeds) {
     if (!t)
       return ir::makeError(ir::ErrorCode::Internal,
                            "variable '" + var->name() + "' has no value: initialize first");
+    if (!device_->isHost() && t->onHost() && t->numElements() > 0) {
+      auto onDevice = device_->toDevice(*t);
+      if (!onDevice)
+        return ir::withContext(onDevice.takeError(), "variable '" + var->name() + "'");
+      variables_->set(var->name(), std::move(*onDevice));
+      t = variables_->find(var->name());
+    }
     p.slots[slot->second].dense = *t;
   }
   return llvm::Error::success();
@@ -553,6 +560,31 @@ const RuntimeValue *Executor::output(llvm::StringRef name) const {
     return nullptr;
   auto slot = last_->slotOf.find(it->getValue());
   return slot == last_->slotOf.end() ? nullptr : &last_->slots[slot->second];
+}
+
+llvm::Expected<Tensor> Executor::fetch(llvm::StringRef name) {
+  const RuntimeValue *value = output(name);
+  if (!value)
+    return ir::makeError(ir::ErrorCode::NotFound,
+                         "'" + name + "' is not a kept output of the last step");
+  return device_->toHost(value->dense);
+}
+
+llvm::Error Executor::variablesToHost() {
+  if (device_->isHost())
+    return llvm::Error::success();
+  if (auto err = device_->synchronize())
+    return err;
+  for (const auto &var : module_.variables()) {
+    Tensor *t = variables_->find(var->name());
+    if (!t || t->onHost() || t->device() != device_->id())
+      continue;
+    auto onHost = device_->toHost(*t);
+    if (!onHost)
+      return ir::withContext(onHost.takeError(), "variable '" + var->name() + "'");
+    variables_->set(var->name(), std::move(*onHost));
+  }
+  return llvm::Error::success();
 }
 
 size_t Executor::arenaBytes() const {

@@ -89,8 +89,16 @@ public:
 
   // The loss of the last step (modules with a loss).
   std::optional<double> loss() const { return loss_; }
-  // A kept output (ExecutorOptions::outputs) of the last step.
+  // A kept output (ExecutorOptions::outputs) of the last step, on the executor's device.
   const RuntimeValue *output(llvm::StringRef name) const;
+  // A dense kept output of the last step in host memory: a counted copy from a GPU, the tensor
+  // itself on the CPU.
+  llvm::Expected<Tensor> fetch(llvm::StringRef name);
+  // On a device other than the CPU, variables live in its memory: a step uploads those the store
+  // holds on the host (once: the store then holds the device's copy). This brings them back, the
+  // store holding host copies again (counted), for checkpoints and the trained result. On the
+  // CPU it does nothing.
+  llvm::Error variablesToHost();
   // The largest arena planned so far, in bytes (activations and gradients of one step).
   size_t arenaBytes() const;
   VariableStore &variables() { return *variables_; }

@@ -125,13 +125,19 @@ llvm::Expected<Evaluation> evaluate(runtime::Executor &exec, const data::Dataset
       continue;
     if (auto err = exec.step(batch->tensors))
       return std::move(err);
-    const Tensor &loss = exec.output(lossName)->dense;
+    auto fetchedLoss = exec.fetch(lossName);
+    if (!fetchedLoss)
+      return fetchedLoss.takeError();
+    const Tensor &loss = *fetchedLoss;
     double value = loss.dtype() == ir::DType::F64 ? *loss.data<double>() : *loss.data<float>();
     lossSum += value * static_cast<double>(batch->size());
     result.examples += batch->size();
     if (!classifier.logits)
       continue;
-    const Tensor &logits = exec.output(classifier.logits->name())->dense;
+    auto fetchedLogits = exec.fetch(classifier.logits->name());
+    if (!fetchedLogits)
+      return fetchedLogits.takeError();
+    const Tensor &logits = *fetchedLogits;
     const Tensor &labels = batch->at(classifier.labels->name());
     int64_t classes = logits.shape().back();
     for (int64_t r = 0; r < labels.numElements(); ++r) {
@@ -486,8 +492,11 @@ llvm::Error TrainingRun::trainStep() {
   // After the epoch's end, so that a restore starts the next epoch as this run does; none at
   // the last step (a run restored there would have nothing to train).
   if (options_.checkpoint && options_.checkpointEvery > 0 && position_.globalStep < target_ &&
-      position_.globalStep % options_.checkpointEvery == 0)
+      position_.globalStep % options_.checkpointEvery == 0) {
+    if (auto err = trainer_->variablesToHost())
+      return err;
     return options_.checkpoint(position_, store_->all());
+  }
   return llvm::Error::success();
 }
 
@@ -571,6 +580,9 @@ llvm::Expected<TrainResult> TrainingRun::finish() {
   if (position_.batchInEpoch != 0 && result_.steps > 0)
     if (auto err = evaluateTestSet("step " + std::to_string(position_.globalStep)))
       return std::move(err);
+  // The trained variables in host memory (from a GPU: one counted copy each).
+  if (auto err = trainer_->variablesToHost())
+    return std::move(err);
   if (!options_.saveDir.empty())
     if (auto err = saveCheckpoint(options_.saveDir, position_, store_->all()))
       return std::move(err);

@@ -15,6 +15,7 @@
 #include "runtime/cpu/kernels/ElementwiseMath.h"
 #include "runtime/cuda/ElementwiseCodegen.h"
 #include "runtime/cuda/Nvrtc.h"
+#include "tests/cuda/PtxasCheck.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -36,6 +37,8 @@ using std::tanh;
 
 using namespace prism;
 using namespace prism::runtime::cuda;
+using prism::testing::compileThroughPtxas;
+using prism::testing::nvrtcOrFail;
 
 namespace {
 
@@ -83,53 +86,6 @@ kernelOf(llvm::StringRef text, llvm::ArrayRef<bool> repeated, ir::DType dtype = 
   if (!expr)
     return expr.takeError();
   return generateElementwiseKernel(*expr, dtype, repeated);
-}
-
-// NVRTC, or the test is skipped saying why (it is found wherever the GPU path builds).
-const Nvrtc *nvrtcOrSkip() {
-  auto nvrtc = Nvrtc::get();
-  if (!nvrtc) {
-    std::string reason = llvm::toString(nvrtc.takeError());
-    ADD_FAILURE() << reason; // the GPU path was built here, so NVRTC must load
-    return nullptr;
-  }
-  return *nvrtc;
-}
-
-// NVRTC to PTX for compute_90, then ptxas for sm_90: an empty string, or what failed.
-std::string compileThroughPtxas(const Nvrtc &nvrtc, const ElementwiseKernelSource &kernel) {
-  auto ptx = nvrtc.compile(kernel.source, kernel.name + ".cu", "compute_90");
-  if (!ptx)
-    return llvm::toString(ptx.takeError());
-  if (ptx->find(".entry " + kernel.name) == std::string::npos)
-    return "the PTX has no entry " + kernel.name;
-  llvm::SmallString<128> ptxPath, cubinPath, logPath;
-  llvm::sys::fs::createTemporaryFile("prism-kernel", "ptx", ptxPath);
-  llvm::sys::fs::createTemporaryFile("prism-kernel", "cubin", cubinPath);
-  llvm::sys::fs::createTemporaryFile("prism-ptxas", "log", logPath);
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream out(ptxPath, ec);
-    out << *ptx;
-  }
-  llvm::StringRef args[] = {PRISM_PTXAS, "-arch=sm_90", ptxPath, "-o", cubinPath};
-  llvm::Optional<llvm::StringRef> redirects[] = {llvm::None, llvm::StringRef(logPath),
-                                                 llvm::StringRef(logPath)};
-  std::string error;
-  int rc = llvm::sys::ExecuteAndWait(PRISM_PTXAS, args, llvm::None, redirects, 120, 0, &error);
-  uint64_t cubinSize = 0;
-  llvm::sys::fs::file_size(cubinPath, cubinSize);
-  std::string result;
-  if (rc != 0) {
-    auto log = llvm::MemoryBuffer::getFile(logPath);
-    result = "ptxas exited with " + std::to_string(rc) + " " + error + ": " +
-             (log ? (*log)->getBuffer().str() : std::string());
-  } else if (cubinSize == 0) {
-    result = "ptxas wrote no cubin";
-  }
-  for (const auto &path : {ptxPath, cubinPath, logPath})
-    llvm::sys::fs::remove(path);
-  return result;
 }
 
 } // namespace
@@ -201,7 +157,7 @@ TEST(ElementwiseCodegen, RefusesIntegersAndMissingOperands) {
 }
 
 TEST(ElementwiseCodegen, NvrtcReportsItsLogOnBadSource) {
-  const Nvrtc *nvrtc = nvrtcOrSkip();
+  const Nvrtc *nvrtc = nvrtcOrFail();
   if (!nvrtc)
     return;
   auto bad =
@@ -214,7 +170,7 @@ TEST(ElementwiseCodegen, NvrtcReportsItsLogOnBadSource) {
 }
 
 TEST(ElementwiseCodegen, EveryFusableOpCompilesToACubinForSm90) {
-  const Nvrtc *nvrtc = nvrtcOrSkip();
+  const Nvrtc *nvrtc = nvrtcOrFail();
   if (!nvrtc)
     return;
   for (llvm::StringRef op : ir::fusableElementwiseOps()) {
@@ -237,7 +193,7 @@ TEST(ElementwiseCodegen, EveryFusableOpCompilesToACubinForSm90) {
 // Every elementwise kernel a model's training step needs on the GPU: each fused_elementwise
 // expression and each plain fusable op, with its operands' repetition, through NVRTC and ptxas.
 TEST(ElementwiseCodegen, EveryKernelOfEveryModelAssemblesForSm90) {
-  const Nvrtc *nvrtc = nvrtcOrSkip();
+  const Nvrtc *nvrtc = nvrtcOrFail();
   if (!nvrtc)
     return;
   std::error_code ec;
@@ -280,7 +236,7 @@ TEST(ElementwiseCodegen, EveryKernelOfEveryModelAssemblesForSm90) {
       ++kernels;
       if (!compiled.insert(kernel->name).second)
         continue; // the same kernel as another op's
-      std::string failure = compileThroughPtxas(*nvrtc, *kernel);
+      std::string failure = compileThroughPtxas(*nvrtc, kernel->source, kernel->name);
       EXPECT_EQ(failure, "") << it->path() << ": " << text;
     }
     EXPECT_GT(kernels, 0) << it->path() << " needs no elementwise kernel";

@@ -1,0 +1,118 @@
+// cuBLAS through dlopen (see Cublas.h). Only its declarations come from cublas_api.h.
+#include "runtime/cuda/Cublas.h"
+
+#include <cublas_api.h>
+#include <dlfcn.h>
+
+#include <limits>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "ir/Diagnostic.h"
+#include "runtime/cuda/CudaModules.h"
+
+namespace prism::runtime::cuda {
+namespace {
+
+constexpr const char *kLibraries[] = {"libcublas.so.13", "/usr/local/cuda/lib64/libcublas.so.13"};
+
+struct Functions {
+  decltype(&::cublasCreate_v2) create = nullptr;
+  decltype(&::cublasSetMathMode) setMathMode = nullptr;
+  decltype(&::cublasSgemm_v2) sgemm = nullptr;
+};
+
+llvm::Expected<Functions> loadFunctions() {
+  void *library = nullptr;
+  std::string reasons;
+  for (const char *name : kLibraries) {
+    if ((library = dlopen(name, RTLD_NOW | RTLD_LOCAL)))
+      break;
+    const char *reason = dlerror();
+    reasons += std::string(reasons.empty() ? "" : "; ") + (reason ? reason : name);
+  }
+  if (!library)
+    return ir::makeError(ir::ErrorCode::Unsupported,
+                         "cuBLAS, which the GPU's matrix products run on, could not be loaded: " +
+                             reasons);
+  Functions f;
+  f.create = reinterpret_cast<decltype(f.create)>(dlsym(library, "cublasCreate_v2"));
+  f.setMathMode = reinterpret_cast<decltype(f.setMathMode)>(dlsym(library, "cublasSetMathMode"));
+  f.sgemm = reinterpret_cast<decltype(f.sgemm)>(dlsym(library, "cublasSgemm_v2"));
+  if (!f.create || !f.setMathMode || !f.sgemm)
+    return ir::makeError(ir::ErrorCode::Unsupported,
+                         "the loaded cuBLAS lacks cublasCreate_v2, cublasSetMathMode or "
+                         "cublasSgemm_v2");
+  return f;
+}
+
+llvm::Error checkBlas(cublasStatus_t status, const llvm::Twine &call) {
+  if (status == CUBLAS_STATUS_SUCCESS)
+    return llvm::Error::success();
+  return ir::makeError(call + " failed: cuBLAS status " + llvm::Twine(static_cast<int>(status)));
+}
+
+struct Blas {
+  std::mutex mutex;
+  std::optional<Functions> functions;
+  std::string failure;
+  std::map<int, cublasHandle_t> handles;
+
+  static Blas &get() {
+    static Blas *blas = new Blas;
+    return *blas;
+  }
+
+  // The handle of `device` (made current), created with pedantic math on first use.
+  llvm::Expected<std::pair<const Functions *, cublasHandle_t>> handle(int device) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!functions && failure.empty()) {
+      auto loaded = loadFunctions();
+      if (loaded)
+        functions = *loaded;
+      else
+        failure = llvm::toString(loaded.takeError());
+    }
+    if (!functions)
+      return ir::makeError(ir::ErrorCode::Unsupported, failure);
+    if (auto e = checkCuda(cudaSetDevice(device), "cudaSetDevice"))
+      return std::move(e);
+    auto it = handles.find(device);
+    if (it == handles.end()) {
+      cublasHandle_t h = nullptr;
+      if (auto e = checkBlas(functions->create(&h), "cublasCreate"))
+        return std::move(e);
+      if (auto e = checkBlas(functions->setMathMode(h, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode"))
+        return std::move(e);
+      it = handles.emplace(device, h).first;
+    }
+    return std::make_pair(&*functions, it->second);
+  }
+};
+
+} // namespace
+
+llvm::Error cublasGemm(int device, bool transposeA, bool transposeB, int64_t m, int64_t n,
+                       int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                       float *c, int64_t ldc) {
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  if (m > kMax || n > kMax || k > kMax || lda > kMax || ldb > kMax || ldc > kMax)
+    return ir::makeError(ir::ErrorCode::Unsupported, "a matrix product of " + llvm::Twine(m) +
+                                                         " x " + llvm::Twine(k) + " by " +
+                                                         llvm::Twine(k) + " x " + llvm::Twine(n) +
+                                                         " is larger than cuBLAS's 32-bit sizes");
+  auto blas = Blas::get().handle(device);
+  if (!blas)
+    return blas.takeError();
+  const float one = 1.0f, zero = 0.0f;
+  return checkBlas(blas->first->sgemm(blas->second, transposeA ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                      transposeB ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(m),
+                                      static_cast<int>(n), static_cast<int>(k), &one, a,
+                                      static_cast<int>(lda), b, static_cast<int>(ldb), &zero, c,
+                                      static_cast<int>(ldc)),
+                   "cublasSgemm on cuda:" + llvm::Twine(device));
+}
+
+} // namespace prism::runtime::cuda

@@ -1,0 +1,449 @@
+// The GPU's op kernels (see CudaOpKernels.h): each fills the argument struct of its kernels in
+// DeviceKernels.cuh and launches them through a GpuBackend.
+#include "runtime/cuda/CudaOpKernels.h"
+
+#include <cstring>
+#include <vector>
+
+#include "ir/Diagnostic.h"
+#include "ir/Module.h"
+#include "ir/OpTable.h"
+#include "ir/Precision.h"
+#include "runtime/cuda/Cublas.h"
+#include "runtime/cuda/CudaModules.h"
+#include "runtime/cuda/DeviceKernelsHost.h"
+#include "runtime/exec/Device.h"
+
+namespace prism::runtime::cuda {
+namespace {
+
+namespace k = kernels;
+using KernelOrError = llvm::Expected<std::unique_ptr<Kernel>>;
+
+// DeviceKernels.cuh as a string literal, written by CMake at configure time.
+constexpr char kDeviceKernels[] =
+#include "DeviceKernels.inc"
+    ;
+
+constexpr llvm::StringRef kOps[] = {"constant",
+                                    "assign",
+                                    "sum_like",
+                                    "matmul",
+                                    "fused_matmul",
+                                    "softmax_cross_entropy",
+                                    "softmax_cross_entropy_grad",
+                                    "apply_sgd",
+                                    "apply_momentum",
+                                    "apply_adam"};
+
+llvm::Error unsupported(const KernelSpec &spec, const llvm::Twine &what) {
+  return ir::makeError(ir::ErrorCode::Unsupported, "the GPU's '" + spec.op->name() + "' " + what);
+}
+
+// Every operand and the result dense f32 (the GPU kernels' one float type).
+llvm::Error requireF32(const KernelSpec &spec, llvm::ArrayRef<unsigned> operands) {
+  for (unsigned i : operands) {
+    const ir::TensorType &t = spec.inputTypes[i];
+    if (t.sparse)
+      return unsupported(spec, "takes dense operands, not the sparse " + t.str() +
+                                   " (sparse gradients on the GPU are not supported yet)");
+    if (t.dtype != ir::DType::F32)
+      return unsupported(spec, "takes f32, not " + t.str());
+  }
+  return llvm::Error::success();
+}
+
+// Matrix products compute in f32 on the GPU: bf16 and fp16 (`--precision`) are refused.
+llvm::Error requireF32Compute(const KernelSpec &spec) {
+  std::string compute = spec.attrs.getString(ir::kComputeAttr, "f32");
+  if (compute != "f32")
+    return unsupported(spec, "computes in f32 only, not " + compute +
+                                 " (--precision on the GPU is not supported yet)");
+  return llvm::Error::success();
+}
+
+template <typename Args>
+llvm::Error launch(GpuBackend &backend, llvm::StringRef kernel, int64_t threads, const Args &a) {
+  return backend.launch(kernel, threads, &a);
+}
+
+float *floats(const RuntimeValue *v) {
+  return static_cast<float *>(const_cast<void *>(v->dense.raw()));
+}
+
+// Scratch memory of a kernel on its device.
+llvm::Expected<Tensor> scratch(const KernelSpec &spec, ir::DType dtype, int64_t elements) {
+  if (!spec.device)
+    return ir::makeError(ir::ErrorCode::Internal, "a GPU kernel built without its device");
+  return spec.device->allocateTensor(dtype, {std::max<int64_t>(elements, 1)});
+}
+
+class FillKernel final : public Kernel {
+public:
+  FillKernel(std::shared_ptr<GpuBackend> backend, k::FillArgs args)
+      : backend_(std::move(backend)), args_(args) {}
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *>,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    k::FillArgs a = args_;
+    a.out = outputs[0]->dense.raw();
+    return launch(*backend_, "prism_fill", a.n, a);
+  }
+
+private:
+  std::shared_ptr<GpuBackend> backend_;
+  k::FillArgs args_;
+};
+
+// constant(value, shape, dtype): the value converted as the CPU does (integers truncate, bool is
+// value != 0), filled as a bit pattern.
+KernelOrError makeConstant(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  const double value = spec.attrs.getFloat("value");
+  const ir::TensorType &type = spec.outputTypes[0];
+  k::FillArgs a{};
+  a.n = type.numElements();
+  auto store = [&](auto typed) {
+    a.bytes = sizeof(typed);
+    std::memcpy(&a.bits, &typed, sizeof(typed));
+  };
+  switch (type.dtype) {
+  case ir::DType::F32:
+    store(static_cast<float>(value));
+    break;
+  case ir::DType::F64:
+    store(value);
+    break;
+  case ir::DType::I32:
+    store(static_cast<int32_t>(value));
+    break;
+  case ir::DType::I64:
+    store(static_cast<int64_t>(value));
+    break;
+  case ir::DType::Bool:
+    store(static_cast<uint8_t>(value != 0));
+    break;
+  }
+  return std::make_unique<FillKernel>(std::move(backend), a);
+}
+
+// assign(var, value): the variable takes the value (the executor runs it at the step's end).
+class AssignKernel final : public Kernel {
+public:
+  explicit AssignKernel(std::shared_ptr<GpuBackend> backend) : backend_(std::move(backend)) {}
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *>) override {
+    const Tensor &value = inputs[1]->dense;
+    void *var = const_cast<void *>(inputs[0]->dense.raw());
+    if (var == value.raw() || value.numBytes() == 0)
+      return llvm::Error::success();
+    k::CopyArgs a{var, value.raw(), value.numBytes()};
+    return launch(*backend_, "prism_copy", a.bytes % 4 == 0 ? a.bytes / 4 : a.bytes, a);
+  }
+
+private:
+  std::shared_ptr<GpuBackend> backend_;
+};
+
+KernelOrError makeAssign(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  for (const ir::TensorType &t : spec.inputTypes)
+    if (t.sparse)
+      return unsupported(spec, "takes dense values, not " + t.str());
+  return std::make_unique<AssignKernel>(std::move(backend));
+}
+
+class ReduceKernel final : public Kernel {
+public:
+  ReduceKernel(std::shared_ptr<GpuBackend> backend, k::ReduceArgs args)
+      : backend_(std::move(backend)), args_(args) {}
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    k::ReduceArgs a = args_;
+    a.out = floats(outputs[0]);
+    a.in = floats(inputs[0]);
+    return launch(*backend_, "prism_reduce", a.outCount, a);
+  }
+
+private:
+  std::shared_ptr<GpuBackend> backend_;
+  k::ReduceArgs args_;
+};
+
+// sum_like(g, ref): g summed over the dimensions along which ref (aligned at the last) was
+// broadcast, as the CPU's.
+KernelOrError makeSumLike(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  if (auto e = requireF32(spec, {0}))
+    return std::move(e);
+  const ir::TensorType &g = spec.inputTypes[0], &ref = spec.inputTypes[1];
+  if (g.rank() > PRISM_MAX_RANK)
+    return unsupported(spec, "takes at most " + llvm::Twine(PRISM_MAX_RANK) + " dimensions, not " +
+                                 g.str());
+  k::ReduceArgs a{};
+  a.rank = static_cast<int>(g.rank());
+  size_t lead = g.dims.size() - ref.dims.size();
+  a.outCount = 1;
+  a.reducedCount = 1;
+  for (size_t d = 0; d < g.dims.size(); ++d) {
+    a.dims[d] = g.dims[d];
+    bool reduced = d < lead || (ref.dims[d - lead] == 1 && g.dims[d] != 1);
+    if (reduced) {
+      a.reduced |= 1u << d;
+      a.reducedCount *= g.dims[d];
+    } else {
+      a.outCount *= g.dims[d];
+    }
+  }
+  a.scale = 1.0f;
+  return std::make_unique<ReduceKernel>(std::move(backend), a);
+}
+
+// matmul and fused_matmul: row-major C [m, n] = op(A) · op(B) is column-major C^T = op(B)^T ·
+// op(A)^T, so cuBLAS gets B first; then, fused, the bias along the columns and the activation.
+class MatmulKernel final : public Kernel {
+public:
+  MatmulKernel(std::shared_ptr<GpuBackend> backend, int64_t m, int64_t n, int64_t k,
+               bool transposeA, bool transposeB, bool fused, bool relu)
+      : backend_(std::move(backend)), m_(m), n_(n), k_(k), transposeA_(transposeA),
+        transposeB_(transposeB), fused_(fused), relu_(relu) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    float *c = floats(outputs[0]);
+    if (auto e =
+            backend_->gemm(transposeB_, transposeA_, n_, m_, k_, floats(inputs[1]),
+                           transposeB_ ? k_ : n_, floats(inputs[0]), transposeA_ ? m_ : k_, c, n_))
+      return e;
+    if (!fused_)
+      return llvm::Error::success();
+    k::BiasActivationArgs a{c, floats(inputs[2]), m_, n_, relu_ ? 1 : 0};
+    return launch(*backend_, "prism_bias_activation", m_ * n_, a);
+  }
+
+private:
+  std::shared_ptr<GpuBackend> backend_;
+  int64_t m_, n_, k_;
+  bool transposeA_, transposeB_, fused_, relu_;
+};
+
+KernelOrError makeMatmul(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  bool fused = spec.op->name() == "fused_matmul";
+  if (auto e =
+          requireF32(spec, fused ? std::vector<unsigned>{0, 1, 2} : std::vector<unsigned>{0, 1}))
+    return std::move(e);
+  if (auto e = requireF32Compute(spec))
+    return std::move(e);
+  std::string activation = spec.attrs.getString("activation", "none");
+  if (fused && activation != "none" && activation != "relu")
+    return unsupported(spec, "applies no activation or relu, not " + activation);
+  const ir::TensorType &a = spec.inputTypes[0], &b = spec.inputTypes[1];
+  if (a.rank() != 2 || b.rank() != 2)
+    return unsupported(spec, "multiplies matrices, not " + a.str() + " by " + b.str());
+  bool ta = spec.attrs.getBool("transpose_a"), tb = spec.attrs.getBool("transpose_b");
+  int64_t m = ta ? a.dims[1] : a.dims[0], k = ta ? a.dims[0] : a.dims[1];
+  int64_t n = tb ? b.dims[0] : b.dims[1];
+  return std::make_unique<MatmulKernel>(std::move(backend), m, n, k, ta, tb, fused,
+                                        activation == "relu");
+}
+
+// softmax_cross_entropy and its gradient: a thread per row (position), the mean in row order on
+// one thread. A label outside [0, classes) is flagged on the device and read back after the
+// kernels (a copy of 8 bytes, counted), then reported as the CPU reports it.
+class CrossEntropyKernel final : public Kernel {
+public:
+  CrossEntropyKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend, bool gradient)
+      : backend_(std::move(backend)), device_(spec.device), gradient_(gradient) {
+    const ir::TensorType &logits = spec.inputTypes[gradient ? 1 : 0];
+    classes_ = logits.dims.back();
+    rows_ = classes_ ? logits.numElements() / classes_ : 0;
+    labels_.wide = spec.inputTypes[gradient ? 2 : 1].dtype == ir::DType::I64;
+    if (const ir::Attr *ignore = spec.attrs.find(ir::kIgnoreIndexAttr)) {
+      labels_.ignoring = 1;
+      labels_.ignore = ignore->getInt();
+    }
+  }
+
+  llvm::Error allocate(const KernelSpec &spec) {
+    for (auto [tensor, dtype, n] :
+         {std::tuple{&loss_, ir::DType::F64, rows_}, std::tuple{&counted_, ir::DType::F64, rows_},
+          std::tuple{&countedTotal_, ir::DType::F64, int64_t{1}},
+          std::tuple{&bad_, ir::DType::I64, int64_t{1}}}) {
+      auto t = scratch(spec, dtype, n);
+      if (!t)
+        return t.takeError();
+      *tensor = std::move(*t);
+    }
+    return llvm::Error::success();
+  }
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    const unsigned first = gradient_ ? 1 : 0;
+    k::LabelsView labels = labels_;
+    labels.labels = inputs[first + 1]->dense.raw();
+    auto *bad = static_cast<long long *>(bad_.raw());
+    k::FillArgs clear{bad, 0, 1, 8};
+    if (auto e = launch(*backend_, "prism_fill", 1, clear))
+      return e;
+    k::CrossEntropyRowsArgs rows{
+        doubles(loss_), doubles(counted_), floats(inputs[first]), labels, rows_, classes_, bad};
+    if (auto e = launch(*backend_, "prism_cross_entropy_rows", rows_, rows))
+      return e;
+    k::MeanOfRowsArgs mean{gradient_ ? nullptr : floats(outputs[0]), doubles(countedTotal_),
+                           doubles(loss_), doubles(counted_), rows_};
+    if (auto e = launch(*backend_, "prism_mean_of_rows", 1, mean))
+      return e;
+    if (gradient_) {
+      k::CrossEntropyGradArgs grad{floats(outputs[0]),
+                                   floats(inputs[0]),
+                                   floats(inputs[1]),
+                                   labels,
+                                   doubles(countedTotal_),
+                                   rows_,
+                                   classes_};
+      if (auto e = launch(*backend_, "prism_cross_entropy_grad", rows_, grad))
+        return e;
+    }
+    auto flag = device_->toHost(bad_);
+    if (!flag)
+      return flag.takeError();
+    if (int64_t row = *flag->data<int64_t>() - 1; row >= 0)
+      return ir::makeError("the label of row " + llvm::Twine(row) + " is outside [0, " +
+                           llvm::Twine(classes_) + ")");
+    return llvm::Error::success();
+  }
+
+private:
+  static double *doubles(Tensor &t) { return static_cast<double *>(t.raw()); }
+
+  std::shared_ptr<GpuBackend> backend_;
+  Device *device_;
+  bool gradient_;
+  int64_t rows_ = 0, classes_ = 0;
+  k::LabelsView labels_{};
+  Tensor loss_, counted_, countedTotal_, bad_;
+};
+
+KernelOrError makeCrossEntropy(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  bool gradient = spec.op->name() == "softmax_cross_entropy_grad";
+  if (auto e = requireF32(spec, gradient ? std::vector<unsigned>{0, 1} : std::vector<unsigned>{0}))
+    return std::move(e);
+  ir::DType labels = spec.inputTypes[gradient ? 2 : 1].dtype;
+  if (labels != ir::DType::I32 && labels != ir::DType::I64)
+    return unsupported(spec, "takes labels of i32 or i64, not " + ir::dtypeName(labels));
+  auto kernel = std::make_unique<CrossEntropyKernel>(spec, std::move(backend), gradient);
+  if (auto e = kernel->allocate(spec))
+    return std::move(e);
+  return std::unique_ptr<Kernel>(std::move(kernel));
+}
+
+// apply_sgd (w, g[, lr_factor, finite]), apply_momentum (w, a, g[, ...]) and apply_adam (w, m, v,
+// g, t[, ...]): dense updates in place, the scalars read on the device.
+class UpdateKernel final : public Kernel {
+public:
+  UpdateKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend, unsigned gradient,
+               unsigned factor)
+      : backend_(std::move(backend)), name_(spec.op->name().str()), gradient_(gradient),
+        factor_(spec.inputTypes.size() > factor ? factor : 0),
+        finite_(spec.inputTypes.size() > factor + 1 ? factor + 1 : 0),
+        elements_(spec.inputTypes[0].numElements()), attrs_(spec.attrs) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *>) override {
+    k::UpdateScalars s{factor_ ? floats(inputs[factor_]) : nullptr,
+                       finite_ ? floats(inputs[finite_]) : nullptr,
+                       static_cast<float>(attrs_.getFloat("lr"))};
+    const float *g = floats(inputs[gradient_]);
+    if (name_ == "apply_sgd")
+      return launch(*backend_, "prism_apply_sgd", elements_,
+                    k::SgdArgs{floats(inputs[0]), g, elements_, s});
+    if (name_ == "apply_momentum")
+      return launch(*backend_, "prism_apply_momentum", elements_,
+                    k::MomentumArgs{floats(inputs[0]), floats(inputs[1]), g, elements_, s,
+                                    static_cast<float>(attrs_.getFloat("momentum")),
+                                    attrs_.getBool("nesterov") ? 1 : 0});
+    return launch(*backend_, "prism_apply_adam", elements_,
+                  k::AdamArgs{floats(inputs[0]), floats(inputs[1]), floats(inputs[2]), g,
+                              floats(inputs[4]), elements_, s, attrs_.getFloat("beta1"),
+                              attrs_.getFloat("beta2"), attrs_.getFloat("epsilon")});
+  }
+
+private:
+  std::shared_ptr<GpuBackend> backend_;
+  std::string name_;
+  unsigned gradient_, factor_, finite_;
+  int64_t elements_;
+  ir::AttrMap attrs_;
+};
+
+KernelOrError makeUpdate(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  llvm::StringRef name = spec.op->name();
+  unsigned gradient = name == "apply_sgd" ? 1 : name == "apply_momentum" ? 2 : 3;
+  unsigned factor = name == "apply_adam" ? 5 : gradient + 1;
+  std::vector<unsigned> operands;
+  for (unsigned i = 0; i < spec.inputTypes.size(); ++i)
+    operands.push_back(i);
+  if (auto e = requireF32(spec, operands))
+    return std::move(e);
+  return std::make_unique<UpdateKernel>(spec, std::move(backend), gradient, factor);
+}
+
+// The backend of a cuda device: DeviceKernels.cuh through NVRTC, cuBLAS through dlopen.
+class DeviceBackend final : public GpuBackend {
+public:
+  explicit DeviceBackend(int device) : device_(device) {}
+
+  llvm::Error launch(llvm::StringRef kernel, int64_t threads, const void *arguments) override {
+    auto handle = loadKernel("prism_device_kernels", deviceKernelsSource(), kernel, device_);
+    if (!handle)
+      return handle.takeError();
+    void *params[] = {const_cast<void *>(arguments)};
+    return launchKernel(*handle, device_, threads, params, kernel);
+  }
+
+  llvm::Error gemm(bool transposeA, bool transposeB, int64_t m, int64_t n, int64_t k,
+                   const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
+                   int64_t ldc) override {
+    return cublasGemm(device_, transposeA, transposeB, m, n, k, a, lda, b, ldb, c, ldc);
+  }
+
+private:
+  int device_;
+};
+
+KernelOrError makeOnDevice(const KernelSpec &spec) {
+  if (!spec.device || spec.device->id().kind != ir::DeviceKind::Cuda)
+    return ir::makeError(ir::ErrorCode::Internal, "a GPU kernel asked for on a device not a GPU");
+  return makeGpuOpKernel(spec, std::make_shared<DeviceBackend>(spec.device->id().index));
+}
+
+} // namespace
+
+llvm::StringRef deviceKernelsSource() {
+  return kDeviceKernels;
+}
+
+llvm::ArrayRef<llvm::StringRef> gpuOpKernelNames() {
+  return kOps;
+}
+
+KernelOrError makeGpuOpKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  llvm::StringRef name = spec.op->name();
+  if (name == "constant")
+    return makeConstant(spec, std::move(backend));
+  if (name == "assign")
+    return makeAssign(spec, std::move(backend));
+  if (name == "sum_like")
+    return makeSumLike(spec, std::move(backend));
+  if (name == "matmul" || name == "fused_matmul")
+    return makeMatmul(spec, std::move(backend));
+  if (name == "softmax_cross_entropy" || name == "softmax_cross_entropy_grad")
+    return makeCrossEntropy(spec, std::move(backend));
+  if (name == "apply_sgd" || name == "apply_momentum" || name == "apply_adam")
+    return makeUpdate(spec, std::move(backend));
+  return ir::makeError(ir::ErrorCode::Unsupported, "no GPU kernel for '" + name + "'");
+}
+
+void registerOpKernels(KernelRegistry &registry) {
+  for (llvm::StringRef op : kOps)
+    registry.add(op, makeOnDevice);
+}
+
+} // namespace prism::runtime::cuda

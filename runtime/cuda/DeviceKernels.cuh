@@ -1,0 +1,330 @@
+// The GPU's hand-written kernels: fills, reductions, the softmax cross-entropy and its gradient,
+// the bias and activation after a matrix product, and the dense optimizer updates. NVRTC compiles
+// this file once per architecture when a program first needs one of them (CudaOpKernels.h); the
+// tests compile it for the host as well (PRISM_HOST_KERNELS) and run every kernel there, one
+// thread at a time, against the CPU kernels, so the index arithmetic and the math are checked on
+// machines without a GPU.
+//
+// Each kernel takes one argument, a struct of plain values and pointers (the same layout on host
+// and device), and covers its index range with PRISM_FOR_EACH, a grid-stride loop on the GPU.
+// Only what NVRTC knows without headers may appear here. Everything is f32 but the fills.
+#ifdef PRISM_HOST_KERNELS
+#define PRISM_KERNEL(name, Args, a) inline void name(const Args a)
+#define PRISM_FOR_EACH(i, n) for (long long i = 0; i < (n); ++i)
+#else
+#define PRISM_KERNEL(name, Args, a) extern "C" __global__ void name(const Args a)
+#define PRISM_FOR_EACH(i, n)                                                                       \
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                   \
+       i += (long long)blockDim.x * gridDim.x)
+#endif
+
+#define PRISM_MAX_RANK 8
+
+// out[i] = value, for elements of 1, 4 or 8 bytes (bool, f32/i32, f64/i64), as bit patterns.
+struct FillArgs {
+  void *out;
+  unsigned long long bits;
+  long long n;
+  int bytes;
+};
+PRISM_KERNEL(prism_fill, FillArgs, a) {
+  PRISM_FOR_EACH(i, a.n) {
+    if (a.bytes == 1)
+      ((unsigned char *)a.out)[i] = (unsigned char)a.bits;
+    else if (a.bytes == 4)
+      ((unsigned int *)a.out)[i] = (unsigned int)a.bits;
+    else
+      ((unsigned long long *)a.out)[i] = a.bits;
+  }
+}
+
+// out[0, bytes) = in[0, bytes) (assign), by 4-byte words where both are aligned to them.
+struct CopyArgs {
+  void *out;
+  const void *in;
+  long long bytes;
+};
+PRISM_KERNEL(prism_copy, CopyArgs, a) {
+  const bool words = a.bytes % 4 == 0 && (unsigned long long)a.out % 4 == 0 &&
+                     (unsigned long long)a.in % 4 == 0;
+  if (words) {
+    PRISM_FOR_EACH(i, a.bytes / 4) { ((unsigned int *)a.out)[i] = ((const unsigned int *)a.in)[i]; }
+  } else {
+    PRISM_FOR_EACH(i, a.bytes) {
+      ((unsigned char *)a.out)[i] = ((const unsigned char *)a.in)[i];
+    }
+  }
+}
+
+// out = scale * in summed over the dimensions marked in `reduced` (bit d for dimension d of
+// in's `rank` dimensions); out holds the kept dimensions in order. One thread per output element,
+// summing in double, in index order.
+struct ReduceArgs {
+  float *out;
+  const float *in;
+  long long dims[PRISM_MAX_RANK];
+  int rank;
+  unsigned reduced;
+  long long outCount;
+  long long reducedCount;
+  float scale;
+};
+PRISM_KERNEL(prism_reduce, ReduceArgs, a) {
+  PRISM_FOR_EACH(o, a.outCount) {
+    // The input offset of the kept index o, with every reduced index 0.
+    long long strides[PRISM_MAX_RANK];
+    long long stride = 1;
+    for (int d = a.rank - 1; d >= 0; --d) {
+      strides[d] = stride;
+      stride *= a.dims[d];
+    }
+    long long base = 0, rest = o;
+    for (int d = a.rank - 1; d >= 0; --d)
+      if (!(a.reduced >> d & 1u)) {
+        base += (rest % a.dims[d]) * strides[d];
+        rest /= a.dims[d];
+      }
+    double sum = 0;
+    for (long long r = 0; r < a.reducedCount; ++r) {
+      long long offset = base, left = r;
+      for (int d = a.rank - 1; d >= 0; --d)
+        if (a.reduced >> d & 1u) {
+          offset += (left % a.dims[d]) * strides[d];
+          left /= a.dims[d];
+        }
+      sum += (double)a.in[offset];
+    }
+    a.out[o] = (float)(sum * (double)a.scale);
+  }
+}
+
+// The labels of softmax_cross_entropy: i32 or i64, one per row; `ignore` is the ignored label
+// when `ignoring`. A label outside [0, classes) sets *bad to its row + 1 (the caller reports it).
+struct LabelsView {
+  const void *labels;
+  int wide; // i64 labels
+  int ignoring;
+  long long ignore;
+};
+#ifdef PRISM_HOST_KERNELS
+inline
+#else
+__device__ __forceinline__
+#endif
+    long long
+    prism_label(const LabelsView &l, long long row) {
+  return l.wide ? ((const long long *)l.labels)[row] : (long long)((const int *)l.labels)[row];
+}
+
+// Per row r of logits [rows, classes]: loss[r] = logsumexp(row) - row[label] (0 when ignored),
+// counted[r] = 1 when the row counts. The caller sums them in row order.
+struct CrossEntropyRowsArgs {
+  double *loss;
+  double *counted;
+  const float *logits;
+  LabelsView labels;
+  long long rows;
+  long long classes;
+  long long *bad;
+};
+PRISM_KERNEL(prism_cross_entropy_rows, CrossEntropyRowsArgs, a) {
+  PRISM_FOR_EACH(r, a.rows) {
+    long long label = prism_label(a.labels, r);
+    a.loss[r] = 0;
+    a.counted[r] = 0;
+    if (a.labels.ignoring && label == a.labels.ignore)
+      continue;
+    if (label < 0 || label >= a.classes) {
+      *a.bad = r + 1;
+      continue;
+    }
+    const float *row = a.logits + r * a.classes;
+    float most = row[0];
+    for (long long c = 1; c < a.classes; ++c)
+      most = row[c] > most ? row[c] : most;
+    double sum = 0;
+    for (long long c = 0; c < a.classes; ++c)
+      sum += exp((double)(row[c] - most));
+    a.loss[r] = (double)(most - row[label]) + log(sum);
+    a.counted[r] = 1;
+  }
+}
+
+// *countedTotal = Σ counted[r] and, when `out` is not null, out = Σ loss[r] / Σ counted[r] (0 when
+// nothing counts), in row order, by one thread.
+struct MeanOfRowsArgs {
+  float *out;
+  double *countedTotal;
+  const double *loss;
+  const double *counted;
+  long long rows;
+};
+PRISM_KERNEL(prism_mean_of_rows, MeanOfRowsArgs, a) {
+  PRISM_FOR_EACH(i, 1) {
+    double total = 0, counted = 0;
+    for (long long r = 0; r < a.rows; ++r) {
+      total += a.loss[r];
+      counted += a.counted[r];
+    }
+    *a.countedTotal = counted;
+    if (a.out)
+      a.out[0] = (float)(counted > 0 ? total / counted : 0.0);
+  }
+}
+
+// dx[r, c] = dloss * (softmax(row)[c] - (c == label)) / counted, 0 on rows that do not count
+// (ignored, or with a bad label, which prism_cross_entropy_rows reported).
+struct CrossEntropyGradArgs {
+  float *dx;
+  const float *dloss;
+  const float *logits;
+  LabelsView labels;
+  const double *countedTotal;
+  long long rows;
+  long long classes;
+};
+PRISM_KERNEL(prism_cross_entropy_grad, CrossEntropyGradArgs, a) {
+  PRISM_FOR_EACH(r, a.rows) {
+    const double total = *a.countedTotal;
+    float *dx = a.dx + r * a.classes;
+    long long label = prism_label(a.labels, r);
+    bool ignored = a.labels.ignoring && label == a.labels.ignore;
+    if (ignored || label < 0 || label >= a.classes || total == 0) {
+      for (long long c = 0; c < a.classes; ++c)
+        dx[c] = 0;
+      continue;
+    }
+    const float *row = a.logits + r * a.classes;
+    float most = row[0];
+    for (long long c = 1; c < a.classes; ++c)
+      most = row[c] > most ? row[c] : most;
+    double sum = 0;
+    for (long long c = 0; c < a.classes; ++c)
+      sum += exp((double)(row[c] - most));
+    double perRow = (double)a.dloss[0] / total;
+    for (long long c = 0; c < a.classes; ++c)
+      dx[c] = (float)(perRow * exp((double)(row[c] - most)) / sum);
+    dx[label] -= (float)perRow;
+  }
+}
+
+// y[r, c] = activation(y[r, c] + bias[c]) over y [rows, columns]; activation 1 is relu.
+struct BiasActivationArgs {
+  float *y;
+  const float *bias;
+  long long rows;
+  long long columns;
+  int relu;
+};
+PRISM_KERNEL(prism_bias_activation, BiasActivationArgs, a) {
+  PRISM_FOR_EACH(i, a.rows * a.columns) {
+    float v = a.y[i] + a.bias[i % a.columns];
+    a.y[i] = a.relu ? (v > 0.0f ? v : 0.0f) : v;
+  }
+}
+
+// The scalars of an update, read on the device: the schedule's factor (null: 1) and the loss
+// scaling's finite flag (null: finite; 0 skips the update).
+struct UpdateScalars {
+  const float *lrFactor;
+  const float *finite;
+  float lr;
+};
+#ifdef PRISM_HOST_KERNELS
+inline
+#else
+__device__ __forceinline__
+#endif
+    bool
+    prism_skips(const UpdateScalars &s) {
+  return s.finite && s.finite[0] == 0.0f;
+}
+#ifdef PRISM_HOST_KERNELS
+inline
+#else
+__device__ __forceinline__
+#endif
+    float
+    prism_rate(const UpdateScalars &s) {
+  return (float)((double)s.lr * (s.lrFactor ? (double)s.lrFactor[0] : 1.0));
+}
+
+// w -= lr * g.
+struct SgdArgs {
+  float *w;
+  const float *g;
+  long long n;
+  UpdateScalars s;
+};
+PRISM_KERNEL(prism_apply_sgd, SgdArgs, a) {
+  if (prism_skips(a.s))
+    return;
+  const float lr = prism_rate(a.s);
+  PRISM_FOR_EACH(i, a.n) { a.w[i] -= lr * a.g[i]; }
+}
+
+// acc = momentum * acc + g; w -= lr * (nesterov ? g + momentum * acc : acc).
+struct MomentumArgs {
+  float *w;
+  float *acc;
+  const float *g;
+  long long n;
+  UpdateScalars s;
+  float momentum;
+  int nesterov;
+};
+PRISM_KERNEL(prism_apply_momentum, MomentumArgs, a) {
+  if (prism_skips(a.s))
+    return;
+  const float lr = prism_rate(a.s);
+  PRISM_FOR_EACH(i, a.n) {
+    a.acc[i] = a.momentum * a.acc[i] + a.g[i];
+    a.w[i] -= lr * (a.nesterov ? a.g[i] + a.momentum * a.acc[i] : a.acc[i]);
+  }
+}
+
+// m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+// w -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + epsilon), with t read on the device and
+// the bias corrections folded in double, as the CPU does.
+struct AdamArgs {
+  float *w;
+  float *m;
+  float *v;
+  const float *g;
+  const float *t;
+  long long n;
+  UpdateScalars s;
+  double beta1;
+  double beta2;
+  double epsilon;
+};
+PRISM_KERNEL(prism_apply_adam, AdamArgs, a) {
+  if (prism_skips(a.s))
+    return;
+  const double t = (double)a.t[0];
+  const double c1 = 1 - pow(a.beta1, t), c2 = 1 - pow(a.beta2, t);
+  const float beta1 = (float)a.beta1, beta2 = (float)a.beta2;
+  const float oneMinusBeta1 = (float)(1 - a.beta1), oneMinusBeta2 = (float)(1 - a.beta2);
+  const float stepSize = (float)((double)a.s.lr * (a.s.lrFactor ? (double)a.s.lrFactor[0] : 1.0) /
+                                 c1);
+  const float invSqrtC2 = (float)(1 / sqrt(c2));
+  const float epsilon = (float)a.epsilon;
+  PRISM_FOR_EACH(i, a.n) {
+    a.m[i] = beta1 * a.m[i] + oneMinusBeta1 * a.g[i];
+    a.v[i] = beta2 * a.v[i] + oneMinusBeta2 * a.g[i] * a.g[i];
+    a.w[i] -= stepSize * a.m[i] / (sqrt(a.v[i]) * invSqrtC2 + epsilon);
+  }
+}
+
+// X(kernel, Args) for every kernel above: the host tests' table of them.
+#define PRISM_DEVICE_KERNELS(X)                                                                    \
+  X(prism_fill, FillArgs)                                                                          \
+  X(prism_copy, CopyArgs)                                                                          \
+  X(prism_reduce, ReduceArgs)                                                                      \
+  X(prism_cross_entropy_rows, CrossEntropyRowsArgs)                                                \
+  X(prism_mean_of_rows, MeanOfRowsArgs)                                                            \
+  X(prism_cross_entropy_grad, CrossEntropyGradArgs)                                                \
+  X(prism_bias_activation, BiasActivationArgs)                                                     \
+  X(prism_apply_sgd, SgdArgs)                                                                      \
+  X(prism_apply_momentum, MomentumArgs)                                                            \
+  X(prism_apply_adam, AdamArgs)

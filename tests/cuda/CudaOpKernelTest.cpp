@@ -1,0 +1,353 @@
+// The GPU's op kernels (runtime/cuda/CudaOpKernels.h) on a host backend, which runs the source of
+// DeviceKernels.cuh on the CPU one index at a time and cuBLAS's column-major gemm as a plain loop:
+// every kernel's arguments, index arithmetic and math against the CPU kernels, with no GPU.
+// (On a GPU, CudaElementwiseKernelTest runs the whole family against the reference interpreter.)
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+
+#include "frontends/text/Parser.h"
+#include "ir/OpTable.h"
+#include "plan/Pipeline.h"
+#include "runtime/cuda/CudaOpKernels.h"
+#include "runtime/cuda/DeviceKernelsHost.h"
+#include "runtime/exec/Device.h"
+#include "tests/cuda/PtxasCheck.h"
+
+using namespace prism;
+using namespace prism::runtime;
+using runtime::cuda::GpuBackend;
+
+namespace {
+
+namespace k = runtime::cuda::kernels;
+
+class HostBackend final : public GpuBackend {
+public:
+  HostBackend() {
+#define PRISM_HOST_KERNEL(name, Args)                                                              \
+  kernels_[#name] = [](const void *a) { k::name(*static_cast<const k::Args *>(a)); };
+    PRISM_DEVICE_KERNELS(PRISM_HOST_KERNEL)
+#undef PRISM_HOST_KERNEL
+  }
+
+  llvm::Error launch(llvm::StringRef kernel, int64_t, const void *arguments) override {
+    auto it = kernels_.find(kernel.str());
+    if (it == kernels_.end())
+      return ir::makeError("no kernel " + kernel);
+    it->second(arguments);
+    ++launches;
+    return llvm::Error::success();
+  }
+
+  llvm::Error gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t kk, const float *a, int64_t lda,
+                   const float *b, int64_t ldb, float *c, int64_t ldc) override {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t p = 0; p < kk; ++p)
+          sum += static_cast<double>(ta ? a[p + i * lda] : a[i + p * lda]) *
+                 static_cast<double>(tb ? b[j + p * ldb] : b[p + j * ldb]);
+        c[i + j * ldc] = static_cast<float>(sum);
+      }
+    ++launches;
+    return llvm::Error::success();
+  }
+
+  int launches = 0;
+
+private:
+  std::map<std::string, std::function<void(const void *)>> kernels_;
+};
+
+// A random tensor of `type`: floats in [-1, 1), integers in [0, bound).
+Tensor randomTensor(const ir::TensorType &type, std::mt19937 &random, int64_t bound) {
+  std::vector<int64_t> shape(type.dims.begin(), type.dims.end());
+  Tensor t(type.dtype, shape);
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    if (type.dtype == ir::DType::F32)
+      t.data<float>()[i] = std::uniform_real_distribution<float>(-1, 1)(random);
+    else if (type.dtype == ir::DType::I32)
+      t.data<int32_t>()[i] = std::uniform_int_distribution<int32_t>(0, bound - 1)(random);
+    else if (type.dtype == ir::DType::I64)
+      t.data<int64_t>()[i] = std::uniform_int_distribution<int64_t>(0, bound - 1)(random);
+  }
+  return t;
+}
+
+Tensor copyOf(const Tensor &t) {
+  Tensor copy(t.dtype(), t.shape());
+  std::memcpy(copy.raw(), t.raw(), static_cast<size_t>(t.numBytes()));
+  return copy;
+}
+
+// ||a - b|| / ||a|| for f32; 0 or 1 (bytes equal or not) for other dtypes.
+double relativeError(const Tensor &a, const Tensor &b) {
+  if (a.dtype() != ir::DType::F32)
+    return std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.numBytes())) == 0 ? 0 : 1;
+  double diff = 0, norm = 0;
+  for (int64_t i = 0; i < a.numElements(); ++i) {
+    double x = a.data<float>()[i], y = b.data<float>()[i];
+    diff += (x - y) * (x - y);
+    norm += x * x;
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-12);
+}
+
+// Runs every op of `text` (a model, its types inferred) once with the CPU kernels and once with
+// the GPU kernels on the host backend, from the same random inputs and variables; every op
+// result and every variable afterwards must agree within `tolerance`. `bound`: the labels'
+// classes; variables whose names start with "v" (Adam's second moments) are non-negative.
+// Returns the GPU kernels' launches.
+int expectSameAsCpu(const std::string &text, double tolerance = 1e-5, int64_t bound = 4) {
+  auto module = frontends::parseModule(text, "case.prism");
+  EXPECT_TRUE(bool(module)) << llvm::toString(module.takeError());
+  if (!module)
+    return 0;
+  llvm::Error typed = plan::runPipeline(**module, "infer-shapes");
+  EXPECT_FALSE(bool(typed)) << llvm::toString(std::move(typed));
+  auto device = createDevice({ir::DeviceKind::Cpu, 0});
+  EXPECT_TRUE(bool(device));
+  auto backend = std::make_shared<HostBackend>();
+  std::mt19937 random(11);
+  std::map<const ir::Value *, RuntimeValue> cpu, gpu;
+  auto seed = [&](const ir::Value *v) {
+    Tensor t = randomTensor(v->type(), random, bound);
+    if (v->kind() == ir::ValueKind::Variable && llvm::StringRef(v->name()).startswith("v"))
+      for (int64_t i = 0; i < t.numElements(); ++i)
+        t.data<float>()[i] = std::fabs(t.data<float>()[i]);
+    cpu[v].dense = copyOf(t);
+    gpu[v].dense = t;
+  };
+  for (const auto &in : (*module)->inputs())
+    seed(in->value.get());
+  for (const auto &var : (*module)->variables())
+    seed(var->value.get());
+  for (const auto &op : (*module)->ops()) {
+    SCOPED_TRACE(op->name().str());
+    KernelSpec spec;
+    spec.op = op.get();
+    spec.attrs = ir::withDefaults(op->def(), op->attrs);
+    spec.device = device->get();
+    std::vector<const RuntimeValue *> cpuIn, gpuIn;
+    std::vector<RuntimeValue *> cpuOut, gpuOut;
+    for (const ir::Value *v : op->operands()) {
+      spec.inputTypes.push_back(v->type());
+      cpuIn.push_back(&cpu[v]);
+      gpuIn.push_back(&gpu[v]);
+    }
+    for (unsigned r = 0; r < op->numResults(); ++r) {
+      const ir::Value *v = op->result(r);
+      spec.outputTypes.push_back(v->type());
+      std::vector<int64_t> shape(v->type().dims.begin(), v->type().dims.end());
+      cpu[v].dense = Tensor(v->type().dtype, shape);
+      gpu[v].dense = Tensor(v->type().dtype, shape);
+      cpuOut.push_back(&cpu[v]);
+      gpuOut.push_back(&gpu[v]);
+    }
+    auto cpuKernel = findKernel(op->name(), ir::DeviceKind::Cpu)(spec);
+    EXPECT_TRUE(bool(cpuKernel)) << llvm::toString(cpuKernel.takeError());
+    auto gpuKernel = cuda::makeGpuOpKernel(spec, backend);
+    if (!gpuKernel && ir::errorCode(gpuKernel.takeError()) == ir::ErrorCode::Unsupported) {
+      // Not a GPU op kernel (an elementwise op: the generated family's): the CPU's result.
+      for (unsigned r = 0; r < op->numResults(); ++r) {
+        llvm::Error ran = (*cpuKernel)->run(cpuIn, cpuOut);
+        EXPECT_FALSE(bool(ran));
+        gpu[op->result(r)].dense = copyOf(cpu[op->result(r)].dense);
+      }
+      continue;
+    }
+    if (!cpuKernel || !gpuKernel)
+      return 0;
+    llvm::Error cpuRan = (*cpuKernel)->run(cpuIn, cpuOut);
+    EXPECT_FALSE(bool(cpuRan)) << llvm::toString(std::move(cpuRan));
+    llvm::Error gpuRan = (*gpuKernel)->run(gpuIn, gpuOut);
+    EXPECT_FALSE(bool(gpuRan)) << llvm::toString(std::move(gpuRan));
+    for (unsigned r = 0; r < op->numResults(); ++r)
+      EXPECT_LT(relativeError(cpu[op->result(r)].dense, gpu[op->result(r)].dense), tolerance)
+          << op->result(r)->ref();
+  }
+  for (const auto &var : (*module)->variables())
+    EXPECT_LT(relativeError(cpu[var->value.get()].dense, gpu[var->value.get()].dense), tolerance)
+        << "variable " << var->name();
+  return backend->launches;
+}
+
+} // namespace
+
+TEST(GpuOpKernels, MatmulInEveryTranspositionAndFusedWithBiasAndRelu) {
+  EXPECT_GT(expectSameAsCpu(R"(model m {
+  input a : f32[5, 3]
+  input at : f32[3, 5]
+  input b : f32[3, 4]
+  input bt : f32[4, 3]
+  input bias : f32[4]
+  %nn = matmul(a, b)
+  %tn = matmul(at, b, transpose_a = true)
+  %nt = matmul(a, bt, transpose_b = true)
+  %tt = matmul(at, bt, transpose_a = true, transpose_b = true)
+  %f = fused_matmul(a, b, bias)
+  %fr = fused_matmul(at, bt, bias, transpose_a = true, transpose_b = true, activation = relu)
+})"),
+            0);
+}
+
+TEST(GpuOpKernels, ConstantOfEveryDtype) {
+  EXPECT_GT(expectSameAsCpu(R"(model m {
+  %f = constant(value = -2.75, shape = [3, 2])
+  %d = constant(value = 0.1, shape = [4], dtype = f64)
+  %i = constant(value = -7.9, shape = [5], dtype = i32)
+  %l = constant(value = 123456789012, shape = [2], dtype = i64)
+  %b = constant(value = 0.5, shape = [3], dtype = bool)
+})"),
+            0);
+}
+
+TEST(GpuOpKernels, SumLikeOverLeadingAndUnitDimensions) {
+  EXPECT_GT(expectSameAsCpu(R"(model m {
+  input g : f32[2, 3, 4]
+  var bias : f32[4] = zeros
+  var middle : f32[3, 1] = zeros
+  var all : f32[] = zeros
+  var same : f32[2, 3, 4] = zeros
+  %s1 = sum_like(g, bias)
+  %s2 = sum_like(g, middle)
+  %s3 = sum_like(g, all)
+  %s4 = sum_like(g, same)
+})"),
+            0);
+}
+
+TEST(GpuOpKernels, SoftmaxCrossEntropyAndItsGradient) {
+  for (const char *labels : {"i32", "i64"})
+    EXPECT_GT(expectSameAsCpu(std::string(R"(model m {
+  input logits : f32[6, 4]
+  input labels : )") + labels +
+                              R"([6]
+  input seq : f32[2, 3, 4]
+  input seqLabels : )" + labels +
+                              R"([2, 3]
+  %loss = softmax_cross_entropy(logits, labels)
+  %one = constant(value = 1.5)
+  %grad = softmax_cross_entropy_grad(%one, logits, labels)
+  %seqLoss = softmax_cross_entropy(seq, seqLabels, ignore_index = 2)
+  %seqGrad = softmax_cross_entropy_grad(%one, seq, seqLabels, ignore_index = 2)
+})"),
+              0)
+        << labels;
+}
+
+TEST(GpuOpKernels, DenseUpdatesWithScheduleAndFiniteFlags) {
+  EXPECT_GT(expectSameAsCpu(R"(model m {
+  var w : f32[7, 3] = zeros
+  var w2 : f32[7, 3] = zeros
+  var w3 : f32[7, 3] = zeros
+  var w4 : f32[7, 3] = zeros
+  var acc : f32[7, 3] = zeros
+  var acc2 : f32[7, 3] = zeros
+  var m : f32[7, 3] = zeros
+  var v : f32[7, 3] = zeros
+  var m2 : f32[7, 3] = zeros
+  var v2 : f32[7, 3] = zeros
+  var w5 : f32[7, 3] = zeros
+  var w6 : f32[7, 3] = zeros
+  input g : f32[7, 3]
+  %t = constant(value = 3)
+  %factor = constant(value = 0.5)
+  %finite = constant(value = 1)
+  %skip = constant(value = 0)
+  apply_sgd(w, g, lr = 0.1)
+  apply_sgd(w2, g, %factor, %skip, lr = 0.1)
+  apply_momentum(w3, acc, g, %factor, %finite, lr = 0.1, momentum = 0.8)
+  apply_momentum(w4, acc2, g, lr = 0.1, nesterov = true)
+  apply_adam(w5, m, v, g, %t, lr = 0.01)
+  apply_adam(w6, m2, v2, g, %t, %factor, %finite, lr = 0.01, beta1 = 0.8)
+  var step : f32[] = zeros
+  var ids : i64[5] = zeros
+  input newIds : i64[5]
+  %next = add(step, %t)
+  assign(step, %next)
+  assign(ids, newIds)
+})"),
+            0);
+}
+
+TEST(GpuOpKernels, ALabelOutOfRangeIsTheCpusError) {
+  auto module = frontends::parseModule(R"(model m {
+  input logits : f32[3, 4]
+  input labels : i32[3]
+  %loss = softmax_cross_entropy(logits, labels)
+})",
+                                       "case.prism");
+  ASSERT_TRUE(bool(module));
+  ASSERT_FALSE(bool(plan::runPipeline(**module, "infer-shapes")));
+  auto device = createDevice({ir::DeviceKind::Cpu, 0});
+  ASSERT_TRUE(bool(device));
+  const ir::Op &op = **(*module)->ops().begin();
+  KernelSpec spec;
+  spec.op = &op;
+  spec.attrs = ir::withDefaults(op.def(), op.attrs);
+  spec.device = device->get();
+  spec.inputTypes = {op.operands()[0]->type(), op.operands()[1]->type()};
+  spec.outputTypes = {op.result(0)->type()};
+  auto kernel = cuda::makeGpuOpKernel(spec, std::make_shared<HostBackend>());
+  ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
+  RuntimeValue logits, labels, loss;
+  logits.dense = Tensor(ir::DType::F32, {3, 4});
+  logits.dense.fillZero();
+  labels.dense = Tensor(ir::DType::I32, {3});
+  for (int i = 0; i < 3; ++i)
+    labels.dense.data<int32_t>()[i] = i == 1 ? 4 : 0;
+  loss.dense = Tensor(ir::DType::F32, {});
+  llvm::Error ran = (*kernel)->run({&logits, &labels}, {&loss});
+  ASSERT_TRUE(bool(ran));
+  EXPECT_EQ(llvm::toString(std::move(ran)), "error: the label of row 1 is outside [0, 4)");
+}
+
+TEST(GpuOpKernels, WhatTheyDoNotTakeIsAClearError) {
+  auto module = frontends::parseModule(R"(model m {
+  input a : f32[2, 3]
+  input b : f32[3, 2]
+  input x : f64[2, 2]
+  %p = matmul(a, b, compute = bf16)
+  %s = sum_like(x, x)
+})",
+                                       "case.prism");
+  ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
+  ASSERT_FALSE(bool(plan::runPipeline(**module, "infer-shapes")));
+  std::vector<std::string> errors;
+  for (const auto &op : (*module)->ops()) {
+    KernelSpec spec;
+    spec.op = op.get();
+    spec.attrs = ir::withDefaults(op->def(), op->attrs);
+    for (const ir::Value *v : op->operands())
+      spec.inputTypes.push_back(v->type());
+    spec.outputTypes = {op->result(0)->type()};
+    auto kernel = cuda::makeGpuOpKernel(spec, std::make_shared<HostBackend>());
+    ASSERT_FALSE(bool(kernel));
+    llvm::Error e = kernel.takeError();
+    EXPECT_EQ(ir::errorCode(e), ir::ErrorCode::Unsupported);
+    errors.push_back(llvm::toString(std::move(e)));
+  }
+  EXPECT_EQ(errors[0], "error: the GPU's 'matmul' computes in f32 only, not bf16 (--precision on "
+                       "the GPU is not supported yet)");
+  EXPECT_EQ(errors[1], "error: the GPU's 'sum_like' takes f32, not f64[2, 2]");
+}
+
+// Every kernel of DeviceKernels.cuh through NVRTC and ptxas for sm_90, as a GPU would load them.
+TEST(GpuOpKernels, TheKernelSourceAssemblesForSm90) {
+  const runtime::cuda::Nvrtc *nvrtc = prism::testing::nvrtcOrFail();
+  if (!nvrtc)
+    return;
+  std::vector<std::string> entries;
+#define PRISM_ENTRY(name, Args) entries.push_back(#name);
+  PRISM_DEVICE_KERNELS(PRISM_ENTRY)
+#undef PRISM_ENTRY
+  EXPECT_EQ(prism::testing::compileThroughPtxas(*nvrtc, cuda::deviceKernelsSource(),
+                                                "prism_device_kernels", entries),
+            "");
+}
