@@ -22,8 +22,9 @@ struct JobOptions {
   // A command prefix each task's command line is appended to, with {host} and {address}
   // replaced (`ip netns exec prism-{host}`, `ssh {address}`); empty: local processes.
   std::string launcher;
-  // The program each task runs as `PROGRAM task ...`; empty: this program (the `prism`
-  // command). A program that embeds the library names the installed `prism` here.
+  // The program each task runs as `PROGRAM task ...`; empty: $PRISM_TASK_PROGRAM when set, else
+  // this program (the `prism` command). A program that embeds the library names the installed
+  // `prism` here.
   std::string taskProgram;
   std::chrono::milliseconds heartbeatTimeout{5000};
   std::chrono::milliseconds rpcTimeout{60000};

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -74,7 +75,11 @@ std::string replaceAll(std::string text, const std::string &from, const std::str
   return text;
 }
 
+// The program tasks run: $PRISM_TASK_PROGRAM when set (a wrapper that starts prism through its
+// own loader and libraries, as scripts/gpu-bundle makes), else this process's executable.
 std::string selfExecutable() {
+  if (const char *program = std::getenv("PRISM_TASK_PROGRAM"); program && *program)
+    return program;
   char path[4096];
   ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
   return n > 0 ? std::string(path, static_cast<size_t>(n)) : std::string("prism");

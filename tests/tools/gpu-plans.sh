@@ -55,6 +55,17 @@ expect_error "worker:0 has the devices gpu:0, gpu:1: in-graph towers on GPUs are
   "$prism" train "$models/mlp.prism" --cluster "$work/two-gpus.yaml" --replication in-graph \
   --steps 1
 
+# PRISM_TASK_PROGRAM (scripts/gpu-bundle's wrappers set it): the tasks run through it.
+cat > "$work/wrapper" <<SH
+#!/usr/bin/env bash
+echo "\$1" >> "$work/wrapped"
+exec "$prism" "\$@"
+SH
+chmod +x "$work/wrapper"
+PRISM_TASK_PROGRAM=$work/wrapper "$prism" train "$models/mlp.prism" --cluster local:2 --steps 1 \
+  --no-eval > /dev/null
+[ "$(grep -c '^task$' "$work/wrapped")" -eq 2 ] # the two workers (the coordinator runs in prism)
+
 if [ -e /dev/nvidia0 ]; then
   echo "a GPU is here: the check that a missing GPU is an error is skipped"
   exit 0
