@@ -17,6 +17,7 @@
 #include "runtime/cuda/CudaOpKernels.h"
 #include "runtime/cuda/ElementwiseCodegen.h"
 #include "runtime/exec/Device.h"
+#include "runtime/exec/StagedCommunication.h"
 
 namespace prism::runtime::cuda {
 namespace {
@@ -103,6 +104,7 @@ void registerCudaKernels() {
   std::call_once(once, [] {
     registerKernelFamily(ir::DeviceKind::Cuda, registerElementwiseKernels);
     registerKernelFamily(ir::DeviceKind::Cuda, registerOpKernels);
+    registerKernelFamily(ir::DeviceKind::Cuda, registerStagedCommunicationKernels);
   });
 }
 

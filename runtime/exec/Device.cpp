@@ -50,6 +50,35 @@ llvm::Expected<Tensor> Device::toHost(const Tensor &tensor) {
   return copy;
 }
 
+llvm::Error Device::copyInto(Tensor &dst, const Tensor &src) {
+  if (dst.numBytes() != src.numBytes())
+    return ir::makeError(ir::ErrorCode::Internal, "a copy of " + llvm::Twine(src.numBytes()) +
+                                                      " bytes into " + llvm::Twine(dst.numBytes()));
+  auto here = [&](const Tensor &t) { return t.onHost() || t.device() == id_; };
+  if (!here(dst) || !here(src))
+    return ir::makeError(ir::ErrorCode::Unsupported, "a copy from " + src.device().str() + " to " +
+                                                         dst.device().str() + " on " + id_.str());
+  const size_t bytes = static_cast<size_t>(src.numBytes());
+  if (bytes == 0 || dst.raw() == src.raw())
+    return llvm::Error::success();
+  if (dst.onHost() && src.onHost()) {
+    std::memcpy(dst.raw(), src.raw(), bytes);
+    return llvm::Error::success();
+  }
+  if (src.onHost()) {
+    copies_.toDeviceBytes += src.numBytes();
+    ++copies_.toDeviceCopies;
+    return copyToDevice(dst.raw(), src.raw(), bytes);
+  }
+  if (dst.onHost()) {
+    copies_.toHostBytes += src.numBytes();
+    ++copies_.toHostCopies;
+    return copyToHost(dst.raw(), src.raw(), bytes);
+  }
+  return ir::makeError(ir::ErrorCode::Unsupported,
+                       "a copy within " + id_.str() + " is not a host<->device copy");
+}
+
 CpuDevice::CpuDevice(int index, int threads)
     : Device(ir::DeviceId{ir::DeviceKind::Cpu, index}), threads_(std::max(threads, 1)) {}
 

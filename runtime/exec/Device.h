@@ -49,6 +49,9 @@ public:
   llvm::Expected<Tensor> toDevice(const Tensor &tensor);
   // A tensor's elements on the host: the tensor itself where it already is there.
   llvm::Expected<Tensor> toHost(const Tensor &tensor);
+  // Copies `src` into `dst`, tensors of equal size each on the host or on this device (a copy
+  // between the two is counted; one within the host is a plain copy).
+  llvm::Error copyInto(Tensor &dst, const Tensor &src);
   const CopyCounters &copies() const { return copies_; }
 
 protected:

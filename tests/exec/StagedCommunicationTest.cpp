@@ -1,0 +1,165 @@
+// The staged communication kernels (runtime/exec/StagedCommunication.h) on the CPU device, where
+// staging is a plain copy: what reaches the task's Communication, what comes back, and when the
+// all-reduce is waited for. (On a GPU the same code copies between device and host.)
+#include <gtest/gtest.h>
+
+#include "ir/Builder.h"
+#include "ir/OpTable.h"
+#include "runtime/exec/Communication.h"
+#include "runtime/exec/Device.h"
+#include "runtime/exec/StagedCommunication.h"
+
+using namespace prism;
+using namespace prism::runtime;
+
+namespace {
+
+// Doubles what it all-reduces (a stand-in for the other tasks' sum), serves pulls from a table,
+// and keeps pushes.
+class RecordingCommunication final : public Communication {
+public:
+  llvm::Error allReduce(llvm::StringRef group, int64_t bucket,
+                        llvm::ArrayRef<Tensor *> tensors) override {
+    groups.push_back(group.str() + "/" + std::to_string(bucket));
+    pendingTensors.assign(tensors.begin(), tensors.end());
+    return llvm::Error::success();
+  }
+  llvm::Error synchronize() override {
+    for (Tensor *t : pendingTensors)
+      for (int64_t i = 0; i < t->numElements(); ++i)
+        t->data<float>()[i] *= 2;
+    pendingTensors.clear();
+    ++synchronized;
+    return llvm::Error::success();
+  }
+  llvm::Expected<Tensor> pull(llvm::StringRef) override { return table; }
+  llvm::Expected<Tensor> pullRows(llvm::StringRef, const Tensor &indices) override {
+    Tensor rows(ir::DType::F32, {indices.numElements(), 2});
+    for (int64_t r = 0; r < indices.numElements(); ++r)
+      for (int64_t k = 0; k < 2; ++k)
+        rows.data<float>()[r * 2 + k] = table.data<float>()[indices.data<int64_t>()[r] * 2 + k];
+    return rows;
+  }
+  llvm::Error push(llvm::StringRef variable, const RuntimeValue &gradient) override {
+    pushed.push_back({variable.str(), gradient});
+    return llvm::Error::success();
+  }
+  llvm::Expected<const RuntimeValue *> gradient(llvm::StringRef) override {
+    return ir::makeError("no gradients here");
+  }
+
+  Tensor table{ir::DType::F32, {4, 2}};
+  std::vector<std::string> groups;
+  std::vector<Tensor *> pendingTensors;
+  int synchronized = 0;
+  std::vector<std::pair<std::string, RuntimeValue>> pushed;
+};
+
+// The family as the GPU path registers it, under the `cuda` kind (no GPU is needed to build the
+// kernels; they run here on the CPU device).
+void registerOnce() {
+  static bool registered = [] {
+    registerKernelFamily(ir::DeviceKind::Cuda, registerStagedCommunicationKernels);
+    return true;
+  }();
+  (void)registered;
+}
+
+std::unique_ptr<Kernel> build(const ir::Op &op, Device &device, Communication &communication,
+                              const StepContext *step = nullptr) {
+  KernelSpec spec;
+  spec.op = &op;
+  spec.attrs = ir::withDefaults(op.def(), op.attrs);
+  spec.device = &device;
+  spec.communication = &communication;
+  spec.step = step;
+  for (const ir::Value *v : op.operands())
+    spec.inputTypes.push_back(v->type());
+  for (unsigned r = 0; r < op.numResults(); ++r)
+    spec.outputTypes.push_back(op.result(r)->type());
+  registerOnce();
+  KernelFactory factory = findKernel(op.name(), ir::DeviceKind::Cuda);
+  EXPECT_NE(factory, nullptr) << op.name().str();
+  auto kernel = factory(spec);
+  EXPECT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
+  return kernel ? std::move(*kernel) : nullptr;
+}
+
+RuntimeValue filled(std::vector<int64_t> shape, float first) {
+  RuntimeValue v;
+  v.dense = Tensor(ir::DType::F32, shape);
+  for (int64_t i = 0; i < v.dense.numElements(); ++i)
+    v.dense.data<float>()[i] = first + static_cast<float>(i);
+  return v;
+}
+
+} // namespace
+
+TEST(StagedCommunication, AnAllReduceWaitsForItsRingBeforeCopyingBack) {
+  ir::ModuleBuilder b("m");
+  ir::Value *x = b.input("x", ir::TensorType(ir::DType::F32, {3}));
+  ir::Value *y = b.input("y", ir::TensorType(ir::DType::F32, {2}));
+  b.op("all_reduce", {x, y},
+       ir::attrs({{"group", ir::Attr::string("workers")}, {"bucket", ir::Attr::integer(1)}}), "r");
+  auto module = b.finish();
+  ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
+  const ir::Op &op = **(*module)->ops().begin();
+  CpuDevice device(0, 1);
+  RecordingCommunication communication;
+  auto kernel = build(op, device, communication);
+  ASSERT_TRUE(kernel);
+  RuntimeValue a = filled({3}, 1), c = filled({2}, 10), outA = filled({3}, 0),
+               outC = filled({2}, 0);
+  ASSERT_FALSE(bool(kernel->run({&a, &c}, {&outA, &outC})));
+  EXPECT_EQ(communication.groups, std::vector<std::string>{"workers/1"});
+  EXPECT_EQ(communication.synchronized, 1);
+  EXPECT_EQ(outA.dense.data<float>()[2], 6.0f); // (1 + 2) * 2
+  EXPECT_EQ(outC.dense.data<float>()[1], 22.0f);
+  EXPECT_EQ(a.dense.data<float>()[2], 3.0f); // the input stays as it was
+
+  // An evaluation step keeps the task's own values.
+  StepContext evaluation;
+  evaluation.mode = StepMode::Evaluation;
+  auto evalKernel = build(op, device, communication, &evaluation);
+  ASSERT_TRUE(evalKernel);
+  ASSERT_FALSE(bool(evalKernel->run({&a, &c}, {&outA, &outC})));
+  EXPECT_EQ(communication.synchronized, 1);
+  EXPECT_EQ(outA.dense.data<float>()[2], 3.0f);
+}
+
+TEST(StagedCommunication, PullsRowPullsAndPushesGoThroughTheHost) {
+  ir::ModuleBuilder b("m");
+  ir::Value *table = b.variable("table", ir::TensorType(ir::DType::F32, {4, 2}));
+  ir::Value *ids = b.input("ids", ir::TensorType(ir::DType::I64, {3}));
+  ir::Value *g = b.input("g", ir::TensorType(ir::DType::F32, {4, 2}));
+  b.op("ps_pull", {table}, {}, "whole");
+  b.op("ps_pull_rows", {table, ids}, {}, "rows");
+  b.op("ps_push", {table, g}, {}, "");
+  auto module = b.finish();
+  ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
+  auto ops = (*module)->ops().begin();
+  const ir::Op &pull = **ops++, &pullRows = **ops++, &push = **ops;
+  CpuDevice device(0, 1);
+  RecordingCommunication communication;
+  for (int64_t i = 0; i < 8; ++i)
+    communication.table.data<float>()[i] = static_cast<float>(i);
+
+  RuntimeValue whole = filled({4, 2}, 0);
+  ASSERT_FALSE(bool(build(pull, device, communication)->run({}, {&whole})));
+  EXPECT_EQ(whole.dense.data<float>()[7], 7.0f);
+
+  RuntimeValue indices;
+  indices.dense = Tensor(ir::DType::I64, {3});
+  for (int64_t i = 0; i < 3; ++i)
+    indices.dense.data<int64_t>()[i] = 3 - i;
+  RuntimeValue rows = filled({3, 2}, 0), tableValue = whole;
+  ASSERT_FALSE(bool(build(pullRows, device, communication)->run({&tableValue, &indices}, {&rows})));
+  EXPECT_EQ(rows.dense.data<float>()[0], 6.0f); // row 3
+  EXPECT_EQ(rows.dense.data<float>()[5], 3.0f); // row 1
+
+  RuntimeValue gradient = filled({4, 2}, 0.5f);
+  ASSERT_FALSE(bool(build(push, device, communication)->run({&tableValue, &gradient}, {})));
+  ASSERT_EQ(communication.pushed.size(), 1u);
+  EXPECT_EQ(communication.pushed[0].first, "table");
+  EXPECT_EQ(communication.pushed[0].second.dense.data<float>()[7], 7.5f);
+}
