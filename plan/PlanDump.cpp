@@ -598,6 +598,43 @@ std::vector<std::string> communicationRow(const PlanView &view, const Task &task
   return {c.op, of, with, maybeBytes(c.total(&Peer::sent)), maybeBytes(c.total(&Peer::received))};
 }
 
+// A task's GPUs (its gpu:N devices).
+std::vector<std::string> gpusOf(const Task &task) {
+  std::vector<std::string> gpus;
+  for (const std::string &d : task.devices())
+    if (llvm::StringRef(d).startswith("gpu:"))
+      gpus.push_back(d);
+  return gpus;
+}
+
+// The other tasks of the same machine (address) on one of `task`'s GPUs.
+std::vector<std::string> sharingGpu(const PlanView &view, const Task &task) {
+  std::vector<std::string> others;
+  std::vector<std::string> mine = gpusOf(task);
+  for (const TaskView &t : view.tasks) {
+    if (t.task == &task || t.task->address() != task.address())
+      continue;
+    for (const std::string &gpu : gpusOf(*t.task))
+      if (llvm::is_contained(mine, gpu)) {
+        others.push_back(t.task->name());
+        break;
+      }
+  }
+  return others;
+}
+
+// A GPU worker's communication: through host memory (Gloo, the parameter servers), and the
+// tasks that share its GPU. Empty for a task without a GPU or communication.
+std::string gpuCommunicationNote(const PlanView &view, const TaskView &t) {
+  if (gpusOf(*t.task).empty() || t.communication.empty())
+    return "";
+  std::string note = "collectives and PS calls through host memory (Gloo, gRPC)";
+  std::vector<std::string> sharing = sharingGpu(view, *t.task);
+  if (!sharing.empty())
+    note += "; shares " + gpusOf(*t.task).front() + " with " + llvm::join(sharing, ", ");
+  return note;
+}
+
 // A task's section: where it runs, what it holds, whom it talks to, its estimate.
 void printTask(const PlanView &view, const TaskView &t, llvm::raw_ostream &os) {
   const Task &task = *t.task;
@@ -623,6 +660,8 @@ void printTask(const PlanView &view, const TaskView &t, llvm::raw_ostream &os) {
       comm.add(communicationRow(view, task, c));
     comm.print(os, "    ");
   }
+  if (std::string note = gpuCommunicationNote(view, t); !note.empty())
+    os << "  gpu  " << note << "\n";
   const TaskEstimate *e = t.estimate;
   if (e && (e->bytes_sent_per_step() || e->bytes_received_per_step() || e->parameter_bytes() ||
             e->activation_bytes() || e->flops_per_step()))
@@ -756,6 +795,8 @@ Json taskJson(const PlanView &view, const TaskView &t) {
           {"address", task.address()},
           {"port", task.port()},
           {"devices", list(task.devices())},
+          {"gpu_communication", gpusOf(task).empty() ? Json(nullptr) : Json("host")},
+          {"shares_gpu_with", list(sharingGpu(view, task))},
           {"program", t.program ? Json(t.program->name()) : Json(nullptr)},
           {"communication", comm},
           {"estimate", estimate}};

@@ -31,9 +31,20 @@ assert tasks["ps:0"]["estimate"]["host_device_bytes_per_step"] == 0
 PY
 "$prism" dump "$work/gpu.pb" --format dot | grep -q 'label="worker:1\\n127.0.0.1:[0-9]*\\ngpu:1'
 
-# Two workers sharing one GPU.
+grep -q "^  gpu  collectives and PS calls through host memory (Gloo, gRPC)$" "$work/gpu.txt"
+
+# Two workers sharing one GPU: the dump says so.
 "$prism" partition "$models/mlp.prism" --cluster local:2,devices=gpu:0 -o "$work/shared.pb"
-[ "$("$prism" dump "$work/shared.pb" | grep -c "devices gpu:0")" -eq 2 ]
+"$prism" dump "$work/shared.pb" > "$work/shared.txt"
+[ "$(grep -c "devices gpu:0" "$work/shared.txt")" -eq 2 ]
+grep -q "gpu  collectives and PS calls through host memory (Gloo, gRPC); shares gpu:0 with worker:1" \
+  "$work/shared.txt"
+"$prism" dump "$work/shared.pb" --format json | /usr/bin/python3 -c '
+import json, sys
+tasks = {t["name"]: t for t in json.load(sys.stdin)["tasks"]}
+assert tasks["worker:0"]["shares_gpu_with"] == ["worker:1"], tasks["worker:0"]
+assert tasks["worker:1"]["gpu_communication"] == "host", tasks["worker:1"]
+assert tasks["coordinator:0"]["gpu_communication"] is None'
 
 # The CPU plan has no host<->device bytes.
 "$prism" partition "$models/mlp.prism" --cluster local:2 -o "$work/cpu.pb"
