@@ -27,6 +27,11 @@ constexpr char kDeviceKernels[] =
 
 constexpr llvm::StringRef kOps[] = {"constant",
                                     "assign",
+                                    "reduce_sum",
+                                    "reduce_mean",
+                                    "expand_like",
+                                    "gather",
+                                    "gather_grad",
                                     "sum_like",
                                     "matmul",
                                     "fused_matmul",
@@ -150,6 +155,17 @@ KernelOrError makeAssign(const KernelSpec &spec, std::shared_ptr<GpuBackend> bac
   return std::make_unique<AssignKernel>(std::move(backend));
 }
 
+// The dimensions `axes` names (all when empty; negative axes count from the end), as a mask.
+unsigned reducedMask(const ir::AttrMap &attrs, int64_t rank) {
+  auto axes = attrs.getInts("axes");
+  if (axes.empty())
+    return rank >= 32 ? ~0u : (1u << rank) - 1;
+  unsigned mask = 0;
+  for (int64_t a : axes)
+    mask |= 1u << (a < 0 ? a + rank : a);
+  return mask;
+}
+
 class ReduceKernel final : public Kernel {
 public:
   ReduceKernel(std::shared_ptr<GpuBackend> backend, k::ReduceArgs args)
@@ -193,6 +209,166 @@ KernelOrError makeSumLike(const KernelSpec &spec, std::shared_ptr<GpuBackend> ba
   }
   a.scale = 1.0f;
   return std::make_unique<ReduceKernel>(std::move(backend), a);
+}
+
+// reduce_sum and reduce_mean(x, axes, keepdims): keepdims changes the shape, not the layout.
+KernelOrError makeReduce(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  if (auto e = requireF32(spec, {0}))
+    return std::move(e);
+  const ir::TensorType &x = spec.inputTypes[0];
+  if (x.rank() > PRISM_MAX_RANK)
+    return unsupported(spec, "takes at most " + llvm::Twine(PRISM_MAX_RANK) + " dimensions, not " +
+                                 x.str());
+  k::ReduceArgs a{};
+  a.rank = static_cast<int>(x.rank());
+  a.reduced = reducedMask(spec.attrs, x.rank());
+  a.outCount = 1;
+  a.reducedCount = 1;
+  for (int d = 0; d < a.rank; ++d) {
+    a.dims[d] = x.dims[d];
+    (a.reduced >> d & 1u ? a.reducedCount : a.outCount) *= x.dims[d];
+  }
+  a.scale = spec.op->name() == "reduce_mean" && a.reducedCount > 0
+                ? static_cast<float>(1.0 / static_cast<double>(a.reducedCount))
+                : 1.0f;
+  return std::make_unique<ReduceKernel>(std::move(backend), a);
+}
+
+class ExpandKernel final : public Kernel {
+public:
+  ExpandKernel(std::shared_ptr<GpuBackend> backend, k::ExpandArgs args)
+      : backend_(std::move(backend)), args_(args) {}
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    k::ExpandArgs a = args_;
+    a.out = floats(outputs[0]);
+    a.g = floats(inputs[0]);
+    return launch(*backend_, "prism_expand", a.count, a);
+  }
+
+private:
+  std::shared_ptr<GpuBackend> backend_;
+  k::ExpandArgs args_;
+};
+
+// expand_like(g, ref, axes, keepdims, mean): g broadcast back over the axes of ref's shape,
+// divided by their size for a mean.
+KernelOrError makeExpandLike(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  if (auto e = requireF32(spec, {0}))
+    return std::move(e);
+  const ir::TensorType &out = spec.outputTypes[0];
+  if (out.rank() > PRISM_MAX_RANK)
+    return unsupported(spec, "takes at most " + llvm::Twine(PRISM_MAX_RANK) + " dimensions, not " +
+                                 out.str());
+  k::ExpandArgs a{};
+  a.rank = static_cast<int>(out.rank());
+  a.reduced = reducedMask(spec.attrs, out.rank());
+  a.count = out.numElements();
+  int64_t spread = 1;
+  for (int d = 0; d < a.rank; ++d) {
+    a.dims[d] = out.dims[d];
+    if (a.reduced >> d & 1u)
+      spread *= out.dims[d];
+  }
+  a.scale = spec.attrs.getBool("mean") && spread > 0
+                ? static_cast<float>(1.0 / static_cast<double>(spread))
+                : 1.0f;
+  return std::make_unique<ExpandKernel>(std::move(backend), a);
+}
+
+// gather(table, indices) and gather_grad(dy, indices, num_rows): rows picked by index, and the
+// sparse gradient (the indices as i64, dy's elements as the rows, both in memory the kernel owns).
+// An index outside the table is flagged on the device and reported after the kernel.
+class GatherKernel final : public Kernel {
+public:
+  GatherKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend, bool gradient)
+      : backend_(std::move(backend)), device_(spec.device), gradient_(gradient) {
+    const ir::TensorType &indices = spec.inputTypes[1];
+    args_.wide = indices.dtype == ir::DType::I64 ? 1 : 0;
+    args_.count = indices.numElements();
+    const ir::TensorType &table = gradient ? spec.outputTypes[0] : spec.inputTypes[0];
+    args_.tableRows = table.dims.empty() ? 0 : table.dims[0];
+    args_.rowSize = 1;
+    for (size_t d = 1; d < table.dims.size(); ++d)
+      args_.rowSize *= table.dims[d];
+    rowsShape_ = {args_.count};
+    rowsShape_.insert(rowsShape_.end(), table.dims.begin() + (table.dims.empty() ? 0 : 1),
+                      table.dims.end());
+  }
+
+  llvm::Error allocate(const KernelSpec &spec) {
+    auto bad = scratch(spec, ir::DType::I64, 1);
+    if (!bad)
+      return bad.takeError();
+    bad_ = std::move(*bad);
+    if (!gradient_)
+      return llvm::Error::success();
+    auto indices = device_->allocateTensor(ir::DType::I64, {args_.count});
+    auto rows = indices ? device_->allocateTensor(ir::DType::F32, rowsShape_) : indices.takeError();
+    if (!rows)
+      return rows.takeError();
+    indices_ = std::move(*indices);
+    rows_ = std::move(*rows);
+    return llvm::Error::success();
+  }
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    auto *bad = static_cast<long long *>(bad_.raw());
+    if (auto e = launch(*backend_, "prism_fill", 1, k::FillArgs{bad, 0, 1, 8}))
+      return e;
+    k::GatherArgs a = args_;
+    a.indices = inputs[1]->dense.raw();
+    a.bad = bad;
+    if (gradient_) {
+      a.flatIndices = static_cast<long long *>(indices_.raw());
+    } else {
+      a.out = floats(outputs[0]);
+      a.table = floats(inputs[0]);
+    }
+    if (auto e = launch(*backend_, "prism_gather", a.count * a.rowSize, a))
+      return e;
+    if (gradient_) {
+      const Tensor &dy = inputs[0]->dense;
+      k::CopyArgs copy{rows_.raw(), dy.raw(), dy.numBytes()};
+      if (auto e = launch(*backend_, "prism_copy", copy.bytes / 4, copy))
+        return e;
+      RuntimeValue &out = *outputs[0];
+      out.sparse = true;
+      out.indices = indices_;
+      out.dense = rows_;
+    }
+    auto flag = device_->toHost(bad_);
+    if (!flag)
+      return flag.takeError();
+    if (int64_t at = *flag->data<int64_t>() - 1; at >= 0)
+      return ir::makeError("element " + llvm::Twine(at) + " of the indices is outside [0, " +
+                           llvm::Twine(args_.tableRows) + ") for " +
+                           (gradient_ ? "num_rows = " + llvm::Twine(args_.tableRows)
+                                      : "a table of " + llvm::Twine(args_.tableRows) + " rows"));
+    return llvm::Error::success();
+  }
+
+private:
+  std::shared_ptr<GpuBackend> backend_;
+  Device *device_;
+  bool gradient_;
+  k::GatherArgs args_{};
+  std::vector<int64_t> rowsShape_;
+  Tensor bad_, indices_, rows_;
+};
+
+KernelOrError makeGather(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  if (auto e = requireF32(spec, {0}))
+    return std::move(e);
+  ir::DType indices = spec.inputTypes[1].dtype;
+  if (indices != ir::DType::I32 && indices != ir::DType::I64)
+    return unsupported(spec, "takes indices of i32 or i64, not " + ir::dtypeName(indices));
+  auto kernel =
+      std::make_unique<GatherKernel>(spec, std::move(backend), spec.op->name() == "gather_grad");
+  if (auto e = kernel->allocate(spec))
+    return std::move(e);
+  return std::unique_ptr<Kernel>(std::move(kernel));
 }
 
 // matmul and fused_matmul: row-major C [m, n] = op(A) · op(B) is column-major C^T = op(B)^T ·
@@ -335,54 +511,121 @@ KernelOrError makeCrossEntropy(const KernelSpec &spec, std::shared_ptr<GpuBacken
 }
 
 // apply_sgd (w, g[, lr_factor, finite]), apply_momentum (w, a, g[, ...]) and apply_adam (w, m, v,
-// g, t[, ...]): dense updates in place, the scalars read on the device.
+// g, t[, ...]): updates in place, the scalars read on the device. A sparse gradient is coalesced
+// first (rows of one index add up, in a scratch of the variable's shape) and only the rows it
+// touches are updated, once each (lazy, as on the CPU).
 class UpdateKernel final : public Kernel {
 public:
   UpdateKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend, unsigned gradient,
                unsigned factor)
-      : backend_(std::move(backend)), name_(spec.op->name().str()), gradient_(gradient),
-        factor_(spec.inputTypes.size() > factor ? factor : 0),
+      : backend_(std::move(backend)), device_(spec.device), name_(spec.op->name().str()),
+        gradient_(gradient), factor_(spec.inputTypes.size() > factor ? factor : 0),
         finite_(spec.inputTypes.size() > factor + 1 ? factor + 1 : 0),
-        elements_(spec.inputTypes[0].numElements()), attrs_(spec.attrs) {}
+        elements_(spec.inputTypes[0].numElements()), sparse_(spec.inputTypes[gradient].sparse),
+        attrs_(spec.attrs) {
+    const ir::TensorType &w = spec.inputTypes[0];
+    rows_ = w.dims.empty() ? 1 : w.dims[0];
+    rowSize_ = rows_ ? elements_ / rows_ : 0;
+  }
+
+  llvm::Error allocate(const KernelSpec &spec) {
+    if (!sparse_)
+      return llvm::Error::success();
+    auto sum = scratch(spec, ir::DType::F32, elements_);
+    auto claimed = sum ? scratch(spec, ir::DType::I32, rows_) : sum.takeError();
+    if (!claimed)
+      return claimed.takeError();
+    sum_ = std::move(*sum);
+    claimed_ = std::move(*claimed);
+    return llvm::Error::success();
+  }
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *>) override {
     k::UpdateScalars s{factor_ ? floats(inputs[factor_]) : nullptr,
                        finite_ ? floats(inputs[finite_]) : nullptr,
-                       static_cast<float>(attrs_.getFloat("lr"))};
+                       static_cast<float>(attrs_.getFloat("lr")), nullptr, 0};
     const float *g = floats(inputs[gradient_]);
+    int64_t n = elements_;
+    if (sparse_) {
+      auto coalesced = coalesce(*inputs[gradient_]);
+      if (!coalesced)
+        return coalesced.takeError();
+      g = static_cast<const float *>(sum_.raw());
+      n = *coalesced * rowSize_;
+      s.order = static_cast<const long long *>(order_.raw());
+      s.rowSize = rowSize_;
+    }
     if (name_ == "apply_sgd")
-      return launch(*backend_, "prism_apply_sgd", elements_,
-                    k::SgdArgs{floats(inputs[0]), g, elements_, s});
+      return launch(*backend_, "prism_apply_sgd", n, k::SgdArgs{floats(inputs[0]), g, n, s});
     if (name_ == "apply_momentum")
-      return launch(*backend_, "prism_apply_momentum", elements_,
-                    k::MomentumArgs{floats(inputs[0]), floats(inputs[1]), g, elements_, s,
+      return launch(*backend_, "prism_apply_momentum", n,
+                    k::MomentumArgs{floats(inputs[0]), floats(inputs[1]), g, n, s,
                                     static_cast<float>(attrs_.getFloat("momentum")),
                                     attrs_.getBool("nesterov") ? 1 : 0});
-    return launch(*backend_, "prism_apply_adam", elements_,
+    return launch(*backend_, "prism_apply_adam", n,
                   k::AdamArgs{floats(inputs[0]), floats(inputs[1]), floats(inputs[2]), g,
-                              floats(inputs[4]), elements_, s, attrs_.getFloat("beta1"),
+                              floats(inputs[4]), n, s, attrs_.getFloat("beta1"),
                               attrs_.getFloat("beta2"), attrs_.getFloat("epsilon")});
   }
 
 private:
+  // Sums the rows of each index into sum_ and claims each index once (order_); returns the
+  // number of positions.
+  llvm::Expected<int64_t> coalesce(const RuntimeValue &g) {
+    const int64_t count = g.numRows();
+    if (g.indices.dtype() != ir::DType::I64)
+      return ir::makeError(ir::ErrorCode::Unsupported,
+                           "the GPU's '" + name_ + "' takes sparse gradients with i64 indices");
+    if (order_.numElements() < count) {
+      auto order = device_->allocateTensor(ir::DType::I64, {count});
+      if (!order)
+        return order.takeError();
+      order_ = std::move(*order);
+    }
+    k::SparseRowsArgs a{static_cast<float *>(sum_.raw()),
+                        static_cast<int *>(claimed_.raw()),
+                        static_cast<long long *>(order_.raw()),
+                        static_cast<const long long *>(g.indices.raw()),
+                        static_cast<const float *>(g.dense.raw()),
+                        count,
+                        rowSize_,
+                        0};
+    for (int stage : {0, 1, 2}) {
+      a.stage = stage;
+      if (auto e = launch(*backend_, "prism_sparse_rows", stage == 2 ? count : count * rowSize_, a))
+        return std::move(e);
+    }
+    return count;
+  }
+
   std::shared_ptr<GpuBackend> backend_;
+  Device *device_;
   std::string name_;
   unsigned gradient_, factor_, finite_;
   int64_t elements_;
+  bool sparse_;
+  int64_t rows_ = 0, rowSize_ = 0;
   ir::AttrMap attrs_;
+  Tensor sum_, claimed_, order_;
 };
 
 KernelOrError makeUpdate(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
   llvm::StringRef name = spec.op->name();
   unsigned gradient = name == "apply_sgd" ? 1 : name == "apply_momentum" ? 2 : 3;
   unsigned factor = name == "apply_adam" ? 5 : gradient + 1;
-  std::vector<unsigned> operands;
+  std::vector<unsigned> dense;
   for (unsigned i = 0; i < spec.inputTypes.size(); ++i)
-    operands.push_back(i);
-  if (auto e = requireF32(spec, operands))
+    if (i != gradient)
+      dense.push_back(i);
+  if (auto e = requireF32(spec, dense))
     return std::move(e);
-  return std::make_unique<UpdateKernel>(spec, std::move(backend), gradient, factor);
+  if (spec.inputTypes[gradient].dtype != ir::DType::F32)
+    return unsupported(spec, "takes f32, not " + spec.inputTypes[gradient].str());
+  auto kernel = std::make_unique<UpdateKernel>(spec, std::move(backend), gradient, factor);
+  if (auto e = kernel->allocate(spec))
+    return std::move(e);
+  return std::unique_ptr<Kernel>(std::move(kernel));
 }
 
 // The backend of a cuda device: DeviceKernels.cuh through NVRTC, cuBLAS through dlopen.
@@ -432,6 +675,12 @@ KernelOrError makeGpuOpKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend
     return makeAssign(spec, std::move(backend));
   if (name == "sum_like")
     return makeSumLike(spec, std::move(backend));
+  if (name == "reduce_sum" || name == "reduce_mean")
+    return makeReduce(spec, std::move(backend));
+  if (name == "expand_like")
+    return makeExpandLike(spec, std::move(backend));
+  if (name == "gather" || name == "gather_grad")
+    return makeGather(spec, std::move(backend));
   if (name == "matmul" || name == "fused_matmul")
     return makeMatmul(spec, std::move(backend));
   if (name == "softmax_cross_entropy" || name == "softmax_cross_entropy_grad")

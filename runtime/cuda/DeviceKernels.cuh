@@ -1,5 +1,6 @@
 // The GPU's hand-written kernels: fills, reductions, the softmax cross-entropy and its gradient,
-// the bias and activation after a matrix product, and the dense optimizer updates. NVRTC compiles
+// the bias and activation after a matrix product, gathers, and the optimizer updates (dense, or
+// lazy on the rows a sparse gradient touches). NVRTC compiles
 // this file once per architecture when a program first needs one of them (CudaOpKernels.h); the
 // tests compile it for the host as well (PRISM_HOST_KERNELS) and run every kernel there, one
 // thread at a time, against the CPU kernels, so the index arithmetic and the math are checked on
@@ -7,7 +8,8 @@
 //
 // Each kernel takes one argument, a struct of plain values and pointers (the same layout on host
 // and device), and covers its index range with PRISM_FOR_EACH, a grid-stride loop on the GPU.
-// Only what NVRTC knows without headers may appear here. Everything is f32 but the fills.
+// Only what NVRTC knows without headers may appear here. Everything is f32 but the fills and
+// copies.
 #ifdef PRISM_HOST_KERNELS
 #define PRISM_KERNEL(name, Args, a) inline void name(const Args a)
 #define PRISM_FOR_EACH(i, n) for (long long i = 0; i < (n); ++i)
@@ -19,6 +21,25 @@
 #endif
 
 #define PRISM_MAX_RANK 8
+
+#ifdef PRISM_HOST_KERNELS
+#define PRISM_DEVICE_FUNCTION inline
+inline void prism_atomic_add(float *p, float v) { *p += v; }
+inline int prism_atomic_exch(int *p, int v) {
+  int old = *p;
+  *p = v;
+  return old;
+}
+#else
+#define PRISM_DEVICE_FUNCTION __device__ __forceinline__
+__device__ __forceinline__ void prism_atomic_add(float *p, float v) { atomicAdd(p, v); }
+__device__ __forceinline__ int prism_atomic_exch(int *p, int v) { return atomicExch(p, v); }
+#endif
+
+// Element i of an index tensor of i32 (wide = 0) or i64 (wide = 1).
+PRISM_DEVICE_FUNCTION long long prism_index(const void *indices, int wide, long long i) {
+  return wide ? ((const long long *)indices)[i] : (long long)((const int *)indices)[i];
+}
 
 // out[i] = value, for elements of 1, 4 or 8 bytes (bool, f32/i32, f64/i64), as bit patterns.
 struct FillArgs {
@@ -98,6 +119,95 @@ PRISM_KERNEL(prism_reduce, ReduceArgs, a) {
   }
 }
 
+// out = scale * g broadcast back over the dimensions marked in `reduced` (of out's `rank`
+// dimensions `dims`); g holds the kept dimensions in order (expand_like).
+struct ExpandArgs {
+  float *out;
+  const float *g;
+  long long dims[PRISM_MAX_RANK];
+  int rank;
+  unsigned reduced;
+  long long count;
+  float scale;
+};
+PRISM_KERNEL(prism_expand, ExpandArgs, a) {
+  PRISM_FOR_EACH(o, a.count) {
+    long long from = 0, stride = 1, rest = o;
+    for (int d = a.rank - 1; d >= 0; --d) {
+      long long index = rest % a.dims[d];
+      rest /= a.dims[d];
+      if (!(a.reduced >> d & 1u)) {
+        from += index * stride;
+        stride *= a.dims[d];
+      }
+    }
+    a.out[o] = a.scale * a.g[from];
+  }
+}
+
+// gather: out[j, k] = table[indices[j], k] over `count` indices of rows of `rowSize`; an index
+// outside [0, tableRows) sets *bad to its position + 1 (the caller reports it) and gives 0s.
+// With `flatIndices`, the indices are also written out as i64 (gather_grad's sparse value).
+struct GatherArgs {
+  float *out;
+  const float *table;
+  const void *indices;
+  int wide;
+  long long count;
+  long long rowSize;
+  long long tableRows;
+  long long *bad;
+  long long *flatIndices;
+};
+PRISM_KERNEL(prism_gather, GatherArgs, a) {
+  PRISM_FOR_EACH(e, a.count * a.rowSize) {
+    long long j = e / a.rowSize, k = e % a.rowSize;
+    long long index = prism_index(a.indices, a.wide, j);
+    bool inside = index >= 0 && index < a.tableRows;
+    if (!inside)
+      *a.bad = j + 1;
+    if (a.out)
+      a.out[e] = inside ? a.table[index * a.rowSize + k] : 0.0f;
+    if (a.flatIndices && k == 0)
+      a.flatIndices[j] = index;
+  }
+}
+
+// The sparse gradient of an update, coalesced: rows of one index add up into `sum` (a scratch of
+// the table's shape), and each distinct index is claimed by one of its positions, which
+// `order[j]` names (the index, or -1 for positions that repeat an earlier claim).
+// First every touched row of `sum` and its claim are cleared, then the rows added, then claimed.
+struct SparseRowsArgs {
+  float *sum;
+  int *claimed;
+  long long *order;
+  const long long *indices;
+  const float *rows;
+  long long count;
+  long long rowSize;
+  int stage; // 0: clear, 1: add, 2: claim
+};
+PRISM_KERNEL(prism_sparse_rows, SparseRowsArgs, a) {
+  if (a.stage == 2) {
+    PRISM_FOR_EACH(j, a.count) {
+      long long index = a.indices[j];
+      a.order[j] = prism_atomic_exch(a.claimed + index, 1) == 0 ? index : -1;
+    }
+    return;
+  }
+  PRISM_FOR_EACH(e, a.count * a.rowSize) {
+    long long j = e / a.rowSize, k = e % a.rowSize;
+    long long at = a.indices[j] * a.rowSize + k;
+    if (a.stage == 0) {
+      a.sum[at] = 0.0f;
+      if (k == 0)
+        a.claimed[a.indices[j]] = 0;
+    } else {
+      prism_atomic_add(a.sum + at, a.rows[e]);
+    }
+  }
+}
+
 // The labels of softmax_cross_entropy: i32 or i64, one per row; `ignore` is the ignored label
 // when `ignoring`. A label outside [0, classes) sets *bad to its row + 1 (the caller reports it).
 struct LabelsView {
@@ -106,14 +216,8 @@ struct LabelsView {
   int ignoring;
   long long ignore;
 };
-#ifdef PRISM_HOST_KERNELS
-inline
-#else
-__device__ __forceinline__
-#endif
-    long long
-    prism_label(const LabelsView &l, long long row) {
-  return l.wide ? ((const long long *)l.labels)[row] : (long long)((const int *)l.labels)[row];
+PRISM_DEVICE_FUNCTION long long prism_label(const LabelsView &l, long long row) {
+  return prism_index(l.labels, l.wide, row);
 }
 
 // Per row r of logits [rows, classes]: loss[r] = logsumexp(row) - row[label] (0 when ignored),
@@ -229,23 +333,24 @@ struct UpdateScalars {
   const float *lrFactor;
   const float *finite;
   float lr;
+  // A sparse gradient: element i of the update is element i % rowSize of row order[i / rowSize]
+  // (skipped when -1), and the gradient is read at the same offset of the coalesced sum. Null for
+  // a dense update, where element i is offset i.
+  const long long *order;
+  long long rowSize;
 };
-#ifdef PRISM_HOST_KERNELS
-inline
-#else
-__device__ __forceinline__
-#endif
-    bool
-    prism_skips(const UpdateScalars &s) {
+PRISM_DEVICE_FUNCTION bool prism_skips(const UpdateScalars &s) {
   return s.finite && s.finite[0] == 0.0f;
 }
-#ifdef PRISM_HOST_KERNELS
-inline
-#else
-__device__ __forceinline__
-#endif
-    float
-    prism_rate(const UpdateScalars &s) {
+// The offset element i of an update works on, or -1 to skip it.
+PRISM_DEVICE_FUNCTION long long prism_offset(const UpdateScalars &s, long long i) {
+  if (!s.order)
+    return i;
+  long long row = s.order[i / s.rowSize];
+  return row < 0 ? -1 : row * s.rowSize + i % s.rowSize;
+}
+
+PRISM_DEVICE_FUNCTION float prism_rate(const UpdateScalars &s) {
   return (float)((double)s.lr * (s.lrFactor ? (double)s.lrFactor[0] : 1.0));
 }
 
@@ -260,7 +365,11 @@ PRISM_KERNEL(prism_apply_sgd, SgdArgs, a) {
   if (prism_skips(a.s))
     return;
   const float lr = prism_rate(a.s);
-  PRISM_FOR_EACH(i, a.n) { a.w[i] -= lr * a.g[i]; }
+  PRISM_FOR_EACH(e, a.n) {
+    long long i = prism_offset(a.s, e);
+    if (i >= 0)
+      a.w[i] -= lr * a.g[i];
+  }
 }
 
 // acc = momentum * acc + g; w -= lr * (nesterov ? g + momentum * acc : acc).
@@ -277,7 +386,10 @@ PRISM_KERNEL(prism_apply_momentum, MomentumArgs, a) {
   if (prism_skips(a.s))
     return;
   const float lr = prism_rate(a.s);
-  PRISM_FOR_EACH(i, a.n) {
+  PRISM_FOR_EACH(e, a.n) {
+    long long i = prism_offset(a.s, e);
+    if (i < 0)
+      continue;
     a.acc[i] = a.momentum * a.acc[i] + a.g[i];
     a.w[i] -= lr * (a.nesterov ? a.g[i] + a.momentum * a.acc[i] : a.acc[i]);
   }
@@ -309,7 +421,10 @@ PRISM_KERNEL(prism_apply_adam, AdamArgs, a) {
                                  c1);
   const float invSqrtC2 = (float)(1 / sqrt(c2));
   const float epsilon = (float)a.epsilon;
-  PRISM_FOR_EACH(i, a.n) {
+  PRISM_FOR_EACH(e, a.n) {
+    long long i = prism_offset(a.s, e);
+    if (i < 0)
+      continue;
     a.m[i] = beta1 * a.m[i] + oneMinusBeta1 * a.g[i];
     a.v[i] = beta2 * a.v[i] + oneMinusBeta2 * a.g[i] * a.g[i];
     a.w[i] -= stepSize * a.m[i] / (sqrt(a.v[i]) * invSqrtC2 + epsilon);
@@ -321,6 +436,9 @@ PRISM_KERNEL(prism_apply_adam, AdamArgs, a) {
   X(prism_fill, FillArgs)                                                                          \
   X(prism_copy, CopyArgs)                                                                          \
   X(prism_reduce, ReduceArgs)                                                                      \
+  X(prism_expand, ExpandArgs)                                                                      \
+  X(prism_gather, GatherArgs)                                                                      \
+  X(prism_sparse_rows, SparseRowsArgs)                                                             \
   X(prism_cross_entropy_rows, CrossEntropyRowsArgs)                                                \
   X(prism_mean_of_rows, MeanOfRowsArgs)                                                            \
   X(prism_cross_entropy_grad, CrossEntropyGradArgs)                                                \

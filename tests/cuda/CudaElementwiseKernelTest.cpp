@@ -85,13 +85,16 @@ TEST(CudaKernelFamilies, ProgramsPassTheKernelCheckOrNameTheirFirstOpWithout) {
     ASSERT_TRUE(module);
     EXPECT_FALSE(bool(runtime::checkKernels(*module, ir::DeviceKind::Cuda))) << op.str();
   }
-  // mlp's whole training step has GPU kernels; the cnn's convolutions do not yet, and are refused
-  // before a step, at the op's model line.
-  auto mlp = frontends::parseModuleFile(PRISM_SOURCE_DIR "/models/mlp.prism");
-  ASSERT_TRUE(bool(mlp)) << llvm::toString(mlp.takeError());
-  ASSERT_FALSE(bool(plan::compileTrainingStep(**mlp)));
-  llvm::Error mlpChecked = runtime::checkKernels(**mlp, ir::DeviceKind::Cuda);
-  EXPECT_FALSE(bool(mlpChecked)) << llvm::toString(std::move(mlpChecked));
+  // mlp's and the embedding classifier's whole training steps have GPU kernels; the cnn's
+  // convolutions do not yet, and are refused before a step, at the op's model line.
+  for (const char *name : {"mlp", "embedding_classifier"}) {
+    auto model =
+        frontends::parseModuleFile(std::string(PRISM_SOURCE_DIR "/models/") + name + ".prism");
+    ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
+    ASSERT_FALSE(bool(plan::compileTrainingStep(**model)));
+    llvm::Error checked = runtime::checkKernels(**model, ir::DeviceKind::Cuda);
+    EXPECT_FALSE(bool(checked)) << name << ": " << llvm::toString(std::move(checked));
+  }
   auto cnn = frontends::parseModuleFile(PRISM_SOURCE_DIR "/models/cnn.prism");
   ASSERT_TRUE(bool(cnn)) << llvm::toString(cnn.takeError());
   ASSERT_FALSE(bool(plan::compileTrainingStep(**cnn)));

@@ -144,8 +144,10 @@ int expectSameAsCpu(const std::string &text, double tolerance = 1e-5, int64_t bo
       const ir::Value *v = op->result(r);
       spec.outputTypes.push_back(v->type());
       std::vector<int64_t> shape(v->type().dims.begin(), v->type().dims.end());
-      cpu[v].dense = Tensor(v->type().dtype, shape);
-      gpu[v].dense = Tensor(v->type().dtype, shape);
+      if (!v->type().sparse) { // sparse values are filled by their kernels
+        cpu[v].dense = Tensor(v->type().dtype, shape);
+        gpu[v].dense = Tensor(v->type().dtype, shape);
+      }
       cpuOut.push_back(&cpu[v]);
       gpuOut.push_back(&gpu[v]);
     }
@@ -167,9 +169,14 @@ int expectSameAsCpu(const std::string &text, double tolerance = 1e-5, int64_t bo
     EXPECT_FALSE(bool(cpuRan)) << llvm::toString(std::move(cpuRan));
     llvm::Error gpuRan = (*gpuKernel)->run(gpuIn, gpuOut);
     EXPECT_FALSE(bool(gpuRan)) << llvm::toString(std::move(gpuRan));
-    for (unsigned r = 0; r < op->numResults(); ++r)
-      EXPECT_LT(relativeError(cpu[op->result(r)].dense, gpu[op->result(r)].dense), tolerance)
-          << op->result(r)->ref();
+    for (unsigned r = 0; r < op->numResults(); ++r) {
+      const RuntimeValue &c = cpu[op->result(r)], &g = gpu[op->result(r)];
+      EXPECT_LT(relativeError(c.dense, g.dense), tolerance) << op->result(r)->ref();
+      EXPECT_EQ(c.sparse, g.sparse) << op->result(r)->ref();
+      if (c.sparse) {
+        EXPECT_EQ(relativeError(c.indices, g.indices), 0) << op->result(r)->ref();
+      }
+    }
   }
   for (const auto &var : (*module)->variables())
     EXPECT_LT(relativeError(cpu[var->value.get()].dense, gpu[var->value.get()].dense), tolerance)
@@ -350,4 +357,74 @@ TEST(GpuOpKernels, TheKernelSourceAssemblesForSm90) {
   EXPECT_EQ(prism::testing::compileThroughPtxas(*nvrtc, cuda::deviceKernelsSource(),
                                                 "prism_device_kernels", entries),
             "");
+}
+
+TEST(GpuOpKernels, ReductionsAndTheirExpansion) {
+  EXPECT_GT(expectSameAsCpu(R"(model m {
+  input x : f32[2, 3, 4]
+  %all = reduce_sum(x)
+  %middle = reduce_mean(x, axes = [1])
+  %ends = reduce_sum(x, axes = [0, -1], keepdims = true)
+  %back = expand_like(%middle, x, axes = [1], mean = true)
+  %backSum = expand_like(%ends, x, axes = [0, 2], keepdims = true)
+  %backAll = expand_like(%all, x)
+})"),
+            0);
+}
+
+// Gathers by i32 and i64 indices, and the sparse gradient that repeats rows (indices drawn from
+// [0, 4) of a 6-row table: rows 4 and 5 are never touched) through lazy sgd, momentum and adam.
+TEST(GpuOpKernels, GathersAndLazySparseUpdates) {
+  EXPECT_GT(expectSameAsCpu(R"(model m {
+  var table : f32[6, 3] = zeros
+  var t2 : f32[6, 3] = zeros
+  var t3 : f32[6, 3] = zeros
+  var acc : f32[6, 3] = zeros
+  var m : f32[6, 3] = zeros
+  var v : f32[6, 3] = zeros
+  input ids : i32[2, 4]
+  input ids64 : i64[5]
+  %rows = gather(table, ids)
+  %rows64 = gather(table, ids64)
+  %g = gather_grad(%rows, ids, num_rows = 6)
+  %g64 = gather_grad(%rows64, ids64, num_rows = 6)
+  %t = constant(value = 2)
+  apply_sgd(table, %g, lr = 0.1)
+  apply_momentum(t2, acc, %g64, lr = 0.1, momentum = 0.5)
+  apply_adam(t3, m, v, %g, %t, lr = 0.01)
+})"),
+            0);
+}
+
+TEST(GpuOpKernels, AGatherIndexOutsideTheTableIsTheError) {
+  auto module = frontends::parseModule(R"(model m {
+  var table : f32[3, 2] = zeros
+  input ids : i64[4]
+  %rows = gather(table, ids)
+})",
+                                       "case.prism");
+  ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
+  ASSERT_FALSE(bool(plan::runPipeline(**module, "infer-shapes")));
+  auto device = createDevice({ir::DeviceKind::Cpu, 0});
+  ASSERT_TRUE(bool(device));
+  const ir::Op &op = **(*module)->ops().begin();
+  KernelSpec spec;
+  spec.op = &op;
+  spec.attrs = ir::withDefaults(op.def(), op.attrs);
+  spec.device = device->get();
+  spec.inputTypes = {op.operands()[0]->type(), op.operands()[1]->type()};
+  spec.outputTypes = {op.result(0)->type()};
+  auto kernel = cuda::makeGpuOpKernel(spec, std::make_shared<HostBackend>());
+  ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
+  RuntimeValue table, ids, rows;
+  table.dense = Tensor(ir::DType::F32, {3, 2});
+  table.dense.fillZero();
+  ids.dense = Tensor(ir::DType::I64, {4});
+  for (int i = 0; i < 4; ++i)
+    ids.dense.data<int64_t>()[i] = i == 2 ? 3 : 0;
+  rows.dense = Tensor(ir::DType::F32, {4, 2});
+  llvm::Error ran = (*kernel)->run({&table, &ids}, {&rows});
+  ASSERT_TRUE(bool(ran));
+  EXPECT_EQ(llvm::toString(std::move(ran)),
+            "error: element 2 of the indices is outside [0, 3) for a table of 3 rows");
 }
