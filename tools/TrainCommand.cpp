@@ -3,6 +3,7 @@
 #include <string>
 
 #include "api/Internal.h"
+#include "ir/Device.h"
 #include "ir/Diagnostic.h"
 #include "plan/AutoParallel.h"
 #include "prism/Prism.h"
@@ -25,6 +26,7 @@ struct TrainArgs {
   int64_t steps = 0;
   int64_t batch = runtime::train::TrainOptions().batchSize;
   int threads = runtime::train::TrainOptions().threads;
+  std::string device; // one device: cpu:0 (default) or gpu:N
   uint64_t seed = 0;
   std::string metricsOut;
   std::string save;
@@ -115,8 +117,17 @@ int runTrain(const TrainArgs &given) {
   if (!data)
     return reportError(data.takeError());
   args.data = *data;
-  if (!args.compile.cluster.empty())
+  if (!args.device.empty())
+    if (auto device = ir::DeviceId::parse(args.device); !device)
+      return reportError(ir::withContext(device.takeError(), "option --device"));
+  if (!args.compile.cluster.empty()) {
+    if (!args.device.empty())
+      return reportError(ir::makeError(
+          "--device " + args.device +
+          " picks the device of one-device training; with --cluster the cluster gives each "
+          "worker its devices (`local:N,devices=gpu`, or `devices:` of a host)"));
     return runDistributedTrain(args, *model);
+  }
   auto compileOptions = args.compile.toOptions();
   if (!compileOptions)
     return reportError(compileOptions.takeError());
@@ -145,6 +156,7 @@ int runTrain(const TrainArgs &given) {
   options.batch = args.batch;
   options.accumulate = args.compile.options.accumulate;
   options.threads = args.threads;
+  options.device = args.device;
   options.seed = args.seed;
   options.metricsOut = args.metricsOut;
   options.saveDir = args.save;
@@ -162,7 +174,8 @@ int runTrain(const TrainArgs &given) {
                                " micro-batches"
                          : "")
                  << ", " << args.threads << (args.threads == 1 ? " thread" : " threads")
-                 << ", seed " << args.seed << (optimizer.empty() ? "" : ", " + optimizer)
+                 << (args.device.empty() ? "" : ", on " + args.device) << ", seed " << args.seed
+                 << (optimizer.empty() ? "" : ", " + optimizer)
                  << (precision == ir::ComputePrecision::F32
                          ? ""
                          : ", " + ir::precisionName(precision).str() + " compute")
@@ -206,6 +219,8 @@ void registerTrainCommand(CLI::App &app) {
   cmd->add_option("--batch", args->batch, "Global batch size")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--device", args->device,
+                  "Device of one-device training: cpu:0 (default) or gpu:N (cuda:N)");
   cmd->add_option("--threads", args->threads, "CPU threads")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();

@@ -77,11 +77,21 @@ PRISM_TASK_PROGRAM=$work/wrapper "$prism" train "$models/mlp.prism" --cluster lo
   --no-eval > /dev/null
 [ "$(grep -c '^task$' "$work/wrapped")" -eq 2 ] # the two workers (the coordinator runs in prism)
 
+# One-device training on a named device: a bad name, or --device with --cluster, is an error.
+expect_error "option --device: device 'tpu:1': expected cpu:N, cuda:N or gpu:N" \
+  "$prism" train "$models/mlp.prism" --device tpu:1 --steps 1
+expect_error "--device gpu:0 picks the device of one-device training; with --cluster the cluster" \
+  "$prism" train "$models/mlp.prism" --device gpu:0 --cluster local:1 --steps 1
+"$prism" train "$models/mlp.prism" --device cpu:0 --steps 1 --no-eval > "$work/cpu-train.txt"
+grep -q ", on cpu:0, " "$work/cpu-train.txt"
+
 if [ -e /dev/nvidia0 ]; then
   echo "a GPU is here: the check that a missing GPU is an error is skipped"
   exit 0
 fi
 expect_error "device cuda:0 was asked for, but this" \
   "$prism" train "$models/mlp.prism" --cluster local:2,devices=gpu --steps 1
+expect_error "device cuda:0 was asked for, but this" \
+  "$prism" train "$models/mlp.prism" --device gpu:0 --steps 1
 expect_error "device cuda:0 was asked for, but this" \
   "$prism" verify "$models/mlp.prism" --cluster local:1,devices=gpu --steps 1
