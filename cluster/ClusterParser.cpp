@@ -399,6 +399,15 @@ bool isYamlKeyLine(llvm::StringRef line) {
   return rest == ":" || rest.startswith(": ") || rest.startswith(":\t");
 }
 
+// `gpu` (nothing shared) or `gpu:K` (every group on GPU K); false for anything else.
+bool parseSharedGpu(llvm::StringRef value, std::optional<int64_t> &shared) {
+  llvm::StringRef index = value.drop_front(3);
+  if (index.empty())
+    return true;
+  shared = index.consume_front(":") ? parseWholeNumber(index) : std::nullopt;
+  return shared && *shared >= 0 && *shared <= kMaxCount;
+}
+
 } // namespace
 
 ClusterFormat detectClusterFormat(llvm::StringRef fileName, llvm::StringRef text) {
@@ -564,11 +573,7 @@ llvm::Expected<ClusterSpec> parseLocalShorthand(llvm::StringRef spec) {
       return error(option, "duplicate option '" + name + "' in '" + spec + "'");
     if (name == "devices" && value.startswith("gpu")) {
       gpus = true;
-      llvm::StringRef index = value.drop_front(3);
-      if (index.empty())
-        continue;
-      sharedGpu = index.consume_front(":") ? parseWholeNumber(index) : std::nullopt;
-      if (!sharedGpu || *sharedGpu < 0 || *sharedGpu > kMaxCount)
+      if (!parseSharedGpu(value, sharedGpu))
         return error(value,
                      "'devices' in '" + spec + "': expected gpu or gpu:K, got '" + value + "'");
       continue;

@@ -108,6 +108,38 @@ llvm::Error checkOneDevice(const TrainArgs &args, const plan::PartitionOptions &
   return llvm::Error::success();
 }
 
+// What one-device training reached: steps, loss, speed, accuracy, loss scale, checkpoint.
+void printSummary(const api::TrainSummary &result, const std::string &saveDir) {
+  if (!result.restoredFrom.empty())
+    llvm::outs() << "resumed from " << result.restoredFrom << "\n";
+  llvm::outs() << "trained " << result.steps << " steps (" << result.globalStep
+               << " in all): final loss " << llvm::format("%.4f", result.lastLoss) << ", "
+               << llvm::format("%.0f", result.samplesPerSec) << " samples/s";
+  if (result.testAccuracy)
+    llvm::outs() << ", test accuracy " << llvm::format("%.4f", *result.testAccuracy);
+  if (result.lossScale)
+    llvm::outs() << ", loss scale " << llvm::format("%g", *result.lossScale) << " ("
+                 << result.skippedSteps << (result.skippedSteps == 1 ? " step" : " steps")
+                 << " skipped)";
+  llvm::outs() << "\n";
+  if (!saveDir.empty())
+    llvm::outs() << "checkpoint saved in " << saveDir << "\n";
+}
+
+// --device: a device name, and only without --cluster.
+llvm::Error checkDevice(const TrainArgs &args) {
+  if (args.device.empty())
+    return llvm::Error::success();
+  if (auto device = ir::DeviceId::parse(args.device); !device)
+    return ir::withContext(device.takeError(), "option --device");
+  if (!args.compile.cluster.empty())
+    return ir::makeError("--device " + args.device +
+                         " picks the device of one-device training; with --cluster the cluster "
+                         "gives each worker its devices (`local:N,devices=gpu`, or `devices:` of "
+                         "a host)");
+  return llvm::Error::success();
+}
+
 int runTrain(const TrainArgs &given) {
   auto model = api::Model::load(given.model);
   if (!model.ok())
@@ -117,17 +149,10 @@ int runTrain(const TrainArgs &given) {
   if (!data)
     return reportError(data.takeError());
   args.data = *data;
-  if (!args.device.empty())
-    if (auto device = ir::DeviceId::parse(args.device); !device)
-      return reportError(ir::withContext(device.takeError(), "option --device"));
-  if (!args.compile.cluster.empty()) {
-    if (!args.device.empty())
-      return reportError(ir::makeError(
-          "--device " + args.device +
-          " picks the device of one-device training; with --cluster the cluster gives each "
-          "worker its devices (`local:N,devices=gpu`, or `devices:` of a host)"));
+  if (auto e = checkDevice(args))
+    return reportError(std::move(e));
+  if (!args.compile.cluster.empty())
     return runDistributedTrain(args, *model);
-  }
   auto compileOptions = args.compile.toOptions();
   if (!compileOptions)
     return reportError(compileOptions.takeError());
@@ -184,22 +209,8 @@ int runTrain(const TrainArgs &given) {
   auto result = api::train(*step, options);
   if (!result.ok())
     return reportStatus(result.status());
-  if (!args.quiet) {
-    if (!result->restoredFrom.empty())
-      llvm::outs() << "resumed from " << result->restoredFrom << "\n";
-    llvm::outs() << "trained " << result->steps << " steps (" << result->globalStep
-                 << " in all): final loss " << llvm::format("%.4f", result->lastLoss) << ", "
-                 << llvm::format("%.0f", result->samplesPerSec) << " samples/s";
-    if (result->testAccuracy)
-      llvm::outs() << ", test accuracy " << llvm::format("%.4f", *result->testAccuracy);
-    if (result->lossScale)
-      llvm::outs() << ", loss scale " << llvm::format("%g", *result->lossScale) << " ("
-                   << result->skippedSteps << (result->skippedSteps == 1 ? " step" : " steps")
-                   << " skipped)";
-    llvm::outs() << "\n";
-    if (!args.save.empty())
-      llvm::outs() << "checkpoint saved in " << args.save << "\n";
-  }
+  if (!args.quiet)
+    printSummary(*result, args.save);
   return 0;
 }
 

@@ -83,20 +83,29 @@ llvm::Expected<Tensor> scratch(const KernelSpec &spec, ir::DType dtype, int64_t 
   return spec.device->allocateTensor(dtype, {std::max<int64_t>(elements, 1)});
 }
 
-class FillKernel final : public Kernel {
+// A kernel of one launch: its argument struct, fixed when built but for the pointers `bind`
+// sets from the step's values, over `threads` indices.
+template <typename Args> class OneLaunch final : public Kernel {
 public:
-  FillKernel(std::shared_ptr<GpuBackend> backend, k::FillArgs args)
-      : backend_(std::move(backend)), args_(args) {}
-  llvm::Error run(llvm::ArrayRef<const RuntimeValue *>,
+  using Bind = void (*)(Args &, llvm::ArrayRef<const RuntimeValue *>,
+                        llvm::ArrayRef<RuntimeValue *>);
+  OneLaunch(std::shared_ptr<GpuBackend> backend, llvm::StringRef kernel, int64_t threads, Args args,
+            Bind bind)
+      : backend_(std::move(backend)), kernel_(kernel.str()), threads_(threads), args_(args),
+        bind_(bind) {}
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
-    k::FillArgs a = args_;
-    a.out = outputs[0]->dense.raw();
-    return launch(*backend_, "prism_fill", a.n, a);
+    Args a = args_;
+    bind_(a, inputs, outputs);
+    return launch(*backend_, kernel_, threads_, a);
   }
 
 private:
   std::shared_ptr<GpuBackend> backend_;
-  k::FillArgs args_;
+  std::string kernel_;
+  int64_t threads_;
+  Args args_;
+  Bind bind_;
 };
 
 // constant(value, shape, dtype): the value converted as the CPU does (integers truncate, bool is
@@ -127,7 +136,10 @@ KernelOrError makeConstant(const KernelSpec &spec, std::shared_ptr<GpuBackend> b
     store(static_cast<uint8_t>(value != 0));
     break;
   }
-  return std::make_unique<FillKernel>(std::move(backend), a);
+  return std::make_unique<OneLaunch<k::FillArgs>>(
+      std::move(backend), "prism_fill", a.n, a,
+      [](k::FillArgs &a, llvm::ArrayRef<const RuntimeValue *>,
+         llvm::ArrayRef<RuntimeValue *> outputs) { a.out = outputs[0]->dense.raw(); });
 }
 
 // assign(var, value): the variable takes the value (the executor runs it at the step's end).
@@ -166,22 +178,15 @@ unsigned reducedMask(const ir::AttrMap &attrs, int64_t rank) {
   return mask;
 }
 
-class ReduceKernel final : public Kernel {
-public:
-  ReduceKernel(std::shared_ptr<GpuBackend> backend, k::ReduceArgs args)
-      : backend_(std::move(backend)), args_(args) {}
-  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
-                  llvm::ArrayRef<RuntimeValue *> outputs) override {
-    k::ReduceArgs a = args_;
-    a.out = floats(outputs[0]);
-    a.in = floats(inputs[0]);
-    return launch(*backend_, "prism_reduce", a.outCount, a);
-  }
-
-private:
-  std::shared_ptr<GpuBackend> backend_;
-  k::ReduceArgs args_;
-};
+std::unique_ptr<Kernel> reduceKernel(std::shared_ptr<GpuBackend> backend, k::ReduceArgs a) {
+  return std::make_unique<OneLaunch<k::ReduceArgs>>(
+      std::move(backend), "prism_reduce", a.outCount, a,
+      [](k::ReduceArgs &a, llvm::ArrayRef<const RuntimeValue *> inputs,
+         llvm::ArrayRef<RuntimeValue *> outputs) {
+        a.out = floats(outputs[0]);
+        a.in = floats(inputs[0]);
+      });
+}
 
 // sum_like(g, ref): g summed over the dimensions along which ref (aligned at the last) was
 // broadcast, as the CPU's.
@@ -208,7 +213,7 @@ KernelOrError makeSumLike(const KernelSpec &spec, std::shared_ptr<GpuBackend> ba
     }
   }
   a.scale = 1.0f;
-  return std::make_unique<ReduceKernel>(std::move(backend), a);
+  return reduceKernel(std::move(backend), a);
 }
 
 // reduce_sum and reduce_mean(x, axes, keepdims): keepdims changes the shape, not the layout.
@@ -231,25 +236,8 @@ KernelOrError makeReduce(const KernelSpec &spec, std::shared_ptr<GpuBackend> bac
   a.scale = spec.op->name() == "reduce_mean" && a.reducedCount > 0
                 ? static_cast<float>(1.0 / static_cast<double>(a.reducedCount))
                 : 1.0f;
-  return std::make_unique<ReduceKernel>(std::move(backend), a);
+  return reduceKernel(std::move(backend), a);
 }
-
-class ExpandKernel final : public Kernel {
-public:
-  ExpandKernel(std::shared_ptr<GpuBackend> backend, k::ExpandArgs args)
-      : backend_(std::move(backend)), args_(args) {}
-  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
-                  llvm::ArrayRef<RuntimeValue *> outputs) override {
-    k::ExpandArgs a = args_;
-    a.out = floats(outputs[0]);
-    a.g = floats(inputs[0]);
-    return launch(*backend_, "prism_expand", a.count, a);
-  }
-
-private:
-  std::shared_ptr<GpuBackend> backend_;
-  k::ExpandArgs args_;
-};
 
 // expand_like(g, ref, axes, keepdims, mean): g broadcast back over the axes of ref's shape,
 // divided by their size for a mean.
@@ -273,7 +261,13 @@ KernelOrError makeExpandLike(const KernelSpec &spec, std::shared_ptr<GpuBackend>
   a.scale = spec.attrs.getBool("mean") && spread > 0
                 ? static_cast<float>(1.0 / static_cast<double>(spread))
                 : 1.0f;
-  return std::make_unique<ExpandKernel>(std::move(backend), a);
+  return std::make_unique<OneLaunch<k::ExpandArgs>>(std::move(backend), "prism_expand", a.count, a,
+                                                    [](k::ExpandArgs &a,
+                                                       llvm::ArrayRef<const RuntimeValue *> inputs,
+                                                       llvm::ArrayRef<RuntimeValue *> outputs) {
+                                                      a.out = floats(outputs[0]);
+                                                      a.g = floats(inputs[0]);
+                                                    });
 }
 
 // gather(table, indices) and gather_grad(dy, indices, num_rows): rows picked by index, and the

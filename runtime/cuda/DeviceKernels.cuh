@@ -220,6 +220,18 @@ PRISM_DEVICE_FUNCTION long long prism_label(const LabelsView &l, long long row) 
   return prism_index(l.labels, l.wide, row);
 }
 
+// The largest element of a row of logits, and Σ exp(x - most) over the row in double.
+PRISM_DEVICE_FUNCTION double prism_exp_sum(const float *row, long long classes, float *most) {
+  float m = row[0];
+  for (long long c = 1; c < classes; ++c)
+    m = row[c] > m ? row[c] : m;
+  double sum = 0;
+  for (long long c = 0; c < classes; ++c)
+    sum += exp((double)(row[c] - m));
+  *most = m;
+  return sum;
+}
+
 // Per row r of logits [rows, classes]: loss[r] = logsumexp(row) - row[label] (0 when ignored),
 // counted[r] = 1 when the row counts. The caller sums them in row order.
 struct CrossEntropyRowsArgs {
@@ -243,12 +255,8 @@ PRISM_KERNEL(prism_cross_entropy_rows, CrossEntropyRowsArgs, a) {
       continue;
     }
     const float *row = a.logits + r * a.classes;
-    float most = row[0];
-    for (long long c = 1; c < a.classes; ++c)
-      most = row[c] > most ? row[c] : most;
-    double sum = 0;
-    for (long long c = 0; c < a.classes; ++c)
-      sum += exp((double)(row[c] - most));
+    float most;
+    double sum = prism_exp_sum(row, a.classes, &most);
     a.loss[r] = (double)(most - row[label]) + log(sum);
     a.counted[r] = 1;
   }
@@ -299,12 +307,8 @@ PRISM_KERNEL(prism_cross_entropy_grad, CrossEntropyGradArgs, a) {
       continue;
     }
     const float *row = a.logits + r * a.classes;
-    float most = row[0];
-    for (long long c = 1; c < a.classes; ++c)
-      most = row[c] > most ? row[c] : most;
-    double sum = 0;
-    for (long long c = 0; c < a.classes; ++c)
-      sum += exp((double)(row[c] - most));
+    float most;
+    double sum = prism_exp_sum(row, a.classes, &most);
     double perRow = (double)a.dloss[0] / total;
     for (long long c = 0; c < a.classes; ++c)
       dx[c] = (float)(perRow * exp((double)(row[c] - most)) / sum);

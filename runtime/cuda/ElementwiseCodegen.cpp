@@ -30,6 +30,38 @@ bool hasDeviceMath(llvm::StringRef op) {
   return llvm::is_contained(ir::fusableElementwiseOps(), op);
 }
 
+// The loop body: a statement per node, each node's value an operand's (read once per element,
+// or once per thread where it is repeated) or a temporary of its own. Returns the root's value.
+llvm::Expected<std::string> writeLoopBody(const ir::ElementwiseExpr &expr,
+                                          llvm::ArrayRef<bool> repeated, llvm::raw_ostream &os) {
+  const size_t operands = repeated.size();
+  std::vector<std::string> value(expr.nodes.size());
+  std::vector<bool> loaded(operands, false);
+  for (size_t n = 0; n < expr.nodes.size(); ++n) {
+    const ir::ExprNode &node = expr.nodes[n];
+    if (node.isOperand()) {
+      size_t k = static_cast<size_t>(node.operand);
+      if (k >= operands)
+        return ir::makeError("the expression reads operand $" + llvm::Twine(k) + " of " +
+                             llvm::Twine(operands));
+      value[n] = (repeated[k] ? "s" : "a") + std::to_string(k);
+      if (!repeated[k] && !loaded[k])
+        os << "    const T a" << k << " = in" << k << "[i];\n";
+      loaded[k] = true;
+      continue;
+    }
+    if (!hasDeviceMath(node.op))
+      return ir::makeError(ir::ErrorCode::Unsupported,
+                           "no GPU math for elementwise op '" + node.op + "'");
+    value[n] = "v" + std::to_string(n);
+    os << "    const T " << value[n] << " = prism_" << node.op << "<T>(";
+    for (size_t a = 0; a < node.args.size(); ++a)
+      os << (a ? ", " : "") << value[node.args[a]];
+    os << ");\n";
+  }
+  return value.back();
+}
+
 } // namespace
 
 llvm::StringRef elementwiseDeviceSource() {
@@ -61,42 +93,18 @@ llvm::Expected<ElementwiseKernelSource> generateElementwiseKernel(const ir::Elem
   os << "  const long long stride = (long long)blockDim.x * gridDim.x;\n";
   os << "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; "
         "i += stride) {\n";
-  // Each node's value: an operand's (read once per element, or once per thread where it is
-  // repeated) or a temporary of its own.
-  std::vector<std::string> value(expr.nodes.size());
-  std::vector<bool> loaded(operands, false);
-  for (size_t n = 0; n < expr.nodes.size(); ++n) {
-    const ir::ExprNode &node = expr.nodes[n];
-    if (node.isOperand()) {
-      size_t k = static_cast<size_t>(node.operand);
-      if (k >= operands)
-        return ir::makeError("the expression reads operand $" + llvm::Twine(k) + " of " +
-                             llvm::Twine(operands));
-      value[n] = (repeated[k] ? "s" : "a") + std::to_string(k);
-      if (!repeated[k] && !loaded[k])
-        os << "    const T a" << k << " = in" << k << "[i];\n";
-      loaded[k] = true;
-      continue;
-    }
-    if (!hasDeviceMath(node.op))
-      return ir::makeError(ir::ErrorCode::Unsupported,
-                           "no GPU math for elementwise op '" + node.op + "'");
-    value[n] = "v" + std::to_string(n);
-    os << "    const T " << value[n] << " = prism_" << node.op << "<T>(";
-    for (size_t a = 0; a < node.args.size(); ++a)
-      os << (a ? ", " : "") << value[node.args[a]];
-    os << ");\n";
-  }
-  os << "    out[i] = " << value.back() << ";\n  }\n}\n";
+  auto result = writeLoopBody(expr, repeated, os);
+  if (!result)
+    return result.takeError();
+  os << "    out[i] = " << *result << ";\n  }\n}\n";
   os.flush();
 
-  ElementwiseKernelSource result;
-  result.name = "prism_elementwise_" + llvm::utohexstr(hashOf(body), /*LowerCase=*/true, 16);
-  std::string kernel = body;
-  size_t at = kernel.find("KERNEL_NAME");
-  kernel.replace(at, llvm::StringRef("KERNEL_NAME").size(), result.name);
-  result.source = std::string(kDeviceSource) + "\n" + kernel;
-  return result;
+  ElementwiseKernelSource kernel;
+  kernel.name = "prism_elementwise_" + llvm::utohexstr(hashOf(body), /*LowerCase=*/true, 16);
+  size_t at = body.find("KERNEL_NAME");
+  body.replace(at, llvm::StringRef("KERNEL_NAME").size(), kernel.name);
+  kernel.source = std::string(kDeviceSource) + "\n" + body;
+  return kernel;
 }
 
 } // namespace prism::runtime::cuda

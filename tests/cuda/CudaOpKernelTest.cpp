@@ -98,6 +98,60 @@ double relativeError(const Tensor &a, const Tensor &b) {
   return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-12);
 }
 
+using Values = std::map<const ir::Value *, RuntimeValue>;
+
+// Runs `op` with its CPU kernel on `cpu`'s values and with its GPU kernel on the host backend on
+// `gpu`'s, and compares the results. An op without a GPU op kernel (an elementwise op: the
+// generated family's, tested elsewhere) gives the CPU's result to both.
+void runBoth(const ir::Op &op, Device &device, const std::shared_ptr<HostBackend> &backend,
+             Values &cpu, Values &gpu, double tolerance) {
+  KernelSpec spec;
+  spec.op = &op;
+  spec.attrs = ir::withDefaults(op.def(), op.attrs);
+  spec.device = &device;
+  std::vector<const RuntimeValue *> cpuIn, gpuIn;
+  std::vector<RuntimeValue *> cpuOut, gpuOut;
+  for (const ir::Value *v : op.operands()) {
+    spec.inputTypes.push_back(v->type());
+    cpuIn.push_back(&cpu[v]);
+    gpuIn.push_back(&gpu[v]);
+  }
+  for (unsigned r = 0; r < op.numResults(); ++r) {
+    const ir::Value *v = op.result(r);
+    spec.outputTypes.push_back(v->type());
+    std::vector<int64_t> shape(v->type().dims.begin(), v->type().dims.end());
+    if (!v->type().sparse) { // sparse values are filled by their kernels
+      cpu[v].dense = Tensor(v->type().dtype, shape);
+      gpu[v].dense = Tensor(v->type().dtype, shape);
+    }
+    cpuOut.push_back(&cpu[v]);
+    gpuOut.push_back(&gpu[v]);
+  }
+  auto cpuKernel = findKernel(op.name(), ir::DeviceKind::Cpu)(spec);
+  ASSERT_TRUE(bool(cpuKernel)) << llvm::toString(cpuKernel.takeError());
+  llvm::Error cpuRan = (*cpuKernel)->run(cpuIn, cpuOut);
+  ASSERT_FALSE(bool(cpuRan)) << llvm::toString(std::move(cpuRan));
+  auto gpuKernel = cuda::makeGpuOpKernel(spec, backend);
+  if (!gpuKernel) {
+    llvm::Error e = gpuKernel.takeError();
+    ASSERT_EQ(ir::errorCode(e), ir::ErrorCode::Unsupported) << llvm::toString(std::move(e));
+    llvm::consumeError(std::move(e));
+    for (unsigned r = 0; r < op.numResults(); ++r)
+      gpu[op.result(r)].dense = copyOf(cpu[op.result(r)].dense);
+    return;
+  }
+  llvm::Error gpuRan = (*gpuKernel)->run(gpuIn, gpuOut);
+  ASSERT_FALSE(bool(gpuRan)) << llvm::toString(std::move(gpuRan));
+  for (unsigned r = 0; r < op.numResults(); ++r) {
+    const RuntimeValue &c = cpu[op.result(r)], &g = gpu[op.result(r)];
+    EXPECT_LT(relativeError(c.dense, g.dense), tolerance) << op.result(r)->ref();
+    EXPECT_EQ(c.sparse, g.sparse) << op.result(r)->ref();
+    if (c.sparse) {
+      EXPECT_EQ(relativeError(c.indices, g.indices), 0) << op.result(r)->ref();
+    }
+  }
+}
+
 // Runs every op of `text` (a model, its types inferred) once with the CPU kernels and once with
 // the GPU kernels on the host backend, from the same random inputs and variables; every op
 // result and every variable afterwards must agree within `tolerance`. `bound`: the labels'
@@ -129,59 +183,48 @@ int expectSameAsCpu(const std::string &text, double tolerance = 1e-5, int64_t bo
     seed(var->value.get());
   for (const auto &op : (*module)->ops()) {
     SCOPED_TRACE(op->name().str());
-    KernelSpec spec;
-    spec.op = op.get();
-    spec.attrs = ir::withDefaults(op->def(), op->attrs);
-    spec.device = device->get();
-    std::vector<const RuntimeValue *> cpuIn, gpuIn;
-    std::vector<RuntimeValue *> cpuOut, gpuOut;
-    for (const ir::Value *v : op->operands()) {
-      spec.inputTypes.push_back(v->type());
-      cpuIn.push_back(&cpu[v]);
-      gpuIn.push_back(&gpu[v]);
-    }
-    for (unsigned r = 0; r < op->numResults(); ++r) {
-      const ir::Value *v = op->result(r);
-      spec.outputTypes.push_back(v->type());
-      std::vector<int64_t> shape(v->type().dims.begin(), v->type().dims.end());
-      if (!v->type().sparse) { // sparse values are filled by their kernels
-        cpu[v].dense = Tensor(v->type().dtype, shape);
-        gpu[v].dense = Tensor(v->type().dtype, shape);
-      }
-      cpuOut.push_back(&cpu[v]);
-      gpuOut.push_back(&gpu[v]);
-    }
-    auto cpuKernel = findKernel(op->name(), ir::DeviceKind::Cpu)(spec);
-    EXPECT_TRUE(bool(cpuKernel)) << llvm::toString(cpuKernel.takeError());
-    auto gpuKernel = cuda::makeGpuOpKernel(spec, backend);
-    if (!gpuKernel && ir::errorCode(gpuKernel.takeError()) == ir::ErrorCode::Unsupported) {
-      // Not a GPU op kernel (an elementwise op: the generated family's): the CPU's result.
-      for (unsigned r = 0; r < op->numResults(); ++r) {
-        llvm::Error ran = (*cpuKernel)->run(cpuIn, cpuOut);
-        EXPECT_FALSE(bool(ran));
-        gpu[op->result(r)].dense = copyOf(cpu[op->result(r)].dense);
-      }
-      continue;
-    }
-    if (!cpuKernel || !gpuKernel)
-      return 0;
-    llvm::Error cpuRan = (*cpuKernel)->run(cpuIn, cpuOut);
-    EXPECT_FALSE(bool(cpuRan)) << llvm::toString(std::move(cpuRan));
-    llvm::Error gpuRan = (*gpuKernel)->run(gpuIn, gpuOut);
-    EXPECT_FALSE(bool(gpuRan)) << llvm::toString(std::move(gpuRan));
-    for (unsigned r = 0; r < op->numResults(); ++r) {
-      const RuntimeValue &c = cpu[op->result(r)], &g = gpu[op->result(r)];
-      EXPECT_LT(relativeError(c.dense, g.dense), tolerance) << op->result(r)->ref();
-      EXPECT_EQ(c.sparse, g.sparse) << op->result(r)->ref();
-      if (c.sparse) {
-        EXPECT_EQ(relativeError(c.indices, g.indices), 0) << op->result(r)->ref();
-      }
-    }
+    runBoth(*op, **device, backend, cpu, gpu, tolerance);
   }
   for (const auto &var : (*module)->variables())
     EXPECT_LT(relativeError(cpu[var->value.get()].dense, gpu[var->value.get()].dense), tolerance)
         << "variable " << var->name();
   return backend->launches;
+}
+
+// The GPU kernel of the only op of `text` on the host backend (the module kept alive with it).
+struct SingleOp {
+  std::unique_ptr<ir::Module> module;
+  std::unique_ptr<Device> device;
+  std::unique_ptr<Kernel> kernel;
+};
+
+SingleOp singleOpKernel(const char *text) {
+  SingleOp result;
+  auto module = frontends::parseModule(text, "case.prism");
+  EXPECT_TRUE(bool(module)) << llvm::toString(module.takeError());
+  if (!module)
+    return result;
+  result.module = std::move(*module);
+  llvm::Error typed = plan::runPipeline(*result.module, "infer-shapes");
+  EXPECT_FALSE(bool(typed)) << llvm::toString(std::move(typed));
+  auto device = createDevice({ir::DeviceKind::Cpu, 0});
+  EXPECT_TRUE(bool(device));
+  if (!device)
+    return result;
+  result.device = std::move(*device);
+  const ir::Op &op = **result.module->ops().begin();
+  KernelSpec spec;
+  spec.op = &op;
+  spec.attrs = ir::withDefaults(op.def(), op.attrs);
+  spec.device = result.device.get();
+  for (const ir::Value *v : op.operands())
+    spec.inputTypes.push_back(v->type());
+  spec.outputTypes = {op.result(0)->type()};
+  auto kernel = cuda::makeGpuOpKernel(spec, std::make_shared<HostBackend>());
+  EXPECT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
+  if (kernel)
+    result.kernel = std::move(*kernel);
+  return result;
 }
 
 } // namespace
@@ -284,33 +327,20 @@ TEST(GpuOpKernels, DenseUpdatesWithScheduleAndFiniteFlags) {
 }
 
 TEST(GpuOpKernels, ALabelOutOfRangeIsTheCpusError) {
-  auto module = frontends::parseModule(R"(model m {
+  SingleOp loss = singleOpKernel(R"(model m {
   input logits : f32[3, 4]
   input labels : i32[3]
   %loss = softmax_cross_entropy(logits, labels)
-})",
-                                       "case.prism");
-  ASSERT_TRUE(bool(module));
-  ASSERT_FALSE(bool(plan::runPipeline(**module, "infer-shapes")));
-  auto device = createDevice({ir::DeviceKind::Cpu, 0});
-  ASSERT_TRUE(bool(device));
-  const ir::Op &op = **(*module)->ops().begin();
-  KernelSpec spec;
-  spec.op = &op;
-  spec.attrs = ir::withDefaults(op.def(), op.attrs);
-  spec.device = device->get();
-  spec.inputTypes = {op.operands()[0]->type(), op.operands()[1]->type()};
-  spec.outputTypes = {op.result(0)->type()};
-  auto kernel = cuda::makeGpuOpKernel(spec, std::make_shared<HostBackend>());
-  ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
-  RuntimeValue logits, labels, loss;
+})");
+  ASSERT_TRUE(loss.kernel);
+  RuntimeValue logits, labels, value;
   logits.dense = Tensor(ir::DType::F32, {3, 4});
   logits.dense.fillZero();
   labels.dense = Tensor(ir::DType::I32, {3});
   for (int i = 0; i < 3; ++i)
     labels.dense.data<int32_t>()[i] = i == 1 ? 4 : 0;
-  loss.dense = Tensor(ir::DType::F32, {});
-  llvm::Error ran = (*kernel)->run({&logits, &labels}, {&loss});
+  value.dense = Tensor(ir::DType::F32, {});
+  llvm::Error ran = loss.kernel->run({&logits, &labels}, {&value});
   ASSERT_TRUE(bool(ran));
   EXPECT_EQ(llvm::toString(std::move(ran)), "error: the label of row 1 is outside [0, 4)");
 }
@@ -397,25 +427,12 @@ TEST(GpuOpKernels, GathersAndLazySparseUpdates) {
 }
 
 TEST(GpuOpKernels, AGatherIndexOutsideTheTableIsTheError) {
-  auto module = frontends::parseModule(R"(model m {
+  SingleOp gather = singleOpKernel(R"(model m {
   var table : f32[3, 2] = zeros
   input ids : i64[4]
   %rows = gather(table, ids)
-})",
-                                       "case.prism");
-  ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
-  ASSERT_FALSE(bool(plan::runPipeline(**module, "infer-shapes")));
-  auto device = createDevice({ir::DeviceKind::Cpu, 0});
-  ASSERT_TRUE(bool(device));
-  const ir::Op &op = **(*module)->ops().begin();
-  KernelSpec spec;
-  spec.op = &op;
-  spec.attrs = ir::withDefaults(op.def(), op.attrs);
-  spec.device = device->get();
-  spec.inputTypes = {op.operands()[0]->type(), op.operands()[1]->type()};
-  spec.outputTypes = {op.result(0)->type()};
-  auto kernel = cuda::makeGpuOpKernel(spec, std::make_shared<HostBackend>());
-  ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
+})");
+  ASSERT_TRUE(gather.kernel);
   RuntimeValue table, ids, rows;
   table.dense = Tensor(ir::DType::F32, {3, 2});
   table.dense.fillZero();
@@ -423,7 +440,7 @@ TEST(GpuOpKernels, AGatherIndexOutsideTheTableIsTheError) {
   for (int i = 0; i < 4; ++i)
     ids.dense.data<int64_t>()[i] = i == 2 ? 3 : 0;
   rows.dense = Tensor(ir::DType::F32, {4, 2});
-  llvm::Error ran = (*kernel)->run({&table, &ids}, {&rows});
+  llvm::Error ran = gather.kernel->run({&table, &ids}, {&rows});
   ASSERT_TRUE(bool(ran));
   EXPECT_EQ(llvm::toString(std::move(ran)),
             "error: element 2 of the indices is outside [0, 3) for a table of 3 rows");
