@@ -50,8 +50,10 @@ private:
   int device_;
 };
 
-// A kernel computing `expr` over the spec's operands: each of the result's shape or a scalar.
-KernelOrError makeKernel(const KernelSpec &spec, const ir::ElementwiseExpr &expr) {
+// The source of the kernel computing `expr` over the spec's operands, each of the result's
+// shape or a scalar.
+llvm::Expected<ElementwiseKernelSource> sourceFor(const KernelSpec &spec,
+                                                  const ir::ElementwiseExpr &expr) {
   const ir::TensorType &result = spec.outputTypes[0];
   llvm::SmallVector<bool, 4> repeated;
   for (const ir::TensorType &operand : spec.inputTypes) {
@@ -63,7 +65,22 @@ KernelOrError makeKernel(const KernelSpec &spec, const ir::ElementwiseExpr &expr
                                                            " or scalars, not " + operand.str());
     repeated.push_back(operand.dims.empty() && result.numElements() != 1);
   }
-  auto source = generateElementwiseKernel(expr, result.dtype, repeated);
+  return generateElementwiseKernel(expr, result.dtype, repeated);
+}
+
+// The expression of fused_elementwise, or of a plain elementwise op: op($0) or op($0, $1).
+llvm::Expected<ir::ElementwiseExpr> expressionOf(const KernelSpec &spec) {
+  if (spec.op->name() == "fused_elementwise")
+    return ir::parseElementwiseExpr(spec.attrs.getString("expr"));
+  return ir::parseElementwiseExpr(spec.op->name().str() +
+                                  (spec.inputTypes.size() == 1 ? "($0)" : "($0, $1)"));
+}
+
+KernelOrError makeElementwise(const KernelSpec &spec) {
+  auto expr = expressionOf(spec);
+  if (!expr)
+    return expr.takeError();
+  auto source = sourceFor(spec, *expr);
   if (!source)
     return source.takeError();
   if (!spec.device || spec.device->id().kind != ir::DeviceKind::Cuda)
@@ -72,31 +89,23 @@ KernelOrError makeKernel(const KernelSpec &spec, const ir::ElementwiseExpr &expr
   auto kernel = loadKernel(source->name, source->source, source->name, device);
   if (!kernel)
     return kernel.takeError();
-  return std::make_unique<GeneratedElementwiseKernel>(*kernel, result.numElements(), device);
-}
-
-KernelOrError makeFusedElementwise(const KernelSpec &spec) {
-  auto expr = ir::parseElementwiseExpr(spec.attrs.getString("expr"));
-  if (!expr)
-    return expr.takeError();
-  return makeKernel(spec, *expr);
-}
-
-// A plain elementwise op as the expression op($0) or op($0, $1).
-KernelOrError makePlainElementwise(const KernelSpec &spec) {
-  std::string text = spec.op->name().str() + (spec.inputTypes.size() == 1 ? "($0)" : "($0, $1)");
-  auto expr = ir::parseElementwiseExpr(text);
-  if (!expr)
-    return expr.takeError();
-  return makeKernel(spec, *expr);
+  return std::make_unique<GeneratedElementwiseKernel>(*kernel, spec.outputTypes[0].numElements(),
+                                                      device);
 }
 
 } // namespace
 
+llvm::Expected<ElementwiseKernelSource> elementwiseKernelSource(const KernelSpec &spec) {
+  auto expr = expressionOf(spec);
+  if (!expr)
+    return expr.takeError();
+  return sourceFor(spec, *expr);
+}
+
 void registerElementwiseKernels(KernelRegistry &registry) {
-  registry.add("fused_elementwise", makeFusedElementwise);
+  registry.add("fused_elementwise", makeElementwise);
   for (llvm::StringRef op : ir::fusableElementwiseOps())
-    registry.add(op, makePlainElementwise);
+    registry.add(op, makeElementwise);
 }
 
 void registerCudaKernels() {

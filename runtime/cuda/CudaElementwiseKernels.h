@@ -4,9 +4,15 @@
 // kernel and architecture in a process, and launched on the device's stream.
 #pragma once
 
+#include "runtime/cuda/ElementwiseCodegen.h"
 #include "runtime/exec/Kernel.h"
 
 namespace prism::runtime::cuda {
+
+// The source of the kernel the family builds for `spec` (fused_elementwise or a fusable op), or
+// the error that refuses it (an operand neither of the result's shape nor a scalar); no GPU is
+// needed.
+llvm::Expected<ElementwiseKernelSource> elementwiseKernelSource(const KernelSpec &spec);
 
 // Adds the family to a registry (the `cuda` device kind's).
 void registerElementwiseKernels(KernelRegistry &registry);

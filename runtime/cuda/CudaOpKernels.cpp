@@ -27,6 +27,14 @@ constexpr char kDeviceKernels[] =
 
 constexpr llvm::StringRef kOps[] = {"constant",
                                     "assign",
+                                    "reshape",
+                                    "reshape_like",
+                                    "conv2d",
+                                    "fused_conv2d",
+                                    "conv2d_backprop_input",
+                                    "conv2d_backprop_filter",
+                                    "max_pool2d",
+                                    "max_pool2d_grad",
                                     "reduce_sum",
                                     "reduce_mean",
                                     "expand_like",
@@ -365,6 +373,137 @@ KernelOrError makeGather(const KernelSpec &spec, std::shared_ptr<GpuBackend> bac
   return std::unique_ptr<Kernel>(std::move(kernel));
 }
 
+// One spatial axis of a convolution or pooling: its output size and padding before, as the CPU
+// and the reference compute them (TensorFlow's `same`: out = ceil(in / stride), pad_before =
+// pad_total / 2; `valid`: no padding).
+void axisOf(int64_t in, int64_t window, int64_t stride, llvm::StringRef padding, long long &out,
+            long long &padBefore) {
+  if (padding == "same") {
+    out = (in + stride - 1) / stride;
+    padBefore = std::max<int64_t>((out - 1) * stride + window - in, 0) / 2;
+  } else {
+    out = (in - window) / stride + 1;
+    padBefore = 0;
+  }
+}
+
+// The geometry of a convolution or pooling of x [N, H, W, C] by a window [kh, kw] giving `out`
+// channels.
+k::Conv2dArgs geometry(const KernelSpec &spec, const ir::TensorType &x, int64_t kh, int64_t kw,
+                       int64_t out) {
+  auto stride = spec.attrs.getInts("stride");
+  std::string padding = spec.attrs.getString("padding");
+  k::Conv2dArgs a{};
+  a.n = x.dims[0];
+  a.h = x.dims[1];
+  a.w_ = x.dims[2];
+  a.c = x.dims[3];
+  a.kh = kh;
+  a.kw = kw;
+  a.o = out;
+  a.sh = stride.size() > 0 ? stride[0] : 1;
+  a.sw = stride.size() > 1 ? stride[1] : 1;
+  axisOf(a.h, kh, a.sh, padding, a.oh, a.padH);
+  axisOf(a.w_, kw, a.sw, padding, a.ow, a.padW);
+  return a;
+}
+
+template <typename Bind>
+std::unique_ptr<Kernel> convKernel(std::shared_ptr<GpuBackend> backend, llvm::StringRef kernel,
+                                   int64_t threads, const k::Conv2dArgs &a, Bind bind) {
+  return std::make_unique<OneLaunch<k::Conv2dArgs>>(std::move(backend), kernel, threads, a, bind);
+}
+
+// conv2d, fused_conv2d and the two backprops: direct loops over NHWC (DeviceKernels.cuh).
+KernelOrError makeConv(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  llvm::StringRef name = spec.op->name();
+  std::vector<unsigned> operands;
+  for (unsigned i = 0; i < spec.inputTypes.size(); ++i)
+    operands.push_back(i);
+  if (auto e = requireF32(spec, operands))
+    return std::move(e);
+  if (auto e = requireF32Compute(spec))
+    return std::move(e);
+  std::string activation = spec.attrs.getString("activation", "none");
+  if (activation != "none" && activation != "relu")
+    return unsupported(spec, "applies no activation or relu, not " + activation);
+  // Where x and the filter are among the operands.
+  const bool input = name == "conv2d_backprop_input", filter = name == "conv2d_backprop_filter";
+  const ir::TensorType &x = spec.inputTypes[input ? 2 : 0];
+  const ir::TensorType &w = spec.inputTypes[filter ? 2 : 1];
+  if (x.rank() != 4 || w.rank() != 4)
+    return unsupported(spec, "takes x [N, H, W, C] and a filter [KH, KW, C, O], not " + x.str() +
+                                 " and " + w.str());
+  k::Conv2dArgs a = geometry(spec, x, w.dims[0], w.dims[1], w.dims[3]);
+  a.relu = activation == "relu" ? 1 : 0;
+  using In = llvm::ArrayRef<const RuntimeValue *>;
+  using Out = llvm::ArrayRef<RuntimeValue *>;
+  if (input)
+    return convKernel(std::move(backend), "prism_conv2d_backprop_input", a.n * a.h * a.w_ * a.c, a,
+                      [](k::Conv2dArgs &a, In in, Out out) {
+                        a.y = floats(out[0]);
+                        a.dy = floats(in[0]);
+                        a.w = floats(in[1]);
+                      });
+  if (filter)
+    return convKernel(std::move(backend), "prism_conv2d_backprop_filter", a.kh * a.kw * a.c * a.o,
+                      a, [](k::Conv2dArgs &a, In in, Out out) {
+                        a.y = floats(out[0]);
+                        a.x = floats(in[0]);
+                        a.dy = floats(in[1]);
+                      });
+  return convKernel(std::move(backend), "prism_conv2d", a.n * a.oh * a.ow * a.o, a,
+                    [](k::Conv2dArgs &a, In in, Out out) {
+                      a.y = floats(out[0]);
+                      a.x = floats(in[0]);
+                      a.w = floats(in[1]);
+                      a.bias = in.size() > 2 ? floats(in[2]) : nullptr;
+                    });
+}
+
+// max_pool2d(x) and max_pool2d_grad(dy, x): ties to the first maximum of a window, as the CPU.
+KernelOrError makeMaxPool(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  const bool gradient = spec.op->name() == "max_pool2d_grad";
+  if (auto e = requireF32(spec, gradient ? std::vector<unsigned>{0, 1} : std::vector<unsigned>{0}))
+    return std::move(e);
+  const ir::TensorType &x = spec.inputTypes[gradient ? 1 : 0];
+  auto window = spec.attrs.getInts("window");
+  if (x.rank() != 4 || window.size() != 2)
+    return unsupported(spec, "takes x [N, H, W, C] and a window [kh, kw], not " + x.str());
+  k::Conv2dArgs a = geometry(spec, x, window[0], window[1], x.dims[3]);
+  using In = llvm::ArrayRef<const RuntimeValue *>;
+  using Out = llvm::ArrayRef<RuntimeValue *>;
+  if (gradient)
+    return convKernel(std::move(backend), "prism_max_pool2d_grad", a.n * a.h * a.w_ * a.c, a,
+                      [](k::Conv2dArgs &a, In in, Out out) {
+                        a.y = floats(out[0]);
+                        a.dy = floats(in[0]);
+                        a.x = floats(in[1]);
+                      });
+  return convKernel(std::move(backend), "prism_max_pool2d", a.n * a.oh * a.ow * a.c, a,
+                    [](k::Conv2dArgs &a, In in, Out out) {
+                      a.y = floats(out[0]);
+                      a.x = floats(in[0]);
+                    });
+}
+
+// reshape(x, shape) and reshape_like(g, ref): the same elements, copied (the output is a value
+// of its own in the step's arena).
+KernelOrError makeReshape(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  if (spec.inputTypes[0].sparse)
+    return unsupported(spec, "takes dense values, not " + spec.inputTypes[0].str());
+  const int64_t bytes =
+      spec.outputTypes[0].numElements() * ir::dtypeBytes(spec.outputTypes[0].dtype);
+  k::CopyArgs a{nullptr, nullptr, bytes};
+  return std::make_unique<OneLaunch<k::CopyArgs>>(
+      std::move(backend), "prism_copy", bytes % 4 == 0 ? bytes / 4 : bytes, a,
+      [](k::CopyArgs &a, llvm::ArrayRef<const RuntimeValue *> in,
+         llvm::ArrayRef<RuntimeValue *> out) {
+        a.out = out[0]->dense.raw();
+        a.in = in[0]->dense.raw();
+      });
+}
+
 // matmul and fused_matmul: row-major C [m, n] = op(A) · op(B) is column-major C^T = op(B)^T ·
 // op(A)^T, so cuBLAS gets B first; then, fused, the bias along the columns and the activation.
 class MatmulKernel final : public Kernel {
@@ -675,6 +814,13 @@ KernelOrError makeGpuOpKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend
     return makeExpandLike(spec, std::move(backend));
   if (name == "gather" || name == "gather_grad")
     return makeGather(spec, std::move(backend));
+  if (name == "conv2d" || name == "fused_conv2d" || name == "conv2d_backprop_input" ||
+      name == "conv2d_backprop_filter")
+    return makeConv(spec, std::move(backend));
+  if (name == "max_pool2d" || name == "max_pool2d_grad")
+    return makeMaxPool(spec, std::move(backend));
+  if (name == "reshape" || name == "reshape_like")
+    return makeReshape(spec, std::move(backend));
   if (name == "matmul" || name == "fused_matmul")
     return makeMatmul(spec, std::move(backend));
   if (name == "softmax_cross_entropy" || name == "softmax_cross_entropy_grad")

@@ -1,6 +1,6 @@
 // The GPU's hand-written kernels: fills, reductions, the softmax cross-entropy and its gradient,
-// the bias and activation after a matrix product, gathers, and the optimizer updates (dense, or
-// lazy on the rows a sparse gradient touches). NVRTC compiles
+// the bias and activation after a matrix product, gathers, convolutions and max pooling, and the
+// optimizer updates (dense, or lazy on the rows a sparse gradient touches). NVRTC compiles
 // this file once per architecture when a program first needs one of them (CudaOpKernels.h); the
 // tests compile it for the host as well (PRISM_HOST_KERNELS) and run every kernel there, one
 // thread at a time, against the CPU kernels, so the index arithmetic and the math are checked on
@@ -435,6 +435,146 @@ PRISM_KERNEL(prism_apply_adam, AdamArgs, a) {
   }
 }
 
+// Convolution and pooling over NHWC tensors, filters [KH, KW, C, O], with TensorFlow's `same`
+// padding (pad_before = pad_total / 2) or `valid`: window o of a spatial axis covers input
+// positions [o * stride - pad, o * stride - pad + window). Direct loops, one thread per element
+// of the result, summing in double (correct first; cuDNN is for speed).
+struct Conv2dArgs {
+  float *y;          // conv2d: y [N, OH, OW, O]; backprop input: dx [N, H, W, C]; filter: dw
+  const float *x;    // conv2d and backprop filter: x [N, H, W, C]
+  const float *w;    // conv2d and backprop input: the filter
+  const float *dy;   // the backprops: dy [N, OH, OW, O]
+  const float *bias; // fused_conv2d: bias [O], else null
+  int relu;          // fused_conv2d with relu
+  long long n, h, w_, c, kh, kw, o, oh, ow, sh, sw, padH, padW;
+};
+
+PRISM_KERNEL(prism_conv2d, Conv2dArgs, a) {
+  PRISM_FOR_EACH(e, a.n * a.oh * a.ow * a.o) {
+    long long o = e % a.o, rest = e / a.o;
+    long long ow = rest % a.ow, oh = (rest / a.ow) % a.oh, n = rest / (a.ow * a.oh);
+    double sum = 0;
+    for (long long kh = 0; kh < a.kh; ++kh) {
+      long long ih = oh * a.sh - a.padH + kh;
+      if (ih < 0 || ih >= a.h)
+        continue;
+      for (long long kw = 0; kw < a.kw; ++kw) {
+        long long iw = ow * a.sw - a.padW + kw;
+        if (iw < 0 || iw >= a.w_)
+          continue;
+        const float *x = a.x + ((n * a.h + ih) * a.w_ + iw) * a.c;
+        const float *w = a.w + (kh * a.kw + kw) * a.c * a.o + o;
+        for (long long c = 0; c < a.c; ++c)
+          sum += (double)x[c] * (double)w[c * a.o];
+      }
+    }
+    float v = (float)sum + (a.bias ? a.bias[o] : 0.0f);
+    a.y[e] = a.relu && v < 0.0f ? 0.0f : v;
+  }
+}
+
+PRISM_KERNEL(prism_conv2d_backprop_input, Conv2dArgs, a) {
+  PRISM_FOR_EACH(e, a.n * a.h * a.w_ * a.c) {
+    long long c = e % a.c, rest = e / a.c;
+    long long iw = rest % a.w_, ih = (rest / a.w_) % a.h, n = rest / (a.w_ * a.h);
+    double sum = 0;
+    for (long long kh = 0; kh < a.kh; ++kh) {
+      long long th = ih + a.padH - kh; // = oh * sh
+      if (th < 0 || th % a.sh != 0 || th / a.sh >= a.oh)
+        continue;
+      long long oh = th / a.sh;
+      for (long long kw = 0; kw < a.kw; ++kw) {
+        long long tw = iw + a.padW - kw;
+        if (tw < 0 || tw % a.sw != 0 || tw / a.sw >= a.ow)
+          continue;
+        long long ow = tw / a.sw;
+        const float *dy = a.dy + ((n * a.oh + oh) * a.ow + ow) * a.o;
+        const float *w = a.w + ((kh * a.kw + kw) * a.c + c) * a.o;
+        for (long long o = 0; o < a.o; ++o)
+          sum += (double)dy[o] * (double)w[o];
+      }
+    }
+    a.y[e] = (float)sum;
+  }
+}
+
+PRISM_KERNEL(prism_conv2d_backprop_filter, Conv2dArgs, a) {
+  PRISM_FOR_EACH(e, a.kh * a.kw * a.c * a.o) {
+    long long o = e % a.o, rest = e / a.o;
+    long long c = rest % a.c, kw = (rest / a.c) % a.kw, kh = rest / (a.c * a.kw);
+    double sum = 0;
+    for (long long n = 0; n < a.n; ++n)
+      for (long long oh = 0; oh < a.oh; ++oh) {
+        long long ih = oh * a.sh - a.padH + kh;
+        if (ih < 0 || ih >= a.h)
+          continue;
+        for (long long ow = 0; ow < a.ow; ++ow) {
+          long long iw = ow * a.sw - a.padW + kw;
+          if (iw < 0 || iw >= a.w_)
+            continue;
+          sum += (double)a.x[((n * a.h + ih) * a.w_ + iw) * a.c + c] *
+                 (double)a.dy[((n * a.oh + oh) * a.ow + ow) * a.o + o];
+        }
+      }
+    a.y[e] = (float)sum;
+  }
+}
+
+// The flat input offset of the first maximum of window (n, oh, ow, c) (row-major over the
+// window; ties keep the first), or -1 when no cell of it lies inside the input. `a.o` is C.
+PRISM_DEVICE_FUNCTION long long prism_window_argmax(const Conv2dArgs &a, long long n,
+                                                    long long oh, long long ow, long long c) {
+  long long best = -1;
+  for (long long kh = 0; kh < a.kh; ++kh) {
+    long long ih = oh * a.sh - a.padH + kh;
+    if (ih < 0 || ih >= a.h)
+      continue;
+    for (long long kw = 0; kw < a.kw; ++kw) {
+      long long iw = ow * a.sw - a.padW + kw;
+      if (iw < 0 || iw >= a.w_)
+        continue;
+      long long at = ((n * a.h + ih) * a.w_ + iw) * a.c + c;
+      if (best < 0 || a.x[at] > a.x[best])
+        best = at;
+    }
+  }
+  return best;
+}
+
+// max_pool2d: y [N, OH, OW, C] the first maximum of each window (0 for a window outside).
+PRISM_KERNEL(prism_max_pool2d, Conv2dArgs, a) {
+  PRISM_FOR_EACH(e, a.n * a.oh * a.ow * a.c) {
+    long long c = e % a.c, rest = e / a.c;
+    long long ow = rest % a.ow, oh = (rest / a.ow) % a.oh, n = rest / (a.ow * a.oh);
+    long long best = prism_window_argmax(a, n, oh, ow, c);
+    a.y[e] = best < 0 ? 0.0f : a.x[best];
+  }
+}
+
+// max_pool2d_grad: dx [N, H, W, C], each cell the sum of dy over the windows whose first
+// maximum it is.
+PRISM_KERNEL(prism_max_pool2d_grad, Conv2dArgs, a) {
+  PRISM_FOR_EACH(e, a.n * a.h * a.w_ * a.c) {
+    long long c = e % a.c, rest = e / a.c;
+    long long iw = rest % a.w_, ih = (rest / a.w_) % a.h, n = rest / (a.w_ * a.h);
+    double sum = 0;
+    for (long long kh = 0; kh < a.kh; ++kh) {
+      long long th = ih + a.padH - kh;
+      if (th < 0 || th % a.sh != 0 || th / a.sh >= a.oh)
+        continue;
+      for (long long kw = 0; kw < a.kw; ++kw) {
+        long long tw = iw + a.padW - kw;
+        if (tw < 0 || tw % a.sw != 0 || tw / a.sw >= a.ow)
+          continue;
+        long long oh = th / a.sh, ow = tw / a.sw;
+        if (prism_window_argmax(a, n, oh, ow, c) == e)
+          sum += (double)a.dy[((n * a.oh + oh) * a.ow + ow) * a.c + c];
+      }
+    }
+    a.y[e] = (float)sum;
+  }
+}
+
 // X(kernel, Args) for every kernel above: the host tests' table of them.
 #define PRISM_DEVICE_KERNELS(X)                                                                    \
   X(prism_fill, FillArgs)                                                                          \
@@ -447,6 +587,11 @@ PRISM_KERNEL(prism_apply_adam, AdamArgs, a) {
   X(prism_mean_of_rows, MeanOfRowsArgs)                                                            \
   X(prism_cross_entropy_grad, CrossEntropyGradArgs)                                                \
   X(prism_bias_activation, BiasActivationArgs)                                                     \
+  X(prism_conv2d, Conv2dArgs)                                                                      \
+  X(prism_conv2d_backprop_input, Conv2dArgs)                                                       \
+  X(prism_conv2d_backprop_filter, Conv2dArgs)                                                      \
+  X(prism_max_pool2d, Conv2dArgs)                                                                  \
+  X(prism_max_pool2d_grad, Conv2dArgs)                                                             \
   X(prism_apply_sgd, SgdArgs)                                                                      \
   X(prism_apply_momentum, MomentumArgs)                                                            \
   X(prism_apply_adam, AdamArgs)

@@ -13,6 +13,7 @@
 #include "frontends/text/Parser.h"
 #include "ir/OpTable.h"
 #include "plan/Pipeline.h"
+#include "runtime/cuda/CudaElementwiseKernels.h"
 #include "runtime/cuda/CudaOpKernels.h"
 #include "runtime/cuda/DeviceKernelsHost.h"
 #include "runtime/exec/Device.h"
@@ -134,6 +135,9 @@ void runBoth(const ir::Op &op, Device &device, const std::shared_ptr<HostBackend
   auto gpuKernel = cuda::makeGpuOpKernel(spec, backend);
   if (!gpuKernel) {
     llvm::Error e = gpuKernel.takeError();
+    ASSERT_FALSE(llvm::is_contained(cuda::gpuOpKernelNames(), op.name()))
+        << "the GPU kernel of '" << op.name().str()
+        << "' was refused: " << llvm::toString(std::move(e));
     ASSERT_EQ(ir::errorCode(e), ir::ErrorCode::Unsupported) << llvm::toString(std::move(e));
     llvm::consumeError(std::move(e));
     for (unsigned r = 0; r < op.numResults(); ++r)
@@ -444,4 +448,94 @@ TEST(GpuOpKernels, AGatherIndexOutsideTheTableIsTheError) {
   ASSERT_TRUE(bool(ran));
   EXPECT_EQ(llvm::toString(std::move(ran)),
             "error: element 2 of the indices is outside [0, 3) for a table of 3 rows");
+}
+
+// Convolutions over NHWC with `same` (odd and even windows, strides 1 and 2) and `valid`
+// padding, fused with a bias and relu, and both backprops of each.
+TEST(GpuOpKernels, ConvolutionsAndTheirBackprops) {
+  for (const char *geometry : {"stride = [1, 1], padding = same", "stride = [2, 2], padding = same",
+                               "stride = [2, 1], padding = valid"})
+    EXPECT_GT(expectSameAsCpu(std::string(R"(model m {
+  input x : f32[2, 7, 6, 3]
+  input w3 : f32[3, 3, 3, 4]
+  input w2 : f32[2, 2, 3, 4]
+  input bias : f32[4]
+  %y3 = conv2d(x, w3, )") + geometry +
+                              R"()
+  %y2 = conv2d(x, w2, )" + geometry +
+                              R"()
+  %f = fused_conv2d(x, w3, bias, )" +
+                              geometry + R"(, activation = relu)
+  %dx3 = conv2d_backprop_input(%y3, w3, x, )" +
+                              geometry + R"()
+  %dx2 = conv2d_backprop_input(%y2, w2, x, )" +
+                              geometry + R"()
+  %dw3 = conv2d_backprop_filter(x, %y3, w3, )" +
+                              geometry + R"()
+  %dw2 = conv2d_backprop_filter(x, %f, w3, )" +
+                              geometry + R"()
+})"),
+              0)
+        << geometry;
+}
+
+// Max pooling where every window is a tie (an input of zeros: the gradient goes to each window's
+// first cell) under `valid` and `same` padding, its gradient, and reshapes.
+TEST(GpuOpKernels, MaxPoolingTiesAndReshapes) {
+  EXPECT_GT(expectSameAsCpu(R"(model m {
+  input x : f32[2, 5, 6, 3]
+  input dyValid : f32[2, 2, 3, 3]
+  input dySame : f32[2, 3, 3, 3]
+  %zero = constant(value = 0)
+  %ties = mul(x, %zero)
+  %p = max_pool2d(%ties)
+  %q = max_pool2d(%ties, window = [3, 3], stride = [2, 2], padding = same)
+  %dp = max_pool2d_grad(dyValid, %ties)
+  %dq = max_pool2d_grad(dySame, %ties, window = [3, 3], stride = [2, 2], padding = same)
+  %flat = reshape(%q, shape = [2, 27])
+  %back = reshape_like(%flat, %q)
+})"),
+            0);
+}
+
+// Every kernel of the training steps that pass the GPU kernel check is built (the op kernels on
+// the host backend, the generated ones as source): none refuses its shapes or attributes, which
+// the kernel check, by op name alone, cannot see.
+TEST(GpuOpKernels, EveryKernelOfTheGpuModelsBuildsWithoutAGpu) {
+  auto device = createDevice({ir::DeviceKind::Cpu, 0});
+  ASSERT_TRUE(bool(device));
+  auto backend = std::make_shared<HostBackend>();
+  for (const char *name : {"mlp", "cnn", "embedding_classifier", "resnet"}) {
+    SCOPED_TRACE(name);
+    auto model =
+        frontends::parseModuleFile(std::string(PRISM_SOURCE_DIR "/models/") + name + ".prism");
+    ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
+    ASSERT_FALSE(bool(plan::compileTrainingStep(**model)));
+    auto bound = [](ir::TensorType type) {
+      for (auto &d : type.dims)
+        if (d == ir::kBatchDim)
+          d = 4;
+      return type;
+    };
+    int built = 0;
+    for (const auto &op : (*model)->ops()) {
+      ++built;
+      KernelSpec spec;
+      spec.op = op.get();
+      spec.attrs = ir::withDefaults(op->def(), op->attrs);
+      spec.device = device->get();
+      for (const ir::Value *v : op->operands())
+        spec.inputTypes.push_back(bound(v->type()));
+      for (unsigned r = 0; r < op->numResults(); ++r)
+        spec.outputTypes.push_back(bound(op->result(r)->type()));
+      if (llvm::is_contained(cuda::gpuOpKernelNames(), op->name())) {
+        auto kernel = cuda::makeGpuOpKernel(spec, backend);
+        EXPECT_TRUE(bool(kernel)) << op->name().str() << ": " << llvm::toString(kernel.takeError());
+        continue;
+      }
+      auto source = cuda::elementwiseKernelSource(spec);
+      EXPECT_TRUE(bool(source)) << op->name().str() << ": " << llvm::toString(source.takeError());
+    }
+    EXPECT_GE(built, 15);
+  }
 }
