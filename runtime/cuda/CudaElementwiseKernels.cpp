@@ -50,22 +50,27 @@ private:
   int device_;
 };
 
-// The source of the kernel computing `expr` over the spec's operands, each of the result's
-// shape or a scalar.
+// The source of the kernel computing `expr` over the spec's operands: each of the result's
+// shape, a scalar, or broadcast to it (numpy's rules).
 llvm::Expected<ElementwiseKernelSource> sourceFor(const KernelSpec &spec,
                                                   const ir::ElementwiseExpr &expr) {
   const ir::TensorType &result = spec.outputTypes[0];
-  llvm::SmallVector<bool, 4> repeated;
+  std::vector<ElementwiseOperand> views;
   for (const ir::TensorType &operand : spec.inputTypes) {
-    if (operand.sparse || operand.dtype != result.dtype ||
-        !(operand.dims.empty() || operand.dims == result.dims))
-      return ir::makeError(ir::ErrorCode::Unsupported, "the GPU's '" + spec.op->name() +
-                                                           "' takes dense operands of its " +
-                                                           "result's type " + result.str() +
-                                                           " or scalars, not " + operand.str());
-    repeated.push_back(operand.dims.empty() && result.numElements() != 1);
+    auto view = operand.dtype == result.dtype
+                    ? elementwiseOperand(operand, result)
+                    : llvm::Expected<ElementwiseOperand>(
+                          ir::makeError(ir::ErrorCode::Unsupported, "a different dtype"));
+    if (!view)
+      return ir::makeError(ir::ErrorCode::Unsupported,
+                           "the GPU's '" + spec.op->name() + "' takes dense operands of " +
+                               ir::dtypeName(result.dtype) + " that broadcast to " + result.str() +
+                               ", not " + operand.str() + " (" + ir::messageOf(view.takeError()) +
+                               ")");
+    views.push_back(std::move(*view));
   }
-  return generateElementwiseKernel(expr, result.dtype, repeated);
+  std::vector<int64_t> dims(result.dims.begin(), result.dims.end());
+  return generateElementwiseKernel(expr, result.dtype, views, dims);
 }
 
 // The expression of fused_elementwise, or of a plain elementwise op: op($0) or op($0, $1).

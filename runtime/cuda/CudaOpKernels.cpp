@@ -29,6 +29,9 @@ constexpr llvm::StringRef kOps[] = {"constant",
                                     "assign",
                                     "reshape",
                                     "reshape_like",
+                                    "slice",
+                                    "slice_grad",
+                                    "concat",
                                     "conv2d",
                                     "fused_conv2d",
                                     "conv2d_backprop_input",
@@ -487,6 +490,78 @@ KernelOrError makeMaxPool(const KernelSpec &spec, std::shared_ptr<GpuBackend> ba
                     });
 }
 
+// slice(x, axis, begin, end), slice_grad(g, x, axis, begin) (zeros, then g at begin) and
+// concat(x..., axis): copies along one axis of 4-byte elements.
+class AxisKernel final : public Kernel {
+public:
+  AxisKernel(std::shared_ptr<GpuBackend> backend, std::string op, int64_t axis, int64_t begin)
+      : backend_(std::move(backend)), op_(std::move(op)), axis_(axis), begin_(begin) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    Tensor &out = outputs[0]->dense;
+    k::AxisCopyArgs a = view(out.shape());
+    a.out = static_cast<unsigned int *>(out.raw());
+    if (op_ == "slice_grad") {
+      k::FillArgs zero{out.raw(), 0, out.numElements(), 4};
+      if (auto e = launch(*backend_, "prism_fill", zero.n, zero))
+        return e;
+    }
+    int64_t at = op_ == "concat" ? 0 : begin_;
+    const size_t operands = op_ == "concat" ? inputs.size() : 1;
+    for (size_t i = 0; i < operands; ++i) {
+      const Tensor &in = inputs[i]->dense;
+      a.in = static_cast<const unsigned int *>(in.raw());
+      a.inExtent = in.shape()[static_cast<size_t>(axis_)];
+      if (op_ == "slice") { // from [begin, end) of x into all of out
+        a.inStart = begin_;
+        a.outStart = 0;
+        a.count = a.outExtent;
+      } else { // all of the operand into out from `at` on
+        a.inStart = 0;
+        a.outStart = at;
+        a.count = a.inExtent;
+        at += a.inExtent;
+      }
+      if (auto e = launch(*backend_, "prism_axis_copy", a.outer * a.count * a.inner, a))
+        return e;
+    }
+    return llvm::Error::success();
+  }
+
+private:
+  // out's shape as [outer, extent, inner] around the axis.
+  k::AxisCopyArgs view(llvm::ArrayRef<int64_t> shape) const {
+    k::AxisCopyArgs a{};
+    a.outer = 1;
+    a.inner = 1;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (static_cast<int64_t>(d) < axis_)
+        a.outer *= shape[d];
+      else if (static_cast<int64_t>(d) > axis_)
+        a.inner *= shape[d];
+    }
+    a.outExtent = shape[static_cast<size_t>(axis_)];
+    return a;
+  }
+
+  std::shared_ptr<GpuBackend> backend_;
+  std::string op_;
+  int64_t axis_, begin_;
+};
+
+KernelOrError makeAxisCopy(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  for (const ir::TensorType &t : spec.inputTypes)
+    if (t.sparse || ir::dtypeBytes(t.dtype) != 4)
+      return unsupported(spec, "takes dense values of 4-byte elements, not " + t.str());
+  const int64_t rank = spec.outputTypes[0].rank();
+  int64_t axis = spec.attrs.getInt("axis");
+  if (axis < 0)
+    axis += rank;
+  return std::make_unique<AxisKernel>(std::move(backend), spec.op->name().str(), axis,
+                                      spec.attrs.getInt("begin"));
+}
+
 // reshape(x, shape) and reshape_like(g, ref): the same elements, copied (the output is a value
 // of its own in the step's arena).
 KernelOrError makeReshape(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
@@ -821,6 +896,8 @@ KernelOrError makeGpuOpKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend
     return makeMaxPool(spec, std::move(backend));
   if (name == "reshape" || name == "reshape_like")
     return makeReshape(spec, std::move(backend));
+  if (name == "slice" || name == "slice_grad" || name == "concat")
+    return makeAxisCopy(spec, std::move(backend));
   if (name == "matmul" || name == "fused_matmul")
     return makeMatmul(spec, std::move(backend));
   if (name == "softmax_cross_entropy" || name == "softmax_cross_entropy_grad")

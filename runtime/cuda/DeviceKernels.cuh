@@ -77,6 +77,23 @@ PRISM_KERNEL(prism_copy, CopyArgs, a) {
   }
 }
 
+// A block of 4-byte elements moved along one axis (slice, slice_grad, concat): out viewed as
+// [outer, outExtent, inner] and in as [outer, inExtent, inner]; `count` positions of the axis
+// are copied from inStart on to outStart on.
+struct AxisCopyArgs {
+  unsigned int *out;
+  const unsigned int *in;
+  long long outer, inner, outExtent, inExtent, inStart, outStart, count;
+};
+PRISM_KERNEL(prism_axis_copy, AxisCopyArgs, a) {
+  PRISM_FOR_EACH(e, a.outer * a.count * a.inner) {
+    long long i = e % a.inner, rest = e / a.inner;
+    long long p = rest % a.count, o = rest / a.count;
+    a.out[(o * a.outExtent + a.outStart + p) * a.inner + i] =
+        a.in[(o * a.inExtent + a.inStart + p) * a.inner + i];
+  }
+}
+
 // out = scale * in summed over the dimensions marked in `reduced` (bit d for dimension d of
 // in's `rank` dimensions); out holds the kept dimensions in order. One thread per output element,
 // summing in double, in index order.
@@ -579,6 +596,7 @@ PRISM_KERNEL(prism_max_pool2d_grad, Conv2dArgs, a) {
 #define PRISM_DEVICE_KERNELS(X)                                                                    \
   X(prism_fill, FillArgs)                                                                          \
   X(prism_copy, CopyArgs)                                                                          \
+  X(prism_axis_copy, AxisCopyArgs)                                                                 \
   X(prism_reduce, ReduceArgs)                                                                      \
   X(prism_expand, ExpandArgs)                                                                      \
   X(prism_gather, GatherArgs)                                                                      \

@@ -4,7 +4,9 @@
 // names its kernel after a hash of itself, so equal expressions share one compiled kernel.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ir/Type.h"
 #include "ir/ops/ElementwiseExpr.h"
@@ -18,11 +20,33 @@ struct ElementwiseKernelSource {
   std::string source; // the device math, then the kernel
 };
 
-// The kernel computes out[i] = expr(in0[i], in1[i], ...) for i in [0, n), over a grid-stride loop:
+// How an operand's elements line up with the result's.
+struct ElementwiseOperand {
+  enum class Layout {
+    Same,      // the result's shape: element i
+    Scalar,    // one element for every element of the result (read once per thread)
+    Broadcast, // numpy broadcasting, aligned at the last dimension: `strides`
+  };
+  Layout layout = Layout::Same;
+  std::vector<int64_t> strides; // Broadcast: along each result dimension, 0 where it repeats
+};
+
+// The layout of an operand of type `operand` in an elementwise op giving `result`; an error
+// when they do not broadcast (or the operand is sparse).
+llvm::Expected<ElementwiseOperand> elementwiseOperand(const ir::TensorType &operand,
+                                                      const ir::TensorType &result);
+
+// The kernel computes out[i] = expr(in0[...], in1[...], ...) for i in [0, n), over a grid-stride
+// loop:
 //   extern "C" __global__ void NAME(T *out, const T *in0, ..., long long n)
-// An operand marked in `repeated` is one element standing for every element (a scalar operand of
-// a larger result). `dtype` is F32 or F64; anything else, or an op without device math, is an
-// error naming it.
+// `resultDims` are the result's dimensions (broadcast operands index by them). `dtype` is F32 or
+// F64; anything else, or an op without device math, is an error naming it.
+llvm::Expected<ElementwiseKernelSource>
+generateElementwiseKernel(const ir::ElementwiseExpr &expr, ir::DType dtype,
+                          llvm::ArrayRef<ElementwiseOperand> operands,
+                          llvm::ArrayRef<int64_t> resultDims = {});
+
+// The same with each operand of the result's shape, or a scalar where `repeated` says so.
 llvm::Expected<ElementwiseKernelSource> generateElementwiseKernel(const ir::ElementwiseExpr &expr,
                                                                   ir::DType dtype,
                                                                   llvm::ArrayRef<bool> repeated);

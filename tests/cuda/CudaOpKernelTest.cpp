@@ -505,7 +505,7 @@ TEST(GpuOpKernels, EveryKernelOfTheGpuModelsBuildsWithoutAGpu) {
   auto device = createDevice({ir::DeviceKind::Cpu, 0});
   ASSERT_TRUE(bool(device));
   auto backend = std::make_shared<HostBackend>();
-  for (const char *name : {"mlp", "cnn", "embedding_classifier", "resnet"}) {
+  for (const char *name : {"mlp", "cnn", "embedding_classifier", "lstm_lm", "resnet"}) {
     SCOPED_TRACE(name);
     auto model =
         frontends::parseModuleFile(std::string(PRISM_SOURCE_DIR "/models/") + name + ".prism");
@@ -538,4 +538,23 @@ TEST(GpuOpKernels, EveryKernelOfTheGpuModelsBuildsWithoutAGpu) {
     }
     EXPECT_GE(built, 15);
   }
+}
+
+// Slices, their gradients and concatenation along the first, a middle and the last axis (a
+// negative axis too), of f32 and i32 values.
+TEST(GpuOpKernels, SlicesAndConcatenation) {
+  EXPECT_GT(expectSameAsCpu(R"(model m {
+  input x : f32[4, 5, 6]
+  input y : f32[4, 2, 6]
+  input ids : i32[4, 3]
+  %first = slice(x, axis = 0, begin = 1, end = 3)
+  %middle = slice(x, axis = 1, begin = 2, end = 5)
+  %last = slice(x, axis = -1, begin = 0, end = 4)
+  %g0 = slice_grad(%first, x, axis = 0, begin = 1)
+  %g1 = slice_grad(%middle, x, axis = 1, begin = 2)
+  %g2 = slice_grad(%last, x, axis = -1, begin = 0)
+  %joined = concat(x, y, %middle, axis = 1)
+  %ids2 = concat(ids, ids, axis = -1)
+})"),
+            0);
 }

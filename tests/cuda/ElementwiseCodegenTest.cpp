@@ -191,7 +191,8 @@ TEST(ElementwiseCodegen, EveryFusableOpCompilesToACubinForSm90) {
 }
 
 // Every elementwise kernel a model's training step needs on the GPU: each fused_elementwise
-// expression and each plain fusable op, with its operands' repetition, through NVRTC and ptxas.
+// expression and each plain fusable op, with its operands' layouts (broadcasts too), through
+// NVRTC and ptxas.
 TEST(ElementwiseCodegen, EveryKernelOfEveryModelAssemblesForSm90) {
   const Nvrtc *nvrtc = nvrtcOrFail();
   if (!nvrtc)
@@ -221,16 +222,24 @@ TEST(ElementwiseCodegen, EveryKernelOfEveryModelAssemblesForSm90) {
       const ir::TensorType &result = op->result(0)->type();
       if (result.dtype != ir::DType::F32 || result.sparse)
         continue;
-      llvm::SmallVector<bool, 4> repeated;
-      bool sameShapes = true;
+      // The types of a step of batch 32, as the executor binds them.
+      auto bound = [](ir::TensorType type) {
+        for (auto &d : type.dims)
+          if (d == ir::kBatchDim)
+            d = 32;
+        return type;
+      };
+      std::vector<ElementwiseOperand> views;
       for (const auto *operand : op->operands()) {
-        const ir::TensorType &t = operand->type();
-        repeated.push_back(t.dims.empty() && result.numElements() != 1);
-        sameShapes &= t.dims.empty() || t.dims == result.dims;
+        auto view = elementwiseOperand(bound(operand->type()), bound(result));
+        ASSERT_TRUE(bool(view)) << it->path() << ": " << llvm::toString(view.takeError());
+        views.push_back(*view);
       }
-      if (!sameShapes) // broadcasting plain ops are not generated kernels
-        continue;
-      auto kernel = kernelOf(text, repeated);
+      auto expr = ir::parseElementwiseExpr(text);
+      ASSERT_TRUE(bool(expr)) << llvm::toString(expr.takeError());
+      const ir::TensorType resultType = bound(result);
+      std::vector<int64_t> dims(resultType.dims.begin(), resultType.dims.end());
+      auto kernel = generateElementwiseKernel(*expr, ir::DType::F32, views, dims);
       ASSERT_TRUE(bool(kernel)) << it->path() << ": " << text << ": "
                                 << llvm::toString(kernel.takeError());
       ++kernels;
