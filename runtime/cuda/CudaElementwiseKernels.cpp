@@ -73,10 +73,13 @@ llvm::Expected<ElementwiseKernelSource> sourceFor(const KernelSpec &spec,
   return generateElementwiseKernel(expr, result.dtype, views, dims);
 }
 
-// The expression of fused_elementwise, or of a plain elementwise op: op($0) or op($0, $1).
+// The expression of fused_elementwise, or of a plain elementwise op: op($0) or op($0, $1)
+// (bias_add is add, its bias broadcast along the last dimension).
 llvm::Expected<ir::ElementwiseExpr> expressionOf(const KernelSpec &spec) {
   if (spec.op->name() == "fused_elementwise")
     return ir::parseElementwiseExpr(spec.attrs.getString("expr"));
+  if (spec.op->name() == "bias_add")
+    return ir::parseElementwiseExpr("add($0, $1)");
   return ir::parseElementwiseExpr(spec.op->name().str() +
                                   (spec.inputTypes.size() == 1 ? "($0)" : "($0, $1)"));
 }
@@ -109,6 +112,7 @@ llvm::Expected<ElementwiseKernelSource> elementwiseKernelSource(const KernelSpec
 
 void registerElementwiseKernels(KernelRegistry &registry) {
   registry.add("fused_elementwise", makeElementwise);
+  registry.add("bias_add", makeElementwise);
   for (llvm::StringRef op : ir::fusableElementwiseOps())
     registry.add(op, makeElementwise);
 }

@@ -9,6 +9,7 @@
 #include "ir/Module.h"
 #include "ir/OpTable.h"
 #include "ir/Precision.h"
+#include "runtime/DropoutMask.h"
 #include "runtime/cuda/Cublas.h"
 #include "runtime/cuda/CudaModules.h"
 #include "runtime/cuda/DeviceKernelsHost.h"
@@ -27,6 +28,15 @@ constexpr char kDeviceKernels[] =
 
 constexpr llvm::StringRef kOps[] = {"constant",
                                     "assign",
+                                    "dropout",
+                                    "dropout_grad",
+                                    "transpose",
+                                    "softmax",
+                                    "softmax_grad",
+                                    "layer_norm",
+                                    "layer_norm_grad",
+                                    "layer_norm_gamma_grad",
+                                    "batch_matmul",
                                     "reshape",
                                     "reshape_like",
                                     "slice",
@@ -562,6 +572,178 @@ KernelOrError makeAxisCopy(const KernelSpec &spec, std::shared_ptr<GpuBackend> b
                                       spec.attrs.getInt("begin"));
 }
 
+// dropout and dropout_grad: the mask of runtime/DropoutMask.h, drawn on the device from this
+// step's stream (the step's seed, number and first example are read when the step runs); in
+// evaluation, the values themselves.
+class DropoutKernel final : public Kernel {
+public:
+  DropoutKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend)
+      : backend_(std::move(backend)), key_(ir::randomStreamKey(*spec.op)),
+        rate_(spec.attrs.getFloat("rate")), step_(spec.step), towerOffset_(spec.towerOffset),
+        elements_(spec.outputTypes[0].numElements()) {
+    const ir::TensorType &declared = spec.op->result(0)->type();
+    perExample_ = declared.rank() > 0 && declared.dims[0] == ir::kBatchDim;
+    int64_t examples = perExample_ ? spec.outputTypes[0].dims[0] : 1;
+    exampleSize_ = examples == 0 ? 1 : std::max<int64_t>(elements_ / examples, 1);
+  }
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    const StepContext step = step_ ? *step_ : StepContext{};
+    if (!step.training()) {
+      k::CopyArgs copy{outputs[0]->dense.raw(), inputs[0]->dense.raw(), elements_ * 4};
+      return launch(*backend_, "prism_copy", elements_, copy);
+    }
+    k::DropoutArgs a{floats(outputs[0]),
+                     floats(inputs[0]),
+                     elements_,
+                     exampleSize_,
+                     perExample_ ? step.exampleOffset + towerOffset_ : 0,
+                     dropoutStepStream(step.seed, key_, step.step),
+                     rate_,
+                     static_cast<float>(dropoutScale(rate_))};
+    return launch(*backend_, "prism_dropout", elements_, a);
+  }
+
+private:
+  std::shared_ptr<GpuBackend> backend_;
+  std::string key_;
+  double rate_;
+  const StepContext *step_;
+  int64_t towerOffset_, elements_, exampleSize_ = 1;
+  bool perExample_ = false;
+};
+
+KernelOrError makeDropout(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  if (auto e = requireF32(spec, {0}))
+    return std::move(e);
+  return std::make_unique<DropoutKernel>(spec, std::move(backend));
+}
+
+// transpose(x, perm) of 4-byte elements.
+KernelOrError makeTranspose(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  const ir::TensorType &x = spec.inputTypes[0], &out = spec.outputTypes[0];
+  if (x.sparse || ir::dtypeBytes(x.dtype) != 4 || x.rank() > PRISM_MAX_RANK)
+    return unsupported(spec, "takes dense values of 4-byte elements and at most " +
+                                 llvm::Twine(PRISM_MAX_RANK) + " dimensions, not " + x.str());
+  auto perm = spec.attrs.getInts("perm");
+  std::vector<int64_t> strides(x.dims.size(), 1);
+  for (size_t d = x.dims.size(); d-- > 1;)
+    strides[d - 1] = strides[d] * x.dims[d];
+  k::TransposeArgs a{};
+  a.rank = static_cast<int>(out.rank());
+  a.n = out.numElements();
+  for (int d = 0; d < a.rank; ++d) {
+    a.outDims[d] = out.dims[d];
+    a.inStrides[d] = strides[static_cast<size_t>(perm[d])];
+  }
+  return std::make_unique<OneLaunch<k::TransposeArgs>>(
+      std::move(backend), "prism_transpose", a.n, a,
+      [](k::TransposeArgs &a, llvm::ArrayRef<const RuntimeValue *> in,
+         llvm::ArrayRef<RuntimeValue *> out) {
+        a.out = static_cast<unsigned int *>(out[0]->dense.raw());
+        a.in = static_cast<const unsigned int *>(in[0]->dense.raw());
+      });
+}
+
+// softmax, softmax_grad, layer_norm and its two gradients: over the last dimension.
+KernelOrError makeRows(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  std::vector<unsigned> operands;
+  for (unsigned i = 0; i < spec.inputTypes.size(); ++i)
+    operands.push_back(i);
+  if (auto e = requireF32(spec, operands))
+    return std::move(e);
+  llvm::StringRef name = spec.op->name();
+  const ir::TensorType &x = spec.inputTypes[name == "softmax" || name == "layer_norm" ? 0 : 1];
+  k::RowsArgs a{};
+  a.width = x.dims.empty() ? 1 : x.dims.back();
+  a.rows = a.width ? x.numElements() / a.width : 0;
+  a.epsilon = spec.attrs.getFloat("epsilon", 1e-5);
+  using In = llvm::ArrayRef<const RuntimeValue *>;
+  using Out = llvm::ArrayRef<RuntimeValue *>;
+  auto rows = [&](int op, k::RowsArgs args, void (*bind)(k::RowsArgs &, In, Out)) {
+    args.op = op;
+    return std::make_unique<OneLaunch<k::RowsArgs>>(std::move(backend), "prism_rows", args.rows,
+                                                    args, bind);
+  };
+  if (name == "softmax")
+    return rows(0, a, [](k::RowsArgs &a, In in, Out out) {
+      a.out = floats(out[0]);
+      a.x = floats(in[0]);
+    });
+  if (name == "softmax_grad") // (dy, y)
+    return rows(1, a, [](k::RowsArgs &a, In in, Out out) {
+      a.out = floats(out[0]);
+      a.dy = floats(in[0]);
+      a.x = floats(in[1]);
+    });
+  if (name == "layer_norm") // (x, gamma, beta)
+    return rows(2, a, [](k::RowsArgs &a, In in, Out out) {
+      a.out = floats(out[0]);
+      a.x = floats(in[0]);
+      a.gamma = floats(in[1]);
+      a.beta = floats(in[2]);
+    });
+  if (name == "layer_norm_grad") // (dy, x, gamma)
+    return rows(3, a, [](k::RowsArgs &a, In in, Out out) {
+      a.out = floats(out[0]);
+      a.dy = floats(in[0]);
+      a.x = floats(in[1]);
+      a.gamma = floats(in[2]);
+    });
+  // layer_norm_gamma_grad (dy, x): a thread per column.
+  return std::make_unique<OneLaunch<k::RowsArgs>>(std::move(backend), "prism_layer_norm_gamma_grad",
+                                                  a.width, a, [](k::RowsArgs &a, In in, Out out) {
+                                                    a.out = floats(out[0]);
+                                                    a.dy = floats(in[0]);
+                                                    a.x = floats(in[1]);
+                                                  });
+}
+
+// batch_matmul: a gemm per matrix of the leading dimensions (an operand of rank 2 is shared).
+class BatchMatmulKernel final : public Kernel {
+public:
+  BatchMatmulKernel(std::shared_ptr<GpuBackend> backend, int64_t batch, int64_t m, int64_t n,
+                    int64_t k, bool ta, bool tb, bool sharedA, bool sharedB)
+      : backend_(std::move(backend)), batch_(batch), m_(m), n_(n), k_(k), ta_(ta), tb_(tb),
+        sharedA_(sharedA), sharedB_(sharedB) {}
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    const float *a = floats(inputs[0]), *b = floats(inputs[1]);
+    float *c = floats(outputs[0]);
+    for (int64_t i = 0; i < batch_; ++i)
+      if (auto e =
+              backend_->gemm(tb_, ta_, n_, m_, k_, b + (sharedB_ ? 0 : i * k_ * n_), tb_ ? k_ : n_,
+                             a + (sharedA_ ? 0 : i * m_ * k_), ta_ ? m_ : k_, c + i * m_ * n_, n_))
+        return e;
+    return llvm::Error::success();
+  }
+
+private:
+  std::shared_ptr<GpuBackend> backend_;
+  int64_t batch_, m_, n_, k_;
+  bool ta_, tb_, sharedA_, sharedB_;
+};
+
+KernelOrError makeBatchMatmul(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  if (auto e = requireF32(spec, {0, 1}))
+    return std::move(e);
+  if (auto e = requireF32Compute(spec))
+    return std::move(e);
+  const ir::TensorType &a = spec.inputTypes[0], &b = spec.inputTypes[1];
+  const ir::TensorType &out = spec.outputTypes[0];
+  if (a.rank() < 2 || b.rank() < 2)
+    return unsupported(spec, "multiplies matrices, not " + a.str() + " by " + b.str());
+  bool ta = spec.attrs.getBool("transpose_a"), tb = spec.attrs.getBool("transpose_b");
+  int64_t m = ta ? a.dims[a.rank() - 1] : a.dims[a.rank() - 2];
+  int64_t k = ta ? a.dims[a.rank() - 2] : a.dims[a.rank() - 1];
+  int64_t n = tb ? b.dims[b.rank() - 2] : b.dims[b.rank() - 1];
+  int64_t batch = m * n != 0 ? out.numElements() / (m * n) : 0;
+  return std::make_unique<BatchMatmulKernel>(std::move(backend), batch, m, n, k, ta, tb,
+                                             a.rank() == 2, b.rank() == 2);
+}
+
 // reshape(x, shape) and reshape_like(g, ref): the same elements, copied (the output is a value
 // of its own in the step's arena).
 KernelOrError makeReshape(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
@@ -896,6 +1078,15 @@ KernelOrError makeGpuOpKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend
     return makeMaxPool(spec, std::move(backend));
   if (name == "reshape" || name == "reshape_like")
     return makeReshape(spec, std::move(backend));
+  if (name == "dropout" || name == "dropout_grad")
+    return makeDropout(spec, std::move(backend));
+  if (name == "transpose")
+    return makeTranspose(spec, std::move(backend));
+  if (name == "softmax" || name == "softmax_grad" || name == "layer_norm" ||
+      name == "layer_norm_grad" || name == "layer_norm_gamma_grad")
+    return makeRows(spec, std::move(backend));
+  if (name == "batch_matmul")
+    return makeBatchMatmul(spec, std::move(backend));
   if (name == "slice" || name == "slice_grad" || name == "concat")
     return makeAxisCopy(spec, std::move(backend));
   if (name == "matmul" || name == "fused_matmul")

@@ -592,6 +592,139 @@ PRISM_KERNEL(prism_max_pool2d_grad, Conv2dArgs, a) {
   }
 }
 
+// dropout and dropout_grad in training (runtime/DropoutMask.h, draw for draw): element i of
+// example e survives when splitmix64(splitmix64(stepStream ^ (first + e)) ^ (i % size)), as a
+// 53-bit fraction, is at least rate; survivors are scaled.
+struct DropoutArgs {
+  float *out;
+  const float *in;
+  long long n;
+  long long exampleSize;
+  long long firstExample;
+  unsigned long long stepStream;
+  double rate;
+  float scale;
+};
+PRISM_DEVICE_FUNCTION unsigned long long prism_splitmix64(unsigned long long x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+PRISM_KERNEL(prism_dropout, DropoutArgs, a) {
+  PRISM_FOR_EACH(i, a.n) {
+    unsigned long long example =
+        prism_splitmix64(a.stepStream ^ (unsigned long long)(a.firstExample + i / a.exampleSize));
+    unsigned long long draw =
+        prism_splitmix64(example ^ (unsigned long long)(i % a.exampleSize));
+    bool keep = (double)(draw >> 11) * (1.0 / 9007199254740992.0) >= a.rate;
+    a.out[i] = keep ? a.in[i] * a.scale : 0.0f;
+  }
+}
+
+// transpose of 4-byte elements: out.dims[d] = in.dims[perm[d]]; `inStrides` are in's strides
+// taken in out's order (inStrides[d] = stride of in's dimension perm[d]).
+struct TransposeArgs {
+  unsigned int *out;
+  const unsigned int *in;
+  long long outDims[PRISM_MAX_RANK];
+  long long inStrides[PRISM_MAX_RANK];
+  int rank;
+  long long n;
+};
+PRISM_KERNEL(prism_transpose, TransposeArgs, a) {
+  PRISM_FOR_EACH(o, a.n) {
+    long long rest = o, from = 0;
+    for (int d = a.rank - 1; d >= 0; --d) {
+      from += (rest % a.outDims[d]) * a.inStrides[d];
+      rest /= a.outDims[d];
+    }
+    a.out[o] = a.in[from];
+  }
+}
+
+// Row-wise ops over the last dimension (`width` elements per row), a thread per row, sums in
+// double: softmax (y = softmax(x)); softmax_grad (dx = y * (dy - sum(dy * y))); layer_norm
+// (y = gamma * xhat + beta); layer_norm_grad (dx = (g - mean(g) - xhat * mean(g * xhat)) / sd,
+// g = dy * gamma).
+struct RowsArgs {
+  float *out;
+  const float *x;     // softmax, layer_norm, layer_norm_grad: x; softmax_grad: y
+  const float *dy;    // the gradients' dy
+  const float *gamma; // layer_norm and its gradient
+  const float *beta;  // layer_norm
+  long long rows;
+  long long width;
+  double epsilon;
+  int op; // 0 softmax, 1 softmax_grad, 2 layer_norm, 3 layer_norm_grad
+};
+PRISM_KERNEL(prism_rows, RowsArgs, a) {
+  PRISM_FOR_EACH(r, a.rows) {
+    const float *x = a.x + r * a.width;
+    float *out = a.out + r * a.width;
+    if (a.op == 0) {
+      float most;
+      double sum = prism_exp_sum(x, a.width, &most);
+      for (long long c = 0; c < a.width; ++c)
+        out[c] = (float)(exp((double)(x[c] - most)) / sum);
+      continue;
+    }
+    const float *dy = a.dy + r * a.width;
+    if (a.op == 1) {
+      double dot = 0;
+      for (long long c = 0; c < a.width; ++c)
+        dot += (double)dy[c] * (double)x[c];
+      for (long long c = 0; c < a.width; ++c)
+        out[c] = (float)((double)x[c] * ((double)dy[c] - dot));
+      continue;
+    }
+    double mean = 0, var = 0;
+    for (long long c = 0; c < a.width; ++c)
+      mean += (double)x[c];
+    mean /= (double)a.width;
+    for (long long c = 0; c < a.width; ++c)
+      var += ((double)x[c] - mean) * ((double)x[c] - mean);
+    var /= (double)a.width;
+    const double inv = 1.0 / sqrt(var + a.epsilon);
+    if (a.op == 2) {
+      for (long long c = 0; c < a.width; ++c)
+        out[c] = (float)((double)a.gamma[c] * ((double)x[c] - mean) * inv + (double)a.beta[c]);
+      continue;
+    }
+    double meanG = 0, meanGX = 0;
+    for (long long c = 0; c < a.width; ++c) {
+      double g = (double)dy[c] * (double)a.gamma[c], xhat = ((double)x[c] - mean) * inv;
+      meanG += g;
+      meanGX += g * xhat;
+    }
+    meanG /= (double)a.width;
+    meanGX /= (double)a.width;
+    for (long long c = 0; c < a.width; ++c) {
+      double g = (double)dy[c] * (double)a.gamma[c], xhat = ((double)x[c] - mean) * inv;
+      out[c] = (float)((g - meanG - xhat * meanGX) * inv);
+    }
+  }
+}
+
+// layer_norm_gamma_grad: dgamma[c] = sum over rows of dy * xhat, a thread per column.
+PRISM_KERNEL(prism_layer_norm_gamma_grad, RowsArgs, a) {
+  PRISM_FOR_EACH(c, a.width) {
+    double sum = 0;
+    for (long long r = 0; r < a.rows; ++r) {
+      const float *x = a.x + r * a.width;
+      double mean = 0, var = 0;
+      for (long long k = 0; k < a.width; ++k)
+        mean += (double)x[k];
+      mean /= (double)a.width;
+      for (long long k = 0; k < a.width; ++k)
+        var += ((double)x[k] - mean) * ((double)x[k] - mean);
+      var /= (double)a.width;
+      sum += (double)a.dy[r * a.width + c] * ((double)x[c] - mean) / sqrt(var + a.epsilon);
+    }
+    a.out[c] = (float)sum;
+  }
+}
+
 // X(kernel, Args) for every kernel above: the host tests' table of them.
 #define PRISM_DEVICE_KERNELS(X)                                                                    \
   X(prism_fill, FillArgs)                                                                          \
@@ -605,6 +738,10 @@ PRISM_KERNEL(prism_max_pool2d_grad, Conv2dArgs, a) {
   X(prism_mean_of_rows, MeanOfRowsArgs)                                                            \
   X(prism_cross_entropy_grad, CrossEntropyGradArgs)                                                \
   X(prism_bias_activation, BiasActivationArgs)                                                     \
+  X(prism_dropout, DropoutArgs)                                                                    \
+  X(prism_transpose, TransposeArgs)                                                                \
+  X(prism_rows, RowsArgs)                                                                          \
+  X(prism_layer_norm_gamma_grad, RowsArgs)                                                         \
   X(prism_conv2d, Conv2dArgs)                                                                      \
   X(prism_conv2d_backprop_input, Conv2dArgs)                                                       \
   X(prism_conv2d_backprop_filter, Conv2dArgs)                                                      \

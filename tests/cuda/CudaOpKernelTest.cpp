@@ -505,7 +505,8 @@ TEST(GpuOpKernels, EveryKernelOfTheGpuModelsBuildsWithoutAGpu) {
   auto device = createDevice({ir::DeviceKind::Cpu, 0});
   ASSERT_TRUE(bool(device));
   auto backend = std::make_shared<HostBackend>();
-  for (const char *name : {"mlp", "cnn", "embedding_classifier", "lstm_lm", "resnet"}) {
+  for (const char *name :
+       {"mlp", "cnn", "embedding_classifier", "lstm_lm", "resnet", "transformer"}) {
     SCOPED_TRACE(name);
     auto model =
         frontends::parseModuleFile(std::string(PRISM_SOURCE_DIR "/models/") + name + ".prism");
@@ -555,6 +556,33 @@ TEST(GpuOpKernels, SlicesAndConcatenation) {
   %g2 = slice_grad(%last, x, axis = -1, begin = 0)
   %joined = concat(x, y, %middle, axis = 1)
   %ids2 = concat(ids, ids, axis = -1)
+})"),
+            0);
+}
+
+// What a Transformer layer needs: dropout (the CPU's mask, draw for draw, and its gradient),
+// transposes, softmax and layer norm with their gradients, batched products (shared operands and
+// transposes).
+TEST(GpuOpKernels, DropoutTransposeSoftmaxLayerNormAndBatchedProducts) {
+  EXPECT_GT(expectSameAsCpu(R"(model m {
+  input x : f32[3, 4, 5]
+  input dy : f32[3, 4, 5]
+  input gamma : f32[5]
+  input beta : f32[5]
+  input w : f32[5, 6]
+  input b3 : f32[3, 6, 5]
+  %drop = dropout(x, rate = 0.3)
+  %dropGrad = dropout_grad(dy, rate = 0.3, key = "drop")
+  %t = transpose(x, perm = [2, 0, 1])
+  %t2 = transpose(x, perm = [0, 2, 1])
+  %s = softmax(x)
+  %sg = softmax_grad(dy, %s)
+  %n = layer_norm(x, gamma, beta)
+  %ng = layer_norm_grad(dy, x, gamma)
+  %gg = layer_norm_gamma_grad(dy, x)
+  %shared = batch_matmul(x, w)
+  %batched = batch_matmul(x, b3, transpose_b = true)
+  %both = batch_matmul(%t2, b3, transpose_a = true, transpose_b = true)
 })"),
             0);
 }
