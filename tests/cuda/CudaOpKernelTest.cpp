@@ -1,7 +1,8 @@
 // The GPU's op kernels (runtime/cuda/CudaOpKernels.h) on a host backend, which runs the source of
 // DeviceKernels.cuh on the CPU one index at a time and cuBLAS's column-major gemm as a plain loop:
 // every kernel's arguments, index arithmetic and math against the CPU kernels, with no GPU.
-// (On a GPU, CudaElementwiseKernelTest runs the whole family against the reference interpreter.)
+// Where there is a GPU, each case also runs through the executor on it against the reference
+// interpreter.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,8 +16,10 @@
 #include "plan/Pipeline.h"
 #include "runtime/cuda/CudaElementwiseKernels.h"
 #include "runtime/cuda/CudaOpKernels.h"
+#include "runtime/cuda/CudaRuntimeDevice.h"
 #include "runtime/cuda/DeviceKernelsHost.h"
 #include "runtime/exec/Device.h"
+#include "tests/cpu/ReferenceCheck.h"
 #include "tests/cuda/PtxasCheck.h"
 
 using namespace prism;
@@ -156,6 +159,43 @@ void runBoth(const ir::Op &op, Device &device, const std::shared_ptr<HostBackend
   }
 }
 
+// Whether this machine has a GPU (the device checks run only there).
+bool haveGpu() {
+  static bool have = [] {
+    runtime::cuda::registerCudaDevice();
+    runtime::cuda::registerCudaKernels();
+    auto gpu = createDevice({ir::DeviceKind::Cuda, 0});
+    if (!gpu)
+      llvm::consumeError(gpu.takeError());
+    return bool(gpu);
+  }();
+  return have;
+}
+
+// On a GPU: the module through the executor on cuda:0 against the float64 reference interpreter
+// on fresh random inputs (relative error below 1e-4): every dense op result, then (when the
+// module writes variables) the variables after a step.
+void expectMatchesReferenceOnGpu(const ir::Module &module, int64_t bound) {
+  prism::testing::ReferenceCheckOptions options;
+  options.device = ir::DeviceId{ir::DeviceKind::Cuda, 0};
+  options.tolerance = 1e-4;
+  for (const auto &in : module.inputs())
+    if (!ir::isFloat(in->type().dtype))
+      options.intBound[in->name()] = bound;
+  std::vector<std::string> outputs;
+  bool updates = false;
+  for (const auto &op : module.ops()) {
+    updates |= op->numResults() == 0;
+    for (unsigned r = 0; r < op->numResults(); ++r)
+      if (!op->result(r)->type().sparse)
+        outputs.push_back(op->result(r)->name());
+  }
+  if (!outputs.empty())
+    prism::testing::expectMatchesReference(module, outputs, options);
+  if (updates)
+    prism::testing::expectMatchesReference(module, {}, options);
+}
+
 // Runs every op of `text` (a model, its types inferred) once with the CPU kernels and once with
 // the GPU kernels on the host backend, from the same random inputs and variables; every op
 // result and every variable afterwards must agree within `tolerance`. `bound`: the labels'
@@ -192,6 +232,10 @@ int expectSameAsCpu(const std::string &text, double tolerance = 1e-5, int64_t bo
   for (const auto &var : (*module)->variables())
     EXPECT_LT(relativeError(cpu[var->value.get()].dense, gpu[var->value.get()].dense), tolerance)
         << "variable " << var->name();
+  if (haveGpu()) {
+    SCOPED_TRACE("on cuda:0");
+    expectMatchesReferenceOnGpu(**module, bound);
+  }
   return backend->launches;
 }
 
