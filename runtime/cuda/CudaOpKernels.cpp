@@ -28,6 +28,15 @@ constexpr char kDeviceKernels[] =
 
 constexpr llvm::StringRef kOps[] = {"constant",
                                     "assign",
+                                    "pad",
+                                    "replica_mean",
+                                    "batch_norm_moments",
+                                    "batch_norm_moments_grad",
+                                    "batch_norm_apply",
+                                    "batch_norm_apply_grad",
+                                    "batch_norm_apply_scale_grad",
+                                    "batch_norm_apply_moments_grad",
+                                    "batch_norm_update",
                                     "dropout",
                                     "dropout_grad",
                                     "transpose",
@@ -744,6 +753,180 @@ KernelOrError makeBatchMatmul(const KernelSpec &spec, std::shared_ptr<GpuBackend
                                              a.rank() == 2, b.rank() == 2);
 }
 
+// The batch_norm family of synchronized statistics (batch_norm_moments, replica_mean,
+// batch_norm_apply and its gradients, batch_norm_update): x as [rows, channels], the statistics
+// from the moments in training and from the running averages in evaluation (the step's mode is
+// read when it runs).
+class BatchNormKernel final : public Kernel {
+public:
+  BatchNormKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend)
+      : backend_(std::move(backend)), name_(spec.op->name().str()), step_(spec.step),
+        globalBatch_(spec.globalBatch), batch_(spec.batch) {
+    llvm::StringRef name = name_;
+    // Where x lies among the operands: first for the forward ops, after dy or dmoments else.
+    unsigned x = spec.inputTypes.size() == 1 || name == "batch_norm_apply" ? 0 : 1;
+    const ir::TensorType &type =
+        name == "batch_norm_update" ? spec.inputTypes[0] : spec.inputTypes[x];
+    args_.channels = type.dims.empty() ? 1 : type.dims.back();
+    args_.rows = args_.channels ? type.numElements() / args_.channels : 0;
+    args_.epsilon = spec.attrs.getFloat("epsilon", 1e-5);
+    args_.momentum = spec.attrs.getFloat("momentum", 0.1);
+    perExample_ = spec.attrs.getInt("values_per_example", 1);
+  }
+
+  llvm::Error allocate(const KernelSpec &spec) {
+    auto mean = scratch(spec, ir::DType::F64, args_.channels);
+    auto inv = mean ? scratch(spec, ir::DType::F64, args_.channels) : mean.takeError();
+    if (!inv)
+      return inv.takeError();
+    mean_ = std::move(*mean);
+    inv_ = std::move(*inv);
+    return llvm::Error::success();
+  }
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> in,
+                  llvm::ArrayRef<RuntimeValue *> out) override {
+    k::BatchNormArgs a = args_;
+    a.training = !step_ || step_->training() ? 1 : 0;
+    a.mean = static_cast<double *>(mean_.raw());
+    a.inv = static_cast<double *>(inv_.raw());
+    auto f = [&](const RuntimeValue *v) { return floats(v); };
+    auto d = [](const RuntimeValue *v) {
+      return static_cast<double *>(const_cast<void *>(v->dense.raw()));
+    };
+    const int64_t elements = a.rows * a.channels;
+    if (name_ == "replica_mean") { // one task, no towers: the values themselves
+      k::CopyArgs copy{out[0]->dense.raw(), in[0]->dense.raw(), out[0]->dense.numBytes()};
+      return launch(*backend_, "prism_copy", copy.bytes / 4, copy);
+    }
+    if (name_ == "batch_norm_moments") { // (x)
+      a.x = f(in[0]);
+      a.dmoments = d(out[0]);
+      a.op = 0;
+      return launch(*backend_, "prism_bn_channels", a.channels, a);
+    }
+    if (name_ == "batch_norm_moments_grad") { // (dmoments, x)
+      a.moments = d(in[0]);
+      a.x = f(in[1]);
+      a.out = f(out[0]);
+      a.op = 2;
+      return launch(*backend_, "prism_bn_elements", elements, a);
+    }
+    if (name_ == "batch_norm_update") { // (running_mean, running_var, moments)
+      a.count = static_cast<double>(globalBatch_ ? *globalBatch_ : batch_) *
+                static_cast<double>(perExample_);
+      if (a.training && !(a.count > 1))
+        return ir::makeError("batch_norm in a training step needs more than one value per "
+                             "channel, the batch has " +
+                             llvm::Twine(static_cast<int64_t>(a.count)));
+      a.updateMean = f(in[0]);
+      a.updateVar = f(in[1]);
+      a.moments = d(in[2]);
+      a.op = 3;
+      return launch(*backend_, "prism_bn_channels", a.channels, a);
+    }
+    // The ops normalizing with statistics: their operands, then the statistics, then the op.
+    unsigned running = 0, moments = 0;
+    if (name_ == "batch_norm_apply") { // (x, scale, bias, running_mean, running_var, moments)
+      a.x = f(in[0]);
+      a.scale = f(in[1]);
+      a.bias = f(in[2]);
+      running = 3;
+      moments = 5;
+    } else if (name_ == "batch_norm_apply_grad") { // (dy, x, scale, running..., moments)
+      a.dy = f(in[0]);
+      a.x = f(in[1]);
+      a.scale = f(in[2]);
+      running = 3;
+      moments = 5;
+    } else if (name_ == "batch_norm_apply_scale_grad") { // (dy, x, running..., moments)
+      a.dy = f(in[0]);
+      a.x = f(in[1]);
+      running = 2;
+      moments = 4;
+    } else { // batch_norm_apply_moments_grad (dy, x, scale, moments): training only
+      a.dy = f(in[0]);
+      a.x = f(in[1]);
+      a.scale = f(in[2]);
+      moments = 3;
+    }
+    a.moments = d(in[moments]);
+    if (running) {
+      a.runningMean = f(in[running]);
+      a.runningVar = f(in[running + 1]);
+    } else if (!a.training) {
+      a.op = 2;
+      a.dmoments = d(out[0]);
+      return launch(*backend_, "prism_bn_channels", a.channels, a);
+    }
+    if (auto e = launch(*backend_, "prism_bn_stats", a.channels, a))
+      return e;
+    if (name_ == "batch_norm_apply" || name_ == "batch_norm_apply_grad") {
+      a.out = f(out[0]);
+      a.op = name_ == "batch_norm_apply" ? 0 : 1;
+      return launch(*backend_, "prism_bn_elements", elements, a);
+    }
+    a.op = name_ == "batch_norm_apply_scale_grad" ? 1 : 2;
+    if (a.op == 1)
+      a.out = f(out[0]);
+    else
+      a.dmoments = d(out[0]);
+    return launch(*backend_, "prism_bn_channels", a.channels, a);
+  }
+
+private:
+  std::shared_ptr<GpuBackend> backend_;
+  std::string name_;
+  const StepContext *step_;
+  const int64_t *globalBatch_;
+  int64_t batch_;
+  int64_t perExample_ = 1;
+  k::BatchNormArgs args_{};
+  Tensor mean_, inv_;
+};
+
+KernelOrError makeBatchNorm(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  for (const ir::TensorType &t : spec.inputTypes)
+    if (t.sparse || (t.dtype != ir::DType::F32 && t.dtype != ir::DType::F64))
+      return unsupported(spec, "takes dense f32 values and f64 moments, not " + t.str());
+  auto kernel = std::make_unique<BatchNormKernel>(spec, std::move(backend));
+  if (auto e = kernel->allocate(spec))
+    return std::move(e);
+  return std::unique_ptr<Kernel>(std::move(kernel));
+}
+
+// pad(x, pads, value) of 4-byte elements, pads as [begins..., ends...].
+KernelOrError makePad(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  const ir::TensorType &x = spec.inputTypes[0], &out = spec.outputTypes[0];
+  if (x.sparse || ir::dtypeBytes(x.dtype) != 4 || x.rank() > PRISM_MAX_RANK)
+    return unsupported(spec, "takes dense values of 4-byte elements and at most " +
+                                 llvm::Twine(PRISM_MAX_RANK) + " dimensions, not " + x.str());
+  auto pads = spec.attrs.getInts("pads");
+  k::PadArgs a{};
+  a.rank = static_cast<int>(x.rank());
+  a.n = out.numElements();
+  for (int d = 0; d < a.rank; ++d) {
+    a.outDims[d] = out.dims[d];
+    a.inDims[d] = x.dims[d];
+    a.before[d] = pads[static_cast<size_t>(d)];
+  }
+  const double value = spec.attrs.getFloat("value");
+  if (x.dtype == ir::DType::F32) {
+    float v = static_cast<float>(value);
+    std::memcpy(&a.value, &v, 4);
+  } else {
+    int32_t v = static_cast<int32_t>(value);
+    std::memcpy(&a.value, &v, 4);
+  }
+  return std::make_unique<OneLaunch<k::PadArgs>>(
+      std::move(backend), "prism_pad", a.n, a,
+      [](k::PadArgs &a, llvm::ArrayRef<const RuntimeValue *> in,
+         llvm::ArrayRef<RuntimeValue *> out) {
+        a.out = static_cast<unsigned int *>(out[0]->dense.raw());
+        a.in = static_cast<const unsigned int *>(in[0]->dense.raw());
+      });
+}
+
 // reshape(x, shape) and reshape_like(g, ref): the same elements, copied (the output is a value
 // of its own in the step's arena).
 KernelOrError makeReshape(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
@@ -1082,6 +1265,13 @@ KernelOrError makeGpuOpKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend
     return makeDropout(spec, std::move(backend));
   if (name == "transpose")
     return makeTranspose(spec, std::move(backend));
+  if (name == "pad")
+    return makePad(spec, std::move(backend));
+  if (name == "replica_mean" || name == "batch_norm_moments" ||
+      name == "batch_norm_moments_grad" || name == "batch_norm_apply" ||
+      name == "batch_norm_apply_grad" || name == "batch_norm_apply_scale_grad" ||
+      name == "batch_norm_apply_moments_grad" || name == "batch_norm_update")
+    return makeBatchNorm(spec, std::move(backend));
   if (name == "softmax" || name == "softmax_grad" || name == "layer_norm" ||
       name == "layer_norm_grad" || name == "layer_norm_gamma_grad")
     return makeRows(spec, std::move(backend));

@@ -725,6 +725,140 @@ PRISM_KERNEL(prism_layer_norm_gamma_grad, RowsArgs, a) {
   }
 }
 
+// Batch normalization over x [rows, channels] (every dimension but the last is a sample), with
+// its statistics from moments ([mean, mean of squares] per channel, f64) in training or from the
+// running averages in evaluation; sums in double, as the CPU's.
+struct BatchNormArgs {
+  float *out;            // y, dx, or a per-channel result
+  double *dmoments;      // batch_norm_apply_moments_grad's result, or moments' [2, C]
+  const float *x;
+  const float *dy;
+  const float *scale;
+  const float *bias;
+  const float *runningMean;
+  const float *runningVar;
+  float *updateMean;     // batch_norm_update: the running averages, written in place
+  float *updateVar;
+  const double *moments; // [2, C]
+  double *mean;          // scratch [C]: the statistics normalized with
+  double *inv;           // scratch [C]: 1 / sqrt(var + epsilon)
+  long long rows;
+  long long channels;
+  double epsilon;
+  double momentum;
+  double count; // batch_norm_update: the values per channel of the step's global batch
+  int training;
+  int op;
+};
+
+// mean and inv per channel: from moments in training (the variance mean(x * x) - mean^2, at
+// least 0), from the running averages in evaluation.
+PRISM_KERNEL(prism_bn_stats, BatchNormArgs, a) {
+  PRISM_FOR_EACH(c, a.channels) {
+    double mean, var;
+    if (a.training) {
+      mean = a.moments[c];
+      var = a.moments[a.channels + c] - mean * mean;
+      var = var > 0 ? var : 0;
+    } else {
+      mean = (double)a.runningMean[c];
+      var = (double)a.runningVar[c];
+    }
+    a.mean[c] = mean;
+    a.inv[c] = 1.0 / sqrt(var + a.epsilon);
+  }
+}
+
+// Per element: op 0 batch_norm_apply (y = scale * (x - mean) * inv + bias), op 1
+// batch_norm_apply_grad (dx = dy * scale * inv), op 2 batch_norm_moments_grad (dx =
+// (dmoments[0] + 2 x dmoments[1]) / rows, dmoments in `moments`).
+PRISM_KERNEL(prism_bn_elements, BatchNormArgs, a) {
+  PRISM_FOR_EACH(e, a.rows * a.channels) {
+    long long c = e % a.channels;
+    if (a.op == 0) {
+      double scale = (double)a.scale[c] * a.inv[c];
+      a.out[e] = (float)((double)a.x[e] * scale + ((double)a.bias[c] - a.mean[c] * scale));
+    } else if (a.op == 1) {
+      a.out[e] = (float)((double)a.dy[e] * ((double)a.scale[c] * a.inv[c]));
+    } else {
+      double rows = (double)a.rows;
+      a.out[e] = (float)(a.moments[c] / rows + 2 * a.moments[a.channels + c] / rows * (double)a.x[e]);
+    }
+  }
+}
+
+// Per channel, a thread each, rows in order: op 0 batch_norm_moments (dmoments = [mean, mean of
+// squares] of x), op 1 batch_norm_apply_scale_grad (out = sum(dy * (x - mean)) * inv), op 2
+// batch_norm_apply_moments_grad (dmoments from s = sum(dy), t = sum(dy * (x - mean)); zero in
+// evaluation), op 3 batch_norm_update (running averages, training only).
+PRISM_KERNEL(prism_bn_channels, BatchNormArgs, a) {
+  PRISM_FOR_EACH(c, a.channels) {
+    const long long C = a.channels;
+    if (a.op == 3) {
+      if (!a.training)
+        continue;
+      double m = a.moments[c], biased = a.moments[C + c] - m * m;
+      a.updateMean[c] = (float)((1 - a.momentum) * (double)a.updateMean[c] + a.momentum * m);
+      a.updateVar[c] = (float)((1 - a.momentum) * (double)a.updateVar[c] +
+                               a.momentum * biased * a.count / (a.count - 1));
+      continue;
+    }
+    if (a.op == 2 && !a.training) {
+      a.dmoments[c] = 0;
+      a.dmoments[C + c] = 0;
+      continue;
+    }
+    double s = 0, t = 0;
+    for (long long r = 0; r < a.rows; ++r) {
+      double x = (double)a.x[r * C + c];
+      if (a.op == 0) {
+        s += x;
+        t += x * x;
+      } else {
+        double g = (double)a.dy[r * C + c];
+        s += g;
+        t += g * (x - a.mean[c]);
+      }
+    }
+    if (a.op == 0) {
+      a.dmoments[c] = s / (double)a.rows;
+      a.dmoments[C + c] = t / (double)a.rows;
+    } else if (a.op == 1) {
+      a.out[c] = (float)(t * a.inv[c]);
+    } else {
+      double inv = a.inv[c], inv3 = inv * inv * inv, scale = (double)a.scale[c];
+      a.dmoments[c] = scale * (-inv * s + a.mean[c] * inv3 * t);
+      a.dmoments[C + c] = -0.5 * scale * inv3 * t;
+    }
+  }
+}
+
+// pad of 4-byte elements: out [dims] from in, `before[d]` cells of `value` ahead of dimension d.
+struct PadArgs {
+  unsigned int *out;
+  const unsigned int *in;
+  long long outDims[PRISM_MAX_RANK];
+  long long inDims[PRISM_MAX_RANK];
+  long long before[PRISM_MAX_RANK];
+  int rank;
+  long long n;
+  unsigned int value;
+};
+PRISM_KERNEL(prism_pad, PadArgs, a) {
+  PRISM_FOR_EACH(o, a.n) {
+    long long rest = o, from = 0, stride = 1;
+    bool inside = true;
+    for (int d = a.rank - 1; d >= 0; --d) {
+      long long i = rest % a.outDims[d] - a.before[d];
+      rest /= a.outDims[d];
+      inside = inside && i >= 0 && i < a.inDims[d];
+      from += i * stride;
+      stride *= a.inDims[d];
+    }
+    a.out[o] = inside ? a.in[from] : a.value;
+  }
+}
+
 // X(kernel, Args) for every kernel above: the host tests' table of them.
 #define PRISM_DEVICE_KERNELS(X)                                                                    \
   X(prism_fill, FillArgs)                                                                          \
@@ -742,6 +876,10 @@ PRISM_KERNEL(prism_layer_norm_gamma_grad, RowsArgs, a) {
   X(prism_transpose, TransposeArgs)                                                                \
   X(prism_rows, RowsArgs)                                                                          \
   X(prism_layer_norm_gamma_grad, RowsArgs)                                                         \
+  X(prism_bn_stats, BatchNormArgs)                                                                 \
+  X(prism_bn_elements, BatchNormArgs)                                                              \
+  X(prism_bn_channels, BatchNormArgs)                                                              \
+  X(prism_pad, PadArgs)                                                                            \
   X(prism_conv2d, Conv2dArgs)                                                                      \
   X(prism_conv2d_backprop_input, Conv2dArgs)                                                       \
   X(prism_conv2d_backprop_filter, Conv2dArgs)                                                      \

@@ -108,11 +108,13 @@ using Values = std::map<const ir::Value *, RuntimeValue>;
 // `gpu`'s, and compares the results. An op without a GPU op kernel (an elementwise op: the
 // generated family's, tested elsewhere) gives the CPU's result to both.
 void runBoth(const ir::Op &op, Device &device, const std::shared_ptr<HostBackend> &backend,
-             Values &cpu, Values &gpu, double tolerance) {
+             Values &cpu, Values &gpu, double tolerance, const StepContext *step) {
   KernelSpec spec;
   spec.op = &op;
   spec.attrs = ir::withDefaults(op.def(), op.attrs);
   spec.device = &device;
+  spec.batch = 4; // the examples of the step (batch_norm_update counts them)
+  spec.step = step;
   std::vector<const RuntimeValue *> cpuIn, gpuIn;
   std::vector<RuntimeValue *> cpuOut, gpuOut;
   for (const ir::Value *v : op.operands()) {
@@ -200,8 +202,12 @@ void expectMatchesReferenceOnGpu(const ir::Module &module, int64_t bound) {
 // the GPU kernels on the host backend, from the same random inputs and variables; every op
 // result and every variable afterwards must agree within `tolerance`. `bound`: the labels'
 // classes; variables whose names start with "v" (Adam's second moments) are non-negative.
+// `mode`: a training step (the default) or an evaluation step.
 // Returns the GPU kernels' launches.
-int expectSameAsCpu(const std::string &text, double tolerance = 1e-5, int64_t bound = 4) {
+int expectSameAsCpu(const std::string &text, double tolerance = 1e-5, int64_t bound = 4,
+                    StepMode mode = StepMode::Training) {
+  StepContext step;
+  step.mode = mode;
   auto module = frontends::parseModule(text, "case.prism");
   EXPECT_TRUE(bool(module)) << llvm::toString(module.takeError());
   if (!module)
@@ -227,7 +233,7 @@ int expectSameAsCpu(const std::string &text, double tolerance = 1e-5, int64_t bo
     seed(var->value.get());
   for (const auto &op : (*module)->ops()) {
     SCOPED_TRACE(op->name().str());
-    runBoth(*op, **device, backend, cpu, gpu, tolerance);
+    runBoth(*op, **device, backend, cpu, gpu, tolerance, &step);
   }
   for (const auto &var : (*module)->variables())
     EXPECT_LT(relativeError(cpu[var->value.get()].dense, gpu[var->value.get()].dense), tolerance)
@@ -550,7 +556,7 @@ TEST(GpuOpKernels, EveryKernelOfTheGpuModelsBuildsWithoutAGpu) {
   ASSERT_TRUE(bool(device));
   auto backend = std::make_shared<HostBackend>();
   for (const char *name :
-       {"mlp", "cnn", "embedding_classifier", "lstm_lm", "resnet", "transformer"}) {
+       {"mlp", "cnn", "embedding_classifier", "lstm_lm", "resnet", "transformer", "resnet18"}) {
     SCOPED_TRACE(name);
     auto model =
         frontends::parseModuleFile(std::string(PRISM_SOURCE_DIR "/models/") + name + ".prism");
@@ -629,4 +635,31 @@ TEST(GpuOpKernels, DropoutTransposeSoftmaxLayerNormAndBatchedProducts) {
   %both = batch_matmul(%t2, b3, transpose_a = true, transpose_b = true)
 })"),
             0);
+}
+
+// Batch normalization with synchronized statistics, as resnet18 has it: the moments, their mean
+// over replicas, the normalization with its three gradients, the moments' gradient and the
+// running averages' update; and padding with a value and with zeros.
+TEST(GpuOpKernels, BatchNormalizationAndPadding) {
+  const char *model = R"(model m {
+  input x : f32[4, 3, 3, 2]
+  input dy : f32[4, 3, 3, 2]
+  input scale : f32[2]
+  input bias : f32[2]
+  var rmean : f32[2] = zeros
+  var vrunning : f32[2] = ones
+  %moments = batch_norm_moments(x)
+  %global = replica_mean(%moments)
+  %y = batch_norm_apply(x, scale, bias, rmean, vrunning, %global, epsilon = 0.001)
+  %dx = batch_norm_apply_grad(dy, x, scale, rmean, vrunning, %global, epsilon = 0.001)
+  %dscale = batch_norm_apply_scale_grad(dy, x, rmean, vrunning, %global, epsilon = 0.001)
+  %dmoments = batch_norm_apply_moments_grad(dy, x, scale, %global, epsilon = 0.001)
+  %dxMoments = batch_norm_moments_grad(%dmoments, x)
+  batch_norm_update(rmean, vrunning, %global, momentum = 0.2, values_per_example = 9)
+  %padded = pad(x, pads = [0, 1, 2, 0, 0, 2, 1, 0], value = -3.5)
+  %zeros = pad(x, pads = [0, 0, 1, 1, 0, 1, 0, 0])
+})";
+  EXPECT_GT(expectSameAsCpu(model), 0);
+  // Evaluation: the running averages normalize, the moments get no gradient, nothing is updated.
+  EXPECT_GT(expectSameAsCpu(model, 1e-5, 4, StepMode::Evaluation), 0);
 }
