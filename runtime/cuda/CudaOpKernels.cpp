@@ -28,6 +28,20 @@ constexpr char kDeviceKernels[] =
 
 constexpr llvm::StringRef kOps[] = {"constant",
                                     "assign",
+                                    "cast",
+                                    "where",
+                                    "maximum_grad",
+                                    "minimum_grad",
+                                    "log_softmax",
+                                    "log_softmax_grad",
+                                    "global_avg_pool",
+                                    "avg_pool2d",
+                                    "avg_pool2d_grad",
+                                    "scale",
+                                    "global_norm",
+                                    "all_finite",
+                                    "clip_scale",
+                                    "batch_share",
                                     "pad",
                                     "replica_mean",
                                     "batch_norm_moments",
@@ -483,9 +497,11 @@ KernelOrError makeConv(const KernelSpec &spec, std::shared_ptr<GpuBackend> backe
                     });
 }
 
-// max_pool2d(x) and max_pool2d_grad(dy, x): ties to the first maximum of a window, as the CPU.
+// max_pool2d(x) and max_pool2d_grad(dy, x): ties to the first maximum of a window, as the CPU;
+// avg_pool2d and avg_pool2d_grad: the mean over the window's cells inside the input.
 KernelOrError makeMaxPool(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
-  const bool gradient = spec.op->name() == "max_pool2d_grad";
+  const bool gradient = spec.op->name().endswith("_grad");
+  const std::string kernel = "prism_" + spec.op->name().str();
   if (auto e = requireF32(spec, gradient ? std::vector<unsigned>{0, 1} : std::vector<unsigned>{0}))
     return std::move(e);
   const ir::TensorType &x = spec.inputTypes[gradient ? 1 : 0];
@@ -496,13 +512,13 @@ KernelOrError makeMaxPool(const KernelSpec &spec, std::shared_ptr<GpuBackend> ba
   using In = llvm::ArrayRef<const RuntimeValue *>;
   using Out = llvm::ArrayRef<RuntimeValue *>;
   if (gradient)
-    return convKernel(std::move(backend), "prism_max_pool2d_grad", a.n * a.h * a.w_ * a.c, a,
+    return convKernel(std::move(backend), kernel, a.n * a.h * a.w_ * a.c, a,
                       [](k::Conv2dArgs &a, In in, Out out) {
                         a.y = floats(out[0]);
                         a.dy = floats(in[0]);
                         a.x = floats(in[1]);
                       });
-  return convKernel(std::move(backend), "prism_max_pool2d", a.n * a.oh * a.ow * a.c, a,
+  return convKernel(std::move(backend), kernel, a.n * a.oh * a.ow * a.c, a,
                     [](k::Conv2dArgs &a, In in, Out out) {
                       a.y = floats(out[0]);
                       a.x = floats(in[0]);
@@ -663,7 +679,8 @@ KernelOrError makeRows(const KernelSpec &spec, std::shared_ptr<GpuBackend> backe
   if (auto e = requireF32(spec, operands))
     return std::move(e);
   llvm::StringRef name = spec.op->name();
-  const ir::TensorType &x = spec.inputTypes[name == "softmax" || name == "layer_norm" ? 0 : 1];
+  const ir::TensorType &x =
+      spec.inputTypes[name == "softmax" || name == "layer_norm" || name == "log_softmax" ? 0 : 1];
   k::RowsArgs a{};
   a.width = x.dims.empty() ? 1 : x.dims.back();
   a.rows = a.width ? x.numElements() / a.width : 0;
@@ -680,8 +697,13 @@ KernelOrError makeRows(const KernelSpec &spec, std::shared_ptr<GpuBackend> backe
       a.out = floats(out[0]);
       a.x = floats(in[0]);
     });
-  if (name == "softmax_grad") // (dy, y)
-    return rows(1, a, [](k::RowsArgs &a, In in, Out out) {
+  if (name == "log_softmax")
+    return rows(4, a, [](k::RowsArgs &a, In in, Out out) {
+      a.out = floats(out[0]);
+      a.x = floats(in[0]);
+    });
+  if (name == "softmax_grad" || name == "log_softmax_grad") // (dy, y)
+    return rows(name == "softmax_grad" ? 1 : 5, a, [](k::RowsArgs &a, In in, Out out) {
       a.out = floats(out[0]);
       a.dy = floats(in[0]);
       a.x = floats(in[1]);
@@ -925,6 +947,182 @@ KernelOrError makePad(const KernelSpec &spec, std::shared_ptr<GpuBackend> backen
         a.out = static_cast<unsigned int *>(out[0]->dense.raw());
         a.in = static_cast<const unsigned int *>(in[0]->dense.raw());
       });
+}
+
+// The type code of DeviceKernels.cuh's cast: 0 f32, 1 f64, 2 i32, 3 i64, 4 bool.
+int typeCode(ir::DType dtype) {
+  switch (dtype) {
+  case ir::DType::F32:
+    return 0;
+  case ir::DType::F64:
+    return 1;
+  case ir::DType::I32:
+    return 2;
+  case ir::DType::I64:
+    return 3;
+  case ir::DType::Bool:
+    return 4;
+  }
+  return 0;
+}
+
+KernelOrError makeCast(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  if (spec.inputTypes[0].sparse)
+    return unsupported(spec, "takes dense values, not " + spec.inputTypes[0].str());
+  k::CastArgs a{nullptr, nullptr, spec.outputTypes[0].numElements(),
+                typeCode(spec.inputTypes[0].dtype), typeCode(spec.outputTypes[0].dtype)};
+  return std::make_unique<OneLaunch<k::CastArgs>>(std::move(backend), "prism_cast", a.n, a,
+                                                  [](k::CastArgs &a,
+                                                     llvm::ArrayRef<const RuntimeValue *> in,
+                                                     llvm::ArrayRef<RuntimeValue *> out) {
+                                                    a.out = out[0]->dense.raw();
+                                                    a.in = in[0]->dense.raw();
+                                                  });
+}
+
+// where(cond, a, b), maximum_grad(dy, a, b), minimum_grad(dy, a, b): f32 values (where's cond of
+// any dtype), each operand of the result's shape or a scalar.
+KernelOrError makeSelect(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  llvm::StringRef name = spec.op->name();
+  const ir::TensorType &out = spec.outputTypes[0];
+  k::SelectArgs a{};
+  a.n = out.numElements();
+  a.op = name == "where" ? 0 : name == "maximum_grad" ? 1 : 2;
+  a.condType = typeCode(spec.inputTypes[0].dtype);
+  long long *strides[] = {&a.s0, &a.s1, &a.s2};
+  for (unsigned i = 0; i < 3; ++i) {
+    const ir::TensorType &t = spec.inputTypes[i];
+    if (t.sparse || (i > 0 || name != "where" ? t.dtype != ir::DType::F32 : false))
+      return unsupported(spec, "takes dense f32 operands, not " + t.str());
+    if (t.dims != out.dims && t.numElements() != 1)
+      return unsupported(spec, "takes operands of its result's shape " + out.str() +
+                                   " or scalars, not " + t.str() +
+                                   " (broadcasting it is not "
+                                   "supported yet on the GPU)");
+    *strides[i] = t.dims == out.dims ? 1 : 0;
+  }
+  return std::make_unique<OneLaunch<k::SelectArgs>>(std::move(backend), "prism_select", a.n, a,
+                                                    [](k::SelectArgs &a,
+                                                       llvm::ArrayRef<const RuntimeValue *> in,
+                                                       llvm::ArrayRef<RuntimeValue *> out) {
+                                                      a.out = floats(out[0]);
+                                                      a.p0 = in[0]->dense.raw();
+                                                      a.p1 = floats(in[1]);
+                                                      a.p2 = floats(in[2]);
+                                                    });
+}
+
+// scale(x, s) of a dense x.
+KernelOrError makeScale(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  if (auto e = requireF32(spec, {0, 1}))
+    return std::move(e);
+  k::ScaleArgs a{nullptr, nullptr, nullptr, spec.outputTypes[0].numElements()};
+  return std::make_unique<OneLaunch<k::ScaleArgs>>(std::move(backend), "prism_scale", a.n, a,
+                                                   [](k::ScaleArgs &a,
+                                                      llvm::ArrayRef<const RuntimeValue *> in,
+                                                      llvm::ArrayRef<RuntimeValue *> out) {
+                                                     a.out = floats(out[0]);
+                                                     a.x = floats(in[0]);
+                                                     a.s = floats(in[1]);
+                                                   });
+}
+
+// global_norm(g...) and all_finite(g...) of dense f32 values: each operand in parts summed on
+// threads of their own, then the parts in order on one; clip_scale(norm) on one thread.
+class NormKernel final : public Kernel {
+public:
+  static constexpr int64_t kParts = 256;
+
+  NormKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend)
+      : backend_(std::move(backend)), name_(spec.op->name().str()),
+        clip_(spec.attrs.getFloat("clip_norm")) {}
+
+  llvm::Error allocate(const KernelSpec &spec) {
+    auto partial =
+        scratch(spec, ir::DType::F64, kParts * std::max<size_t>(spec.inputTypes.size(), 1));
+    if (!partial)
+      return partial.takeError();
+    partial_ = std::move(*partial);
+    return llvm::Error::success();
+  }
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    auto *partial = static_cast<double *>(partial_.raw());
+    if (name_ == "clip_scale")
+      return launch(*backend_, "prism_norm_finish", 1,
+                    k::NormFinishArgs{floats(outputs[0]), partial, floats(inputs[0]), 0, clip_, 2});
+    const int op = name_ == "global_norm" ? 0 : 1;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      k::NormArgs a{partial + i * kParts, floats(inputs[i]), inputs[i]->dense.numElements(), kParts,
+                    op};
+      if (auto e = launch(*backend_, "prism_norm_parts", kParts, a))
+        return e;
+    }
+    return launch(*backend_, "prism_norm_finish", 1,
+                  k::NormFinishArgs{floats(outputs[0]), partial, nullptr,
+                                    static_cast<long long>(inputs.size()) * kParts, 0, op});
+  }
+
+private:
+  std::shared_ptr<GpuBackend> backend_;
+  std::string name_;
+  double clip_;
+  Tensor partial_;
+};
+
+KernelOrError makeNorm(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  std::vector<unsigned> operands;
+  for (unsigned i = 0; i < spec.inputTypes.size(); ++i)
+    operands.push_back(i);
+  if (auto e = requireF32(spec, operands))
+    return std::move(e);
+  auto kernel = std::make_unique<NormKernel>(spec, std::move(backend));
+  if (auto e = kernel->allocate(spec))
+    return std::move(e);
+  return std::unique_ptr<Kernel>(std::move(kernel));
+}
+
+// batch_share(x): b / N for x's batch b and the step's global batch N, computed on the host when
+// the step runs and filled in.
+class BatchShareKernel final : public Kernel {
+public:
+  BatchShareKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend)
+      : backend_(std::move(backend)), globalBatch_(spec.globalBatch), batch_(spec.batch) {}
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    const int64_t global = globalBatch_ && *globalBatch_ > 0 ? *globalBatch_ : batch_;
+    if (global <= 0)
+      return ir::makeError("batch_share: the step has no examples");
+    float share = static_cast<float>(static_cast<double>(inputs[0]->dense.dim(0)) /
+                                     static_cast<double>(global));
+    k::FillArgs a{outputs[0]->dense.raw(), 0, 1, 4};
+    std::memcpy(&a.bits, &share, 4);
+    return launch(*backend_, "prism_fill", 1, a);
+  }
+
+private:
+  std::shared_ptr<GpuBackend> backend_;
+  const int64_t *globalBatch_;
+  int64_t batch_;
+};
+
+// global_avg_pool(x [N, H, W, C]): the mean over H and W.
+KernelOrError makeGlobalAvgPool(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  if (auto e = requireF32(spec, {0}))
+    return std::move(e);
+  const ir::TensorType &x = spec.inputTypes[0];
+  if (x.rank() != 4)
+    return unsupported(spec, "takes x [N, H, W, C], not " + x.str());
+  k::ReduceArgs a{};
+  a.rank = 4;
+  a.reduced = 0b0110;
+  for (int d = 0; d < 4; ++d)
+    a.dims[d] = x.dims[d];
+  a.outCount = x.dims[0] * x.dims[3];
+  a.reducedCount = x.dims[1] * x.dims[2];
+  a.scale = a.reducedCount ? static_cast<float>(1.0 / static_cast<double>(a.reducedCount)) : 1.0f;
+  return reduceKernel(std::move(backend), a);
 }
 
 // reshape(x, shape) and reshape_like(g, ref): the same elements, copied (the output is a value
@@ -1257,8 +1455,23 @@ KernelOrError makeGpuOpKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend
   if (name == "conv2d" || name == "fused_conv2d" || name == "conv2d_backprop_input" ||
       name == "conv2d_backprop_filter")
     return makeConv(spec, std::move(backend));
-  if (name == "max_pool2d" || name == "max_pool2d_grad")
+  if (name == "max_pool2d" || name == "max_pool2d_grad" || name == "avg_pool2d" ||
+      name == "avg_pool2d_grad")
     return makeMaxPool(spec, std::move(backend));
+  if (name == "cast")
+    return makeCast(spec, std::move(backend));
+  if (name == "where" || name == "maximum_grad" || name == "minimum_grad")
+    return makeSelect(spec, std::move(backend));
+  if (name == "log_softmax" || name == "log_softmax_grad")
+    return makeRows(spec, std::move(backend));
+  if (name == "global_avg_pool")
+    return makeGlobalAvgPool(spec, std::move(backend));
+  if (name == "scale")
+    return makeScale(spec, std::move(backend));
+  if (name == "global_norm" || name == "all_finite" || name == "clip_scale")
+    return makeNorm(spec, std::move(backend));
+  if (name == "batch_share")
+    return std::make_unique<BatchShareKernel>(spec, std::move(backend));
   if (name == "reshape" || name == "reshape_like")
     return makeReshape(spec, std::move(backend));
   if (name == "dropout" || name == "dropout_grad")
@@ -1267,10 +1480,10 @@ KernelOrError makeGpuOpKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend
     return makeTranspose(spec, std::move(backend));
   if (name == "pad")
     return makePad(spec, std::move(backend));
-  if (name == "replica_mean" || name == "batch_norm_moments" ||
-      name == "batch_norm_moments_grad" || name == "batch_norm_apply" ||
-      name == "batch_norm_apply_grad" || name == "batch_norm_apply_scale_grad" ||
-      name == "batch_norm_apply_moments_grad" || name == "batch_norm_update")
+  if (name == "replica_mean" || name == "batch_norm_moments" || name == "batch_norm_moments_grad" ||
+      name == "batch_norm_apply" || name == "batch_norm_apply_grad" ||
+      name == "batch_norm_apply_scale_grad" || name == "batch_norm_apply_moments_grad" ||
+      name == "batch_norm_update")
     return makeBatchNorm(spec, std::move(backend));
   if (name == "softmax" || name == "softmax_grad" || name == "layer_norm" ||
       name == "layer_norm_grad" || name == "layer_norm_gamma_grad")

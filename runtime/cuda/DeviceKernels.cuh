@@ -656,7 +656,8 @@ struct RowsArgs {
   long long rows;
   long long width;
   double epsilon;
-  int op; // 0 softmax, 1 softmax_grad, 2 layer_norm, 3 layer_norm_grad
+  int op; // 0 softmax, 1 softmax_grad, 2 layer_norm, 3 layer_norm_grad, 4 log_softmax,
+          // 5 log_softmax_grad
 };
 PRISM_KERNEL(prism_rows, RowsArgs, a) {
   PRISM_FOR_EACH(r, a.rows) {
@@ -669,7 +670,22 @@ PRISM_KERNEL(prism_rows, RowsArgs, a) {
         out[c] = (float)(exp((double)(x[c] - most)) / sum);
       continue;
     }
+    if (a.op == 4) { // log_softmax: (x - most) - log(sum)
+      float most;
+      double logSum = log(prism_exp_sum(x, a.width, &most));
+      for (long long c = 0; c < a.width; ++c)
+        out[c] = (float)((double)(x[c] - most) - logSum);
+      continue;
+    }
     const float *dy = a.dy + r * a.width;
+    if (a.op == 5) { // log_softmax_grad, x being y = log_softmax: dy - exp(y) * sum(dy)
+      double sum = 0;
+      for (long long c = 0; c < a.width; ++c)
+        sum += (double)dy[c];
+      for (long long c = 0; c < a.width; ++c)
+        out[c] = (float)((double)dy[c] - exp((double)x[c]) * (double)(float)sum);
+      continue;
+    }
     if (a.op == 1) {
       double dot = 0;
       for (long long c = 0; c < a.width; ++c)
@@ -859,6 +875,203 @@ PRISM_KERNEL(prism_pad, PadArgs, a) {
   }
 }
 
+// cast: each element converted as C++'s static_cast does (float to integer truncates toward zero,
+// anything to bool is != 0). Type codes: 0 f32, 1 f64, 2 i32, 3 i64, 4 bool.
+struct CastArgs {
+  void *out;
+  const void *in;
+  long long n;
+  int from;
+  int to;
+};
+PRISM_DEVICE_FUNCTION double prism_read(const void *p, int type, long long i) {
+  switch (type) {
+  case 0:
+    return (double)((const float *)p)[i];
+  case 1:
+    return ((const double *)p)[i];
+  case 2:
+    return (double)((const int *)p)[i];
+  case 3:
+    return (double)((const long long *)p)[i];
+  default:
+    return (double)((const unsigned char *)p)[i];
+  }
+}
+PRISM_KERNEL(prism_cast, CastArgs, a) {
+  PRISM_FOR_EACH(i, a.n) {
+    if (a.from == 3 && a.to == 3) {
+      ((long long *)a.out)[i] = ((const long long *)a.in)[i];
+      continue;
+    }
+    if (a.from == 3 && a.to == 2) { // i64 to i32 without a trip through double
+      ((int *)a.out)[i] = (int)((const long long *)a.in)[i];
+      continue;
+    }
+    double v = prism_read(a.in, a.from, i);
+    switch (a.to) {
+    case 0:
+      ((float *)a.out)[i] = a.from == 1 ? (float)((const double *)a.in)[i] : (float)v;
+      break;
+    case 1:
+      ((double *)a.out)[i] = v;
+      break;
+    case 2:
+      ((int *)a.out)[i] = (int)v;
+      break;
+    case 3:
+      ((long long *)a.out)[i] = (long long)v;
+      break;
+    default:
+      ((unsigned char *)a.out)[i] = v != 0 ? 1 : 0;
+    }
+  }
+}
+
+// The three-operand selects over f32 values (operands of the result's shape, or scalars: a
+// stride of 0): op 0 where(cond, a, b) (cond of type code condType, non-zero is true), op 1
+// maximum_grad(dy, a, b) (dy where a >= b), op 2 minimum_grad (dy where a <= b).
+struct SelectArgs {
+  float *out;
+  const void *p0;
+  const float *p1;
+  const float *p2;
+  long long s0, s1, s2; // 1, or 0 for a scalar
+  long long n;
+  int condType;
+  int op;
+};
+PRISM_KERNEL(prism_select, SelectArgs, a) {
+  PRISM_FOR_EACH(i, a.n) {
+    float x = a.p1[i * a.s1], y = a.p2[i * a.s2];
+    if (a.op == 0) {
+      a.out[i] = prism_read(a.p0, a.condType, i * a.s0) != 0 ? x : y;
+    } else {
+      float dy = ((const float *)a.p0)[i * a.s0];
+      bool takes = a.op == 1 ? x >= y : x <= y;
+      a.out[i] = takes ? dy : 0.0f;
+    }
+  }
+}
+
+// The squared sum (op 0) or the finiteness (op 1) of f32 values in `chunks` equal parts, a thread
+// per part, each part's result in partial[k] (in double); then prism_norm_finish adds the parts
+// of every operand in order.
+struct NormArgs {
+  double *partial;
+  const float *in;
+  long long n;
+  long long chunks;
+  int op;
+};
+PRISM_KERNEL(prism_norm_parts, NormArgs, a) {
+  PRISM_FOR_EACH(k, a.chunks) {
+    long long size = (a.n + a.chunks - 1) / a.chunks;
+    long long begin = k * size, end = begin + size < a.n ? begin + size : a.n;
+    double acc = 0;
+    for (long long i = begin; i < end; ++i) {
+      double v = (double)a.in[i];
+      if (a.op == 0)
+        acc += v * v;
+      else if (!(v - v == 0)) // inf and NaN
+        acc = 1;
+    }
+    a.partial[k] = acc;
+  }
+}
+
+// out = sqrt(sum of partial) (op 0: global_norm), 1 when no part found a non-finite value else
+// 0 (op 1: all_finite), or clip_scale of the norm in `norm` (op 2: min(1, clip / norm), 1 for
+// a norm of 0). One thread.
+struct NormFinishArgs {
+  float *out;
+  const double *partial;
+  const float *norm;
+  long long parts;
+  double clip;
+  int op;
+};
+PRISM_KERNEL(prism_norm_finish, NormFinishArgs, a) {
+  PRISM_FOR_EACH(i, 1) {
+    if (a.op == 2) {
+      double norm = (double)a.norm[0];
+      double factor = norm == 0 ? 1.0 : a.clip / norm;
+      a.out[0] = (float)(factor < 1.0 ? factor : 1.0);
+      continue;
+    }
+    double sum = 0;
+    for (long long k = 0; k < a.parts; ++k)
+      sum += a.partial[k];
+    a.out[0] = a.op == 0 ? (float)sqrt(sum) : (sum == 0 ? 1.0f : 0.0f);
+  }
+}
+
+// scale: out = x * s[0] over n elements.
+struct ScaleArgs {
+  float *out;
+  const float *x;
+  const float *s;
+  long long n;
+};
+PRISM_KERNEL(prism_scale, ScaleArgs, a) {
+  PRISM_FOR_EACH(i, a.n) { a.out[i] = a.x[i] * a.s[0]; }
+}
+
+// avg_pool2d: y the mean of the window's cells inside the input (padding not counted; 0 for a
+// window outside). avg_pool2d_grad: dx each cell's share of the windows holding it.
+PRISM_DEVICE_FUNCTION long long prism_window_cells(const Conv2dArgs &a, long long oh,
+                                                   long long ow) {
+  long long count = 0;
+  for (long long kh = 0; kh < a.kh; ++kh) {
+    long long ih = oh * a.sh - a.padH + kh;
+    for (long long kw = 0; kw < a.kw; ++kw) {
+      long long iw = ow * a.sw - a.padW + kw;
+      count += ih >= 0 && ih < a.h && iw >= 0 && iw < a.w_;
+    }
+  }
+  return count;
+}
+PRISM_KERNEL(prism_avg_pool2d, Conv2dArgs, a) {
+  PRISM_FOR_EACH(e, a.n * a.oh * a.ow * a.c) {
+    long long c = e % a.c, rest = e / a.c;
+    long long ow = rest % a.ow, oh = (rest / a.ow) % a.oh, n = rest / (a.ow * a.oh);
+    double sum = 0;
+    for (long long kh = 0; kh < a.kh; ++kh) {
+      long long ih = oh * a.sh - a.padH + kh;
+      if (ih < 0 || ih >= a.h)
+        continue;
+      for (long long kw = 0; kw < a.kw; ++kw) {
+        long long iw = ow * a.sw - a.padW + kw;
+        if (iw >= 0 && iw < a.w_)
+          sum += (double)a.x[((n * a.h + ih) * a.w_ + iw) * a.c + c];
+      }
+    }
+    long long count = prism_window_cells(a, oh, ow);
+    a.y[e] = count > 0 ? (float)(sum / (double)count) : 0.0f;
+  }
+}
+PRISM_KERNEL(prism_avg_pool2d_grad, Conv2dArgs, a) {
+  PRISM_FOR_EACH(e, a.n * a.h * a.w_ * a.c) {
+    long long c = e % a.c, rest = e / a.c;
+    long long iw = rest % a.w_, ih = (rest / a.w_) % a.h, n = rest / (a.w_ * a.h);
+    double sum = 0;
+    for (long long kh = 0; kh < a.kh; ++kh) {
+      long long th = ih + a.padH - kh;
+      if (th < 0 || th % a.sh != 0 || th / a.sh >= a.oh)
+        continue;
+      for (long long kw = 0; kw < a.kw; ++kw) {
+        long long tw = iw + a.padW - kw;
+        if (tw < 0 || tw % a.sw != 0 || tw / a.sw >= a.ow)
+          continue;
+        long long oh = th / a.sh, ow = tw / a.sw;
+        sum += (double)a.dy[((n * a.oh + oh) * a.ow + ow) * a.c + c] /
+               (double)prism_window_cells(a, oh, ow);
+      }
+    }
+    a.y[e] = (float)sum;
+  }
+}
+
 // X(kernel, Args) for every kernel above: the host tests' table of them.
 #define PRISM_DEVICE_KERNELS(X)                                                                    \
   X(prism_fill, FillArgs)                                                                          \
@@ -880,6 +1093,13 @@ PRISM_KERNEL(prism_pad, PadArgs, a) {
   X(prism_bn_elements, BatchNormArgs)                                                              \
   X(prism_bn_channels, BatchNormArgs)                                                              \
   X(prism_pad, PadArgs)                                                                            \
+  X(prism_cast, CastArgs)                                                                          \
+  X(prism_select, SelectArgs)                                                                      \
+  X(prism_norm_parts, NormArgs)                                                                    \
+  X(prism_norm_finish, NormFinishArgs)                                                             \
+  X(prism_scale, ScaleArgs)                                                                        \
+  X(prism_avg_pool2d, Conv2dArgs)                                                                  \
+  X(prism_avg_pool2d_grad, Conv2dArgs)                                                             \
   X(prism_conv2d, Conv2dArgs)                                                                      \
   X(prism_conv2d_backprop_input, Conv2dArgs)                                                       \
   X(prism_conv2d_backprop_filter, Conv2dArgs)                                                      \

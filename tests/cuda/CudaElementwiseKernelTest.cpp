@@ -104,16 +104,17 @@ TEST(CudaKernelFamilies, TrainingStepsPassTheKernelCheckOrNameTheirFirstOpWithou
   for (const char *name :
        {"mlp", "cnn", "embedding_classifier", "lstm_lm", "resnet", "transformer", "resnet18"})
     EXPECT_EQ(check(name), "") << name;
-  // An op without one (average pooling, not yet on the GPU) is refused at its model line.
-  auto pool = frontends::parseModule(
-      "model m {\n  input x : f32[2, 4, 4, 3]\n  %p = avg_pool2d(x)\n}\n", "pool.prism");
+  // An op without one (sigmoid cross-entropy, not yet on the GPU) is refused at its model line.
+  auto pool = frontends::parseModule("model m {\n  input x : f32[2, 3]\n  input z : f32[2, 3]\n"
+                                     "  %l = sigmoid_cross_entropy(x, z)\n}\n",
+                                     "loss.prism");
   ASSERT_TRUE(bool(pool)) << llvm::toString(pool.takeError());
   ASSERT_FALSE(bool(plan::runPipeline(**pool, "infer-shapes")));
   llvm::Error refused = runtime::checkKernels(**pool, ir::DeviceKind::Cuda);
   ASSERT_TRUE(bool(refused));
   EXPECT_EQ(ir::errorCode(refused), ir::ErrorCode::Unsupported);
   EXPECT_EQ(llvm::toString(std::move(refused)),
-            "pool.prism:3:3: error: no cuda kernel for 'avg_pool2d' in model 'm'");
+            "loss.prism:4:3: error: no cuda kernel for 'sigmoid_cross_entropy' in model 'm'");
 }
 
 // Operands broadcast as numpy's (aligned at the last dimension); one that does not is refused

@@ -104,6 +104,14 @@ double relativeError(const Tensor &a, const Tensor &b) {
 
 using Values = std::map<const ir::Value *, RuntimeValue>;
 
+// `type` in a step of batch 4 (B bound, as the executor binds it).
+ir::TensorType bound(ir::TensorType type) {
+  for (auto &d : type.dims)
+    if (d == ir::kBatchDim)
+      d = 4;
+  return type;
+}
+
 // Runs `op` with its CPU kernel on `cpu`'s values and with its GPU kernel on the host backend on
 // `gpu`'s, and compares the results. An op without a GPU op kernel (an elementwise op: the
 // generated family's, tested elsewhere) gives the CPU's result to both.
@@ -118,15 +126,16 @@ void runBoth(const ir::Op &op, Device &device, const std::shared_ptr<HostBackend
   std::vector<const RuntimeValue *> cpuIn, gpuIn;
   std::vector<RuntimeValue *> cpuOut, gpuOut;
   for (const ir::Value *v : op.operands()) {
-    spec.inputTypes.push_back(v->type());
+    spec.inputTypes.push_back(bound(v->type()));
     cpuIn.push_back(&cpu[v]);
     gpuIn.push_back(&gpu[v]);
   }
   for (unsigned r = 0; r < op.numResults(); ++r) {
     const ir::Value *v = op.result(r);
-    spec.outputTypes.push_back(v->type());
-    std::vector<int64_t> shape(v->type().dims.begin(), v->type().dims.end());
-    if (!v->type().sparse) { // sparse values are filled by their kernels
+    const ir::TensorType type = bound(v->type());
+    spec.outputTypes.push_back(type);
+    std::vector<int64_t> shape(type.dims.begin(), type.dims.end());
+    if (!type.sparse) { // sparse values are filled by their kernels
       cpu[v].dense = Tensor(v->type().dtype, shape);
       gpu[v].dense = Tensor(v->type().dtype, shape);
     }
@@ -204,7 +213,7 @@ void expectMatchesReferenceOnGpu(const ir::Module &module, int64_t bound) {
 // classes; variables whose names start with "v" (Adam's second moments) are non-negative.
 // `mode`: a training step (the default) or an evaluation step.
 // Returns the GPU kernels' launches.
-int expectSameAsCpu(const std::string &text, double tolerance = 1e-5, int64_t bound = 4,
+int expectSameAsCpu(const std::string &text, double tolerance = 1e-5, int64_t indexBound = 4,
                     StepMode mode = StepMode::Training) {
   StepContext step;
   step.mode = mode;
@@ -220,7 +229,7 @@ int expectSameAsCpu(const std::string &text, double tolerance = 1e-5, int64_t bo
   std::mt19937 random(11);
   std::map<const ir::Value *, RuntimeValue> cpu, gpu;
   auto seed = [&](const ir::Value *v) {
-    Tensor t = randomTensor(v->type(), random, bound);
+    Tensor t = randomTensor(bound(v->type()), random, indexBound);
     if (v->kind() == ir::ValueKind::Variable && llvm::StringRef(v->name()).startswith("v"))
       for (int64_t i = 0; i < t.numElements(); ++i)
         t.data<float>()[i] = std::fabs(t.data<float>()[i]);
@@ -240,7 +249,7 @@ int expectSameAsCpu(const std::string &text, double tolerance = 1e-5, int64_t bo
         << "variable " << var->name();
   if (haveGpu()) {
     SCOPED_TRACE("on cuda:0");
-    expectMatchesReferenceOnGpu(**module, bound);
+    expectMatchesReferenceOnGpu(**module, indexBound);
   }
   return backend->launches;
 }
@@ -562,12 +571,6 @@ TEST(GpuOpKernels, EveryKernelOfTheGpuModelsBuildsWithoutAGpu) {
         frontends::parseModuleFile(std::string(PRISM_SOURCE_DIR "/models/") + name + ".prism");
     ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
     ASSERT_FALSE(bool(plan::compileTrainingStep(**model)));
-    auto bound = [](ir::TensorType type) {
-      for (auto &d : type.dims)
-        if (d == ir::kBatchDim)
-          d = 4;
-      return type;
-    };
     int built = 0;
     for (const auto &op : (*model)->ops()) {
       ++built;
@@ -662,4 +665,46 @@ TEST(GpuOpKernels, BatchNormalizationAndPadding) {
   EXPECT_GT(expectSameAsCpu(model), 0);
   // Evaluation: the running averages normalize, the moments get no gradient, nothing is updated.
   EXPECT_GT(expectSameAsCpu(model, 1e-5, 4, StepMode::Evaluation), 0);
+}
+
+// Casts between every pair of element types that models use, the three-operand selects (a
+// scalar operand too), log-softmax and its gradient, average pooling (padding not counted), the
+// global one, and what gradient clipping and the batch's share compute.
+TEST(GpuOpKernels, CastsSelectsLogSoftmaxPoolsAndClipping) {
+  EXPECT_GT(expectSameAsCpu(R"(model m {
+  input x : f32[2, 5, 4, 3]
+  input y : f32[2, 5, 4, 3]
+  input dy : f32[2, 5, 4, 3]
+  input ids : i32[2, 5, 4, 3]
+  input big : i64[6]
+  input dyPool : f32[2, 3, 2, 3]
+  input rows : f32[B, 3]
+  %hundred = constant(value = 100)
+  %wide = mul(x, %hundred)
+  %toInt = cast(%wide, dtype = i32)
+  %toLong = cast(%wide, dtype = i64)
+  %toDouble = cast(x, dtype = f64)
+  %back = cast(%toDouble, dtype = f32)
+  %fromInt = cast(ids, dtype = f32)
+  %narrow = cast(big, dtype = i32)
+  %toBool = cast(%toInt, dtype = bool)
+  %picked = where(ids, x, y)
+  %scalarPick = where(ids, x, %hundred)
+  %maxShare = maximum_grad(dy, x, y)
+  %tieShare = maximum_grad(dy, x, x)
+  %tieMin = minimum_grad(dy, y, y)
+  %minShare = minimum_grad(dy, x, %hundred)
+  %logp = log_softmax(x)
+  %dlogp = log_softmax_grad(dy, %logp)
+  %avg = avg_pool2d(x, window = [2, 3], stride = [2, 2], padding = same)
+  %davg = avg_pool2d_grad(dyPool, x, window = [2, 3], stride = [2, 2], padding = same)
+  %gap = global_avg_pool(x)
+  %norm = global_norm(x, y, dy)
+  %finite = all_finite(x, y)
+  %clip = clip_scale(%norm, clip_norm = 2.5)
+  %noClip = clip_scale(%norm, clip_norm = 1000)
+  %clipped = scale(x, %clip)
+  %share = batch_share(rows)
+})"),
+            0);
 }
