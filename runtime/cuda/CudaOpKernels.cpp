@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ir/Diagnostic.h"
+#include "ir/LearningRateSchedule.h"
 #include "ir/Module.h"
 #include "ir/OpTable.h"
 #include "ir/Precision.h"
@@ -28,6 +29,9 @@ constexpr char kDeviceKernels[] =
 
 constexpr llvm::StringRef kOps[] = {"constant",
                                     "assign",
+                                    "lr_schedule",
+                                    "sigmoid_cross_entropy",
+                                    "sigmoid_cross_entropy_grad",
                                     "cast",
                                     "where",
                                     "maximum_grad",
@@ -1125,6 +1129,131 @@ KernelOrError makeGlobalAvgPool(const KernelSpec &spec, std::shared_ptr<GpuBacke
   return reduceKernel(std::move(backend), a);
 }
 
+// lr_schedule(step): the schedule's factor at the step count, computed on the device; a count
+// that is not a whole number >= 0 is flagged there and reported after the kernel (as the CPU).
+class LrScheduleKernel final : public Kernel {
+public:
+  LrScheduleKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend,
+                   const ir::LearningRateSchedule &schedule)
+      : backend_(std::move(backend)), device_(spec.device) {
+    args_.warmupSteps = schedule.warmupSteps;
+    args_.warmupStart = schedule.warmupStart;
+    args_.decay = static_cast<int>(schedule.decay);
+    args_.every = schedule.every;
+    args_.gamma = schedule.gamma;
+    args_.total = schedule.total;
+    args_.finalFactor = schedule.finalFactor;
+  }
+
+  llvm::Error allocate(const KernelSpec &spec) {
+    auto bad = scratch(spec, ir::DType::I64, 1);
+    if (!bad)
+      return bad.takeError();
+    bad_ = std::move(*bad);
+    return llvm::Error::success();
+  }
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    auto *bad = static_cast<long long *>(bad_.raw());
+    if (auto e = launch(*backend_, "prism_fill", 1, k::FillArgs{bad, 0, 1, 8}))
+      return e;
+    k::LrScheduleArgs a = args_;
+    a.out = floats(outputs[0]);
+    a.step = floats(inputs[0]);
+    a.bad = bad;
+    if (auto e = launch(*backend_, "prism_lr_schedule", 1, a))
+      return e;
+    auto flag = device_->toHost(bad_);
+    if (!flag)
+      return flag.takeError();
+    if (*flag->data<int64_t>() != 0) {
+      auto step = device_->toHost(inputs[0]->dense);
+      if (!step)
+        return step.takeError();
+      return ir::stepNumber(static_cast<double>(*step->data<float>())).takeError();
+    }
+    return llvm::Error::success();
+  }
+
+private:
+  std::shared_ptr<GpuBackend> backend_;
+  Device *device_;
+  k::LrScheduleArgs args_{};
+  Tensor bad_;
+};
+
+KernelOrError makeLrSchedule(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  if (auto e = requireF32(spec, {0}))
+    return std::move(e);
+  auto schedule = ir::scheduleFromAttrs(spec.attrs);
+  if (!schedule)
+    return schedule.takeError();
+  auto kernel = std::make_unique<LrScheduleKernel>(spec, std::move(backend), *schedule);
+  if (auto e = kernel->allocate(spec))
+    return std::move(e);
+  return std::unique_ptr<Kernel>(std::move(kernel));
+}
+
+// sigmoid_cross_entropy(logits, labels): the mean of each element's term, summed in order;
+// sigmoid_cross_entropy_grad(dloss, logits, labels).
+class SigmoidCrossEntropyKernel final : public Kernel {
+public:
+  SigmoidCrossEntropyKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend)
+      : backend_(std::move(backend)), gradient_(spec.op->name() == "sigmoid_cross_entropy_grad"),
+        elements_(spec.inputTypes[gradient_ ? 1 : 0].numElements()) {}
+
+  llvm::Error allocate(const KernelSpec &spec) {
+    if (gradient_)
+      return llvm::Error::success();
+    auto terms = scratch(spec, ir::DType::F64, elements_);
+    if (!terms)
+      return terms.takeError();
+    terms_ = std::move(*terms);
+    return llvm::Error::success();
+  }
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    k::SigmoidCrossEntropyArgs a{};
+    a.out = floats(outputs[0]);
+    a.n = elements_;
+    if (gradient_) {
+      a.dloss = floats(inputs[0]);
+      a.x = floats(inputs[1]);
+      a.z = floats(inputs[2]);
+      a.op = 2;
+      return launch(*backend_, "prism_sigmoid_cross_entropy", elements_, a);
+    }
+    a.x = floats(inputs[0]);
+    a.z = floats(inputs[1]);
+    a.terms = static_cast<double *>(terms_.raw());
+    a.op = 0;
+    if (auto e = launch(*backend_, "prism_sigmoid_cross_entropy", elements_, a))
+      return e;
+    a.op = 1;
+    return launch(*backend_, "prism_sigmoid_cross_entropy", 1, a);
+  }
+
+private:
+  std::shared_ptr<GpuBackend> backend_;
+  bool gradient_;
+  int64_t elements_;
+  Tensor terms_;
+};
+
+KernelOrError makeSigmoidCrossEntropy(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  std::vector<unsigned> operands;
+  for (unsigned i = 0; i < spec.inputTypes.size(); ++i)
+    operands.push_back(i);
+  if (auto e = requireF32(spec, operands))
+    return std::move(e);
+  auto kernel = std::make_unique<SigmoidCrossEntropyKernel>(spec, std::move(backend));
+  if (auto e = kernel->allocate(spec))
+    return std::move(e);
+  return std::unique_ptr<Kernel>(std::move(kernel));
+}
+
 // reshape(x, shape) and reshape_like(g, ref): the same elements, copied (the output is a value
 // of its own in the step's arena).
 KernelOrError makeReshape(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
@@ -1472,6 +1601,10 @@ KernelOrError makeGpuOpKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend
     return makeNorm(spec, std::move(backend));
   if (name == "batch_share")
     return std::make_unique<BatchShareKernel>(spec, std::move(backend));
+  if (name == "lr_schedule")
+    return makeLrSchedule(spec, std::move(backend));
+  if (name == "sigmoid_cross_entropy" || name == "sigmoid_cross_entropy_grad")
+    return makeSigmoidCrossEntropy(spec, std::move(backend));
   if (name == "reshape" || name == "reshape_like")
     return makeReshape(spec, std::move(backend));
   if (name == "dropout" || name == "dropout_grad")

@@ -1072,6 +1072,81 @@ PRISM_KERNEL(prism_avg_pool2d_grad, Conv2dArgs, a) {
   }
 }
 
+// lr_schedule: the factor at the step count in step[0] (runtime's LearningRateSchedule::factor:
+// a linear warmup, then decay 0 constant, 1 step, 2 exponential, 3 cosine). A count that is not a
+// whole number >= 0 sets *bad (the caller reports it).
+struct LrScheduleArgs {
+  float *out;
+  const float *step;
+  long long *bad;
+  long long warmupSteps;
+  double warmupStart;
+  int decay;
+  long long every;
+  double gamma;
+  long long total;
+  double finalFactor;
+};
+PRISM_KERNEL(prism_lr_schedule, LrScheduleArgs, a) {
+  PRISM_FOR_EACH(i, 1) {
+    double counter = (double)a.step[0];
+    if (!(counter >= 0) || counter != floor(counter) || counter > 9.0e15) {
+      *a.bad = 1;
+      a.out[0] = 1.0f;
+      continue;
+    }
+    long long step = (long long)counter;
+    double factor = 1;
+    if (step < a.warmupSteps) {
+      factor = a.warmupStart + (1 - a.warmupStart) * (double)step / (double)a.warmupSteps;
+    } else {
+      long long s = step - a.warmupSteps;
+      if (a.decay == 1)
+        factor = pow(a.gamma, (double)(s / a.every));
+      else if (a.decay == 2)
+        factor = pow(a.gamma, (double)s);
+      else if (a.decay == 3) {
+        double progress = (double)(s < a.total ? s : a.total) / (double)a.total;
+        factor = a.finalFactor + (1 - a.finalFactor) * (1 + cos(3.14159265358979323846 * progress)) / 2;
+      }
+    }
+    a.out[0] = (float)factor;
+  }
+}
+
+// sigmoid_cross_entropy: op 0 each element's term max(x, 0) - x z + log(1 + e^-|x|) into
+// `terms` (double), op 1 their mean into out[0] (one thread, in order), op 2 the gradient
+// dx = dloss (sigmoid(x) - z) / n.
+struct SigmoidCrossEntropyArgs {
+  float *out;
+  double *terms;
+  const float *x;
+  const float *z;
+  const float *dloss;
+  long long n;
+  int op;
+};
+PRISM_KERNEL(prism_sigmoid_cross_entropy, SigmoidCrossEntropyArgs, a) {
+  if (a.op == 1) {
+    PRISM_FOR_EACH(i, 1) {
+      double sum = 0;
+      for (long long k = 0; k < a.n; ++k)
+        sum += a.terms[k];
+      a.out[0] = (float)(a.n > 0 ? sum / (double)a.n : 0.0);
+    }
+    return;
+  }
+  PRISM_FOR_EACH(i, a.n) {
+    double x = (double)a.x[i], z = (double)a.z[i];
+    if (a.op == 0) {
+      a.terms[i] = (x > 0 ? x : 0) - x * z + log1p(exp(-(x < 0 ? -x : x)));
+    } else {
+      double sigmoid = x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x));
+      a.out[i] = (float)((double)a.dloss[0] * (sigmoid - z) / (double)a.n);
+    }
+  }
+}
+
 // X(kernel, Args) for every kernel above: the host tests' table of them.
 #define PRISM_DEVICE_KERNELS(X)                                                                    \
   X(prism_fill, FillArgs)                                                                          \
@@ -1094,6 +1169,8 @@ PRISM_KERNEL(prism_avg_pool2d_grad, Conv2dArgs, a) {
   X(prism_bn_channels, BatchNormArgs)                                                              \
   X(prism_pad, PadArgs)                                                                            \
   X(prism_cast, CastArgs)                                                                          \
+  X(prism_lr_schedule, LrScheduleArgs)                                                             \
+  X(prism_sigmoid_cross_entropy, SigmoidCrossEntropyArgs)                                          \
   X(prism_select, SelectArgs)                                                                      \
   X(prism_norm_parts, NormArgs)                                                                    \
   X(prism_norm_finish, NormFinishArgs)                                                             \

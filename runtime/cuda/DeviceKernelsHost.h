@@ -6,8 +6,11 @@
 #include <cmath>
 
 namespace prism::runtime::cuda::kernels {
+using std::cos;
 using std::exp;
+using std::floor;
 using std::log;
+using std::log1p;
 using std::pow;
 using std::sqrt;
 #define PRISM_HOST_KERNELS

@@ -708,3 +708,40 @@ TEST(GpuOpKernels, CastsSelectsLogSoftmaxPoolsAndClipping) {
 })"),
             0);
 }
+
+// Learning-rate schedules (inside and after a warmup; each decay) and the sigmoid cross-entropy
+// with its gradient.
+TEST(GpuOpKernels, LearningRateSchedulesAndSigmoidCrossEntropy) {
+  EXPECT_GT(expectSameAsCpu(R"(model m {
+  input logits : f32[4, 6]
+  input labels : f32[4, 6]
+  %early = constant(value = 2)
+  %late = constant(value = 17)
+  %warm = lr_schedule(%early, warmup_steps = 5, warmup_start = 0.1, decay = cosine, total = 20, final = 0.01)
+  %cosine = lr_schedule(%late, warmup_steps = 5, warmup_start = 0.1, decay = cosine, total = 20, final = 0.01)
+  %past = lr_schedule(%late, decay = cosine, total = 10)
+  %steps = lr_schedule(%late, decay = step_decay, every = 4, gamma = 0.5)
+  %exponential = lr_schedule(%late, warmup_steps = 2, decay = exponential, gamma = 0.9)
+  %constant = lr_schedule(%late)
+  %loss = sigmoid_cross_entropy(logits, labels)
+  %one = constant(value = 1.5)
+  %grad = sigmoid_cross_entropy_grad(%one, logits, labels)
+})"),
+            0);
+}
+
+TEST(GpuOpKernels, AStepCountThatIsNotWholeIsTheCpusError) {
+  SingleOp schedule = singleOpKernel(R"(model m {
+  input step : f32[]
+  %f = lr_schedule(step, decay = exponential, gamma = 0.9)
+})");
+  ASSERT_TRUE(schedule.kernel);
+  RuntimeValue step, factor;
+  step.dense = Tensor(ir::DType::F32, {});
+  *step.dense.data<float>() = 2.5f;
+  factor.dense = Tensor(ir::DType::F32, {});
+  llvm::Error ran = schedule.kernel->run({&step}, {&factor});
+  ASSERT_TRUE(bool(ran));
+  EXPECT_EQ(llvm::toString(std::move(ran)),
+            "error: a step count must be a whole number >= 0, got 2.5");
+}
