@@ -29,6 +29,9 @@ constexpr char kDeviceKernels[] =
 
 constexpr llvm::StringRef kOps[] = {"constant",
                                     "assign",
+                                    "batch_norm",
+                                    "batch_norm_grad",
+                                    "batch_norm_scale_grad",
                                     "lr_schedule",
                                     "sigmoid_cross_entropy",
                                     "sigmoid_cross_entropy_grad",
@@ -790,7 +793,8 @@ public:
         globalBatch_(spec.globalBatch), batch_(spec.batch) {
     llvm::StringRef name = name_;
     // Where x lies among the operands: first for the forward ops, after dy or dmoments else.
-    unsigned x = spec.inputTypes.size() == 1 || name == "batch_norm_apply" ? 0 : 1;
+    unsigned x =
+        spec.inputTypes.size() == 1 || name == "batch_norm_apply" || name == "batch_norm" ? 0 : 1;
     const ir::TensorType &type =
         name == "batch_norm_update" ? spec.inputTypes[0] : spec.inputTypes[x];
     args_.channels = type.dims.empty() ? 1 : type.dims.back();
@@ -801,12 +805,12 @@ public:
   }
 
   llvm::Error allocate(const KernelSpec &spec) {
-    auto mean = scratch(spec, ir::DType::F64, args_.channels);
-    auto inv = mean ? scratch(spec, ir::DType::F64, args_.channels) : mean.takeError();
-    if (!inv)
-      return inv.takeError();
-    mean_ = std::move(*mean);
-    inv_ = std::move(*inv);
+    for (Tensor *t : {&mean_, &inv_, &coefB_, &coefD_}) {
+      auto scratchTensor = scratch(spec, ir::DType::F64, args_.channels);
+      if (!scratchTensor)
+        return scratchTensor.takeError();
+      *t = std::move(*scratchTensor);
+    }
     return llvm::Error::success();
   }
 
@@ -816,6 +820,10 @@ public:
     a.training = !step_ || step_->training() ? 1 : 0;
     a.mean = static_cast<double *>(mean_.raw());
     a.inv = static_cast<double *>(inv_.raw());
+    a.coefB = static_cast<double *>(coefB_.raw());
+    a.coefD = static_cast<double *>(coefD_.raw());
+    if (name_ == "batch_norm" || name_ == "batch_norm_grad" || name_ == "batch_norm_scale_grad")
+      return runPlain(a, in, out);
     auto f = [&](const RuntimeValue *v) { return floats(v); };
     auto d = [](const RuntimeValue *v) {
       return static_cast<double *>(const_cast<void *>(v->dense.raw()));
@@ -901,6 +909,46 @@ public:
   }
 
 private:
+  // batch_norm (x, scale, bias, running...), batch_norm_grad (dy, x, scale, running...) and
+  // batch_norm_scale_grad (dy, x, running...): training statistics from x in two passes.
+  llvm::Error runPlain(k::BatchNormArgs a, llvm::ArrayRef<const RuntimeValue *> in,
+                       llvm::ArrayRef<RuntimeValue *> out) {
+    if (a.training && a.rows < 2)
+      return ir::makeError("batch_norm in a training step needs more than one value per "
+                           "channel, x has " +
+                           llvm::Twine(a.rows) + " per channel");
+    const bool forward = name_ == "batch_norm";
+    unsigned running = name_ == "batch_norm_scale_grad" ? 2 : 3;
+    a.fromX = 1;
+    a.x = floats(in[forward ? 0 : 1]);
+    a.runningMean = floats(in[running]);
+    a.runningVar = floats(in[running + 1]);
+    if (auto e = launch(*backend_, "prism_bn_stats", a.channels, a))
+      return e;
+    a.out = floats(out[0]);
+    if (forward) {
+      a.scale = floats(in[1]);
+      a.bias = floats(in[2]);
+      a.op = 0;
+      return launch(*backend_, "prism_bn_elements", a.rows * a.channels, a);
+    }
+    a.dy = floats(in[0]);
+    if (name_ == "batch_norm_scale_grad") {
+      a.op = 1;
+      return launch(*backend_, "prism_bn_channels", a.channels, a);
+    }
+    a.scale = floats(in[2]);
+    if (!a.training) { // dx = dy * scale * inv
+      a.op = 1;
+      return launch(*backend_, "prism_bn_elements", a.rows * a.channels, a);
+    }
+    a.op = 4;
+    if (auto e = launch(*backend_, "prism_bn_channels", a.channels, a))
+      return e;
+    a.op = 3;
+    return launch(*backend_, "prism_bn_elements", a.rows * a.channels, a);
+  }
+
   std::shared_ptr<GpuBackend> backend_;
   std::string name_;
   const StepContext *step_;
@@ -908,7 +956,7 @@ private:
   int64_t batch_;
   int64_t perExample_ = 1;
   k::BatchNormArgs args_{};
-  Tensor mean_, inv_;
+  Tensor mean_, inv_, coefB_, coefD_;
 };
 
 KernelOrError makeBatchNorm(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
@@ -1613,10 +1661,11 @@ KernelOrError makeGpuOpKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend
     return makeTranspose(spec, std::move(backend));
   if (name == "pad")
     return makePad(spec, std::move(backend));
-  if (name == "replica_mean" || name == "batch_norm_moments" || name == "batch_norm_moments_grad" ||
-      name == "batch_norm_apply" || name == "batch_norm_apply_grad" ||
-      name == "batch_norm_apply_scale_grad" || name == "batch_norm_apply_moments_grad" ||
-      name == "batch_norm_update")
+  if (name == "replica_mean" || name == "batch_norm" || name == "batch_norm_grad" ||
+      name == "batch_norm_scale_grad" || name == "batch_norm_moments" ||
+      name == "batch_norm_moments_grad" || name == "batch_norm_apply" ||
+      name == "batch_norm_apply_grad" || name == "batch_norm_apply_scale_grad" ||
+      name == "batch_norm_apply_moments_grad" || name == "batch_norm_update")
     return makeBatchNorm(spec, std::move(backend));
   if (name == "softmax" || name == "softmax_grad" || name == "layer_norm" ||
       name == "layer_norm_grad" || name == "layer_norm_gamma_grad")

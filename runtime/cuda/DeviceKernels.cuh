@@ -758,6 +758,9 @@ struct BatchNormArgs {
   const double *moments; // [2, C]
   double *mean;          // scratch [C]: the statistics normalized with
   double *inv;           // scratch [C]: 1 / sqrt(var + epsilon)
+  double *coefB;         // scratch [C]: batch_norm_grad's b and d (dx = a dy + b x + d)
+  double *coefD;
+  int fromX;             // the plain batch_norm ops: training statistics from x itself
   long long rows;
   long long channels;
   double epsilon;
@@ -772,7 +775,17 @@ struct BatchNormArgs {
 PRISM_KERNEL(prism_bn_stats, BatchNormArgs, a) {
   PRISM_FOR_EACH(c, a.channels) {
     double mean, var;
-    if (a.training) {
+    if (a.training && a.fromX) { // two passes over the rows, as the CPU
+      double sum = 0, squares = 0;
+      for (long long r = 0; r < a.rows; ++r)
+        sum += (double)a.x[r * a.channels + c];
+      mean = sum / (double)a.rows;
+      for (long long r = 0; r < a.rows; ++r) {
+        double d = (double)a.x[r * a.channels + c] - mean;
+        squares += d * d;
+      }
+      var = squares / (double)a.rows;
+    } else if (a.training) {
       mean = a.moments[c];
       var = a.moments[a.channels + c] - mean * mean;
       var = var > 0 ? var : 0;
@@ -787,7 +800,8 @@ PRISM_KERNEL(prism_bn_stats, BatchNormArgs, a) {
 
 // Per element: op 0 batch_norm_apply (y = scale * (x - mean) * inv + bias), op 1
 // batch_norm_apply_grad (dx = dy * scale * inv), op 2 batch_norm_moments_grad (dx =
-// (dmoments[0] + 2 x dmoments[1]) / rows, dmoments in `moments`).
+// (dmoments[0] + 2 x dmoments[1]) / rows, dmoments in `moments`), op 3 batch_norm_grad in
+// training (dx = a dy + b x + d, a = scale * inv, b and d from prism_bn_channels' op 4).
 PRISM_KERNEL(prism_bn_elements, BatchNormArgs, a) {
   PRISM_FOR_EACH(e, a.rows * a.channels) {
     long long c = e % a.channels;
@@ -796,6 +810,9 @@ PRISM_KERNEL(prism_bn_elements, BatchNormArgs, a) {
       a.out[e] = (float)((double)a.x[e] * scale + ((double)a.bias[c] - a.mean[c] * scale));
     } else if (a.op == 1) {
       a.out[e] = (float)((double)a.dy[e] * ((double)a.scale[c] * a.inv[c]));
+    } else if (a.op == 3) { // batch_norm_grad in training
+      a.out[e] = (float)((double)a.scale[c] * a.inv[c] * (double)a.dy[e] +
+                         a.coefB[c] * (double)a.x[e] + a.coefD[c]);
     } else {
       double rows = (double)a.rows;
       a.out[e] = (float)(a.moments[c] / rows + 2 * a.moments[a.channels + c] / rows * (double)a.x[e]);
@@ -806,7 +823,8 @@ PRISM_KERNEL(prism_bn_elements, BatchNormArgs, a) {
 // Per channel, a thread each, rows in order: op 0 batch_norm_moments (dmoments = [mean, mean of
 // squares] of x), op 1 batch_norm_apply_scale_grad (out = sum(dy * (x - mean)) * inv), op 2
 // batch_norm_apply_moments_grad (dmoments from s = sum(dy), t = sum(dy * (x - mean)); zero in
-// evaluation), op 3 batch_norm_update (running averages, training only).
+// evaluation), op 3 batch_norm_update (running averages, training only), op 4 batch_norm_grad's
+// coefficients b = -scale inv^2 mean(dy xhat) and d = -scale inv mean(dy) - b mean.
 PRISM_KERNEL(prism_bn_channels, BatchNormArgs, a) {
   PRISM_FOR_EACH(c, a.channels) {
     const long long C = a.channels;
@@ -839,6 +857,11 @@ PRISM_KERNEL(prism_bn_channels, BatchNormArgs, a) {
     if (a.op == 0) {
       a.dmoments[c] = s / (double)a.rows;
       a.dmoments[C + c] = t / (double)a.rows;
+    } else if (a.op == 4) {
+      double scale = (double)a.scale[c] * a.inv[c], rows = (double)a.rows;
+      double meanDy = s / rows, meanDyXhat = t * a.inv[c] / rows;
+      a.coefB[c] = -scale * a.inv[c] * meanDyXhat;
+      a.coefD[c] = -scale * meanDy - a.coefB[c] * a.mean[c];
     } else if (a.op == 1) {
       a.out[c] = (float)(t * a.inv[c]);
     } else {

@@ -642,7 +642,8 @@ TEST(GpuOpKernels, DropoutTransposeSoftmaxLayerNormAndBatchedProducts) {
 
 // Batch normalization with synchronized statistics, as resnet18 has it: the moments, their mean
 // over replicas, the normalization with its three gradients, the moments' gradient and the
-// running averages' update; and padding with a value and with zeros.
+// running averages' update; the plain batch_norm with its two gradients; and padding with a
+// value and with zeros.
 TEST(GpuOpKernels, BatchNormalizationAndPadding) {
   const char *model = R"(model m {
   input x : f32[4, 3, 3, 2]
@@ -659,6 +660,9 @@ TEST(GpuOpKernels, BatchNormalizationAndPadding) {
   %dmoments = batch_norm_apply_moments_grad(dy, x, scale, %global, epsilon = 0.001)
   %dxMoments = batch_norm_moments_grad(%dmoments, x)
   batch_norm_update(rmean, vrunning, %global, momentum = 0.2, values_per_example = 9)
+  %plain = batch_norm(x, scale, bias, rmean, vrunning, epsilon = 0.001)
+  %plainDx = batch_norm_grad(dy, x, scale, rmean, vrunning, epsilon = 0.001)
+  %plainDscale = batch_norm_scale_grad(dy, x, rmean, vrunning, epsilon = 0.001)
   %padded = pad(x, pads = [0, 1, 2, 0, 0, 2, 1, 0], value = -3.5)
   %zeros = pad(x, pads = [0, 0, 1, 1, 0, 1, 0, 0])
 })";
