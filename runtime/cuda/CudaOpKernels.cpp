@@ -27,71 +27,6 @@ constexpr char kDeviceKernels[] =
 #include "DeviceKernels.inc"
     ;
 
-constexpr llvm::StringRef kOps[] = {"constant",
-                                    "assign",
-                                    "batch_norm",
-                                    "batch_norm_grad",
-                                    "batch_norm_scale_grad",
-                                    "lr_schedule",
-                                    "sigmoid_cross_entropy",
-                                    "sigmoid_cross_entropy_grad",
-                                    "cast",
-                                    "where",
-                                    "maximum_grad",
-                                    "minimum_grad",
-                                    "log_softmax",
-                                    "log_softmax_grad",
-                                    "global_avg_pool",
-                                    "avg_pool2d",
-                                    "avg_pool2d_grad",
-                                    "scale",
-                                    "global_norm",
-                                    "all_finite",
-                                    "clip_scale",
-                                    "batch_share",
-                                    "pad",
-                                    "replica_mean",
-                                    "batch_norm_moments",
-                                    "batch_norm_moments_grad",
-                                    "batch_norm_apply",
-                                    "batch_norm_apply_grad",
-                                    "batch_norm_apply_scale_grad",
-                                    "batch_norm_apply_moments_grad",
-                                    "batch_norm_update",
-                                    "dropout",
-                                    "dropout_grad",
-                                    "transpose",
-                                    "softmax",
-                                    "softmax_grad",
-                                    "layer_norm",
-                                    "layer_norm_grad",
-                                    "layer_norm_gamma_grad",
-                                    "batch_matmul",
-                                    "reshape",
-                                    "reshape_like",
-                                    "slice",
-                                    "slice_grad",
-                                    "concat",
-                                    "conv2d",
-                                    "fused_conv2d",
-                                    "conv2d_backprop_input",
-                                    "conv2d_backprop_filter",
-                                    "max_pool2d",
-                                    "max_pool2d_grad",
-                                    "reduce_sum",
-                                    "reduce_mean",
-                                    "expand_like",
-                                    "gather",
-                                    "gather_grad",
-                                    "sum_like",
-                                    "matmul",
-                                    "fused_matmul",
-                                    "softmax_cross_entropy",
-                                    "softmax_cross_entropy_grad",
-                                    "apply_sgd",
-                                    "apply_momentum",
-                                    "apply_adam"};
-
 llvm::Error unsupported(const KernelSpec &spec, const llvm::Twine &what) {
   return ir::makeError(ir::ErrorCode::Unsupported, "the GPU's '" + spec.op->name() + "' " + what);
 }
@@ -239,55 +174,46 @@ std::unique_ptr<Kernel> reduceKernel(std::shared_ptr<GpuBackend> backend, k::Red
       });
 }
 
-// sum_like(g, ref): g summed over the dimensions along which ref (aligned at the last) was
-// broadcast, as the CPU's.
-KernelOrError makeSumLike(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+// x summed over the dimensions in `mask` (scaled by 1 / their size for a mean): prism_reduce.
+KernelOrError reduceOver(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend,
+                         const ir::TensorType &x, unsigned mask, bool mean) {
   if (auto e = requireF32(spec, {0}))
     return std::move(e);
-  const ir::TensorType &g = spec.inputTypes[0], &ref = spec.inputTypes[1];
-  if (g.rank() > PRISM_MAX_RANK)
-    return unsupported(spec, "takes at most " + llvm::Twine(PRISM_MAX_RANK) + " dimensions, not " +
-                                 g.str());
-  k::ReduceArgs a{};
-  a.rank = static_cast<int>(g.rank());
-  size_t lead = g.dims.size() - ref.dims.size();
-  a.outCount = 1;
-  a.reducedCount = 1;
-  for (size_t d = 0; d < g.dims.size(); ++d) {
-    a.dims[d] = g.dims[d];
-    bool reduced = d < lead || (ref.dims[d - lead] == 1 && g.dims[d] != 1);
-    if (reduced) {
-      a.reduced |= 1u << d;
-      a.reducedCount *= g.dims[d];
-    } else {
-      a.outCount *= g.dims[d];
-    }
-  }
-  a.scale = 1.0f;
-  return reduceKernel(std::move(backend), a);
-}
-
-// reduce_sum and reduce_mean(x, axes, keepdims): keepdims changes the shape, not the layout.
-KernelOrError makeReduce(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
-  if (auto e = requireF32(spec, {0}))
-    return std::move(e);
-  const ir::TensorType &x = spec.inputTypes[0];
   if (x.rank() > PRISM_MAX_RANK)
     return unsupported(spec, "takes at most " + llvm::Twine(PRISM_MAX_RANK) + " dimensions, not " +
                                  x.str());
   k::ReduceArgs a{};
   a.rank = static_cast<int>(x.rank());
-  a.reduced = reducedMask(spec.attrs, x.rank());
+  a.reduced = mask;
   a.outCount = 1;
   a.reducedCount = 1;
   for (int d = 0; d < a.rank; ++d) {
     a.dims[d] = x.dims[d];
     (a.reduced >> d & 1u ? a.reducedCount : a.outCount) *= x.dims[d];
   }
-  a.scale = spec.op->name() == "reduce_mean" && a.reducedCount > 0
+  a.scale = mean && a.reducedCount > 0
                 ? static_cast<float>(1.0 / static_cast<double>(a.reducedCount))
                 : 1.0f;
   return reduceKernel(std::move(backend), a);
+}
+
+// sum_like(g, ref): g summed over the dimensions along which ref (aligned at the last) was
+// broadcast, as the CPU's.
+KernelOrError makeSumLike(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  const ir::TensorType &g = spec.inputTypes[0], &ref = spec.inputTypes[1];
+  const size_t lead = g.dims.size() - ref.dims.size();
+  unsigned mask = 0;
+  for (size_t d = 0; d < g.dims.size() && d < 32; ++d)
+    if (d < lead || (ref.dims[d - lead] == 1 && g.dims[d] != 1))
+      mask |= 1u << d;
+  return reduceOver(spec, std::move(backend), g, mask, false);
+}
+
+// reduce_sum and reduce_mean(x, axes, keepdims): keepdims changes the shape, not the layout.
+KernelOrError makeReduce(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  const ir::TensorType &x = spec.inputTypes[0];
+  return reduceOver(spec, std::move(backend), x, reducedMask(spec.attrs, x.rank()),
+                    spec.op->name() == "reduce_mean");
 }
 
 // expand_like(g, ref, axes, keepdims, mean): g broadcast back over the axes of ref's shape,
@@ -859,7 +785,19 @@ public:
       a.op = 3;
       return launch(*backend_, "prism_bn_channels", a.channels, a);
     }
-    // The ops normalizing with statistics: their operands, then the statistics, then the op.
+    return runApply(a, in, out);
+  }
+
+private:
+  // batch_norm_apply and its three gradients: their operands, then the statistics (from the
+  // moments, or the running averages), then the op.
+  llvm::Error runApply(k::BatchNormArgs a, llvm::ArrayRef<const RuntimeValue *> in,
+                       llvm::ArrayRef<RuntimeValue *> out) {
+    auto f = [](const RuntimeValue *v) { return floats(v); };
+    auto d = [](const RuntimeValue *v) {
+      return static_cast<double *>(const_cast<void *>(v->dense.raw()));
+    };
+    const int64_t elements = a.rows * a.channels;
     unsigned running = 0, moments = 0;
     if (name_ == "batch_norm_apply") { // (x, scale, bias, running_mean, running_var, moments)
       a.x = f(in[0]);
@@ -908,7 +846,6 @@ public:
     return launch(*backend_, "prism_bn_channels", a.channels, a);
   }
 
-private:
   // batch_norm (x, scale, bias, running...), batch_norm_grad (dy, x, scale, running...) and
   // batch_norm_scale_grad (dy, x, running...): training statistics from x in two passes.
   llvm::Error runPlain(k::BatchNormArgs a, llvm::ArrayRef<const RuntimeValue *> in,
@@ -1161,20 +1098,10 @@ private:
 
 // global_avg_pool(x [N, H, W, C]): the mean over H and W.
 KernelOrError makeGlobalAvgPool(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
-  if (auto e = requireF32(spec, {0}))
-    return std::move(e);
   const ir::TensorType &x = spec.inputTypes[0];
   if (x.rank() != 4)
     return unsupported(spec, "takes x [N, H, W, C], not " + x.str());
-  k::ReduceArgs a{};
-  a.rank = 4;
-  a.reduced = 0b0110;
-  for (int d = 0; d < 4; ++d)
-    a.dims[d] = x.dims[d];
-  a.outCount = x.dims[0] * x.dims[3];
-  a.reducedCount = x.dims[1] * x.dims[2];
-  a.scale = a.reducedCount ? static_cast<float>(1.0 / static_cast<double>(a.reducedCount)) : 1.0f;
-  return reduceKernel(std::move(backend), a);
+  return reduceOver(spec, std::move(backend), x, 0b0110, true);
 }
 
 // lr_schedule(step): the schedule's factor at the step count, computed on the device; a count
@@ -1576,6 +1503,90 @@ KernelOrError makeUpdate(const KernelSpec &spec, std::shared_ptr<GpuBackend> bac
   return std::unique_ptr<Kernel>(std::move(kernel));
 }
 
+using Maker = KernelOrError (*)(const KernelSpec &, std::shared_ptr<GpuBackend>);
+
+KernelOrError makeBatchShare(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  return std::make_unique<BatchShareKernel>(spec, std::move(backend));
+}
+
+// Each op with a GPU kernel here, and what builds it.
+const std::vector<std::pair<llvm::StringRef, Maker>> &makers() {
+  static const std::vector<std::pair<llvm::StringRef, Maker>> table = {
+      {"constant", makeConstant},
+      {"assign", makeAssign},
+      {"sum_like", makeSumLike},
+      {"reduce_sum", makeReduce},
+      {"reduce_mean", makeReduce},
+      {"expand_like", makeExpandLike},
+      {"gather", makeGather},
+      {"gather_grad", makeGather},
+      {"conv2d", makeConv},
+      {"fused_conv2d", makeConv},
+      {"conv2d_backprop_input", makeConv},
+      {"conv2d_backprop_filter", makeConv},
+      {"max_pool2d", makeMaxPool},
+      {"max_pool2d_grad", makeMaxPool},
+      {"avg_pool2d", makeMaxPool},
+      {"avg_pool2d_grad", makeMaxPool},
+      {"global_avg_pool", makeGlobalAvgPool},
+      {"cast", makeCast},
+      {"where", makeSelect},
+      {"maximum_grad", makeSelect},
+      {"minimum_grad", makeSelect},
+      {"softmax", makeRows},
+      {"softmax_grad", makeRows},
+      {"log_softmax", makeRows},
+      {"log_softmax_grad", makeRows},
+      {"layer_norm", makeRows},
+      {"layer_norm_grad", makeRows},
+      {"layer_norm_gamma_grad", makeRows},
+      {"scale", makeScale},
+      {"global_norm", makeNorm},
+      {"all_finite", makeNorm},
+      {"clip_scale", makeNorm},
+      {"batch_share", makeBatchShare},
+      {"lr_schedule", makeLrSchedule},
+      {"sigmoid_cross_entropy", makeSigmoidCrossEntropy},
+      {"sigmoid_cross_entropy_grad", makeSigmoidCrossEntropy},
+      {"reshape", makeReshape},
+      {"reshape_like", makeReshape},
+      {"dropout", makeDropout},
+      {"dropout_grad", makeDropout},
+      {"transpose", makeTranspose},
+      {"pad", makePad},
+      {"replica_mean", makeBatchNorm},
+      {"batch_norm", makeBatchNorm},
+      {"batch_norm_grad", makeBatchNorm},
+      {"batch_norm_scale_grad", makeBatchNorm},
+      {"batch_norm_moments", makeBatchNorm},
+      {"batch_norm_moments_grad", makeBatchNorm},
+      {"batch_norm_apply", makeBatchNorm},
+      {"batch_norm_apply_grad", makeBatchNorm},
+      {"batch_norm_apply_scale_grad", makeBatchNorm},
+      {"batch_norm_apply_moments_grad", makeBatchNorm},
+      {"batch_norm_update", makeBatchNorm},
+      {"batch_matmul", makeBatchMatmul},
+      {"slice", makeAxisCopy},
+      {"slice_grad", makeAxisCopy},
+      {"concat", makeAxisCopy},
+      {"matmul", makeMatmul},
+      {"fused_matmul", makeMatmul},
+      {"softmax_cross_entropy", makeCrossEntropy},
+      {"softmax_cross_entropy_grad", makeCrossEntropy},
+      {"apply_sgd", makeUpdate},
+      {"apply_momentum", makeUpdate},
+      {"apply_adam", makeUpdate},
+  };
+  return table;
+}
+
+const Maker *makerOf(llvm::StringRef op) {
+  for (const auto &[name, make] : makers())
+    if (name == op)
+      return &make;
+  return nullptr;
+}
+
 // The backend of a cuda device: DeviceKernels.cuh through NVRTC, cuBLAS through dlopen.
 class DeviceBackend final : public GpuBackend {
 public:
@@ -1612,79 +1623,24 @@ llvm::StringRef deviceKernelsSource() {
 }
 
 llvm::ArrayRef<llvm::StringRef> gpuOpKernelNames() {
-  return kOps;
+  static const std::vector<llvm::StringRef> names = [] {
+    std::vector<llvm::StringRef> all;
+    for (const auto &[op, make] : makers())
+      all.push_back(op);
+    return all;
+  }();
+  return names;
 }
 
 KernelOrError makeGpuOpKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
-  llvm::StringRef name = spec.op->name();
-  if (name == "constant")
-    return makeConstant(spec, std::move(backend));
-  if (name == "assign")
-    return makeAssign(spec, std::move(backend));
-  if (name == "sum_like")
-    return makeSumLike(spec, std::move(backend));
-  if (name == "reduce_sum" || name == "reduce_mean")
-    return makeReduce(spec, std::move(backend));
-  if (name == "expand_like")
-    return makeExpandLike(spec, std::move(backend));
-  if (name == "gather" || name == "gather_grad")
-    return makeGather(spec, std::move(backend));
-  if (name == "conv2d" || name == "fused_conv2d" || name == "conv2d_backprop_input" ||
-      name == "conv2d_backprop_filter")
-    return makeConv(spec, std::move(backend));
-  if (name == "max_pool2d" || name == "max_pool2d_grad" || name == "avg_pool2d" ||
-      name == "avg_pool2d_grad")
-    return makeMaxPool(spec, std::move(backend));
-  if (name == "cast")
-    return makeCast(spec, std::move(backend));
-  if (name == "where" || name == "maximum_grad" || name == "minimum_grad")
-    return makeSelect(spec, std::move(backend));
-  if (name == "log_softmax" || name == "log_softmax_grad")
-    return makeRows(spec, std::move(backend));
-  if (name == "global_avg_pool")
-    return makeGlobalAvgPool(spec, std::move(backend));
-  if (name == "scale")
-    return makeScale(spec, std::move(backend));
-  if (name == "global_norm" || name == "all_finite" || name == "clip_scale")
-    return makeNorm(spec, std::move(backend));
-  if (name == "batch_share")
-    return std::make_unique<BatchShareKernel>(spec, std::move(backend));
-  if (name == "lr_schedule")
-    return makeLrSchedule(spec, std::move(backend));
-  if (name == "sigmoid_cross_entropy" || name == "sigmoid_cross_entropy_grad")
-    return makeSigmoidCrossEntropy(spec, std::move(backend));
-  if (name == "reshape" || name == "reshape_like")
-    return makeReshape(spec, std::move(backend));
-  if (name == "dropout" || name == "dropout_grad")
-    return makeDropout(spec, std::move(backend));
-  if (name == "transpose")
-    return makeTranspose(spec, std::move(backend));
-  if (name == "pad")
-    return makePad(spec, std::move(backend));
-  if (name == "replica_mean" || name == "batch_norm" || name == "batch_norm_grad" ||
-      name == "batch_norm_scale_grad" || name == "batch_norm_moments" ||
-      name == "batch_norm_moments_grad" || name == "batch_norm_apply" ||
-      name == "batch_norm_apply_grad" || name == "batch_norm_apply_scale_grad" ||
-      name == "batch_norm_apply_moments_grad" || name == "batch_norm_update")
-    return makeBatchNorm(spec, std::move(backend));
-  if (name == "softmax" || name == "softmax_grad" || name == "layer_norm" ||
-      name == "layer_norm_grad" || name == "layer_norm_gamma_grad")
-    return makeRows(spec, std::move(backend));
-  if (name == "batch_matmul")
-    return makeBatchMatmul(spec, std::move(backend));
-  if (name == "slice" || name == "slice_grad" || name == "concat")
-    return makeAxisCopy(spec, std::move(backend));
-  if (name == "matmul" || name == "fused_matmul")
-    return makeMatmul(spec, std::move(backend));
-  if (name == "softmax_cross_entropy" || name == "softmax_cross_entropy_grad")
-    return makeCrossEntropy(spec, std::move(backend));
-  if (name == "apply_sgd" || name == "apply_momentum" || name == "apply_adam")
-    return makeUpdate(spec, std::move(backend));
-  return ir::makeError(ir::ErrorCode::Unsupported, "no GPU kernel for '" + name + "'");
+  const Maker *make = makerOf(spec.op->name());
+  if (!make)
+    return ir::makeError(ir::ErrorCode::Unsupported, "no GPU kernel for '" + spec.op->name() + "'");
+  return (*make)(spec, std::move(backend));
 }
 
 void registerOpKernels(KernelRegistry &registry) {
-  for (llvm::StringRef op : kOps)
+  for (llvm::StringRef op : gpuOpKernelNames())
     registry.add(op, makeOnDevice);
 }
 

@@ -466,25 +466,50 @@ struct Conv2dArgs {
   long long n, h, w_, c, kh, kw, o, oh, ow, sh, sw, padH, padW;
 };
 
+// visit(ih, iw, kh, kw) for every cell of window (oh, ow) that lies inside the input.
+template <typename Visit>
+PRISM_DEVICE_FUNCTION void prism_window_cells_of(const Conv2dArgs &a, long long oh, long long ow,
+                                                 Visit visit) {
+  for (long long kh = 0; kh < a.kh; ++kh) {
+    long long ih = oh * a.sh - a.padH + kh;
+    if (ih < 0 || ih >= a.h)
+      continue;
+    for (long long kw = 0; kw < a.kw; ++kw) {
+      long long iw = ow * a.sw - a.padW + kw;
+      if (iw >= 0 && iw < a.w_)
+        visit(ih, iw, kh, kw);
+    }
+  }
+}
+
+// visit(oh, ow, kh, kw) for every output window that holds input cell (ih, iw), as its cell
+// (kh, kw).
+template <typename Visit>
+PRISM_DEVICE_FUNCTION void prism_windows_holding(const Conv2dArgs &a, long long ih, long long iw,
+                                                 Visit visit) {
+  for (long long kh = 0; kh < a.kh; ++kh) {
+    long long th = ih + a.padH - kh; // = oh * sh
+    if (th < 0 || th % a.sh != 0 || th / a.sh >= a.oh)
+      continue;
+    for (long long kw = 0; kw < a.kw; ++kw) {
+      long long tw = iw + a.padW - kw;
+      if (tw >= 0 && tw % a.sw == 0 && tw / a.sw < a.ow)
+        visit(th / a.sh, tw / a.sw, kh, kw);
+    }
+  }
+}
+
 PRISM_KERNEL(prism_conv2d, Conv2dArgs, a) {
   PRISM_FOR_EACH(e, a.n * a.oh * a.ow * a.o) {
     long long o = e % a.o, rest = e / a.o;
     long long ow = rest % a.ow, oh = (rest / a.ow) % a.oh, n = rest / (a.ow * a.oh);
     double sum = 0;
-    for (long long kh = 0; kh < a.kh; ++kh) {
-      long long ih = oh * a.sh - a.padH + kh;
-      if (ih < 0 || ih >= a.h)
-        continue;
-      for (long long kw = 0; kw < a.kw; ++kw) {
-        long long iw = ow * a.sw - a.padW + kw;
-        if (iw < 0 || iw >= a.w_)
-          continue;
-        const float *x = a.x + ((n * a.h + ih) * a.w_ + iw) * a.c;
-        const float *w = a.w + (kh * a.kw + kw) * a.c * a.o + o;
-        for (long long c = 0; c < a.c; ++c)
-          sum += (double)x[c] * (double)w[c * a.o];
-      }
-    }
+    prism_window_cells_of(a, oh, ow, [&](long long ih, long long iw, long long kh, long long kw) {
+      const float *x = a.x + ((n * a.h + ih) * a.w_ + iw) * a.c;
+      const float *w = a.w + (kh * a.kw + kw) * a.c * a.o + o;
+      for (long long c = 0; c < a.c; ++c)
+        sum += (double)x[c] * (double)w[c * a.o];
+    });
     float v = (float)sum + (a.bias ? a.bias[o] : 0.0f);
     a.y[e] = a.relu && v < 0.0f ? 0.0f : v;
   }
@@ -495,22 +520,12 @@ PRISM_KERNEL(prism_conv2d_backprop_input, Conv2dArgs, a) {
     long long c = e % a.c, rest = e / a.c;
     long long iw = rest % a.w_, ih = (rest / a.w_) % a.h, n = rest / (a.w_ * a.h);
     double sum = 0;
-    for (long long kh = 0; kh < a.kh; ++kh) {
-      long long th = ih + a.padH - kh; // = oh * sh
-      if (th < 0 || th % a.sh != 0 || th / a.sh >= a.oh)
-        continue;
-      long long oh = th / a.sh;
-      for (long long kw = 0; kw < a.kw; ++kw) {
-        long long tw = iw + a.padW - kw;
-        if (tw < 0 || tw % a.sw != 0 || tw / a.sw >= a.ow)
-          continue;
-        long long ow = tw / a.sw;
-        const float *dy = a.dy + ((n * a.oh + oh) * a.ow + ow) * a.o;
-        const float *w = a.w + ((kh * a.kw + kw) * a.c + c) * a.o;
-        for (long long o = 0; o < a.o; ++o)
-          sum += (double)dy[o] * (double)w[o];
-      }
-    }
+    prism_windows_holding(a, ih, iw, [&](long long oh, long long ow, long long kh, long long kw) {
+      const float *dy = a.dy + ((n * a.oh + oh) * a.ow + ow) * a.o;
+      const float *w = a.w + ((kh * a.kw + kw) * a.c + c) * a.o;
+      for (long long o = 0; o < a.o; ++o)
+        sum += (double)dy[o] * (double)w[o];
+    });
     a.y[e] = (float)sum;
   }
 }
@@ -542,19 +557,11 @@ PRISM_KERNEL(prism_conv2d_backprop_filter, Conv2dArgs, a) {
 PRISM_DEVICE_FUNCTION long long prism_window_argmax(const Conv2dArgs &a, long long n,
                                                     long long oh, long long ow, long long c) {
   long long best = -1;
-  for (long long kh = 0; kh < a.kh; ++kh) {
-    long long ih = oh * a.sh - a.padH + kh;
-    if (ih < 0 || ih >= a.h)
-      continue;
-    for (long long kw = 0; kw < a.kw; ++kw) {
-      long long iw = ow * a.sw - a.padW + kw;
-      if (iw < 0 || iw >= a.w_)
-        continue;
-      long long at = ((n * a.h + ih) * a.w_ + iw) * a.c + c;
-      if (best < 0 || a.x[at] > a.x[best])
-        best = at;
-    }
-  }
+  prism_window_cells_of(a, oh, ow, [&](long long ih, long long iw, long long, long long) {
+    long long at = ((n * a.h + ih) * a.w_ + iw) * a.c + c;
+    if (best < 0 || a.x[at] > a.x[best])
+      best = at;
+  });
   return best;
 }
 
@@ -575,19 +582,10 @@ PRISM_KERNEL(prism_max_pool2d_grad, Conv2dArgs, a) {
     long long c = e % a.c, rest = e / a.c;
     long long iw = rest % a.w_, ih = (rest / a.w_) % a.h, n = rest / (a.w_ * a.h);
     double sum = 0;
-    for (long long kh = 0; kh < a.kh; ++kh) {
-      long long th = ih + a.padH - kh;
-      if (th < 0 || th % a.sh != 0 || th / a.sh >= a.oh)
-        continue;
-      for (long long kw = 0; kw < a.kw; ++kw) {
-        long long tw = iw + a.padW - kw;
-        if (tw < 0 || tw % a.sw != 0 || tw / a.sw >= a.ow)
-          continue;
-        long long oh = th / a.sh, ow = tw / a.sw;
-        if (prism_window_argmax(a, n, oh, ow, c) == e)
-          sum += (double)a.dy[((n * a.oh + oh) * a.ow + ow) * a.c + c];
-      }
-    }
+    prism_windows_holding(a, ih, iw, [&](long long oh, long long ow, long long, long long) {
+      if (prism_window_argmax(a, n, oh, ow, c) == e)
+        sum += (double)a.dy[((n * a.oh + oh) * a.ow + ow) * a.c + c];
+    });
     a.y[e] = (float)sum;
   }
 }
@@ -1045,13 +1043,7 @@ PRISM_KERNEL(prism_scale, ScaleArgs, a) {
 PRISM_DEVICE_FUNCTION long long prism_window_cells(const Conv2dArgs &a, long long oh,
                                                    long long ow) {
   long long count = 0;
-  for (long long kh = 0; kh < a.kh; ++kh) {
-    long long ih = oh * a.sh - a.padH + kh;
-    for (long long kw = 0; kw < a.kw; ++kw) {
-      long long iw = ow * a.sw - a.padW + kw;
-      count += ih >= 0 && ih < a.h && iw >= 0 && iw < a.w_;
-    }
-  }
+  prism_window_cells_of(a, oh, ow, [&](long long, long long, long long, long long) { ++count; });
   return count;
 }
 PRISM_KERNEL(prism_avg_pool2d, Conv2dArgs, a) {
@@ -1059,16 +1051,9 @@ PRISM_KERNEL(prism_avg_pool2d, Conv2dArgs, a) {
     long long c = e % a.c, rest = e / a.c;
     long long ow = rest % a.ow, oh = (rest / a.ow) % a.oh, n = rest / (a.ow * a.oh);
     double sum = 0;
-    for (long long kh = 0; kh < a.kh; ++kh) {
-      long long ih = oh * a.sh - a.padH + kh;
-      if (ih < 0 || ih >= a.h)
-        continue;
-      for (long long kw = 0; kw < a.kw; ++kw) {
-        long long iw = ow * a.sw - a.padW + kw;
-        if (iw >= 0 && iw < a.w_)
-          sum += (double)a.x[((n * a.h + ih) * a.w_ + iw) * a.c + c];
-      }
-    }
+    prism_window_cells_of(a, oh, ow, [&](long long ih, long long iw, long long, long long) {
+      sum += (double)a.x[((n * a.h + ih) * a.w_ + iw) * a.c + c];
+    });
     long long count = prism_window_cells(a, oh, ow);
     a.y[e] = count > 0 ? (float)(sum / (double)count) : 0.0f;
   }
@@ -1078,19 +1063,10 @@ PRISM_KERNEL(prism_avg_pool2d_grad, Conv2dArgs, a) {
     long long c = e % a.c, rest = e / a.c;
     long long iw = rest % a.w_, ih = (rest / a.w_) % a.h, n = rest / (a.w_ * a.h);
     double sum = 0;
-    for (long long kh = 0; kh < a.kh; ++kh) {
-      long long th = ih + a.padH - kh;
-      if (th < 0 || th % a.sh != 0 || th / a.sh >= a.oh)
-        continue;
-      for (long long kw = 0; kw < a.kw; ++kw) {
-        long long tw = iw + a.padW - kw;
-        if (tw < 0 || tw % a.sw != 0 || tw / a.sw >= a.ow)
-          continue;
-        long long oh = th / a.sh, ow = tw / a.sw;
-        sum += (double)a.dy[((n * a.oh + oh) * a.ow + ow) * a.c + c] /
-               (double)prism_window_cells(a, oh, ow);
-      }
-    }
+    prism_windows_holding(a, ih, iw, [&](long long oh, long long ow, long long, long long) {
+      sum += (double)a.dy[((n * a.oh + oh) * a.ow + ow) * a.c + c] /
+             (double)prism_window_cells(a, oh, ow);
+    });
     a.y[e] = (float)sum;
   }
 }
