@@ -44,6 +44,21 @@ llvm::Error requireF32(const KernelSpec &spec, llvm::ArrayRef<unsigned> operands
   return llvm::Error::success();
 }
 
+// Every operand dense f32.
+llvm::Error requireAllF32(const KernelSpec &spec) {
+  std::vector<unsigned> operands;
+  for (unsigned i = 0; i < spec.inputTypes.size(); ++i)
+    operands.push_back(i);
+  return requireF32(spec, operands);
+}
+
+// A kernel with its scratch memory allocated on the spec's device.
+template <typename K> KernelOrError withScratch(std::unique_ptr<K> kernel, const KernelSpec &spec) {
+  if (auto e = kernel->allocate(spec))
+    return std::move(e);
+  return std::unique_ptr<Kernel>(std::move(kernel));
+}
+
 // Matrix products compute in f32 on the GPU: bf16 and fp16 (`--precision`) are refused.
 llvm::Error requireF32Compute(const KernelSpec &spec) {
   std::string compute = spec.attrs.getString(ir::kComputeAttr, "f32");
@@ -386,10 +401,7 @@ std::unique_ptr<Kernel> convKernel(std::shared_ptr<GpuBackend> backend, llvm::St
 // conv2d, fused_conv2d and the two backprops: direct loops over NHWC (DeviceKernels.cuh).
 KernelOrError makeConv(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
   llvm::StringRef name = spec.op->name();
-  std::vector<unsigned> operands;
-  for (unsigned i = 0; i < spec.inputTypes.size(); ++i)
-    operands.push_back(i);
-  if (auto e = requireF32(spec, operands))
+  if (auto e = requireAllF32(spec))
     return std::move(e);
   if (auto e = requireF32Compute(spec))
     return std::move(e);
@@ -606,10 +618,7 @@ KernelOrError makeTranspose(const KernelSpec &spec, std::shared_ptr<GpuBackend> 
 
 // softmax, softmax_grad, layer_norm and its two gradients: over the last dimension.
 KernelOrError makeRows(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
-  std::vector<unsigned> operands;
-  for (unsigned i = 0; i < spec.inputTypes.size(); ++i)
-    operands.push_back(i);
-  if (auto e = requireF32(spec, operands))
+  if (auto e = requireAllF32(spec))
     return std::move(e);
   llvm::StringRef name = spec.op->name();
   const ir::TensorType &x =
@@ -900,10 +909,7 @@ KernelOrError makeBatchNorm(const KernelSpec &spec, std::shared_ptr<GpuBackend> 
   for (const ir::TensorType &t : spec.inputTypes)
     if (t.sparse || (t.dtype != ir::DType::F32 && t.dtype != ir::DType::F64))
       return unsupported(spec, "takes dense f32 values and f64 moments, not " + t.str());
-  auto kernel = std::make_unique<BatchNormKernel>(spec, std::move(backend));
-  if (auto e = kernel->allocate(spec))
-    return std::move(e);
-  return std::unique_ptr<Kernel>(std::move(kernel));
+  return withScratch(std::make_unique<BatchNormKernel>(spec, std::move(backend)), spec);
 }
 
 // pad(x, pads, value) of 4-byte elements, pads as [begins..., ends...].
@@ -1061,15 +1067,9 @@ private:
 };
 
 KernelOrError makeNorm(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
-  std::vector<unsigned> operands;
-  for (unsigned i = 0; i < spec.inputTypes.size(); ++i)
-    operands.push_back(i);
-  if (auto e = requireF32(spec, operands))
+  if (auto e = requireAllF32(spec))
     return std::move(e);
-  auto kernel = std::make_unique<NormKernel>(spec, std::move(backend));
-  if (auto e = kernel->allocate(spec))
-    return std::move(e);
-  return std::unique_ptr<Kernel>(std::move(kernel));
+  return withScratch(std::make_unique<NormKernel>(spec, std::move(backend)), spec);
 }
 
 // batch_share(x): b / N for x's batch b and the step's global batch N, computed on the host when
@@ -1164,10 +1164,7 @@ KernelOrError makeLrSchedule(const KernelSpec &spec, std::shared_ptr<GpuBackend>
   auto schedule = ir::scheduleFromAttrs(spec.attrs);
   if (!schedule)
     return schedule.takeError();
-  auto kernel = std::make_unique<LrScheduleKernel>(spec, std::move(backend), *schedule);
-  if (auto e = kernel->allocate(spec))
-    return std::move(e);
-  return std::unique_ptr<Kernel>(std::move(kernel));
+  return withScratch(std::make_unique<LrScheduleKernel>(spec, std::move(backend), *schedule), spec);
 }
 
 // sigmoid_cross_entropy(logits, labels): the mean of each element's term, summed in order;
@@ -1218,15 +1215,9 @@ private:
 };
 
 KernelOrError makeSigmoidCrossEntropy(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
-  std::vector<unsigned> operands;
-  for (unsigned i = 0; i < spec.inputTypes.size(); ++i)
-    operands.push_back(i);
-  if (auto e = requireF32(spec, operands))
+  if (auto e = requireAllF32(spec))
     return std::move(e);
-  auto kernel = std::make_unique<SigmoidCrossEntropyKernel>(spec, std::move(backend));
-  if (auto e = kernel->allocate(spec))
-    return std::move(e);
-  return std::unique_ptr<Kernel>(std::move(kernel));
+  return withScratch(std::make_unique<SigmoidCrossEntropyKernel>(spec, std::move(backend)), spec);
 }
 
 // reshape(x, shape) and reshape_like(g, ref): the same elements, copied (the output is a value
@@ -1379,10 +1370,8 @@ KernelOrError makeCrossEntropy(const KernelSpec &spec, std::shared_ptr<GpuBacken
   ir::DType labels = spec.inputTypes[gradient ? 2 : 1].dtype;
   if (labels != ir::DType::I32 && labels != ir::DType::I64)
     return unsupported(spec, "takes labels of i32 or i64, not " + ir::dtypeName(labels));
-  auto kernel = std::make_unique<CrossEntropyKernel>(spec, std::move(backend), gradient);
-  if (auto e = kernel->allocate(spec))
-    return std::move(e);
-  return std::unique_ptr<Kernel>(std::move(kernel));
+  return withScratch(std::make_unique<CrossEntropyKernel>(spec, std::move(backend), gradient),
+                     spec);
 }
 
 // apply_sgd (w, g[, lr_factor, finite]), apply_momentum (w, a, g[, ...]) and apply_adam (w, m, v,
@@ -1497,10 +1486,8 @@ KernelOrError makeUpdate(const KernelSpec &spec, std::shared_ptr<GpuBackend> bac
     return std::move(e);
   if (spec.inputTypes[gradient].dtype != ir::DType::F32)
     return unsupported(spec, "takes f32, not " + spec.inputTypes[gradient].str());
-  auto kernel = std::make_unique<UpdateKernel>(spec, std::move(backend), gradient, factor);
-  if (auto e = kernel->allocate(spec))
-    return std::move(e);
-  return std::unique_ptr<Kernel>(std::move(kernel));
+  return withScratch(std::make_unique<UpdateKernel>(spec, std::move(backend), gradient, factor),
+                     spec);
 }
 
 using Maker = KernelOrError (*)(const KernelSpec &, std::shared_ptr<GpuBackend>);
