@@ -1220,6 +1220,171 @@ KernelOrError makeSigmoidCrossEntropy(const KernelSpec &spec, std::shared_ptr<Gp
   return withScratch(std::make_unique<SigmoidCrossEntropyKernel>(spec, std::move(backend)), spec);
 }
 
+// The sparse-value ops: sparse_add (indices and rows concatenated), sparse_to_dense (rows summed
+// into zeros), touched_rows (1 per row present), sparse_from_dense (the masked rows, in order;
+// their count is read back, a counted copy of 8 bytes); and update_loss_scale. A sparse result
+// lives in buffers that grow as needed, viewed at this step's row count.
+class SparseValueKernel final : public Kernel {
+public:
+  SparseValueKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend)
+      : backend_(std::move(backend)), device_(spec.device), name_(spec.op->name().str()),
+        attrs_(spec.attrs) {
+    const ir::TensorType &type = name_ == "sparse_from_dense" || name_ == "sparse_add"
+                                     ? spec.outputTypes[0]
+                                     : spec.inputTypes[0];
+    denseDims_.assign(type.dims.begin(), type.dims.end());
+    tableRows_ = denseDims_.empty() ? 1 : denseDims_[0];
+    rowSize_ = 1;
+    for (size_t d = 1; d < denseDims_.size(); ++d)
+      rowSize_ *= denseDims_[d];
+  }
+
+  llvm::Error allocate(const KernelSpec &spec) {
+    for (Tensor *t : {&bad_, &total_}) {
+      auto scalar = scratch(spec, ir::DType::I64, 1);
+      if (!scalar)
+        return scalar.takeError();
+      *t = std::move(*scalar);
+    }
+    if (name_ == "sparse_from_dense") {
+      auto position = scratch(spec, ir::DType::I64, tableRows_);
+      if (!position)
+        return position.takeError();
+      position_ = std::move(*position);
+    }
+    return llvm::Error::success();
+  }
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> in,
+                  llvm::ArrayRef<RuntimeValue *> out) override {
+    if (name_ == "update_loss_scale")
+      return launch(*backend_, "prism_update_loss_scale", 1,
+                    k::LossScaleArgs{floats(in[0]), floats(in[1]), floats(in[2]), floats(in[3]),
+                                     static_cast<double>(attrs_.getInt("growth_interval")),
+                                     attrs_.getFloat("growth_factor"),
+                                     attrs_.getFloat("backoff_factor")});
+    if (name_ == "sparse_add")
+      return concatenate(*in[0], *in[1], *out[0]);
+    if (name_ == "sparse_from_dense")
+      return compact(*in[0], *in[1], *out[0]);
+    return scatter(*in[0], out[0]->dense);
+  }
+
+private:
+  // sparse_to_dense and touched_rows: zeros, then each row (or a 1) at its index.
+  llvm::Error scatter(const RuntimeValue &s, Tensor &dense) {
+    k::SparseArgs a{};
+    a.dense = static_cast<float *>(dense.raw());
+    a.indices = static_cast<const long long *>(s.indices.raw());
+    a.rows = static_cast<const float *>(s.dense.raw());
+    a.bad = static_cast<long long *>(bad_.raw());
+    a.count = s.numRows();
+    a.rowSize = rowSize_;
+    a.tableRows = tableRows_;
+    a.op = name_ == "sparse_to_dense" ? 0 : 1;
+    if (auto e = launch(*backend_, "prism_fill", dense.numElements(),
+                        k::FillArgs{dense.raw(), 0, dense.numElements(), 4}))
+      return e;
+    if (auto e = launch(*backend_, "prism_fill", 1, k::FillArgs{a.bad, 0, 1, 8}))
+      return e;
+    if (auto e = launch(*backend_, "prism_sparse", a.count * (a.op == 0 ? rowSize_ : 1), a))
+      return e;
+    auto flag = device_->toHost(bad_);
+    if (!flag)
+      return flag.takeError();
+    if (int64_t at = *flag->data<int64_t>() - 1; at >= 0)
+      return ir::makeError("element " + llvm::Twine(at) + " of the indices is outside [0, " +
+                           llvm::Twine(tableRows_) + ") for a sparse value of " +
+                           llvm::Twine(tableRows_) + " rows");
+    return llvm::Error::success();
+  }
+
+  // sparse_add: a's indices and rows, then b's.
+  llvm::Error concatenate(const RuntimeValue &a, const RuntimeValue &b, RuntimeValue &out) {
+    const int64_t rows = a.numRows() + b.numRows();
+    if (auto e = view(rows, out))
+      return e;
+    auto copy = [&](void *to, const Tensor &from) {
+      k::CopyArgs args{to, from.raw(), from.numBytes()};
+      return launch(*backend_, "prism_copy", args.bytes / 4, args);
+    };
+    char *indices = static_cast<char *>(out.indices.raw());
+    char *values = static_cast<char *>(out.dense.raw());
+    if (auto e = copy(indices, a.indices))
+      return e;
+    if (auto e = copy(indices + a.indices.numBytes(), b.indices))
+      return e;
+    if (auto e = copy(values, a.dense))
+      return e;
+    if (auto e = copy(values + a.dense.numBytes(), b.dense))
+      return e;
+    return llvm::Error::success();
+  }
+
+  // sparse_from_dense(g, mask): the positions and count on the device, the count read back, then
+  // the masked rows copied in order.
+  llvm::Error compact(const RuntimeValue &g, const RuntimeValue &mask, RuntimeValue &out) {
+    k::SparseArgs a{};
+    a.rows = floats(&g);
+    a.mask = floats(&mask);
+    a.position = static_cast<long long *>(position_.raw());
+    a.total = static_cast<long long *>(total_.raw());
+    a.rowSize = rowSize_;
+    a.tableRows = tableRows_;
+    a.op = 2;
+    if (auto e = launch(*backend_, "prism_sparse", 1, a))
+      return e;
+    auto total = device_->toHost(total_);
+    if (!total)
+      return total.takeError();
+    if (auto e = view(*total->data<int64_t>(), out))
+      return e;
+    a.outIndices = static_cast<long long *>(out.indices.raw());
+    a.outRows = static_cast<float *>(out.dense.raw());
+    a.op = 3;
+    return launch(*backend_, "prism_sparse", tableRows_ * rowSize_, a);
+  }
+
+  // `out` as a sparse value of `rows` rows over this kernel's buffers (grown when too small).
+  llvm::Error view(int64_t rows, RuntimeValue &out) {
+    if (rows > capacity_) {
+      auto indices = device_->allocate(static_cast<size_t>(rows) * 8);
+      auto values = indices ? device_->allocate(static_cast<size_t>(rows * rowSize_) * 4)
+                            : indices.takeError();
+      if (!values)
+        return values.takeError();
+      indices_ = std::move(*indices);
+      values_ = std::move(*values);
+      capacity_ = rows;
+    }
+    std::vector<int64_t> shape = denseDims_;
+    if (shape.empty())
+      shape.push_back(rows);
+    else
+      shape[0] = rows;
+    out.sparse = true;
+    out.indices = Tensor::view(ir::DType::I64, {rows}, indices_, 0, device_->id());
+    out.dense = Tensor::view(ir::DType::F32, shape, values_, 0, device_->id());
+    return llvm::Error::success();
+  }
+
+  std::shared_ptr<GpuBackend> backend_;
+  Device *device_;
+  std::string name_;
+  ir::AttrMap attrs_;
+  std::vector<int64_t> denseDims_;
+  int64_t tableRows_ = 0, rowSize_ = 1, capacity_ = 0;
+  Tensor bad_, total_, position_;
+  std::shared_ptr<void> indices_, values_;
+};
+
+KernelOrError makeSparseValue(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  for (const ir::TensorType &t : spec.inputTypes)
+    if (t.dtype != ir::DType::F32)
+      return unsupported(spec, "takes f32 values, not " + t.str());
+  return withScratch(std::make_unique<SparseValueKernel>(spec, std::move(backend)), spec);
+}
+
 // reshape(x, shape) and reshape_like(g, ref): the same elements, copied (the output is a value
 // of its own in the step's arena).
 KernelOrError makeReshape(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
@@ -1563,6 +1728,11 @@ const std::vector<std::pair<llvm::StringRef, Maker>> &makers() {
       {"apply_sgd", makeUpdate},
       {"apply_momentum", makeUpdate},
       {"apply_adam", makeUpdate},
+      {"sparse_add", makeSparseValue},
+      {"sparse_to_dense", makeSparseValue},
+      {"touched_rows", makeSparseValue},
+      {"sparse_from_dense", makeSparseValue},
+      {"update_loss_scale", makeSparseValue},
   };
   return table;
 }

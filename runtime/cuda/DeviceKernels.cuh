@@ -1146,6 +1146,92 @@ PRISM_KERNEL(prism_sigmoid_cross_entropy, SigmoidCrossEntropyArgs, a) {
   }
 }
 
+// The sparse-value ops over f32 rows of `rowSize` elements: op 0 sparse_to_dense's scatter
+// (dense[indices[j]] += rows[j], atomically), op 1 touched_rows (dense[indices[j]] = 1), both
+// flagging an index outside [0, tableRows) in *bad; op 2 sparse_from_dense's positions (one
+// thread: position[i] = the masked rows before i, *total = all of them), op 3 its copy of each
+// masked row i of `rows` (the dense g) to outRows[position[i]], with outIndices[position[i]] = i.
+struct SparseArgs {
+  float *dense;
+  const long long *indices;
+  const float *rows;
+  const float *mask;
+  long long *position;
+  long long *total;
+  long long *outIndices;
+  float *outRows;
+  long long *bad;
+  long long count;
+  long long rowSize;
+  long long tableRows;
+  int op;
+};
+PRISM_KERNEL(prism_sparse, SparseArgs, a) {
+  if (a.op == 2) {
+    PRISM_FOR_EACH(t, 1) {
+      long long at = 0;
+      for (long long i = 0; i < a.tableRows; ++i) {
+        a.position[i] = at;
+        at += a.mask[i] != 0.0f;
+      }
+      *a.total = at;
+    }
+    return;
+  }
+  if (a.op == 3) {
+    PRISM_FOR_EACH(e, a.tableRows * a.rowSize) {
+      long long i = e / a.rowSize, k = e % a.rowSize;
+      if (a.mask[i] == 0.0f)
+        continue;
+      a.outRows[a.position[i] * a.rowSize + k] = a.rows[e];
+      if (k == 0)
+        a.outIndices[a.position[i]] = i;
+    }
+    return;
+  }
+  PRISM_FOR_EACH(e, a.count * (a.op == 0 ? a.rowSize : 1)) {
+    long long j = a.op == 0 ? e / a.rowSize : e;
+    long long index = a.indices[j];
+    if (index < 0 || index >= a.tableRows) {
+      *a.bad = j + 1;
+      continue;
+    }
+    if (a.op == 0)
+      prism_atomic_add(a.dense + index * a.rowSize + e % a.rowSize, a.rows[e]);
+    else
+      a.dense[index] = 1.0f;
+  }
+}
+
+// update_loss_scale: one thread; scale, good and skipped are scalar variables written in place.
+struct LossScaleArgs {
+  float *scale;
+  float *good;
+  float *skipped;
+  const float *finite;
+  double interval;
+  double growth;
+  double backoff;
+};
+PRISM_KERNEL(prism_update_loss_scale, LossScaleArgs, a) {
+  PRISM_FOR_EACH(i, 1) {
+    double s = (double)a.scale[0], g = (double)a.good[0];
+    if (a.finite[0] != 0.0f) {
+      g += 1;
+      if (g >= a.interval) {
+        s *= a.growth;
+        g = 0;
+      }
+    } else {
+      s *= a.backoff;
+      g = 0;
+      a.skipped[0] = (float)((double)a.skipped[0] + 1);
+    }
+    a.scale[0] = (float)s;
+    a.good[0] = (float)g;
+  }
+}
+
 // X(kernel, Args) for every kernel above: the host tests' table of them.
 #define PRISM_DEVICE_KERNELS(X)                                                                    \
   X(prism_fill, FillArgs)                                                                          \
@@ -1168,6 +1254,8 @@ PRISM_KERNEL(prism_sigmoid_cross_entropy, SigmoidCrossEntropyArgs, a) {
   X(prism_bn_channels, BatchNormArgs)                                                              \
   X(prism_pad, PadArgs)                                                                            \
   X(prism_cast, CastArgs)                                                                          \
+  X(prism_sparse, SparseArgs)                                                                      \
+  X(prism_update_loss_scale, LossScaleArgs)                                                        \
   X(prism_lr_schedule, LrScheduleArgs)                                                             \
   X(prism_sigmoid_cross_entropy, SigmoidCrossEntropyArgs)                                          \
   X(prism_select, SelectArgs)                                                                      \

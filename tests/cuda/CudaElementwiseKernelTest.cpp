@@ -104,19 +104,18 @@ TEST(CudaKernelFamilies, TrainingStepsPassTheKernelCheckOrNameTheirFirstOpWithou
   for (const char *name :
        {"mlp", "cnn", "embedding_classifier", "lstm_lm", "resnet", "transformer", "resnet18"})
     EXPECT_EQ(check(name), "") << name;
-  // An op without one (sparse_to_dense, not yet on the GPU) is refused at its model line.
+  // An op without one (a parameter server's ps_gradient: servers run on the CPU) is refused at
+  // its model line.
   auto pool = frontends::parseModule("model m {\n  var t : f32[5, 2] = zeros\n"
-                                     "  input ids : i64[3]\n  %r = gather(t, ids)\n"
-                                     "  %g = gather_grad(%r, ids, num_rows = 5)\n"
-                                     "  %d = sparse_to_dense(%g)\n}\n",
-                                     "sparse.prism");
+                                     "  %g = ps_gradient(t)\n}\n",
+                                     "server.prism");
   ASSERT_TRUE(bool(pool)) << llvm::toString(pool.takeError());
   ASSERT_FALSE(bool(plan::runPipeline(**pool, "infer-shapes")));
   llvm::Error refused = runtime::checkKernels(**pool, ir::DeviceKind::Cuda);
   ASSERT_TRUE(bool(refused));
   EXPECT_EQ(ir::errorCode(refused), ir::ErrorCode::Unsupported);
   EXPECT_EQ(llvm::toString(std::move(refused)),
-            "sparse.prism:6:3: error: no cuda kernel for 'sparse_to_dense' in model 'm'");
+            "server.prism:3:3: error: no cuda kernel for 'ps_gradient' in model 'm'");
 }
 
 // Operands broadcast as numpy's (aligned at the last dimension); one that does not is refused

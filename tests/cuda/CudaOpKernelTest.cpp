@@ -139,6 +139,7 @@ void runBoth(const ir::Op &op, Device &device, const std::shared_ptr<HostBackend
       cpu[v].dense = Tensor(v->type().dtype, shape);
       gpu[v].dense = Tensor(v->type().dtype, shape);
     }
+    cpu[v].sparse = gpu[v].sparse = type.sparse; // as the executor marks its slots
     cpuOut.push_back(&cpu[v]);
     gpuOut.push_back(&gpu[v]);
   }
@@ -748,4 +749,33 @@ TEST(GpuOpKernels, AStepCountThatIsNotWholeIsTheCpusError) {
   ASSERT_TRUE(bool(ran));
   EXPECT_EQ(llvm::toString(std::move(ran)),
             "error: a step count must be a whole number >= 0, got 2.5");
+}
+
+// The sparse-value ops on the sparse gradients of two gathers (repeated and missing rows), and
+// the dynamic loss scale's update after a finite and after a non-finite step.
+TEST(GpuOpKernels, SparseValuesAndTheLossScale) {
+  EXPECT_GT(expectSameAsCpu(R"(model m {
+  var t : f32[6, 3] = zeros
+  input ids : i64[4]
+  input ids2 : i32[3]
+  var scale : f32[] = ones
+  var good : f32[] = zeros
+  var skipped : f32[] = zeros
+  var scale2 : f32[] = ones
+  var good2 : f32[] = zeros
+  var skipped2 : f32[] = zeros
+  %r = gather(t, ids)
+  %g1 = gather_grad(%r, ids, num_rows = 6)
+  %r2 = gather(t, ids2)
+  %g2 = gather_grad(%r2, ids2, num_rows = 6)
+  %sum = sparse_add(%g1, %g2)
+  %dense = sparse_to_dense(%sum)
+  %touched = touched_rows(%sum)
+  %back = sparse_from_dense(%dense, %touched)
+  %finite = constant(value = 1)
+  %overflow = constant(value = 0)
+  update_loss_scale(scale, good, skipped, %finite, growth_interval = 1)
+  update_loss_scale(scale2, good2, skipped2, %overflow)
+})"),
+            0);
 }
