@@ -1,5 +1,5 @@
 // The partitioner on every model, cluster size, strategy and replication: the plan verifies,
-// survives a write and read, and says what the issue asks of it (tables over the PS tasks,
+// survives a write and read, and says what a plan must say (tables over the PS tasks,
 // dense layers in an all-reduce bucket, bytes per step).
 #include <gtest/gtest.h>
 
