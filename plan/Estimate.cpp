@@ -12,6 +12,7 @@
 #include "ir/VariablePlacement.h"
 #include "plan/CommunicationCost.h"
 #include "plan/LocalAggregation.h"
+#include "plan/PlanTasks.h"
 #include "plan/PlanVariables.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -270,12 +271,6 @@ WorkerCompute workerCompute(const ir::Module &worker, const WorkerBatches &batch
   return compute;
 }
 
-// Whether a task runs on a GPU (its devices are gpu:N).
-bool onGpu(const Task &task) {
-  return llvm::any_of(task.devices(),
-                      [](const std::string &d) { return llvm::StringRef(d).startswith("gpu:"); });
-}
-
 // The bytes of a worker's inputs (its batch) per step.
 double inputBytes(const ir::Module &worker, int64_t batch) {
   double bytes = 0;
@@ -315,7 +310,7 @@ void addTaskEstimates(const Plan &plan, const Flows &flows, const ir::Module &wo
       t->set_activation_bytes(compute.activations);
       t->set_activation_bytes_saved(compute.activationsOfLocalBatch - compute.activations);
       t->set_flops_per_step(compute.flops);
-      if (onGpu(task))
+      if (!taskGpus(task).empty())
         t->set_host_device_bytes_per_step(inputBytes(worker, batches.localBatch) + 4 +
                                           sent[task.name()] + received[task.name()]);
     } else if (task.role() == "ps" && static_cast<size_t>(task.index()) < ps.size()) {

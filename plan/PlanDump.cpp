@@ -598,23 +598,14 @@ std::vector<std::string> communicationRow(const PlanView &view, const Task &task
   return {c.op, of, with, maybeBytes(c.total(&Peer::sent)), maybeBytes(c.total(&Peer::received))};
 }
 
-// A task's GPUs (its gpu:N devices).
-std::vector<std::string> gpusOf(const Task &task) {
-  std::vector<std::string> gpus;
-  for (const std::string &d : task.devices())
-    if (llvm::StringRef(d).startswith("gpu:"))
-      gpus.push_back(d);
-  return gpus;
-}
-
 // The other tasks of the same machine (address) on one of `task`'s GPUs.
 std::vector<std::string> sharingGpu(const PlanView &view, const Task &task) {
   std::vector<std::string> others;
-  std::vector<std::string> mine = gpusOf(task);
+  std::vector<std::string> mine = taskGpus(task);
   for (const TaskView &t : view.tasks) {
     if (t.task == &task || t.task->address() != task.address())
       continue;
-    for (const std::string &gpu : gpusOf(*t.task))
+    for (const std::string &gpu : taskGpus(*t.task))
       if (llvm::is_contained(mine, gpu)) {
         others.push_back(t.task->name());
         break;
@@ -626,12 +617,12 @@ std::vector<std::string> sharingGpu(const PlanView &view, const Task &task) {
 // A GPU worker's communication: through host memory (Gloo, the parameter servers), and the
 // tasks that share its GPU. Empty for a task without a GPU or communication.
 std::string gpuCommunicationNote(const PlanView &view, const TaskView &t) {
-  if (gpusOf(*t.task).empty() || t.communication.empty())
+  if (taskGpus(*t.task).empty() || t.communication.empty())
     return "";
   std::string note = "collectives and PS calls through host memory (Gloo, gRPC)";
   std::vector<std::string> sharing = sharingGpu(view, *t.task);
   if (!sharing.empty())
-    note += "; shares " + gpusOf(*t.task).front() + " with " + llvm::join(sharing, ", ");
+    note += "; shares " + taskGpus(*t.task).front() + " with " + llvm::join(sharing, ", ");
   return note;
 }
 
@@ -795,7 +786,7 @@ Json taskJson(const PlanView &view, const TaskView &t) {
           {"address", task.address()},
           {"port", task.port()},
           {"devices", list(task.devices())},
-          {"gpu_communication", gpusOf(task).empty() ? Json(nullptr) : Json("host")},
+          {"gpu_communication", taskGpus(task).empty() ? Json(nullptr) : Json("host")},
           {"shares_gpu_with", list(sharingGpu(view, task))},
           {"program", t.program ? Json(t.program->name()) : Json(nullptr)},
           {"communication", comm},

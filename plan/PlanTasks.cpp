@@ -38,4 +38,12 @@ std::string taskFileName(llvm::StringRef task) {
   return name;
 }
 
+std::vector<std::string> taskGpus(const Task &task) {
+  std::vector<std::string> gpus;
+  for (const std::string &device : task.devices())
+    if (llvm::StringRef(device).startswith("gpu:"))
+      gpus.push_back(device);
+  return gpus;
+}
+
 } // namespace prism::plan

@@ -1,8 +1,9 @@
 // Questions about a plan's tasks that the runtime and the tools ask: find one, count a role,
-// whether the job stays on loopback, the job's token, a task's name as a file name.
+// whether the job stays on loopback, the job's token, a task's name as a file name, its GPUs.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "plan/plan.pb.h"
 #include "llvm/ADT/StringRef.h"
@@ -19,5 +20,7 @@ bool onLoopback(const Plan &plan);
 std::string jobToken(const Plan &plan);
 // "worker:1" -> "worker-1", for the task's files and directories.
 std::string taskFileName(llvm::StringRef task);
+// A task's GPUs: its `gpu:N` devices, in order (empty for a task on CPUs).
+std::vector<std::string> taskGpus(const Task &task);
 
 } // namespace prism::plan
