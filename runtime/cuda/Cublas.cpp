@@ -12,11 +12,10 @@
 
 #include "ir/Diagnostic.h"
 #include "runtime/cuda/CudaModules.h"
+#include "runtime/cuda/DynamicLibrary.h"
 
 namespace prism::runtime::cuda {
 namespace {
-
-constexpr const char *kLibraries[] = {"libcublas.so.13", "/usr/local/cuda/lib64/libcublas.so.13"};
 
 struct Functions {
   decltype(&::cublasCreate_v2) create = nullptr;
@@ -25,18 +24,11 @@ struct Functions {
 };
 
 llvm::Expected<Functions> loadFunctions() {
-  void *library = nullptr;
-  std::string reasons;
-  for (const char *name : kLibraries) {
-    if ((library = dlopen(name, RTLD_NOW | RTLD_LOCAL)))
-      break;
-    const char *reason = dlerror();
-    reasons += std::string(reasons.empty() ? "" : "; ") + (reason ? reason : name);
-  }
-  if (!library)
-    return ir::makeError(ir::ErrorCode::Unsupported,
-                         "cuBLAS, which the GPU's matrix products run on, could not be loaded: " +
-                             reasons);
+  auto opened =
+      openCudaLibrary("libcublas.so.13", "cuBLAS, which the GPU's matrix products run on");
+  if (!opened)
+    return opened.takeError();
+  void *library = *opened;
   Functions f;
   f.create = reinterpret_cast<decltype(f.create)>(dlsym(library, "cublasCreate_v2"));
   f.setMathMode = reinterpret_cast<decltype(f.setMathMode)>(dlsym(library, "cublasSetMathMode"));

@@ -2,20 +2,12 @@
 #include "runtime/cuda/CudaRuntimeDevice.h"
 
 #include "ir/Diagnostic.h"
+#include "runtime/cuda/CudaModules.h"
 #include "runtime/exec/Device.h"
 #include <cuda_runtime_api.h>
 
 namespace prism::runtime::cuda {
 namespace {
-
-// Success, or "<call> failed: <name>: <description>" (CudaDevice.h has the same for the kernels'
-// library; this file needs the CUDA runtime alone, so that the prism tool need not load cuBLAS).
-llvm::Error check(cudaError_t status, const llvm::Twine &call) {
-  if (status == cudaSuccess)
-    return llvm::Error::success();
-  return ir::makeError(call + " failed: " + cudaGetErrorName(status) + ": " +
-                       cudaGetErrorString(status));
-}
 
 class CudaGpu final : public Device {
 public:
@@ -24,8 +16,8 @@ public:
   llvm::Expected<std::shared_ptr<void>> allocate(size_t bytes) override {
     enter();
     void *memory = nullptr;
-    if (auto err = check(cudaMalloc(&memory, std::max<size_t>(bytes, 256)),
-                         "cudaMalloc(" + llvm::Twine(bytes) + ") on " + id().str()))
+    if (auto err = checkCuda(cudaMalloc(&memory, std::max<size_t>(bytes, 256)),
+                             "cudaMalloc(" + llvm::Twine(bytes) + ") on " + id().str()))
       return ir::makeError(ir::ErrorCode::ResourceExhausted, ir::messageOf(std::move(err)));
     return std::shared_ptr<void>(memory, [](void *p) { cudaFree(p); });
   }
@@ -34,25 +26,25 @@ public:
 
   llvm::Error synchronize() override {
     enter();
-    return check(cudaDeviceSynchronize(), "cudaDeviceSynchronize on " + id().str());
+    return checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize on " + id().str());
   }
 
 protected:
   llvm::Error copyToDevice(void *dst, const void *src, size_t bytes) override {
     enter();
-    return check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice),
-                 "cudaMemcpy to " + id().str());
+    return checkCuda(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice),
+                     "cudaMemcpy to " + id().str());
   }
   llvm::Error copyToHost(void *dst, const void *src, size_t bytes) override {
     enter();
-    return check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost),
-                 "cudaMemcpy from " + id().str());
+    return checkCuda(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost),
+                     "cudaMemcpy from " + id().str());
   }
 };
 
 llvm::Expected<std::unique_ptr<Device>> createGpu(ir::DeviceId id, const DeviceOptions &) {
   int count = 0;
-  if (auto err = check(cudaGetDeviceCount(&count), "cudaGetDeviceCount"))
+  if (auto err = checkCuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount"))
     return ir::makeError(ir::ErrorCode::Unsupported,
                          "device " + id.str() + " was asked for, but this machine has no usable " +
                              "CUDA device (" + ir::messageOf(std::move(err)) + ")");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ir/Diagnostic.h"
+#include "runtime/cuda/DynamicLibrary.h"
 
 namespace prism::runtime::cuda {
 
@@ -27,28 +28,17 @@ struct Nvrtc::Functions {
 
 namespace {
 
-// The library's names, the toolkit's own copy last (where the loader's path does not reach it).
-constexpr const char *kLibraries[] = {"libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so.13"};
-
 template <typename F> bool bind(void *library, const char *symbol, F &f) {
   f = reinterpret_cast<F>(dlsym(library, symbol));
   return f != nullptr;
 }
 
 llvm::Expected<Nvrtc::Functions> loadFunctions() {
-  void *library = nullptr;
-  std::string reasons;
-  for (const char *name : kLibraries) {
-    library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (library)
-      break;
-    const char *reason = dlerror();
-    reasons += std::string(reasons.empty() ? "" : "; ") + (reason ? reason : name);
-  }
-  if (!library)
-    return ir::makeError(
-        ir::ErrorCode::Unsupported,
-        "NVRTC, which compiles the GPU's generated kernels, could not be loaded: " + reasons);
+  auto opened =
+      openCudaLibrary("libnvrtc.so.13", "NVRTC, which compiles the GPU's generated kernels");
+  if (!opened)
+    return opened.takeError();
+  void *library = *opened;
   Nvrtc::Functions f;
   const char *missing = nullptr;
   auto need = [&](const char *symbol, auto &function) {
