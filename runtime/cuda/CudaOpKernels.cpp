@@ -109,6 +109,66 @@ private:
   Bind bind_;
 };
 
+// A long sum in two launches over one argument struct (whose `partial` and `parts` fields it
+// sets): `first` sums `parts` ranges of every output into the scratch `partial`, then `second`
+// adds each output's parts in order. With one part, `second` alone sums.
+template <typename Args> class TwoStage final : public Kernel {
+public:
+  using Bind = typename OneLaunch<Args>::Bind;
+  TwoStage(std::shared_ptr<GpuBackend> backend, llvm::StringRef first, llvm::StringRef second,
+           int64_t outputs, Args args, Tensor partial, Bind bind)
+      : backend_(std::move(backend)), first_(first.str()), second_(second.str()), outputs_(outputs),
+        args_(args), partial_(std::move(partial)), bind_(bind) {}
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    Args a = args_;
+    bind_(a, inputs, outputs);
+    if (a.parts > 1) {
+      a.partial = static_cast<double *>(partial_.raw());
+      if (auto e = launch(*backend_, first_, outputs_ * a.parts, a))
+        return e;
+    }
+    return launch(*backend_, second_, outputs_, a);
+  }
+
+private:
+  std::shared_ptr<GpuBackend> backend_;
+  std::string first_, second_;
+  int64_t outputs_;
+  Args args_;
+  Tensor partial_;
+  Bind bind_;
+};
+
+// How many parts a sum of `length` terms for each of `outputs` outputs is split into: enough
+// threads to fill a GPU (about 2^17), none shorter than `shortest` terms.
+int64_t sumParts(int64_t outputs, int64_t length, int64_t shortest) {
+  constexpr int64_t kThreads = int64_t{1} << 17;
+  if (outputs <= 0 || outputs >= kThreads || length < 2 * shortest)
+    return 1;
+  return std::max<int64_t>(
+      1, std::min((length + shortest - 1) / shortest, (kThreads + outputs - 1) / outputs));
+}
+
+// A kernel of `first` and `second` (TwoStage) over `outputs` outputs, each summing `length` terms
+// in parts of at least `shortest`; the parts' scratch comes from the spec's device.
+template <typename Args>
+KernelOrError twoStage(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend,
+                       llvm::StringRef first, llvm::StringRef second, int64_t outputs,
+                       int64_t length, int64_t shortest, Args a,
+                       typename OneLaunch<Args>::Bind bind) {
+  a.parts = sumParts(outputs, length, shortest);
+  Tensor partial;
+  if (a.parts > 1) {
+    auto t = scratch(spec, ir::DType::F64, outputs * a.parts);
+    if (!t)
+      return t.takeError();
+    partial = std::move(*t);
+  }
+  return std::make_unique<TwoStage<Args>>(std::move(backend), first, second, outputs, a,
+                                          std::move(partial), bind);
+}
+
 // constant(value, shape, dtype): the value converted as the CPU does (integers truncate, bool is
 // value != 0), filled as a bit pattern.
 KernelOrError makeConstant(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
@@ -179,16 +239,6 @@ unsigned reducedMask(const ir::AttrMap &attrs, int64_t rank) {
   return mask;
 }
 
-std::unique_ptr<Kernel> reduceKernel(std::shared_ptr<GpuBackend> backend, k::ReduceArgs a) {
-  return std::make_unique<OneLaunch<k::ReduceArgs>>(
-      std::move(backend), "prism_reduce", a.outCount, a,
-      [](k::ReduceArgs &a, llvm::ArrayRef<const RuntimeValue *> inputs,
-         llvm::ArrayRef<RuntimeValue *> outputs) {
-        a.out = floats(outputs[0]);
-        a.in = floats(inputs[0]);
-      });
-}
-
 // x summed over the dimensions in `mask` (scaled by 1 / their size for a mean): prism_reduce.
 KernelOrError reduceOver(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend,
                          const ir::TensorType &x, unsigned mask, bool mean) {
@@ -209,7 +259,13 @@ KernelOrError reduceOver(const KernelSpec &spec, std::shared_ptr<GpuBackend> bac
   a.scale = mean && a.reducedCount > 0
                 ? static_cast<float>(1.0 / static_cast<double>(a.reducedCount))
                 : 1.0f;
-  return reduceKernel(std::move(backend), a);
+  return twoStage<k::ReduceArgs>(spec, std::move(backend), "prism_reduce_parts", "prism_reduce",
+                                 a.outCount, a.reducedCount, 256, a,
+                                 [](k::ReduceArgs &a, llvm::ArrayRef<const RuntimeValue *> inputs,
+                                    llvm::ArrayRef<RuntimeValue *> outputs) {
+                                   a.out = floats(outputs[0]);
+                                   a.in = floats(inputs[0]);
+                                 });
 }
 
 // sum_like(g, ref): g summed over the dimensions along which ref (aligned at the last) was
@@ -427,12 +483,15 @@ KernelOrError makeConv(const KernelSpec &spec, std::shared_ptr<GpuBackend> backe
                         a.w = floats(in[1]);
                       });
   if (filter)
-    return convKernel(std::move(backend), "prism_conv2d_backprop_filter", a.kh * a.kw * a.c * a.o,
-                      a, [](k::Conv2dArgs &a, In in, Out out) {
-                        a.y = floats(out[0]);
-                        a.x = floats(in[0]);
-                        a.dy = floats(in[1]);
-                      });
+    // Split over the examples: an example's share is oh * ow terms.
+    return twoStage<k::Conv2dArgs>(spec, std::move(backend), "prism_conv2d_backprop_filter_parts",
+                                   "prism_conv2d_backprop_filter", a.kh * a.kw * a.c * a.o, a.n,
+                                   std::max<int64_t>(1, 256 / std::max<int64_t>(1, a.oh * a.ow)), a,
+                                   [](k::Conv2dArgs &a, In in, Out out) {
+                                     a.y = floats(out[0]);
+                                     a.x = floats(in[0]);
+                                     a.dy = floats(in[1]);
+                                   });
   return convKernel(std::move(backend), "prism_conv2d", a.n * a.oh * a.ow * a.o, a,
                     [](k::Conv2dArgs &a, In in, Out out) {
                       a.y = floats(out[0]);
@@ -1465,13 +1524,23 @@ public:
       labels_.ignoring = 1;
       labels_.ignore = ignore->getInt();
     }
+    stats_.rows = rows_;
+    stats_.classes = classes_;
+    stats_.parts = sumParts(rows_, classes_, 256);
   }
 
   llvm::Error allocate(const KernelSpec &spec) {
+    const int64_t wideRows = stats_.parts > 1 ? rows_ : 0;
+    const int64_t wideParts = wideRows * static_cast<int64_t>(stats_.parts);
     for (auto [tensor, dtype, n] :
          {std::tuple{&loss_, ir::DType::F64, rows_}, std::tuple{&counted_, ir::DType::F64, rows_},
           std::tuple{&countedTotal_, ir::DType::F64, int64_t{1}},
-          std::tuple{&bad_, ir::DType::I64, int64_t{1}}}) {
+          std::tuple{&bad_, ir::DType::I64, int64_t{1}},
+          // Wide rows: their statistics in parts (prism_row_max_parts and the rest).
+          std::tuple{&partMost_, ir::DType::F32, wideParts},
+          std::tuple{&partSum_, ir::DType::F64, wideParts},
+          std::tuple{&most_, ir::DType::F32, wideRows},
+          std::tuple{&sum_, ir::DType::F64, wideRows}}) {
       auto t = scratch(spec, dtype, n);
       if (!t)
         return t.takeError();
@@ -1489,8 +1558,21 @@ public:
     k::FillArgs clear{bad, 0, 1, 8};
     if (auto e = launch(*backend_, "prism_fill", 1, clear))
       return e;
-    k::CrossEntropyRowsArgs rows{
-        doubles(loss_), doubles(counted_), floats(inputs[first]), labels, rows_, classes_, bad};
+    const bool wide = stats_.parts > 1;
+    if (wide)
+      if (auto e = rowStatistics(floats(inputs[first])))
+        return e;
+    const float *most = wide ? static_cast<const float *>(most_.raw()) : nullptr;
+    const double *sum = wide ? doubles(sum_) : nullptr;
+    k::CrossEntropyRowsArgs rows{doubles(loss_),
+                                 doubles(counted_),
+                                 floats(inputs[first]),
+                                 labels,
+                                 rows_,
+                                 classes_,
+                                 bad,
+                                 most,
+                                 sum};
     if (auto e = launch(*backend_, "prism_cross_entropy_rows", rows_, rows))
       return e;
     k::MeanOfRowsArgs mean{gradient_ ? nullptr : floats(outputs[0]), doubles(countedTotal_),
@@ -1504,8 +1586,12 @@ public:
                                    labels,
                                    doubles(countedTotal_),
                                    rows_,
-                                   classes_};
-      if (auto e = launch(*backend_, "prism_cross_entropy_grad", rows_, grad))
+                                   classes_,
+                                   most,
+                                   sum};
+      if (auto e =
+              wide ? launch(*backend_, "prism_cross_entropy_grad_elements", rows_ * classes_, grad)
+                   : launch(*backend_, "prism_cross_entropy_grad", rows_, grad))
         return e;
     }
     auto flag = device_->toHost(bad_);
@@ -1520,12 +1606,30 @@ public:
 private:
   static double *doubles(Tensor &t) { return static_cast<double *>(t.raw()); }
 
+  // most_ and sum_ of wide rows of x, in parts (the launches of RowStatsArgs).
+  llvm::Error rowStatistics(const float *x) {
+    k::RowStatsArgs a = stats_;
+    a.x = x;
+    a.partMost = static_cast<float *>(partMost_.raw());
+    a.partSum = doubles(partSum_);
+    a.most = static_cast<float *>(most_.raw());
+    a.sum = doubles(sum_);
+    const int64_t parts = rows_ * a.parts;
+    for (auto [kernel, threads] :
+         {std::pair{"prism_row_max_parts", parts}, std::pair{"prism_row_max", rows_},
+          std::pair{"prism_row_exp_parts", parts}, std::pair{"prism_row_exp_sum", rows_}})
+      if (auto e = launch(*backend_, kernel, threads, a))
+        return e;
+    return llvm::Error::success();
+  }
+
   std::shared_ptr<GpuBackend> backend_;
   Device *device_;
   bool gradient_;
   int64_t rows_ = 0, classes_ = 0;
   k::LabelsView labels_{};
-  Tensor loss_, counted_, countedTotal_, bad_;
+  k::RowStatsArgs stats_{};
+  Tensor loss_, counted_, countedTotal_, bad_, partMost_, partSum_, most_, sum_;
 };
 
 KernelOrError makeCrossEntropy(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {

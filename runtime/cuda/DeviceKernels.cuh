@@ -95,8 +95,10 @@ PRISM_KERNEL(prism_axis_copy, AxisCopyArgs, a) {
 }
 
 // out = scale * in summed over the dimensions marked in `reduced` (bit d for dimension d of
-// in's `rank` dimensions); out holds the kept dimensions in order. One thread per output element,
-// summing in double, in index order.
+// in's `rank` dimensions); out holds the kept dimensions in order. Summed in double, in index
+// order: by one thread per output element, or, when `parts` > 1 (few outputs, long sums), in two
+// launches: prism_reduce_parts sums each of `parts` consecutive ranges of an output's reduced
+// indices into partial[p * outCount + o], then prism_reduce adds an output's parts in order.
 struct ReduceArgs {
   float *out;
   const float *in;
@@ -106,31 +108,59 @@ struct ReduceArgs {
   long long outCount;
   long long reducedCount;
   float scale;
+  long long parts;
+  double *partial;
 };
+// Σ in over the reduced indices [begin, end) of kept index o, in double.
+PRISM_DEVICE_FUNCTION double prism_reduce_range(const ReduceArgs &a, long long o, long long begin,
+                                                long long end) {
+  // The input offset of the kept index o, with every reduced index 0.
+  long long strides[PRISM_MAX_RANK];
+  long long stride = 1;
+  for (int d = a.rank - 1; d >= 0; --d) {
+    strides[d] = stride;
+    stride *= a.dims[d];
+  }
+  long long base = 0, rest = o;
+  for (int d = a.rank - 1; d >= 0; --d)
+    if (!(a.reduced >> d & 1u)) {
+      base += (rest % a.dims[d]) * strides[d];
+      rest /= a.dims[d];
+    }
+  double sum = 0;
+  for (long long r = begin; r < end; ++r) {
+    long long offset = base, left = r;
+    for (int d = a.rank - 1; d >= 0; --d)
+      if (a.reduced >> d & 1u) {
+        offset += (left % a.dims[d]) * strides[d];
+        left /= a.dims[d];
+      }
+    sum += (double)a.in[offset];
+  }
+  return sum;
+}
+// The reduced indices of part p of `parts` over `count` of them: [begin, end).
+PRISM_DEVICE_FUNCTION void prism_part_range(long long count, long long parts, long long p,
+                                            long long *begin, long long *end) {
+  long long chunk = (count + parts - 1) / parts;
+  *begin = p * chunk < count ? p * chunk : count;
+  *end = *begin + chunk < count ? *begin + chunk : count;
+}
+PRISM_KERNEL(prism_reduce_parts, ReduceArgs, a) {
+  PRISM_FOR_EACH(t, a.outCount * a.parts) {
+    long long begin, end;
+    prism_part_range(a.reducedCount, a.parts, t / a.outCount, &begin, &end);
+    a.partial[t] = prism_reduce_range(a, t % a.outCount, begin, end);
+  }
+}
 PRISM_KERNEL(prism_reduce, ReduceArgs, a) {
   PRISM_FOR_EACH(o, a.outCount) {
-    // The input offset of the kept index o, with every reduced index 0.
-    long long strides[PRISM_MAX_RANK];
-    long long stride = 1;
-    for (int d = a.rank - 1; d >= 0; --d) {
-      strides[d] = stride;
-      stride *= a.dims[d];
-    }
-    long long base = 0, rest = o;
-    for (int d = a.rank - 1; d >= 0; --d)
-      if (!(a.reduced >> d & 1u)) {
-        base += (rest % a.dims[d]) * strides[d];
-        rest /= a.dims[d];
-      }
     double sum = 0;
-    for (long long r = 0; r < a.reducedCount; ++r) {
-      long long offset = base, left = r;
-      for (int d = a.rank - 1; d >= 0; --d)
-        if (a.reduced >> d & 1u) {
-          offset += (left % a.dims[d]) * strides[d];
-          left /= a.dims[d];
-        }
-      sum += (double)a.in[offset];
+    if (a.parts > 1) {
+      for (long long p = 0; p < a.parts; ++p)
+        sum += a.partial[p * a.outCount + o];
+    } else {
+      sum = prism_reduce_range(a, o, 0, a.reducedCount);
     }
     a.out[o] = (float)(sum * (double)a.scale);
   }
@@ -249,8 +279,62 @@ PRISM_DEVICE_FUNCTION double prism_exp_sum(const float *row, long long classes, 
   return sum;
 }
 
+// The same two statistics of every row of a wide [rows, classes] (many classes, few rows) in
+// four launches of rows * parts or rows threads: prism_row_max_parts takes the largest element of
+// each of `parts` consecutive ranges of a row into partMost[p * rows + r], prism_row_max the
+// largest of those into most[r]; prism_row_exp_parts sums exp(x - most[r]) over each range in
+// double into partSum[p * rows + r], prism_row_exp_sum adds those in order into sum[r].
+struct RowStatsArgs {
+  const float *x;
+  long long rows, classes, parts;
+  float *partMost;
+  double *partSum;
+  float *most;
+  double *sum;
+};
+PRISM_KERNEL(prism_row_max_parts, RowStatsArgs, a) {
+  PRISM_FOR_EACH(t, a.rows * a.parts) {
+    long long r = t % a.rows, begin, end;
+    prism_part_range(a.classes, a.parts, t / a.rows, &begin, &end);
+    const float *row = a.x + r * a.classes;
+    float m = begin < end ? row[begin] : row[0];
+    for (long long c = begin + 1; c < end; ++c)
+      m = row[c] > m ? row[c] : m;
+    a.partMost[t] = m;
+  }
+}
+PRISM_KERNEL(prism_row_max, RowStatsArgs, a) {
+  PRISM_FOR_EACH(r, a.rows) {
+    float m = a.partMost[r];
+    for (long long p = 1; p < a.parts; ++p)
+      m = a.partMost[p * a.rows + r] > m ? a.partMost[p * a.rows + r] : m;
+    a.most[r] = m;
+  }
+}
+PRISM_KERNEL(prism_row_exp_parts, RowStatsArgs, a) {
+  PRISM_FOR_EACH(t, a.rows * a.parts) {
+    long long r = t % a.rows, begin, end;
+    prism_part_range(a.classes, a.parts, t / a.rows, &begin, &end);
+    const float *row = a.x + r * a.classes;
+    double sum = 0;
+    for (long long c = begin; c < end; ++c)
+      sum += exp((double)(row[c] - a.most[r]));
+    a.partSum[t] = sum;
+  }
+}
+PRISM_KERNEL(prism_row_exp_sum, RowStatsArgs, a) {
+  PRISM_FOR_EACH(r, a.rows) {
+    double sum = 0;
+    for (long long p = 0; p < a.parts; ++p)
+      sum += a.partSum[p * a.rows + r];
+    a.sum[r] = sum;
+  }
+}
+
 // Per row r of logits [rows, classes]: loss[r] = logsumexp(row) - row[label] (0 when ignored),
-// counted[r] = 1 when the row counts. The caller sums them in row order.
+// counted[r] = 1 when the row counts. The caller sums them in row order. The row's largest
+// element and Σ exp(x - largest) come from `most` and `sum` where given (prism_row_max and
+// prism_row_exp_sum), else from the row itself.
 struct CrossEntropyRowsArgs {
   double *loss;
   double *counted;
@@ -259,6 +343,8 @@ struct CrossEntropyRowsArgs {
   long long rows;
   long long classes;
   long long *bad;
+  const float *most;
+  const double *sum;
 };
 PRISM_KERNEL(prism_cross_entropy_rows, CrossEntropyRowsArgs, a) {
   PRISM_FOR_EACH(r, a.rows) {
@@ -273,7 +359,13 @@ PRISM_KERNEL(prism_cross_entropy_rows, CrossEntropyRowsArgs, a) {
     }
     const float *row = a.logits + r * a.classes;
     float most;
-    double sum = prism_exp_sum(row, a.classes, &most);
+    double sum;
+    if (a.most) {
+      most = a.most[r];
+      sum = a.sum[r];
+    } else {
+      sum = prism_exp_sum(row, a.classes, &most);
+    }
     a.loss[r] = (double)(most - row[label]) + log(sum);
     a.counted[r] = 1;
   }
@@ -311,6 +403,8 @@ struct CrossEntropyGradArgs {
   const double *countedTotal;
   long long rows;
   long long classes;
+  const float *most; // where given, each row's statistics (prism_row_max, prism_row_exp_sum)
+  const double *sum;
 };
 PRISM_KERNEL(prism_cross_entropy_grad, CrossEntropyGradArgs, a) {
   PRISM_FOR_EACH(r, a.rows) {
@@ -330,6 +424,22 @@ PRISM_KERNEL(prism_cross_entropy_grad, CrossEntropyGradArgs, a) {
     for (long long c = 0; c < a.classes; ++c)
       dx[c] = (float)(perRow * exp((double)(row[c] - most)) / sum);
     dx[label] -= (float)perRow;
+  }
+}
+// The same gradient a thread per element, from the rows' statistics in `most` and `sum`.
+PRISM_KERNEL(prism_cross_entropy_grad_elements, CrossEntropyGradArgs, a) {
+  PRISM_FOR_EACH(e, a.rows * a.classes) {
+    const double total = *a.countedTotal;
+    long long r = e / a.classes, c = e % a.classes;
+    long long label = prism_label(a.labels, r);
+    bool ignored = a.labels.ignoring && label == a.labels.ignore;
+    if (ignored || label < 0 || label >= a.classes || total == 0) {
+      a.dx[e] = 0;
+      continue;
+    }
+    double perRow = (double)a.dloss[0] / total;
+    float v = (float)(perRow * exp((double)(a.logits[e] - a.most[r])) / a.sum[r]);
+    a.dx[e] = c == label ? v - (float)perRow : v;
   }
 }
 
@@ -464,6 +574,8 @@ struct Conv2dArgs {
   const float *bias; // fused_conv2d: bias [O], else null
   int relu;          // fused_conv2d with relu
   long long n, h, w_, c, kh, kw, o, oh, ow, sh, sw, padH, padW;
+  long long parts;  // backprop filter: the examples in this many ranges (see below)
+  double *partial;  // and their sums
 };
 
 // visit(ih, iw, kh, kw) for every cell of window (oh, ow) that lies inside the input.
@@ -530,24 +642,48 @@ PRISM_KERNEL(prism_conv2d_backprop_input, Conv2dArgs, a) {
   }
 }
 
-PRISM_KERNEL(prism_conv2d_backprop_filter, Conv2dArgs, a) {
-  PRISM_FOR_EACH(e, a.kh * a.kw * a.c * a.o) {
-    long long o = e % a.o, rest = e / a.o;
-    long long c = rest % a.c, kw = (rest / a.c) % a.kw, kh = rest / (a.c * a.kw);
-    double sum = 0;
-    for (long long n = 0; n < a.n; ++n)
-      for (long long oh = 0; oh < a.oh; ++oh) {
-        long long ih = oh * a.sh - a.padH + kh;
-        if (ih < 0 || ih >= a.h)
+// dw element e summed over the examples [n0, n1), in double.
+PRISM_DEVICE_FUNCTION double prism_filter_gradient(const Conv2dArgs &a, long long e, long long n0,
+                                                   long long n1) {
+  long long o = e % a.o, rest = e / a.o;
+  long long c = rest % a.c, kw = (rest / a.c) % a.kw, kh = rest / (a.c * a.kw);
+  double sum = 0;
+  for (long long n = n0; n < n1; ++n)
+    for (long long oh = 0; oh < a.oh; ++oh) {
+      long long ih = oh * a.sh - a.padH + kh;
+      if (ih < 0 || ih >= a.h)
+        continue;
+      for (long long ow = 0; ow < a.ow; ++ow) {
+        long long iw = ow * a.sw - a.padW + kw;
+        if (iw < 0 || iw >= a.w_)
           continue;
-        for (long long ow = 0; ow < a.ow; ++ow) {
-          long long iw = ow * a.sw - a.padW + kw;
-          if (iw < 0 || iw >= a.w_)
-            continue;
-          sum += (double)a.x[((n * a.h + ih) * a.w_ + iw) * a.c + c] *
-                 (double)a.dy[((n * a.oh + oh) * a.ow + ow) * a.o + o];
-        }
+        sum += (double)a.x[((n * a.h + ih) * a.w_ + iw) * a.c + c] *
+               (double)a.dy[((n * a.oh + oh) * a.ow + ow) * a.o + o];
       }
+    }
+  return sum;
+}
+// With `parts` > 1, prism_conv2d_backprop_filter_parts sums each of `parts` consecutive ranges
+// of the examples into partial[p * elements + e] first, and prism_conv2d_backprop_filter adds them
+// in order.
+PRISM_KERNEL(prism_conv2d_backprop_filter_parts, Conv2dArgs, a) {
+  const long long elements = a.kh * a.kw * a.c * a.o;
+  PRISM_FOR_EACH(t, elements * a.parts) {
+    long long n0, n1;
+    prism_part_range(a.n, a.parts, t / elements, &n0, &n1);
+    a.partial[t] = prism_filter_gradient(a, t % elements, n0, n1);
+  }
+}
+PRISM_KERNEL(prism_conv2d_backprop_filter, Conv2dArgs, a) {
+  const long long elements = a.kh * a.kw * a.c * a.o;
+  PRISM_FOR_EACH(e, elements) {
+    double sum = 0;
+    if (a.parts > 1) {
+      for (long long p = 0; p < a.parts; ++p)
+        sum += a.partial[p * elements + e];
+    } else {
+      sum = prism_filter_gradient(a, e, 0, a.n);
+    }
     a.y[e] = (float)sum;
   }
 }
@@ -1237,13 +1373,19 @@ PRISM_KERNEL(prism_update_loss_scale, LossScaleArgs, a) {
   X(prism_fill, FillArgs)                                                                          \
   X(prism_copy, CopyArgs)                                                                          \
   X(prism_axis_copy, AxisCopyArgs)                                                                 \
+  X(prism_reduce_parts, ReduceArgs)                                                                \
   X(prism_reduce, ReduceArgs)                                                                      \
   X(prism_expand, ExpandArgs)                                                                      \
   X(prism_gather, GatherArgs)                                                                      \
   X(prism_sparse_rows, SparseRowsArgs)                                                             \
+  X(prism_row_max_parts, RowStatsArgs)                                                             \
+  X(prism_row_max, RowStatsArgs)                                                                   \
+  X(prism_row_exp_parts, RowStatsArgs)                                                             \
+  X(prism_row_exp_sum, RowStatsArgs)                                                               \
   X(prism_cross_entropy_rows, CrossEntropyRowsArgs)                                                \
   X(prism_mean_of_rows, MeanOfRowsArgs)                                                            \
   X(prism_cross_entropy_grad, CrossEntropyGradArgs)                                                \
+  X(prism_cross_entropy_grad_elements, CrossEntropyGradArgs)                                       \
   X(prism_bias_activation, BiasActivationArgs)                                                     \
   X(prism_dropout, DropoutArgs)                                                                    \
   X(prism_transpose, TransposeArgs)                                                                \
@@ -1266,6 +1408,7 @@ PRISM_KERNEL(prism_update_loss_scale, LossScaleArgs, a) {
   X(prism_avg_pool2d_grad, Conv2dArgs)                                                             \
   X(prism_conv2d, Conv2dArgs)                                                                      \
   X(prism_conv2d_backprop_input, Conv2dArgs)                                                       \
+  X(prism_conv2d_backprop_filter_parts, Conv2dArgs)                                                \
   X(prism_conv2d_backprop_filter, Conv2dArgs)                                                      \
   X(prism_max_pool2d, Conv2dArgs)                                                                  \
   X(prism_max_pool2d_grad, Conv2dArgs)                                                             \
