@@ -4,6 +4,9 @@
 Prints one JSON line: {"model", "threads", "samples_per_sec", "steps", "peak_rss_mb", and
 "test_accuracy" when --epochs is given, "test_accuracy_by_epoch" with --eval-every-epoch}.
 --bf16 trains under bf16 autocast. Run with Debian's /usr/bin/python3 (python3-torch).
+--device cuda trains on the GPU (a CUDA build of PyTorch) and adds "peak_gpu_allocated_mb" and
+"peak_gpu_reserved_mb"; --compile trains the torch.compile'd model. PRISM_FASHION_MNIST names
+the Fashion-MNIST folder where it is not Debian's.
 """
 import argparse
 import gzip
@@ -19,7 +22,7 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-FASHION = "/usr/share/datasets/fashion-mnist"
+FASHION = os.environ.get("PRISM_FASHION_MNIST", "/usr/share/datasets/fashion-mnist")
 
 
 def read_idx(path):
@@ -99,6 +102,50 @@ class Transformer(nn.Module):
         return self.out(self.encoder(x).mean(1))
 
 
+class LstmLm(nn.Module):
+    """models/lstm_lm.prism: embedding 128, one LSTM layer of 128 over 20 steps, a full softmax
+    over the 10,000 words at every step, the mean of the per-step losses."""
+
+    def __init__(self, vocab=10000, dim=128):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim, sparse=True)
+        self.lstm = nn.LSTM(dim, dim, batch_first=True)
+        self.out = nn.Linear(dim, vocab)
+
+    def forward(self, tokens):
+        hidden, _ = self.lstm(self.emb(tokens))
+        return self.out(hidden)
+
+
+class ResNet(nn.Module):
+    """models/resnet.prism: a 3x3 stem to 16 channels, 3 stages of 9 basic blocks (convolutions
+    with bias, no batch norm) at 16/32/64 channels, stride-2 entries with 1x1 projections, global
+    average pool, 10 classes."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(1, 16, 3, padding=1)
+        self.blocks = nn.ModuleList()
+        cin = 16
+        for stage, c in enumerate([16, 32, 64]):
+            for b in range(9):
+                stride = 2 if stage > 0 and b == 0 else 1
+                conv1 = nn.Conv2d(cin, c, 3, stride=stride, padding=1)
+                conv2 = nn.Conv2d(c, c, 3, padding=1)
+                nn.init.zeros_(conv2.weight)
+                proj = nn.Conv2d(cin, c, 1, stride=stride) if stride == 2 else None
+                self.blocks.append(nn.ModuleList([conv1, conv2] + ([proj] if proj else [])))
+                cin = c
+        self.fc = nn.Linear(64, 10)
+
+    def forward(self, x):
+        x = F.relu(self.stem(x.permute(0, 3, 1, 2)))
+        for block in self.blocks:
+            shortcut = block[2](x) if len(block) == 3 else x
+            x = F.relu(block[1](F.relu(block[0](x))) + shortcut)
+        return self.fc(x.mean((2, 3)))
+
+
 def zipf_tokens(vocab, gen):
     """Zipf-like ids (rank r with probability ~ 1/r^1.1) and random labels."""
     ranks = torch.arange(1, vocab + 1, dtype=torch.float64)
@@ -121,11 +168,21 @@ class ResNet18(nn.Module):
         return self.net(x.permute(0, 3, 1, 2))
 
 
+def sequence_batches(vocab, gen):
+    """Zipf-like sequences of 20 ids and, as targets, the same stream one position on."""
+    ranks = torch.arange(1, vocab + 1, dtype=torch.float64)
+    probs = ranks.pow(-1.1)
+    stream = torch.multinomial(probs / probs.sum(), 256 * 64 * 21, replacement=True,
+                               generator=gen).reshape(-1, 21)
+    return stream[:, :20].contiguous(), stream[:, 1:].contiguous()
+
+
 def accuracy(model, test, bf16):
     """Test accuracy in evaluation mode (batch norm on its running averages), 1,000 at a time."""
     model.eval()
     correct = 0
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+    device = test[0].device.type
+    with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
         for i in range(0, test[0].shape[0], 1000):
             logits = model(test[0][i:i + 1000])
             correct += (logits.argmax(1) == test[1][i:i + 1000]).sum().item()
@@ -136,7 +193,8 @@ def accuracy(model, test, bf16):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("model",
-                   choices=["mlp", "mlp1024", "cnn", "embedding", "transformer", "resnet18"])
+                   choices=["mlp", "mlp1024", "cnn", "embedding", "transformer", "resnet18",
+                            "lstm_lm", "resnet"])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--steps", type=int, default=0)
@@ -146,10 +204,25 @@ def main():
                    help="test accuracy at each epoch end (evaluation mode), not timed")
     p.add_argument("--bf16", action="store_true",
                    help="bf16 autocast (linear and convolution in bf16, weights f32)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--compile", action="store_true", help="train the torch.compile'd model")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
-    if a.model in ("embedding", "transformer"):
+    if a.model == "lstm_lm":
+        model = LstmLm()
+        gen = torch.Generator().manual_seed(a.seed)
+        train_x, train_y = sequence_batches(model.emb.num_embeddings, gen)
+        dense = [q for n, q in model.named_parameters() if not n.startswith("emb")]
+        opts = [torch.optim.SparseAdam(list(model.emb.parameters()), lr=0.001),
+                torch.optim.Adam(dense, lr=0.001)]
+        test = None
+    elif a.model == "resnet":
+        model = ResNet()
+        opts = [torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)]
+        train_x, train_y = fashion("train")
+        test = fashion("test")
+    elif a.model in ("embedding", "transformer"):
         model = Embedding() if a.model == "embedding" else Transformer()
         gen = torch.Generator().manual_seed(a.seed)
         tokens, labels = zipf_tokens(model.emb.num_embeddings, gen)
@@ -170,17 +243,30 @@ def main():
         opts = [torch.optim.Adam(model.parameters(), lr=0.001)]
         train_x, train_y = fashion("train")
         test = fashion("test")
+    cuda = a.device == "cuda"
+    if cuda:
+        # Module.to moves each parameter's data in place, so the optimizers keep their params.
+        model.to("cuda")
+        train_x, train_y = train_x.to("cuda"), train_y.to("cuda")
+        if test is not None:
+            test = (test[0].to("cuda"), test[1].to("cuda"))
+    forward = torch.compile(model) if a.compile else model
     n = train_x.shape[0]
     steps_per_epoch = (n + a.batch - 1) // a.batch
     total = a.steps or a.epochs * steps_per_epoch
     gen = torch.Generator().manual_seed(a.seed)
-    order = torch.randperm(n, generator=gen)
+    order = torch.randperm(n, generator=gen).to(train_x.device)
     warmup = 0 if a.eval_every_epoch else min(5, total)
     start = time.perf_counter()
     evaluating = 0.0
     accuracies = []
+    if a.compile:
+        warmup = max(warmup, 3)  # the first steps compile
     for step in range(total + warmup):
         if step == warmup:
+            if cuda:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
             start = time.perf_counter()
         s = step % steps_per_epoch
         if s == 0 and step > 0:
@@ -188,19 +274,27 @@ def main():
                 began = time.perf_counter()
                 accuracies.append(accuracy(model, test, a.bf16))
                 evaluating += time.perf_counter() - began
-            order = torch.randperm(n, generator=gen)
+            order = torch.randperm(n, generator=gen).to(train_x.device)
         idx = order[s * a.batch:(s + 1) * a.batch]
         for o in opts:
             o.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
-            loss = F.cross_entropy(model(train_x[idx]), train_y[idx])
+        with torch.autocast(a.device, dtype=torch.bfloat16, enabled=a.bf16):
+            logits = forward(train_x[idx])
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), train_y[idx].reshape(-1))
         loss.backward()
         for o in opts:
             o.step()
+    if cuda:
+        torch.cuda.synchronize()
     elapsed = time.perf_counter() - start - evaluating
     result = {"model": a.model, "threads": a.threads, "batch": a.batch, "steps": total,
               "samples_per_sec": total * a.batch / elapsed,
               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if cuda:
+        result["device"] = torch.cuda.get_device_name()
+        result["compile"] = a.compile
+        result["peak_gpu_allocated_mb"] = torch.cuda.max_memory_allocated() / 2**20
+        result["peak_gpu_reserved_mb"] = torch.cuda.max_memory_reserved() / 2**20
     if a.epochs and test is not None:
         result["test_accuracy"] = accuracy(model, test, a.bf16)
         if a.eval_every_epoch:
