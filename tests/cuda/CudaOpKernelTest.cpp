@@ -586,6 +586,21 @@ TEST(GpuOpKernels, MaxPoolingTiesAndReshapes) {
             0);
 }
 
+// The models under models/ and the training step of one (compiled as for a single device).
+const char *const kModels[] = {
+    "mlp", "cnn", "embedding_classifier", "lstm_lm", "resnet", "transformer", "resnet18"};
+
+std::unique_ptr<ir::Module> trainingStepOf(const char *name) {
+  auto model =
+      frontends::parseModuleFile(std::string(PRISM_SOURCE_DIR "/models/") + name + ".prism");
+  EXPECT_TRUE(bool(model)) << llvm::toString(model.takeError());
+  if (!model)
+    return nullptr;
+  llvm::Error compiled = plan::compileTrainingStep(**model);
+  EXPECT_FALSE(bool(compiled)) << llvm::toString(std::move(compiled));
+  return std::move(*model);
+}
+
 // Every kernel of the training steps that pass the GPU kernel check is built (the op kernels on
 // the host backend, the generated ones as source): none refuses its shapes or attributes, which
 // the kernel check, by op name alone, cannot see.
@@ -593,15 +608,12 @@ TEST(GpuOpKernels, EveryKernelOfTheGpuModelsBuildsWithoutAGpu) {
   auto device = createDevice({ir::DeviceKind::Cpu, 0});
   ASSERT_TRUE(bool(device));
   auto backend = std::make_shared<HostBackend>();
-  for (const char *name :
-       {"mlp", "cnn", "embedding_classifier", "lstm_lm", "resnet", "transformer", "resnet18"}) {
+  for (const char *name : kModels) {
     SCOPED_TRACE(name);
-    auto model =
-        frontends::parseModuleFile(std::string(PRISM_SOURCE_DIR "/models/") + name + ".prism");
-    ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
-    ASSERT_FALSE(bool(plan::compileTrainingStep(**model)));
+    auto model = trainingStepOf(name);
+    ASSERT_TRUE(model);
     int built = 0;
-    for (const auto &op : (*model)->ops()) {
+    for (const auto &op : model->ops()) {
       ++built;
       KernelSpec spec;
       spec.op = op.get();
@@ -629,15 +641,12 @@ TEST(GpuOpKernels, EveryKernelOfTheGpuModelsBuildsWithoutAGpu) {
 // strided and padded convolutions, pools and reductions at the sizes the models use, which the
 // small cases above do not reach.
 TEST(GpuOpKernels, EveryModelsTrainingStepMatchesTheCpuKernelsOpByOp) {
-  for (const char *name :
-       {"mlp", "cnn", "embedding_classifier", "lstm_lm", "resnet", "transformer", "resnet18"}) {
+  for (const char *name : kModels) {
     SCOPED_TRACE(name);
-    auto model =
-        frontends::parseModuleFile(std::string(PRISM_SOURCE_DIR "/models/") + name + ".prism");
-    ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
-    ASSERT_FALSE(bool(plan::compileTrainingStep(**model)));
+    auto model = trainingStepOf(name);
+    ASSERT_TRUE(model);
     StepContext step;
-    EXPECT_GT(runEveryOpOnBoth(**model, 1e-4, 10, step, /*initialized=*/true), 20);
+    EXPECT_GT(runEveryOpOnBoth(*model, 1e-4, 10, step, /*initialized=*/true), 20);
   }
 }
 
