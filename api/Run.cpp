@@ -40,6 +40,7 @@ llvm::Expected<runtime::train::TrainOptions> trainOptions(const TrainOptions &op
       return device.takeError();
     result.device = *device;
   }
+  result.tf32 = options.tf32;
   result.seed = options.seed;
   result.metricsOut = options.metricsOut;
   result.saveDir = options.saveDir;
@@ -100,6 +101,7 @@ runtime::job::JobOptions toJobOptions(const RunOptions &options) {
   result.saveDir = options.saveDir;
   result.restoreDir = options.restoreDir;
   result.traceDir = options.traceDir;
+  result.tf32 = options.tf32;
   result.jobToken = options.jobToken;
   result.checkpoints.dir = options.checkpointDir;
   result.checkpoints.every = options.checkpointEvery;

@@ -5,7 +5,8 @@ Prints one JSON line: {"model", "threads", "samples_per_sec", "steps", "peak_rss
 "test_accuracy" when --epochs is given, "test_accuracy_by_epoch" with --eval-every-epoch}.
 --bf16 trains under bf16 autocast. Run with Debian's /usr/bin/python3 (python3-torch).
 --device cuda trains on the GPU (a CUDA build of PyTorch) and adds "peak_gpu_allocated_mb" and
-"peak_gpu_reserved_mb"; --compile trains the torch.compile'd model. PRISM_FASHION_MNIST names
+"peak_gpu_reserved_mb"; --compile trains the torch.compile'd model; on the GPU, products and
+convolutions are float32 unless --tf32. PRISM_FASHION_MNIST names
 the Fashion-MNIST folder where it is not Debian's.
 """
 import argparse
@@ -206,6 +207,9 @@ def main():
                    help="bf16 autocast (linear and convolution in bf16, weights f32)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--compile", action="store_true", help="train the torch.compile'd model")
+    p.add_argument("--tf32", action="store_true",
+                   help="matrix products and convolutions in TF32 on the GPU (else float32: "
+                        "PyTorch's own default lets cuDNN's convolutions use TF32)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -245,6 +249,8 @@ def main():
         test = fashion("test")
     cuda = a.device == "cuda"
     if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = a.tf32
+        torch.backends.cudnn.allow_tf32 = a.tf32
         # Module.to moves each parameter's data in place, so the optimizers keep their params.
         model.to("cuda")
         train_x, train_y = train_x.to("cuda"), train_y.to("cuda")
@@ -293,6 +299,7 @@ def main():
     if cuda:
         result["device"] = torch.cuda.get_device_name()
         result["compile"] = a.compile
+        result["tf32"] = a.tf32
         result["peak_gpu_allocated_mb"] = torch.cuda.max_memory_allocated() / 2**20
         result["peak_gpu_reserved_mb"] = torch.cuda.max_memory_reserved() / 2**20
     if a.epochs and test is not None:

@@ -39,6 +39,9 @@ void RunOptionArgs::addOptions(CLI::App &cmd, bool all) {
                  "Every task writes its variables to a directory here at the end");
   cmd.add_option("--trace", traceDir,
                  "Every task writes its timeline to DIR/<task>.json (`prism trace merge DIR`)");
+  cmd.add_flag("--tf32", tf32,
+               "GPU workers' float32 matrix products in TF32 on the tensor cores (faster, 10-bit "
+               "mantissas in); an error for a CPU device");
   cmd.add_flag("--tls", tls,
                "TLS on every gRPC channel, with a CA and a certificate per task made for this job");
   cmd.add_option("--tls-ca", tlsCa, "TLS with this CA certificate (PEM) ...");
@@ -93,6 +96,7 @@ api::RunOptions RunOptionArgs::toApiOptions() const {
   options.tlsCert = tlsCert;
   options.tlsKey = tlsKey;
   options.traceDir = traceDir;
+  options.tf32 = tf32;
   return options;
 }
 

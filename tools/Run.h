@@ -42,6 +42,7 @@ struct RunOptionArgs {
   bool tls = false;
   std::string tlsCa, tlsCert, tlsKey;
   std::string traceDir; // --trace
+  bool tf32 = false;    // --tf32
 
   // With `all` false, only what `train` and `verify` lack of their own (they have --data,
   // --steps, --epochs, --threads, --metrics-out, --quiet, --no-eval).

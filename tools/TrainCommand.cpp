@@ -182,6 +182,7 @@ int runTrain(const TrainArgs &given) {
   options.accumulate = args.compile.options.accumulate;
   options.threads = args.threads;
   options.device = args.device;
+  options.tf32 = args.run.tf32;
   options.seed = args.seed;
   options.metricsOut = args.metricsOut;
   options.saveDir = args.save;

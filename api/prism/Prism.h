@@ -227,6 +227,7 @@ struct TrainOptions {
   std::optional<int64_t> batch;  // default 128
   std::optional<int> threads;    // default 1
   std::string device;            // empty: cpu:0
+  bool tf32 = false;             // a GPU's float32 matrix products in TF32 (`--tf32`)
   uint64_t seed = 0;
   std::string metricsOut; // JSON lines; empty: none
   std::string saveDir;    // empty: no checkpoint
@@ -295,6 +296,8 @@ struct RunOptions {
   // Every task writes its timeline here, DIR/<task>.json (Chrome trace events; `prism trace
   // merge` joins them); empty: none.
   std::string traceDir;
+  // GPU workers' float32 matrix products in TF32 (`--tf32`); an error for a CPU worker.
+  bool tf32 = false;
 };
 
 // Starts every task of the plan (local processes, or through options.launcher) and watches

@@ -50,15 +50,16 @@ struct Blas {
   std::mutex mutex;
   std::optional<Functions> functions;
   std::string failure;
-  std::map<int, cublasHandle_t> handles;
+  std::map<std::pair<int, bool>, cublasHandle_t> handles; // by device and TF32
 
   static Blas &get() {
     static Blas *blas = new Blas;
     return *blas;
   }
 
-  // The handle of `device` (made current), created with pedantic math on first use.
-  llvm::Expected<std::pair<const Functions *, cublasHandle_t>> handle(int device) {
+  // The handle of `device` (made current), created on first use with pedantic math, or TF32 math
+  // with `tf32`.
+  llvm::Expected<std::pair<const Functions *, cublasHandle_t>> handle(int device, bool tf32) {
     std::lock_guard<std::mutex> lock(mutex);
     if (!functions && failure.empty()) {
       auto loaded = loadFunctions();
@@ -71,14 +72,16 @@ struct Blas {
       return ir::makeError(ir::ErrorCode::Unsupported, failure);
     if (auto e = checkCuda(cudaSetDevice(device), "cudaSetDevice"))
       return std::move(e);
-    auto it = handles.find(device);
+    auto it = handles.find({device, tf32});
     if (it == handles.end()) {
       cublasHandle_t h = nullptr;
       if (auto e = checkBlas(functions->create(&h), "cublasCreate"))
         return std::move(e);
-      if (auto e = checkBlas(functions->setMathMode(h, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode"))
+      if (auto e = checkBlas(
+              functions->setMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH),
+              "cublasSetMathMode"))
         return std::move(e);
-      it = handles.emplace(device, h).first;
+      it = handles.emplace(std::make_pair(device, tf32), h).first;
     }
     return std::make_pair(&*functions, it->second);
   }
@@ -86,16 +89,16 @@ struct Blas {
 
 } // namespace
 
-llvm::Error cublasGemm(int device, bool transposeA, bool transposeB, int64_t m, int64_t n,
-                       int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
-                       float *c, int64_t ldc) {
+llvm::Error cublasGemm(int device, bool tf32, bool transposeA, bool transposeB, int64_t m,
+                       int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                       int64_t ldb, float *c, int64_t ldc) {
   constexpr int64_t kMax = std::numeric_limits<int>::max();
   if (m > kMax || n > kMax || k > kMax || lda > kMax || ldb > kMax || ldc > kMax)
     return ir::makeError(ir::ErrorCode::Unsupported, "a matrix product of " + llvm::Twine(m) +
                                                          " x " + llvm::Twine(k) + " by " +
                                                          llvm::Twine(k) + " x " + llvm::Twine(n) +
                                                          " is larger than cuBLAS's 32-bit sizes");
-  auto blas = Blas::get().handle(device);
+  auto blas = Blas::get().handle(device, tf32);
   if (!blas)
     return blas.takeError();
   const float one = 1.0f, zero = 0.0f;

@@ -1,5 +1,6 @@
 // cuBLAS, loaded when first needed (dlopen of libcublas.so.13) like NVRTC, so that programs built
-// with the GPU path start where it is missing: one handle per device, f32 gemm without TF32.
+// with the GPU path start where it is missing: per device a handle of pedantic f32 math and, when
+// asked for, one of TF32 math.
 #pragma once
 
 #include <cstdint>
@@ -9,9 +10,10 @@
 namespace prism::runtime::cuda {
 
 // C = op(A) · op(B) on `device`, column-major (cuBLAS's convention), on the legacy default
-// stream; pedantic f32 math (no TF32).
-llvm::Error cublasGemm(int device, bool transposeA, bool transposeB, int64_t m, int64_t n,
-                       int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
-                       float *c, int64_t ldc);
+// stream; pedantic f32 math, or with `tf32` TF32 on the tensor cores (10-bit mantissas in,
+// f32 sums).
+llvm::Error cublasGemm(int device, bool tf32, bool transposeA, bool transposeB, int64_t m,
+                       int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                       int64_t ldb, float *c, int64_t ldc);
 
 } // namespace prism::runtime::cuda

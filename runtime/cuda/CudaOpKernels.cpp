@@ -1851,7 +1851,7 @@ const Maker *makerOf(llvm::StringRef op) {
 // The backend of a cuda device: DeviceKernels.cuh through NVRTC, cuBLAS through dlopen.
 class DeviceBackend final : public GpuBackend {
 public:
-  explicit DeviceBackend(int device) : device_(device) {}
+  DeviceBackend(int device, bool tf32) : device_(device), tf32_(tf32) {}
 
   llvm::Error launch(llvm::StringRef kernel, int64_t threads, const void *arguments) override {
     auto handle = loadKernel("prism_device_kernels", deviceKernelsSource(), kernel, device_);
@@ -1864,17 +1864,18 @@ public:
   llvm::Error gemm(bool transposeA, bool transposeB, int64_t m, int64_t n, int64_t k,
                    const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
                    int64_t ldc) override {
-    return cublasGemm(device_, transposeA, transposeB, m, n, k, a, lda, b, ldb, c, ldc);
+    return cublasGemm(device_, tf32_, transposeA, transposeB, m, n, k, a, lda, b, ldb, c, ldc);
   }
 
 private:
   int device_;
+  bool tf32_;
 };
 
 KernelOrError makeOnDevice(const KernelSpec &spec) {
   if (!spec.device || spec.device->id().kind != ir::DeviceKind::Cuda)
     return ir::makeError(ir::ErrorCode::Internal, "a GPU kernel asked for on a device not a GPU");
-  return makeGpuOpKernel(spec, std::make_shared<DeviceBackend>(spec.device->id().index));
+  return makeGpuOpKernel(spec, std::make_shared<DeviceBackend>(spec.device->id().index, spec.tf32));
 }
 
 } // namespace

@@ -19,8 +19,8 @@ public:
   // Runs `kernel` (a name from PRISM_DEVICE_KERNELS) over `threads` indices with its argument
   // struct.
   virtual llvm::Error launch(llvm::StringRef kernel, int64_t threads, const void *arguments) = 0;
-  // C = op(A) · op(B), column-major as cuBLAS: C [m, n], op(A) [m, k], op(B) [k, n]; f32 without
-  // TF32.
+  // C = op(A) · op(B), column-major as cuBLAS: C [m, n], op(A) [m, k], op(B) [k, n]; f32 (on a
+  // GPU, TF32 where its kernel's spec asks for it).
   virtual llvm::Error gemm(bool transposeA, bool transposeB, int64_t m, int64_t n, int64_t k,
                            const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
                            int64_t ldc) = 0;

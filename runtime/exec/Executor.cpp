@@ -54,6 +54,10 @@ Executor::~Executor() = default;
 llvm::Expected<std::unique_ptr<Executor>> Executor::create(const ir::Module &module,
                                                            std::shared_ptr<VariableStore> variables,
                                                            ExecutorOptions options) {
+  if (options.tf32 && options.device.kind == ir::DeviceKind::Cpu)
+    return ir::makeError("--tf32 makes a GPU's float32 matrix products use TF32; this program "
+                         "runs on " +
+                         options.device.str() + ", not a GPU");
   DeviceOptions deviceOptions;
   deviceOptions.threads = options.threads;
   auto device = createDevice(options.device, deviceOptions);
@@ -256,6 +260,7 @@ llvm::Error Executor::buildKernels(Program &program) {
     spec.attrs = ir::withDefaults(op->def(), op->attrs);
     spec.device = device_.get();
     spec.threads = options_.threads;
+    spec.tf32 = options_.tf32;
     spec.batch = program.batch;
     spec.communication = options_.communication;
     spec.globalBatch = &globalBatch_;

@@ -48,6 +48,9 @@ struct ExecutorOptions {
   // Records each op's kernel (and waits for all-reduces) on the track "ops" when set
   // (`--trace`); must outlive the executor.
   TraceRecorder *trace = nullptr;
+  // A GPU's float32 matrix products on its tensor cores in TF32 (10-bit mantissas in, float32
+  // sums; `--tf32`): faster, less exact. An error on a CPU device.
+  bool tf32 = false;
 };
 
 using Feeds = std::map<std::string, Tensor>;

@@ -55,6 +55,8 @@ struct KernelSpec {
   // the task's own ops): row r of a batch-major value is example step->exampleOffset +
   // towerOffset + r of the global batch.
   int64_t towerOffset = 0;
+  // Float32 matrix products may use TF32 (ExecutorOptions::tf32; GPU kernels only).
+  bool tf32 = false;
 };
 
 class Kernel {

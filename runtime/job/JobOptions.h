@@ -16,6 +16,7 @@ struct JobOptions {
   std::optional<int64_t> steps; // default: the plan's steps, else one epoch
   std::optional<int64_t> epochs;
   int threads = 1;        // per task
+  bool tf32 = false;      // GPU workers' float32 matrix products in TF32
   std::string metricsOut; // JSON lines from worker:0; empty: none
   bool quiet = false;
   bool evaluate = true; // test-set evaluation on worker:0 at epoch ends

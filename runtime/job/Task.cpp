@@ -290,6 +290,7 @@ workerTrainOptions(const plan::Plan &plan, const plan::Task &task, const JobOpti
   train::TrainOptions train;
   train.data = *spec;
   train.device = *device;
+  train.tf32 = options.tf32;
   train.steps = options.steps;
   if (!train.steps && plan.run().steps() > 0)
     train.steps = plan.run().steps();

@@ -187,6 +187,14 @@ const std::vector<Flag> &flags() {
            return llvm::Error::success();
          },
          [](const TaskCommand &c) { return unlessEmpty(c.options.injectFault); }},
+        {"--tf32", nullptr, "A GPU's float32 matrix products in TF32",
+         [](TaskCommand &c, llvm::StringRef) {
+           c.options.tf32 = true;
+           return llvm::Error::success();
+         },
+         [](const TaskCommand &c) {
+           return c.options.tf32 ? std::optional<std::string>("") : std::nullopt;
+         }},
         {"--quiet", nullptr, "Print only errors (also -q)",
          [](TaskCommand &c, llvm::StringRef) {
            c.options.quiet = true;

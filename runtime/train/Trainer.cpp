@@ -289,6 +289,7 @@ llvm::Error TrainingRun::createExecutors() {
     return err;
   runtime::ExecutorOptions trainOptions;
   trainOptions.device = options_.device;
+  trainOptions.tf32 = options_.tf32;
   trainOptions.threads = options_.threads;
   trainOptions.communication = worker_ ? worker_->communication : nullptr;
   trainOptions.trace = options_.trace;

@@ -80,6 +80,7 @@ struct TrainOptions {
   int64_t accumulate = 1;
   int64_t evalBatchSize = 1000;
   ir::DeviceId device; // where the steps run (cpu:0 by default)
+  bool tf32 = false;   // a GPU's float32 matrix products in TF32 (ExecutorOptions::tf32)
   int threads = 1;
   uint64_t seed = 0;
   std::string metricsOut; // JSON lines; empty: none

@@ -123,6 +123,21 @@ TEST(Executor, AKernelErrorIsPrintedOnceWithItsPlace) {
   EXPECT_EQ(text.find("error:"), text.rfind("error:")) << "printed twice: " << text;
 }
 
+// TF32 is a GPU's: asked of a CPU program, it is an error naming the flag and the device, not a
+// setting quietly ignored.
+TEST(Executor, Tf32OnACpuIsAClearError) {
+  auto module = trainingModule();
+  auto store = std::make_shared<runtime::VariableStore>();
+  ASSERT_FALSE(bool(store->initialize(*module, 0)));
+  runtime::ExecutorOptions options;
+  options.tf32 = true;
+  auto exec = runtime::Executor::create(*module, store, options);
+  ASSERT_FALSE(bool(exec));
+  std::string text = llvm::toString(exec.takeError());
+  EXPECT_NE(text.find("--tf32"), std::string::npos) << text;
+  EXPECT_NE(text.find("runs on cpu:0, not a GPU"), std::string::npos) << text;
+}
+
 TEST(Tensor, KnowsItsDevice) {
   Tensor host(ir::DType::F32, {2});
   EXPECT_TRUE(host.onHost());

@@ -20,6 +20,7 @@ void expectSame(const TaskCommand &a, const TaskCommand &b) {
   EXPECT_EQ(x.steps, y.steps);
   EXPECT_EQ(x.epochs, y.epochs);
   EXPECT_EQ(x.threads, y.threads);
+  EXPECT_EQ(x.tf32, y.tf32);
   EXPECT_EQ(x.metricsOut, y.metricsOut);
   EXPECT_EQ(x.quiet, y.quiet);
   EXPECT_EQ(x.evaluate, y.evaluate);
@@ -44,6 +45,7 @@ TEST(TaskCommand, EveryFieldRoundTrips) {
   command.options.data = "zipf:100000,tokens=20,classes=10";
   command.options.steps = 20;
   command.options.threads = 3;
+  command.options.tf32 = true;
   command.options.metricsOut = "/tmp/job/metrics.jsonl";
   command.options.quiet = true;
   command.options.evaluate = false;
@@ -129,10 +131,10 @@ TEST(TaskCommand, SlowWorkerFaultCarriesItsDelay) {
 
 TEST(TaskCommand, UsageListsEveryFlagItWrites) {
   std::string usage = TaskCommand::usage();
-  for (const char *flag :
-       {"--task", "--coordinator", "--data", "--steps", "--epochs", "--threads",
-        "--heartbeat-timeout", "--metrics-out", "--variables-out", "--save", "--restore",
-        "--checkpoint-dir", "--checkpoint-every", "--inject-fault", "--quiet", "--no-eval"})
+  for (const char *flag : {"--task", "--coordinator", "--data", "--steps", "--epochs", "--threads",
+                           "--heartbeat-timeout", "--metrics-out", "--variables-out", "--save",
+                           "--restore", "--checkpoint-dir", "--checkpoint-every", "--inject-fault",
+                           "--tf32", "--quiet", "--no-eval"})
     EXPECT_NE(usage.find(flag), std::string::npos) << flag;
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Plans for GPUs: `local:N,devices=gpu` and cluster files with gpu:N devices give a worker per
 # GPU, which `prism dump` shows (text, JSON, DOT) with the host<->device bytes of a step; in-graph
-# towers on GPUs are refused; and a job whose GPU this machine lacks fails naming the device,
-# never training on the CPU instead. (On a machine with a GPU the last check is skipped.)
+# towers on GPUs are refused; --tf32 on CPU devices is an error; and a job whose GPU this machine
+# lacks fails naming the device, never training on the CPU instead. (On a machine with a GPU
+# the last check is skipped.)
 set -euo pipefail
 prism=$1
 models=$2
@@ -84,6 +85,12 @@ expect_error "--device gpu:0 picks the device of one-device training; with --clu
   "$prism" train "$models/mlp.prism" --device gpu:0 --cluster local:1 --steps 1
 "$prism" train "$models/mlp.prism" --device cpu:0 --steps 1 --no-eval > "$work/cpu-train.txt"
 grep -q ", on cpu:0, " "$work/cpu-train.txt"
+
+# --tf32 is for GPUs' matrix products: on CPU devices, one or a job's, it is an error naming it.
+expect_error "--tf32 makes a GPU's float32 matrix products use TF32; this program runs on cpu:0, not a GPU" \
+  "$prism" train "$models/mlp.prism" --tf32 --steps 1 --no-eval
+expect_error "worker:0 failed: error: --tf32 makes a GPU's float32 matrix products use TF32" \
+  "$prism" train "$models/mlp.prism" --tf32 --cluster local:1 --steps 1 --no-eval
 
 if [ -e /dev/nvidia0 ]; then
   echo "a GPU is here: the check that a missing GPU is an error is skipped"
