@@ -67,6 +67,18 @@ Flag optionTextFlag(const char *name, const char *value, const char *help,
       name, value, help, [member](auto &o) -> auto & { return o.*member; });
 }
 
+// A flag without a value that sets `member` (written only when set).
+Flag switchFlag(const char *name, const char *help, bool JobOptions::*member) {
+  return {name, nullptr, help,
+          [member](TaskCommand &c, llvm::StringRef) {
+            c.options.*member = true;
+            return llvm::Error::success();
+          },
+          [member](const TaskCommand &c) {
+            return c.options.*member ? std::optional<std::string>("") : std::nullopt;
+          }};
+}
+
 // A positive count kept in `field` (steps, epochs).
 Flag countFlag(const char *name, const char *help, std::optional<int64_t> JobOptions::*field) {
   return {name, "N", help,
@@ -187,22 +199,8 @@ const std::vector<Flag> &flags() {
            return llvm::Error::success();
          },
          [](const TaskCommand &c) { return unlessEmpty(c.options.injectFault); }},
-        {"--tf32", nullptr, "A GPU's float32 matrix products in TF32",
-         [](TaskCommand &c, llvm::StringRef) {
-           c.options.tf32 = true;
-           return llvm::Error::success();
-         },
-         [](const TaskCommand &c) {
-           return c.options.tf32 ? std::optional<std::string>("") : std::nullopt;
-         }},
-        {"--quiet", nullptr, "Print only errors (also -q)",
-         [](TaskCommand &c, llvm::StringRef) {
-           c.options.quiet = true;
-           return llvm::Error::success();
-         },
-         [](const TaskCommand &c) {
-           return c.options.quiet ? std::optional<std::string>("") : std::nullopt;
-         }},
+        switchFlag("--tf32", "A GPU's float32 matrix products in TF32", &JobOptions::tf32),
+        switchFlag("--quiet", "Print only errors (also -q)", &JobOptions::quiet),
         {"--no-eval", nullptr, "Skip test-set evaluation",
          [](TaskCommand &c, llvm::StringRef) {
            c.options.evaluate = false;
