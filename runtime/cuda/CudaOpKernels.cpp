@@ -77,11 +77,15 @@ float *floats(const RuntimeValue *v) {
   return static_cast<float *>(const_cast<void *>(v->dense.raw()));
 }
 
-// Scratch memory of a kernel on its device.
-llvm::Expected<Tensor> scratch(const KernelSpec &spec, ir::DType dtype, int64_t elements) {
+// Scratch memory of a kernel on its device, into `into`.
+llvm::Error scratch(Tensor &into, const KernelSpec &spec, ir::DType dtype, int64_t elements) {
   if (!spec.device)
     return ir::makeError(ir::ErrorCode::Internal, "a GPU kernel built without its device");
-  return spec.device->allocateTensor(dtype, {std::max<int64_t>(elements, 1)});
+  auto tensor = spec.device->allocateTensor(dtype, {std::max<int64_t>(elements, 1)});
+  if (!tensor)
+    return tensor.takeError();
+  into = std::move(*tensor);
+  return llvm::Error::success();
 }
 
 // A kernel of one launch: its argument struct, fixed when built but for the pointers `bind`
@@ -159,12 +163,9 @@ KernelOrError twoStage(const KernelSpec &spec, std::shared_ptr<GpuBackend> backe
                        typename OneLaunch<Args>::Bind bind) {
   a.parts = sumParts(outputs, length, shortest);
   Tensor partial;
-  if (a.parts > 1) {
-    auto t = scratch(spec, ir::DType::F64, outputs * a.parts);
-    if (!t)
-      return t.takeError();
-    partial = std::move(*t);
-  }
+  if (a.parts > 1)
+    if (auto e = scratch(partial, spec, ir::DType::F64, outputs * a.parts))
+      return std::move(e);
   return std::make_unique<TwoStage<Args>>(std::move(backend), first, second, outputs, a,
                                           std::move(partial), bind);
 }
@@ -339,10 +340,8 @@ public:
   }
 
   llvm::Error allocate(const KernelSpec &spec) {
-    auto bad = scratch(spec, ir::DType::I64, 1);
-    if (!bad)
-      return bad.takeError();
-    bad_ = std::move(*bad);
+    if (auto e = scratch(bad_, spec, ir::DType::I64, 1))
+      return e;
     if (!gradient_)
       return llvm::Error::success();
     auto indices = device_->allocateTensor(ir::DType::I64, {args_.count});
@@ -799,12 +798,9 @@ public:
   }
 
   llvm::Error allocate(const KernelSpec &spec) {
-    for (Tensor *t : {&mean_, &inv_, &coefB_, &coefD_}) {
-      auto scratchTensor = scratch(spec, ir::DType::F64, args_.channels);
-      if (!scratchTensor)
-        return scratchTensor.takeError();
-      *t = std::move(*scratchTensor);
-    }
+    for (Tensor *t : {&mean_, &inv_, &coefB_, &coefD_})
+      if (auto e = scratch(*t, spec, ir::DType::F64, args_.channels))
+        return e;
     return llvm::Error::success();
   }
 
@@ -1092,12 +1088,8 @@ public:
         clip_(spec.attrs.getFloat("clip_norm")) {}
 
   llvm::Error allocate(const KernelSpec &spec) {
-    auto partial =
-        scratch(spec, ir::DType::F64, kParts * std::max<size_t>(spec.inputTypes.size(), 1));
-    if (!partial)
-      return partial.takeError();
-    partial_ = std::move(*partial);
-    return llvm::Error::success();
+    return scratch(partial_, spec, ir::DType::F64,
+                   kParts * std::max<size_t>(spec.inputTypes.size(), 1));
   }
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
@@ -1179,13 +1171,7 @@ public:
     args_.finalFactor = schedule.finalFactor;
   }
 
-  llvm::Error allocate(const KernelSpec &spec) {
-    auto bad = scratch(spec, ir::DType::I64, 1);
-    if (!bad)
-      return bad.takeError();
-    bad_ = std::move(*bad);
-    return llvm::Error::success();
-  }
+  llvm::Error allocate(const KernelSpec &spec) { return scratch(bad_, spec, ir::DType::I64, 1); }
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
@@ -1237,11 +1223,7 @@ public:
   llvm::Error allocate(const KernelSpec &spec) {
     if (gradient_)
       return llvm::Error::success();
-    auto terms = scratch(spec, ir::DType::F64, elements_);
-    if (!terms)
-      return terms.takeError();
-    terms_ = std::move(*terms);
-    return llvm::Error::success();
+    return scratch(terms_, spec, ir::DType::F64, elements_);
   }
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
@@ -1299,18 +1281,11 @@ public:
   }
 
   llvm::Error allocate(const KernelSpec &spec) {
-    for (Tensor *t : {&bad_, &total_}) {
-      auto scalar = scratch(spec, ir::DType::I64, 1);
-      if (!scalar)
-        return scalar.takeError();
-      *t = std::move(*scalar);
-    }
-    if (name_ == "sparse_from_dense") {
-      auto position = scratch(spec, ir::DType::I64, tableRows_);
-      if (!position)
-        return position.takeError();
-      position_ = std::move(*position);
-    }
+    for (Tensor *t : {&bad_, &total_})
+      if (auto e = scratch(*t, spec, ir::DType::I64, 1))
+        return e;
+    if (name_ == "sparse_from_dense")
+      return scratch(position_, spec, ir::DType::I64, tableRows_);
     return llvm::Error::success();
   }
 
@@ -1541,10 +1516,8 @@ public:
           std::tuple{&partSum_, ir::DType::F64, wideParts},
           std::tuple{&most_, ir::DType::F32, wideRows},
           std::tuple{&sum_, ir::DType::F64, wideRows}}) {
-      auto t = scratch(spec, dtype, n);
-      if (!t)
-        return t.takeError();
-      *tensor = std::move(*t);
+      if (auto e = scratch(*tensor, spec, dtype, n))
+        return e;
     }
     return llvm::Error::success();
   }
@@ -1664,13 +1637,9 @@ public:
   llvm::Error allocate(const KernelSpec &spec) {
     if (!sparse_)
       return llvm::Error::success();
-    auto sum = scratch(spec, ir::DType::F32, elements_);
-    auto claimed = sum ? scratch(spec, ir::DType::I32, rows_) : sum.takeError();
-    if (!claimed)
-      return claimed.takeError();
-    sum_ = std::move(*sum);
-    claimed_ = std::move(*claimed);
-    return llvm::Error::success();
+    if (auto e = scratch(sum_, spec, ir::DType::F32, elements_))
+      return e;
+    return scratch(claimed_, spec, ir::DType::I32, rows_);
   }
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
