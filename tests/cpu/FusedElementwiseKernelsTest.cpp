@@ -6,31 +6,19 @@
 #include <string>
 #include <vector>
 
-#include "ir/Builder.h"
 #include "ir/OpTable.h"
 #include "ir/ops/ElementwiseExpr.h"
 #include "tests/cpu/ReferenceCheck.h"
 
 using namespace prism;
-using ir::Attr;
 using ir::DType;
 using ir::kBatchDim;
-using ir::TensorType;
 
 namespace {
 
-// y = fused_elementwise(x0, x1, ..., expr) with operand i of dims[i].
-std::unique_ptr<ir::Module> fusedModule(const char *expr, const std::vector<ir::Dims> &dims,
-                                        DType dtype) {
-  ir::ModuleBuilder b("fused_elementwise");
-  std::vector<ir::Value *> operands;
-  for (size_t i = 0; i < dims.size(); ++i)
-    operands.push_back(b.input("x" + std::to_string(i), TensorType(dtype, dims[i])));
-  b.op("fused_elementwise", operands, ir::attrs({{"expr", Attr::string(expr)}}), "y");
-  auto m = b.finish();
-  EXPECT_TRUE(bool(m)) << llvm::toString(m.takeError());
-  return m ? std::move(*m) : nullptr;
-}
+// Operand i of dims[i] (none of the expressions below is an op's name: each is a
+// fused_elementwise).
+using prism::testing::elementwiseModule;
 
 struct ExprCase {
   const char *expr;
@@ -61,7 +49,7 @@ TEST(FusedElementwise, MatchesReference) {
       for (int threads : {1, 2}) {
         SCOPED_TRACE(std::string(c.expr) + ", " + ir::dtypeName(dtype).str() + ", " +
                      std::to_string(threads) + " threads");
-        auto module = fusedModule(c.expr, c.dims, dtype);
+        auto module = elementwiseModule(c.expr, c.dims, dtype);
         ASSERT_TRUE(module);
         prism::testing::ReferenceCheckOptions options;
         options.threads = threads;
@@ -77,8 +65,8 @@ TEST(FusedElementwise, MatchesReference) {
 TEST(FusedElementwise, LargeTensorOnTwoThreads) {
   for (DType dtype : {DType::F32, DType::F64}) {
     SCOPED_TRACE(ir::dtypeName(dtype).str());
-    auto module = fusedModule("add(mul(tanh($0), $1), sigmoid(sub($2, $0)))",
-                              {{kBatchDim, 70001}, {}, {kBatchDim, 70001}}, dtype);
+    auto module = elementwiseModule("add(mul(tanh($0), $1), sigmoid(sub($2, $0)))",
+                                    {{kBatchDim, 70001}, {}, {kBatchDim, 70001}}, dtype);
     ASSERT_TRUE(module);
     for (int threads : {1, 2}) {
       prism::testing::ReferenceCheckOptions options;
@@ -105,7 +93,7 @@ TEST(FusedElementwise, EveryFusableOpMatchesReference) {
       std::vector<ir::Dims> dims{{kBatchDim, 5, 3}};
       if (binary)
         dims.push_back({});
-      auto module = fusedModule(expr.c_str(), dims, dtype);
+      auto module = elementwiseModule(expr.c_str(), dims, dtype);
       ASSERT_TRUE(module);
       prism::testing::ReferenceCheckOptions options;
       if (positive)

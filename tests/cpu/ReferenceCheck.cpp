@@ -6,6 +6,8 @@
 #include <cmath>
 #include <random>
 
+#include "ir/Builder.h"
+#include "ir/ops/ElementwiseExpr.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/reference/ReferenceInterpreter.h"
 
@@ -64,6 +66,21 @@ double relativeError(const std::vector<double> &a, const std::vector<double> &b)
 }
 
 } // namespace
+
+std::unique_ptr<ir::Module> elementwiseModule(const std::string &expr,
+                                              const std::vector<ir::Dims> &dims, ir::DType dtype) {
+  ir::ModuleBuilder b("elementwise");
+  std::vector<ir::Value *> operands;
+  for (size_t i = 0; i < dims.size(); ++i)
+    operands.push_back(b.input("x" + std::to_string(i), ir::TensorType(dtype, dims[i])));
+  if (ir::isFusableElementwiseOp(expr))
+    b.op(expr, operands, {}, "y");
+  else
+    b.op("fused_elementwise", operands, ir::attrs({{"expr", ir::Attr::string(expr)}}), "y");
+  auto m = b.finish();
+  EXPECT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  return m ? std::move(*m) : nullptr;
+}
 
 void expectMatchesReference(const ir::Module &module, const std::vector<std::string> &outputs,
                             const ReferenceCheckOptions &options) {

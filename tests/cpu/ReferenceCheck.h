@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,11 @@ struct ReferenceCheckOptions {
   // back to the host to be compared.
   ir::DeviceId device;
 };
+
+// y = op(x0[, x1]) when `expr` names a fusable elementwise op, else y = fused_elementwise(x0, x1,
+// ..., expr): operand i an input of `dims[i]` and `dtype`.
+std::unique_ptr<ir::Module> elementwiseModule(const std::string &expr,
+                                              const std::vector<ir::Dims> &dims, ir::DType dtype);
 
 // Evaluates `outputs` of a typed module on both interpreters; gtest failures on mismatch.
 // With empty `outputs`, runs training steps and compares every variable afterwards.

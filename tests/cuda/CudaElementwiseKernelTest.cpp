@@ -8,7 +8,6 @@
 
 #include "CudaTestSupport.h"
 #include "frontends/text/Parser.h"
-#include "ir/Builder.h"
 #include "ir/ops/ElementwiseExpr.h"
 #include "plan/Pipeline.h"
 #include "runtime/cuda/CudaElementwiseKernels.h"
@@ -16,7 +15,6 @@
 #include "tests/cpu/ReferenceCheck.h"
 
 using namespace prism;
-using ir::Attr;
 using ir::DType;
 using ir::kBatchDim;
 using ir::TensorType;
@@ -28,21 +26,7 @@ void registerGpu() {
   runtime::cuda::registerCudaKernels();
 }
 
-// y = fused_elementwise(x0, x1, ..., expr), or y = op(x0[, x1]) when `expr` names an op.
-std::unique_ptr<ir::Module> elementwiseModule(const std::string &expr,
-                                              const std::vector<ir::Dims> &dims, DType dtype) {
-  ir::ModuleBuilder b("elementwise");
-  std::vector<ir::Value *> operands;
-  for (size_t i = 0; i < dims.size(); ++i)
-    operands.push_back(b.input("x" + std::to_string(i), TensorType(dtype, dims[i])));
-  if (ir::isFusableElementwiseOp(expr))
-    b.op(expr, operands, {}, "y");
-  else
-    b.op("fused_elementwise", operands, ir::attrs({{"expr", Attr::string(expr)}}), "y");
-  auto m = b.finish();
-  EXPECT_TRUE(bool(m)) << llvm::toString(m.takeError());
-  return m ? std::move(*m) : nullptr;
-}
+using prism::testing::elementwiseModule;
 
 bool isUnary(llvm::StringRef op) {
   return !ir::parseElementwiseExpr((op + "($0, $1)").str()) ? true : false;
