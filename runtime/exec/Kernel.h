@@ -93,4 +93,8 @@ KernelFactory findKernel(llvm::StringRef opName, ir::DeviceKind kind);
 // naming the op, the device and the model line.
 llvm::Error checkKernels(const ir::Module &module, ir::DeviceKind kind);
 
+// The error of a communication op's kernel (all_reduce, ps_pull, ...) built without the
+// distributed runtime (spec.communication null), on any device.
+llvm::Error noCommunication(const KernelSpec &spec);
+
 } // namespace prism::runtime

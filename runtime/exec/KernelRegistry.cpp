@@ -66,4 +66,10 @@ llvm::Error checkKernels(const ir::Module &module, ir::DeviceKind kind) {
   return llvm::Error::success();
 }
 
+llvm::Error noCommunication(const KernelSpec &spec) {
+  return ir::makeError("'" + spec.op->name().str() +
+                       "' needs the distributed runtime: run the plan with `prism run`, not as a "
+                       "single-device model");
+}
+
 } // namespace prism::runtime

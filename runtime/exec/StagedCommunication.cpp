@@ -125,9 +125,7 @@ private:
 
 template <typename K> KernelOrError makeStaged(const KernelSpec &spec) {
   if (!spec.communication)
-    return ir::makeError("'" + spec.op->name().str() +
-                         "' needs the distributed runtime: run the plan with `prism run`, not as "
-                         "a single-device model");
+    return noCommunication(spec);
   if (!spec.device)
     return ir::makeError(ir::ErrorCode::Internal, "a staged kernel built without its device");
   return std::make_unique<K>(spec);

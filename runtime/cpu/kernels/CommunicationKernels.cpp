@@ -11,12 +11,6 @@
 namespace prism::runtime::cpu {
 namespace {
 
-llvm::Error noCommunication(const KernelSpec &spec) {
-  return ir::makeError("'" + spec.op->name().str() +
-                       "' needs the distributed runtime: run the plan with `prism run`, not as a "
-                       "single-device model");
-}
-
 // Kernels that reach another task: they keep the op's variable name and the Communication.
 class RemoteKernel : public Kernel {
 public:
