@@ -4,8 +4,10 @@
 // micro-batches split a batch, and a gradient op recomputes its forward's mask exactly.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
+#include "ir/Type.h"
 #include "runtime/SeedRule.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -32,6 +34,22 @@ inline bool dropoutKeeps(uint64_t exampleStream, int64_t element, double rate) {
 // What a kept element is multiplied by (inverted dropout): the expected value is unchanged.
 inline double dropoutScale(double rate) {
   return 1.0 / (1.0 - rate);
+}
+
+// How a kernel walks a dropout op's value: per example when the declared type's first dimension
+// is B (each example its own stream, by its index in the global batch), else as one example;
+// `exampleSize` elements an example, of the `bound` type's.
+struct DropoutLayout {
+  bool perExample = false;
+  int64_t exampleSize = 1;
+};
+inline DropoutLayout dropoutLayout(const ir::TensorType &declared, const ir::TensorType &bound) {
+  DropoutLayout layout;
+  layout.perExample = declared.rank() > 0 && declared.dims[0] == ir::kBatchDim;
+  const int64_t elements = bound.numElements();
+  const int64_t examples = layout.perExample ? bound.dims[0] : 1;
+  layout.exampleSize = examples == 0 ? 1 : std::max<int64_t>(elements / examples, 1);
+  return layout;
 }
 
 } // namespace prism::runtime

@@ -608,12 +608,8 @@ public:
   DropoutKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend)
       : backend_(std::move(backend)), key_(ir::randomStreamKey(*spec.op)),
         rate_(spec.attrs.getFloat("rate")), step_(spec.step), towerOffset_(spec.towerOffset),
-        elements_(spec.outputTypes[0].numElements()) {
-    const ir::TensorType &declared = spec.op->result(0)->type();
-    perExample_ = declared.rank() > 0 && declared.dims[0] == ir::kBatchDim;
-    int64_t examples = perExample_ ? spec.outputTypes[0].dims[0] : 1;
-    exampleSize_ = examples == 0 ? 1 : std::max<int64_t>(elements_ / examples, 1);
-  }
+        elements_(spec.outputTypes[0].numElements()),
+        layout_(dropoutLayout(spec.op->result(0)->type(), spec.outputTypes[0])) {}
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
@@ -625,8 +621,8 @@ public:
     k::DropoutArgs a{floats(outputs[0]),
                      floats(inputs[0]),
                      elements_,
-                     exampleSize_,
-                     perExample_ ? step.exampleOffset + towerOffset_ : 0,
+                     layout_.exampleSize,
+                     layout_.perExample ? step.exampleOffset + towerOffset_ : 0,
                      dropoutStepStream(step.seed, key_, step.step),
                      rate_,
                      static_cast<float>(dropoutScale(rate_))};
@@ -638,8 +634,8 @@ private:
   std::string key_;
   double rate_;
   const StepContext *step_;
-  int64_t towerOffset_, elements_, exampleSize_ = 1;
-  bool perExample_ = false;
+  int64_t towerOffset_, elements_;
+  DropoutLayout layout_;
 };
 
 KernelOrError makeDropout(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {

@@ -22,12 +22,8 @@ public:
   explicit DropoutKernel(const KernelSpec &spec)
       : key_(ir::randomStreamKey(*spec.op)), rate_(spec.attrs.getFloat("rate")), step_(spec.step),
         towerOffset_(spec.towerOffset), elements_(spec.outputTypes[0].numElements()),
-        threads_(spec.threads) {
-    const ir::TensorType &declared = spec.op->result(0)->type();
-    perExample_ = declared.rank() > 0 && declared.dims[0] == ir::kBatchDim;
-    int64_t examples = perExample_ ? spec.outputTypes[0].dims[0] : 1;
-    exampleSize_ = examples == 0 ? 1 : std::max<int64_t>(elements_ / examples, 1);
-  }
+        threads_(spec.threads),
+        layout_(dropoutLayout(spec.op->result(0)->type(), spec.outputTypes[0])) {}
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
@@ -40,10 +36,10 @@ public:
       return llvm::Error::success();
     }
     const uint64_t stream = dropoutStepStream(step.seed, key_, step.step);
-    const int64_t first = perExample_ ? step.exampleOffset + towerOffset_ : 0;
+    const int64_t first = layout_.perExample ? step.exampleOffset + towerOffset_ : 0;
     const T scale = static_cast<T>(dropoutScale(rate_));
     const double rate = rate_;
-    const int64_t size = exampleSize_;
+    const int64_t size = layout_.exampleSize;
     parallelFor(elements_, threads_, kCostlyGrain, [&](int64_t begin, int64_t end) {
       int64_t e = begin / size, i = begin % size;
       uint64_t example = dropoutExampleStream(stream, first + e);
@@ -62,9 +58,9 @@ private:
   std::string key_;
   double rate_;
   const StepContext *step_;
-  int64_t towerOffset_, elements_, exampleSize_ = 1;
-  bool perExample_ = false;
+  int64_t towerOffset_, elements_;
   int threads_;
+  DropoutLayout layout_;
 };
 
 KernelOrError makeDropout(const KernelSpec &spec) {
