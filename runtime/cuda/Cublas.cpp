@@ -91,7 +91,7 @@ struct Blas {
 
 llvm::Error cublasGemm(int device, bool tf32, bool transposeA, bool transposeB, int64_t m,
                        int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
-                       int64_t ldb, float *c, int64_t ldc) {
+                       int64_t ldb, float *c, int64_t ldc, bool accumulate) {
   constexpr int64_t kMax = std::numeric_limits<int>::max();
   if (m > kMax || n > kMax || k > kMax || lda > kMax || ldb > kMax || ldc > kMax)
     return ir::makeError(ir::ErrorCode::Unsupported, "a matrix product of " + llvm::Twine(m) +
@@ -101,11 +101,11 @@ llvm::Error cublasGemm(int device, bool tf32, bool transposeA, bool transposeB, 
   auto blas = Blas::get().handle(device, tf32);
   if (!blas)
     return blas.takeError();
-  const float one = 1.0f, zero = 0.0f;
+  const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   return checkBlas(blas->first->sgemm(blas->second, transposeA ? CUBLAS_OP_T : CUBLAS_OP_N,
                                       transposeB ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(m),
                                       static_cast<int>(n), static_cast<int>(k), &one, a,
-                                      static_cast<int>(lda), b, static_cast<int>(ldb), &zero, c,
+                                      static_cast<int>(lda), b, static_cast<int>(ldb), &beta, c,
                                       static_cast<int>(ldc)),
                    "cublasSgemm on cuda:" + llvm::Twine(device));
 }

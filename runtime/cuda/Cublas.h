@@ -9,11 +9,11 @@
 
 namespace prism::runtime::cuda {
 
-// C = op(A) · op(B) on `device`, column-major (cuBLAS's convention), on the legacy default
-// stream; pedantic f32 math, or with `tf32` TF32 on the tensor cores (10-bit mantissas in,
-// f32 sums).
+// C = op(A) · op(B) (with `accumulate`, C += op(A) · op(B)) on `device`, column-major (cuBLAS's
+// convention), on the legacy default stream; pedantic f32 math, or with `tf32` TF32 on the tensor
+// cores (10-bit mantissas in, f32 sums).
 llvm::Error cublasGemm(int device, bool tf32, bool transposeA, bool transposeB, int64_t m,
                        int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
-                       int64_t ldb, float *c, int64_t ldc);
+                       int64_t ldb, float *c, int64_t ldc, bool accumulate = false);
 
 } // namespace prism::runtime::cuda

@@ -2,6 +2,7 @@
 // DeviceKernels.cuh and launches them through a GpuBackend.
 #include "runtime/cuda/CudaOpKernels.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -453,7 +454,110 @@ std::unique_ptr<Kernel> convKernel(std::shared_ptr<GpuBackend> backend, llvm::St
   return std::make_unique<OneLaunch<k::Conv2dArgs>>(std::move(backend), kernel, threads, a, bind);
 }
 
-// conv2d, fused_conv2d and the two backprops: direct loops over NHWC (DeviceKernels.cuh).
+// conv2d, fused_conv2d and the two backprops as matrix products over the patch matrix P of x
+// [N * OH * OW, KH * KW * C] (prism_im2col) and the filter W viewed as [KH * KW * C, O]:
+// y = P · W (then the bias and relu), dW = P^T · dy, dx = col2im(dy · W^T). P is made in parts of
+// examples that fit the backend's workspace limit (dW adds the parts' products up); a 1x1
+// filter of stride 1 without padding needs none: P is x itself.
+class ConvKernel final : public Kernel {
+public:
+  enum class Role { Forward, Input, Filter };
+  ConvKernel(std::shared_ptr<GpuBackend> backend, Device *device, Role role, k::Conv2dArgs g,
+             bool bias, bool relu)
+      : backend_(std::move(backend)), device_(device), role_(role), g_(g), bias_(bias),
+        relu_(relu) {
+    columns_ = g.kh * g.kw * g.c;
+    rowsPerExample_ = g.oh * g.ow;
+    direct_ = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.padH == 0 && g.padW == 0 &&
+              g.oh == g.h && g.ow == g.w_;
+    const int64_t bytesPerExample = rowsPerExample_ * columns_ * int64_t{sizeof(float)};
+    chunk_ = direct_ ? g.n
+                     : std::clamp<int64_t>(backend_->workspaceLimit() /
+                                               std::max<int64_t>(bytesPerExample, 1),
+                                           1, std::max<int64_t>(g.n, 1));
+  }
+
+  // The patch matrix's part in the device's workspace.
+  llvm::Error allocate() {
+    if (direct_)
+      return llvm::Error::success();
+    return device_->reserveWorkspace(
+        static_cast<size_t>(chunk_ * rowsPerExample_ * columns_ * int64_t{sizeof(float)}));
+  }
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    // Operands: forward (x, w[, bias]); input (dy, w, x); filter (x, dy, w).
+    const float *x = role_ == Role::Input ? nullptr : floats(inputs[0]);
+    const float *w = role_ == Role::Filter ? nullptr : floats(inputs[1]);
+    const float *dy = role_ == Role::Input    ? floats(inputs[0])
+                      : role_ == Role::Filter ? floats(inputs[1])
+                                              : nullptr;
+    float *out = floats(outputs[0]);
+    auto *patches = static_cast<float *>(direct_ ? nullptr : device_->workspace());
+    for (int64_t first = 0; first < g_.n; first += chunk_) {
+      const int64_t count = std::min<int64_t>(chunk_, g_.n - first);
+      if (auto e = part(x, w, dy, out, patches, first, count))
+        return e;
+    }
+    if (role_ != Role::Forward || !bias_)
+      return llvm::Error::success();
+    k::BiasActivationArgs a{out, floats(inputs[2]), g_.n * rowsPerExample_, g_.o, relu_ ? 1 : 0};
+    return launch(*backend_, "prism_bias_activation", a.rows * a.columns, a);
+  }
+
+private:
+  // Examples [first, first + count): row-major R = A · B goes to cuBLAS as column-major
+  // R^T = B^T · A^T (as matmul does).
+  llvm::Error part(const float *x, const float *w, const float *dy, float *out, float *patches,
+                   int64_t first, int64_t count) {
+    const int64_t rows = count * rowsPerExample_, o = g_.o;
+    const float *p = x ? x + first * g_.h * g_.w_ * g_.c : nullptr;
+    const float *dyPart = dy ? dy + first * rowsPerExample_ * o : nullptr;
+    if (role_ != Role::Input && !direct_) {
+      if (auto e = patchLaunch("prism_im2col", patches, first, count, x, nullptr))
+        return e;
+      p = patches;
+    }
+    switch (role_) {
+    case Role::Forward: // y [rows, O] = P [rows, K] · W [K, O]
+      return backend_->gemm(false, false, o, rows, columns_, w, o, p, columns_,
+                            out + first * rowsPerExample_ * o, o, false);
+    case Role::Filter: // dW [K, O] (+)= P^T [K, rows] · dy [rows, O]
+      return backend_->gemm(false, true, o, columns_, rows, dyPart, o, p, columns_, out, o,
+                            first > 0);
+    case Role::Input: { // dP [rows, K] = dy [rows, O] · W^T [O, K], then dx from dP
+      float *dx = out + first * g_.h * g_.w_ * g_.c;
+      if (auto e = backend_->gemm(true, false, columns_, rows, o, w, o, dyPart, o,
+                                  direct_ ? dx : patches, columns_, false))
+        return e;
+      if (direct_)
+        return llvm::Error::success();
+      return patchLaunch("prism_col2im", patches, first, count, nullptr, out);
+    }
+    }
+    return llvm::Error::success();
+  }
+
+  llvm::Error patchLaunch(llvm::StringRef kernel, float *patches, int64_t first, int64_t count,
+                          const float *x, float *dx) {
+    k::PatchArgs a{g_, patches, first, count};
+    a.g.x = x;
+    a.g.y = dx;
+    const int64_t threads =
+        kernel == "prism_im2col" ? count * rowsPerExample_ * columns_ : count * g_.h * g_.w_ * g_.c;
+    return launch(*backend_, kernel, threads, a);
+  }
+
+  std::shared_ptr<GpuBackend> backend_;
+  Device *device_;
+  Role role_;
+  k::Conv2dArgs g_;
+  bool bias_, relu_, direct_ = false;
+  int64_t columns_ = 0, rowsPerExample_ = 0, chunk_ = 1;
+};
+
+// conv2d, fused_conv2d and the two backprops (ConvKernel).
 KernelOrError makeConv(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
   llvm::StringRef name = spec.op->name();
   if (auto e = requireAllF32(spec))
@@ -463,6 +567,8 @@ KernelOrError makeConv(const KernelSpec &spec, std::shared_ptr<GpuBackend> backe
   std::string activation = spec.attrs.getString("activation", "none");
   if (activation != "none" && activation != "relu")
     return unsupported(spec, "applies no activation or relu, not " + activation);
+  if (!spec.device)
+    return ir::makeError(ir::ErrorCode::Internal, "a GPU kernel built without its device");
   // Where x and the filter are among the operands.
   const bool input = name == "conv2d_backprop_input", filter = name == "conv2d_backprop_filter";
   const ir::TensorType &x = spec.inputTypes[input ? 2 : 0];
@@ -470,34 +576,15 @@ KernelOrError makeConv(const KernelSpec &spec, std::shared_ptr<GpuBackend> backe
   if (x.rank() != 4 || w.rank() != 4)
     return unsupported(spec, "takes x [N, H, W, C] and a filter [KH, KW, C, O], not " + x.str() +
                                  " and " + w.str());
-  k::Conv2dArgs a = geometry(spec, x, w.dims[0], w.dims[1], w.dims[3]);
-  a.relu = activation == "relu" ? 1 : 0;
-  using In = llvm::ArrayRef<const RuntimeValue *>;
-  using Out = llvm::ArrayRef<RuntimeValue *>;
-  if (input)
-    return convKernel(std::move(backend), "prism_conv2d_backprop_input", a.n * a.h * a.w_ * a.c, a,
-                      [](k::Conv2dArgs &a, In in, Out out) {
-                        a.y = floats(out[0]);
-                        a.dy = floats(in[0]);
-                        a.w = floats(in[1]);
-                      });
-  if (filter)
-    // Split over the examples: an example's share is oh * ow terms.
-    return twoStage<k::Conv2dArgs>(spec, std::move(backend), "prism_conv2d_backprop_filter_parts",
-                                   "prism_conv2d_backprop_filter", a.kh * a.kw * a.c * a.o, a.n,
-                                   std::max<int64_t>(1, 256 / std::max<int64_t>(1, a.oh * a.ow)), a,
-                                   [](k::Conv2dArgs &a, In in, Out out) {
-                                     a.y = floats(out[0]);
-                                     a.x = floats(in[0]);
-                                     a.dy = floats(in[1]);
-                                   });
-  return convKernel(std::move(backend), "prism_conv2d", a.n * a.oh * a.ow * a.o, a,
-                    [](k::Conv2dArgs &a, In in, Out out) {
-                      a.y = floats(out[0]);
-                      a.x = floats(in[0]);
-                      a.w = floats(in[1]);
-                      a.bias = in.size() > 2 ? floats(in[2]) : nullptr;
-                    });
+  auto role = input    ? ConvKernel::Role::Input
+              : filter ? ConvKernel::Role::Filter
+                       : ConvKernel::Role::Forward;
+  auto kernel = std::make_unique<ConvKernel>(
+      std::move(backend), spec.device, role, geometry(spec, x, w.dims[0], w.dims[1], w.dims[3]),
+      spec.inputTypes.size() > 2 && role == ConvKernel::Role::Forward, activation == "relu");
+  if (auto e = kernel->allocate())
+    return std::move(e);
+  return std::unique_ptr<Kernel>(std::move(kernel));
 }
 
 // max_pool2d(x) and max_pool2d_grad(dy, x): ties to the first maximum of a window, as the CPU;
@@ -742,7 +829,8 @@ public:
     for (int64_t i = 0; i < batch_; ++i)
       if (auto e =
               backend_->gemm(tb_, ta_, n_, m_, k_, b + (sharedB_ ? 0 : i * k_ * n_), tb_ ? k_ : n_,
-                             a + (sharedA_ ? 0 : i * m_ * k_), ta_ ? m_ : k_, c + i * m_ * n_, n_))
+                             a + (sharedA_ ? 0 : i * m_ * k_), ta_ ? m_ : k_, c + i * m_ * n_, n_,
+                             /*accumulate=*/false))
         return e;
     return llvm::Error::success();
   }
@@ -1446,7 +1534,8 @@ public:
     float *c = floats(outputs[0]);
     if (auto e =
             backend_->gemm(transposeB_, transposeA_, n_, m_, k_, floats(inputs[1]),
-                           transposeB_ ? k_ : n_, floats(inputs[0]), transposeA_ ? m_ : k_, c, n_))
+                           transposeB_ ? k_ : n_, floats(inputs[0]), transposeA_ ? m_ : k_, c, n_,
+                           /*accumulate=*/false))
       return e;
     if (!fused_)
       return llvm::Error::success();
@@ -1827,9 +1916,10 @@ public:
   }
 
   llvm::Error gemm(bool transposeA, bool transposeB, int64_t m, int64_t n, int64_t k,
-                   const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
-                   int64_t ldc) override {
-    return cublasGemm(device_, tf32_, transposeA, transposeB, m, n, k, a, lda, b, ldb, c, ldc);
+                   const float *a, int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc,
+                   bool accumulate) override {
+    return cublasGemm(device_, tf32_, transposeA, transposeB, m, n, k, a, lda, b, ldb, c, ldc,
+                      accumulate);
   }
 
 private:

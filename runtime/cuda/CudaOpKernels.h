@@ -19,11 +19,14 @@ public:
   // Runs `kernel` (a name from PRISM_DEVICE_KERNELS) over `threads` indices with its argument
   // struct.
   virtual llvm::Error launch(llvm::StringRef kernel, int64_t threads, const void *arguments) = 0;
-  // C = op(A) · op(B), column-major as cuBLAS: C [m, n], op(A) [m, k], op(B) [k, n]; f32 (on a
-  // GPU, TF32 where its kernel's spec asks for it).
+  // C = op(A) · op(B), or with `accumulate` C += op(A) · op(B), column-major as cuBLAS: C [m, n],
+  // op(A) [m, k], op(B) [k, n]; f32 (on a GPU, TF32 where its kernel's spec asks for it).
   virtual llvm::Error gemm(bool transposeA, bool transposeB, int64_t m, int64_t n, int64_t k,
                            const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
-                           int64_t ldc) = 0;
+                           int64_t ldc, bool accumulate) = 0;
+  // The most scratch (bytes of the device's workspace) a kernel takes for its intermediate
+  // matrices, a convolution's patch matrix: a larger one is made in parts of examples.
+  virtual int64_t workspaceLimit() const { return int64_t{64} << 20; }
 };
 
 // DeviceKernels.cuh, as NVRTC compiles it.

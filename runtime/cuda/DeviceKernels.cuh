@@ -564,18 +564,14 @@ PRISM_KERNEL(prism_apply_adam, AdamArgs, a) {
 
 // Convolution and pooling over NHWC tensors, filters [KH, KW, C, O], with TensorFlow's `same`
 // padding (pad_before = pad_total / 2) or `valid`: window o of a spatial axis covers input
-// positions [o * stride - pad, o * stride - pad + window). Direct loops, one thread per element
-// of the result, summing in double (correct first; cuDNN is for speed).
+// positions [o * stride - pad, o * stride - pad + window). A convolution is a matrix product
+// over the patch matrix of its input (CudaOpKernels.cpp): prism_im2col writes it, prism_col2im
+// sums a patch matrix's gradient back onto the input; the pools are direct loops.
 struct Conv2dArgs {
-  float *y;          // conv2d: y [N, OH, OW, O]; backprop input: dx [N, H, W, C]; filter: dw
-  const float *x;    // conv2d and backprop filter: x [N, H, W, C]
-  const float *w;    // conv2d and backprop input: the filter
-  const float *dy;   // the backprops: dy [N, OH, OW, O]
-  const float *bias; // fused_conv2d: bias [O], else null
-  int relu;          // fused_conv2d with relu
+  float *y;          // pools: y [N, OH, OW, C]; their gradients: dx [N, H, W, C]
+  const float *x;    // x [N, H, W, C]
+  const float *dy;   // the pools' gradients: dy [N, OH, OW, C]
   long long n, h, w_, c, kh, kw, o, oh, ow, sh, sw, padH, padW;
-  long long parts;  // backprop filter: the examples in this many ranges (see below)
-  double *partial;  // and their sums
 };
 
 // visit(ih, iw, kh, kw) for every cell of window (oh, ow) that lies inside the input.
@@ -611,80 +607,40 @@ PRISM_DEVICE_FUNCTION void prism_windows_holding(const Conv2dArgs &a, long long 
   }
 }
 
-PRISM_KERNEL(prism_conv2d, Conv2dArgs, a) {
-  PRISM_FOR_EACH(e, a.n * a.oh * a.ow * a.o) {
-    long long o = e % a.o, rest = e / a.o;
-    long long ow = rest % a.ow, oh = (rest / a.ow) % a.oh, n = rest / (a.ow * a.oh);
+// The patch matrix of examples [first, first + count): row (n - first, oh, ow), column
+// (kh, kw, c) holds x[n, oh * sh - padH + kh, ow * sw - padW + kw, c], 0 outside the input. Its
+// product with the filter viewed as [KH * KW * C, O] is the convolution's y [count * OH * OW, O].
+struct PatchArgs {
+  Conv2dArgs g;   // the geometry (g.x: x for prism_im2col, g.y: dx for prism_col2im)
+  float *patches; // prism_im2col: written; prism_col2im: the gradient of the patch matrix
+  long long first, count;
+};
+PRISM_KERNEL(prism_im2col, PatchArgs, a) {
+  const Conv2dArgs &g = a.g;
+  const long long columns = g.kh * g.kw * g.c;
+  PRISM_FOR_EACH(e, a.count * g.oh * g.ow * columns) {
+    long long column = e % columns, row = e / columns;
+    long long c = column % g.c, kw = (column / g.c) % g.kw, kh = column / (g.c * g.kw);
+    long long ow = row % g.ow, oh = (row / g.ow) % g.oh, n = a.first + row / (g.ow * g.oh);
+    long long ih = oh * g.sh - g.padH + kh, iw = ow * g.sw - g.padW + kw;
+    bool inside = ih >= 0 && ih < g.h && iw >= 0 && iw < g.w_;
+    a.patches[e] = inside ? g.x[((n * g.h + ih) * g.w_ + iw) * g.c + c] : 0.0f;
+  }
+}
+// dx[n, ih, iw, c] for the examples [first, first + count): the sum of the patch matrix's
+// gradient over the cells (row, column) that copied x[n, ih, iw, c] (a gather, in double).
+PRISM_KERNEL(prism_col2im, PatchArgs, a) {
+  const Conv2dArgs &g = a.g;
+  const long long columns = g.kh * g.kw * g.c;
+  PRISM_FOR_EACH(e, a.count * g.h * g.w_ * g.c) {
+    long long c = e % g.c, rest = e / g.c;
+    long long iw = rest % g.w_, ih = (rest / g.w_) % g.h, m = rest / (g.w_ * g.h);
     double sum = 0;
-    prism_window_cells_of(a, oh, ow, [&](long long ih, long long iw, long long kh, long long kw) {
-      const float *x = a.x + ((n * a.h + ih) * a.w_ + iw) * a.c;
-      const float *w = a.w + (kh * a.kw + kw) * a.c * a.o + o;
-      for (long long c = 0; c < a.c; ++c)
-        sum += (double)x[c] * (double)w[c * a.o];
+    prism_windows_holding(g, ih, iw, [&](long long oh, long long ow, long long kh, long long kw) {
+      long long row = (m * g.oh + oh) * g.ow + ow;
+      sum += (double)a.patches[row * columns + (kh * g.kw + kw) * g.c + c];
     });
-    float v = (float)sum + (a.bias ? a.bias[o] : 0.0f);
-    a.y[e] = a.relu && v < 0.0f ? 0.0f : v;
-  }
-}
-
-PRISM_KERNEL(prism_conv2d_backprop_input, Conv2dArgs, a) {
-  PRISM_FOR_EACH(e, a.n * a.h * a.w_ * a.c) {
-    long long c = e % a.c, rest = e / a.c;
-    long long iw = rest % a.w_, ih = (rest / a.w_) % a.h, n = rest / (a.w_ * a.h);
-    double sum = 0;
-    prism_windows_holding(a, ih, iw, [&](long long oh, long long ow, long long kh, long long kw) {
-      const float *dy = a.dy + ((n * a.oh + oh) * a.ow + ow) * a.o;
-      const float *w = a.w + ((kh * a.kw + kw) * a.c + c) * a.o;
-      for (long long o = 0; o < a.o; ++o)
-        sum += (double)dy[o] * (double)w[o];
-    });
-    a.y[e] = (float)sum;
-  }
-}
-
-// dw element e summed over the examples [n0, n1), in double.
-PRISM_DEVICE_FUNCTION double prism_filter_gradient(const Conv2dArgs &a, long long e, long long n0,
-                                                   long long n1) {
-  long long o = e % a.o, rest = e / a.o;
-  long long c = rest % a.c, kw = (rest / a.c) % a.kw, kh = rest / (a.c * a.kw);
-  double sum = 0;
-  for (long long n = n0; n < n1; ++n)
-    for (long long oh = 0; oh < a.oh; ++oh) {
-      long long ih = oh * a.sh - a.padH + kh;
-      if (ih < 0 || ih >= a.h)
-        continue;
-      for (long long ow = 0; ow < a.ow; ++ow) {
-        long long iw = ow * a.sw - a.padW + kw;
-        if (iw < 0 || iw >= a.w_)
-          continue;
-        sum += (double)a.x[((n * a.h + ih) * a.w_ + iw) * a.c + c] *
-               (double)a.dy[((n * a.oh + oh) * a.ow + ow) * a.o + o];
-      }
-    }
-  return sum;
-}
-// With `parts` > 1, prism_conv2d_backprop_filter_parts sums each of `parts` consecutive ranges
-// of the examples into partial[p * elements + e] first, and prism_conv2d_backprop_filter adds them
-// in order.
-PRISM_KERNEL(prism_conv2d_backprop_filter_parts, Conv2dArgs, a) {
-  const long long elements = a.kh * a.kw * a.c * a.o;
-  PRISM_FOR_EACH(t, elements * a.parts) {
-    long long n0, n1;
-    prism_part_range(a.n, a.parts, t / elements, &n0, &n1);
-    a.partial[t] = prism_filter_gradient(a, t % elements, n0, n1);
-  }
-}
-PRISM_KERNEL(prism_conv2d_backprop_filter, Conv2dArgs, a) {
-  const long long elements = a.kh * a.kw * a.c * a.o;
-  PRISM_FOR_EACH(e, elements) {
-    double sum = 0;
-    if (a.parts > 1) {
-      for (long long p = 0; p < a.parts; ++p)
-        sum += a.partial[p * elements + e];
-    } else {
-      sum = prism_filter_gradient(a, e, 0, a.n);
-    }
-    a.y[e] = (float)sum;
+    g.y[a.first * g.h * g.w_ * g.c + e] = (float)sum;
   }
 }
 
@@ -1406,10 +1362,8 @@ PRISM_KERNEL(prism_update_loss_scale, LossScaleArgs, a) {
   X(prism_scale, ScaleArgs)                                                                        \
   X(prism_avg_pool2d, Conv2dArgs)                                                                  \
   X(prism_avg_pool2d_grad, Conv2dArgs)                                                             \
-  X(prism_conv2d, Conv2dArgs)                                                                      \
-  X(prism_conv2d_backprop_input, Conv2dArgs)                                                       \
-  X(prism_conv2d_backprop_filter_parts, Conv2dArgs)                                                \
-  X(prism_conv2d_backprop_filter, Conv2dArgs)                                                      \
+  X(prism_im2col, PatchArgs)                                                                       \
+  X(prism_col2im, PatchArgs)                                                                       \
   X(prism_max_pool2d, Conv2dArgs)                                                                  \
   X(prism_max_pool2d_grad, Conv2dArgs)                                                             \
   X(prism_apply_sgd, SgdArgs)                                                                      \

@@ -22,6 +22,17 @@ llvm::Expected<Tensor> Device::allocateTensor(ir::DType dtype, std::vector<int64
   return Tensor::view(dtype, std::move(shape), std::move(*memory), 0, id_);
 }
 
+llvm::Error Device::reserveWorkspace(size_t bytes) {
+  if (bytes <= workspaceBytes_)
+    return llvm::Error::success();
+  auto memory = allocate(bytes); // on failure the old memory stays, for the kernels built before
+  if (!memory)
+    return memory.takeError();
+  workspace_ = std::move(*memory);
+  workspaceBytes_ = bytes;
+  return llvm::Error::success();
+}
+
 llvm::Expected<Tensor> Device::toDevice(const Tensor &tensor) {
   if (tensor.device() == id_ || tensor.empty())
     return tensor;

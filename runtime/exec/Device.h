@@ -54,6 +54,15 @@ public:
   llvm::Error copyInto(Tensor &dst, const Tensor &src);
   const CopyCounters &copies() const { return copies_; }
 
+  // Scratch memory shared by the kernels of this device, which run one after another on it (a
+  // GPU's on its one stream): a kernel asks for the bytes it needs when it is built, and the
+  // largest ask is kept, so the scratch costs the largest kernel's need, not the sum of all.
+  // A kernel takes `workspace()` when it runs (an ask may have replaced the memory since it was
+  // built); what it leaves there is not kept for the next kernel.
+  llvm::Error reserveWorkspace(size_t bytes);
+  void *workspace() const { return workspace_.get(); }
+  size_t workspaceBytes() const { return workspaceBytes_; }
+
 protected:
   explicit Device(ir::DeviceId id) : id_(id) {}
   // Copies `bytes` from host memory to this device's memory, or back.
@@ -63,6 +72,8 @@ protected:
 private:
   ir::DeviceId id_;
   CopyCounters copies_;
+  std::shared_ptr<void> workspace_;
+  size_t workspaceBytes_ = 0;
 };
 
 // The host's CPU: aligned host memory; kernels run on OpenMP threads.

@@ -50,10 +50,10 @@ public:
   }
 
   llvm::Error gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t kk, const float *a, int64_t lda,
-                   const float *b, int64_t ldb, float *c, int64_t ldc) override {
+                   const float *b, int64_t ldb, float *c, int64_t ldc, bool accumulate) override {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
-        double sum = 0;
+        double sum = accumulate ? c[i + j * ldc] : 0;
         for (int64_t p = 0; p < kk; ++p)
           sum += static_cast<double>(ta ? a[p + i * lda] : a[i + p * lda]) *
                  static_cast<double>(tb ? b[j + p * ldb] : b[p + j * ldb]);
@@ -61,6 +61,12 @@ public:
       }
     ++launches;
     return llvm::Error::success();
+  }
+
+  // Small by default, so that the models' convolutions are made in parts of examples.
+  static inline int64_t limit = 16 << 10;
+  int64_t workspaceLimit() const override {
+    return limit;
   }
 
   int launches = 0;
@@ -539,32 +545,59 @@ TEST(GpuOpKernels, AGatherIndexOutsideTheTableIsTheError) {
 }
 
 // Convolutions over NHWC with `same` (odd and even windows, strides 1 and 2) and `valid`
-// padding, fused with a bias and relu, and both backprops of each.
+// padding, fused with a bias and relu, and both backprops of each; their patch matrices made an
+// example at a time, in parts of 2 and 1 examples (the 3x3 filter at stride 1) and whole.
 TEST(GpuOpKernels, ConvolutionsAndTheirBackprops) {
-  for (const char *geometry : {"stride = [1, 1], padding = same", "stride = [2, 2], padding = same",
-                               "stride = [2, 1], padding = valid"})
-    EXPECT_GT(expectSameAsCpu(std::string(R"(model m {
-  input x : f32[2, 7, 6, 3]
+  for (int64_t limit : {int64_t{1}, int64_t{10} << 10, int64_t{1} << 30})
+    for (const char *geometry :
+         {"stride = [1, 1], padding = same", "stride = [2, 2], padding = same",
+          "stride = [2, 1], padding = valid"}) {
+      HostBackend::limit = limit;
+      EXPECT_GT(expectSameAsCpu(std::string(R"(model m {
+  input x : f32[5, 7, 6, 3]
   input w3 : f32[3, 3, 3, 4]
   input w2 : f32[2, 2, 3, 4]
   input bias : f32[4]
   %y3 = conv2d(x, w3, )") + geometry +
-                              R"()
+                                R"()
   %y2 = conv2d(x, w2, )" + geometry +
-                              R"()
+                                R"()
   %f = fused_conv2d(x, w3, bias, )" +
-                              geometry + R"(, activation = relu)
+                                geometry + R"(, activation = relu)
   %dx3 = conv2d_backprop_input(%y3, w3, x, )" +
-                              geometry + R"()
+                                geometry + R"()
   %dx2 = conv2d_backprop_input(%y2, w2, x, )" +
-                              geometry + R"()
+                                geometry + R"()
   %dw3 = conv2d_backprop_filter(x, %y3, w3, )" +
-                              geometry + R"()
+                                geometry + R"()
   %dw2 = conv2d_backprop_filter(x, %f, w3, )" +
-                              geometry + R"()
+                                geometry + R"()
+})"),
+                0)
+          << geometry << ", workspace limit " << limit;
+    }
+  HostBackend::limit = 16 << 10;
+}
+
+// A 1x1 filter of stride 1 without padding multiplies x itself (no patch matrix), and of stride
+// 2 does not.
+TEST(GpuOpKernels, OneByOneConvolutions) {
+  for (const char *stride : {"[1, 1]", "[2, 2]"})
+    EXPECT_GT(expectSameAsCpu(std::string(R"(model m {
+  input x : f32[3, 5, 4, 6]
+  input w : f32[1, 1, 6, 2]
+  input bias : f32[2]
+  %y = conv2d(x, w, padding = valid, stride = )") +
+                              stride + R"()
+  %f = fused_conv2d(x, w, bias, padding = same, activation = relu, stride = )" +
+                              stride + R"()
+  %dx = conv2d_backprop_input(%y, w, x, padding = valid, stride = )" +
+                              stride + R"()
+  %dw = conv2d_backprop_filter(x, %f, w, padding = same, stride = )" +
+                              stride + R"()
 })"),
               0)
-        << geometry;
+        << stride;
 }
 
 // Max pooling where every window is a tie (an input of zeros: the gradient goes to each window's
