@@ -89,6 +89,27 @@ llvm::Error scratch(Tensor &into, const KernelSpec &spec, ir::DType dtype, int64
   return llvm::Error::success();
 }
 
+// What a kernel's launches wrote to its flag (a row or element + 1 where the input was bad, or
+// 0): read back once the device has run them (Kernel::check).
+llvm::Expected<int64_t> flagOf(Device &device, const Tensor &flag) {
+  auto value = device.toHost(flag);
+  if (!value)
+    return value.takeError();
+  return *value->data<int64_t>();
+}
+
+// The CPU's error for element `at` of `indices` (i32, or i64 where `wide`) outside [0, rows) of
+// `what`, the index read back from the device.
+llvm::Error indexError(Device &device, const Tensor &indices, bool wide, int64_t at, int64_t rows,
+                       const llvm::Twine &what) {
+  auto host = device.toHost(indices);
+  if (!host)
+    return host.takeError();
+  const int64_t index = wide ? host->data<int64_t>()[at] : host->data<int32_t>()[at];
+  return ir::makeError("index " + llvm::Twine(index) + " (element " + llvm::Twine(at) +
+                       " of the indices) is outside [0, " + llvm::Twine(rows) + ") for " + what);
+}
+
 // A kernel of one launch: its argument struct, fixed when built but for the pointers `bind`
 // sets from the step's values, over `threads` indices.
 template <typename Args> class OneLaunch final : public Kernel {
@@ -322,7 +343,7 @@ KernelOrError makeExpandLike(const KernelSpec &spec, std::shared_ptr<GpuBackend>
 
 // gather(table, indices) and gather_grad(dy, indices, num_rows): rows picked by index, and the
 // sparse gradient (the indices as i64, dy's elements as the rows, both in memory the kernel owns).
-// An index outside the table is flagged on the device and reported after the kernel.
+// An index outside the table is flagged on the device and reported by `check`.
 class GatherKernel final : public Kernel {
 public:
   GatherKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend, bool gradient)
@@ -361,6 +382,7 @@ public:
       return e;
     k::GatherArgs a = args_;
     a.indices = inputs[1]->dense.raw();
+    lastIndices_ = inputs[1]->dense;
     a.bad = bad;
     if (gradient_) {
       a.flatIndices = static_cast<long long *>(indices_.raw());
@@ -380,14 +402,18 @@ public:
       out.indices = indices_;
       out.dense = rows_;
     }
-    auto flag = device_->toHost(bad_);
+    return llvm::Error::success();
+  }
+
+  bool checksLater() const override { return true; }
+  llvm::Error check() override {
+    auto flag = flagOf(*device_, bad_);
     if (!flag)
       return flag.takeError();
-    if (int64_t at = *flag->data<int64_t>() - 1; at >= 0)
-      return ir::makeError("element " + llvm::Twine(at) + " of the indices is outside [0, " +
-                           llvm::Twine(args_.tableRows) + ") for " +
-                           (gradient_ ? "num_rows = " + llvm::Twine(args_.tableRows)
-                                      : "a table of " + llvm::Twine(args_.tableRows) + " rows"));
+    if (int64_t at = *flag - 1; at >= 0)
+      return indexError(*device_, lastIndices_, args_.wide != 0, at, args_.tableRows,
+                        gradient_ ? "num_rows = " + llvm::Twine(args_.tableRows)
+                                  : "a table of " + llvm::Twine(args_.tableRows) + " rows");
     return llvm::Error::success();
   }
 
@@ -398,6 +424,7 @@ private:
   k::GatherArgs args_{};
   std::vector<int64_t> rowsShape_;
   Tensor bad_, indices_, rows_;
+  Tensor lastIndices_; // the last run's indices
 };
 
 KernelOrError makeGather(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
@@ -1240,7 +1267,7 @@ KernelOrError makeGlobalAvgPool(const KernelSpec &spec, std::shared_ptr<GpuBacke
 }
 
 // lr_schedule(step): the schedule's factor at the step count, computed on the device; a count
-// that is not a whole number >= 0 is flagged there and reported after the kernel (as the CPU).
+// that is not a whole number >= 0 is flagged there and reported by `check` (as the CPU).
 class LrScheduleKernel final : public Kernel {
 public:
   LrScheduleKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend,
@@ -1266,25 +1293,28 @@ public:
     a.out = floats(outputs[0]);
     a.step = floats(inputs[0]);
     a.bad = bad;
-    if (auto e = launch(*backend_, "prism_lr_schedule", 1, a))
-      return e;
-    auto flag = device_->toHost(bad_);
+    step_ = inputs[0]->dense;
+    return launch(*backend_, "prism_lr_schedule", 1, a);
+  }
+
+  bool checksLater() const override { return true; }
+  llvm::Error check() override {
+    auto flag = flagOf(*device_, bad_);
     if (!flag)
       return flag.takeError();
-    if (*flag->data<int64_t>() != 0) {
-      auto step = device_->toHost(inputs[0]->dense);
-      if (!step)
-        return step.takeError();
-      return ir::stepNumber(static_cast<double>(*step->data<float>())).takeError();
-    }
-    return llvm::Error::success();
+    if (*flag == 0)
+      return llvm::Error::success();
+    auto step = device_->toHost(step_);
+    if (!step)
+      return step.takeError();
+    return ir::stepNumber(static_cast<double>(*step->data<float>())).takeError();
   }
 
 private:
   std::shared_ptr<GpuBackend> backend_;
   Device *device_;
   k::LrScheduleArgs args_{};
-  Tensor bad_;
+  Tensor bad_, step_; // step_: the last run's step count
 };
 
 KernelOrError makeLrSchedule(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
@@ -1388,12 +1418,29 @@ public:
     return scatter(*in[0], out[0]->dense);
   }
 
+  // sparse_to_dense and touched_rows flag an index outside the dense value.
+  bool checksLater() const override {
+    return name_ == "sparse_to_dense" || name_ == "touched_rows";
+  }
+  llvm::Error check() override {
+    if (!checksLater())
+      return llvm::Error::success();
+    auto flag = flagOf(*device_, bad_);
+    if (!flag)
+      return flag.takeError();
+    if (int64_t at = *flag - 1; at >= 0)
+      return indexError(*device_, scattered_, true, at, tableRows_,
+                        "a sparse value of " + llvm::Twine(tableRows_) + " rows");
+    return llvm::Error::success();
+  }
+
 private:
   // sparse_to_dense and touched_rows: zeros, then each row (or a 1) at its index.
   llvm::Error scatter(const RuntimeValue &s, Tensor &dense) {
     k::SparseArgs a{};
     a.dense = static_cast<float *>(dense.raw());
     a.indices = static_cast<const long long *>(s.indices.raw());
+    scattered_ = s.indices;
     a.rows = static_cast<const float *>(s.dense.raw());
     a.bad = static_cast<long long *>(bad_.raw());
     a.count = s.numRows();
@@ -1405,16 +1452,7 @@ private:
       return e;
     if (auto e = launch(*backend_, "prism_fill", 1, k::FillArgs{a.bad, 0, 1, 8}))
       return e;
-    if (auto e = launch(*backend_, "prism_sparse", a.count * (a.op == 0 ? rowSize_ : 1), a))
-      return e;
-    auto flag = device_->toHost(bad_);
-    if (!flag)
-      return flag.takeError();
-    if (int64_t at = *flag->data<int64_t>() - 1; at >= 0)
-      return ir::makeError("element " + llvm::Twine(at) + " of the indices is outside [0, " +
-                           llvm::Twine(tableRows_) + ") for a sparse value of " +
-                           llvm::Twine(tableRows_) + " rows");
-    return llvm::Error::success();
+    return launch(*backend_, "prism_sparse", a.count * (a.op == 0 ? rowSize_ : 1), a);
   }
 
   // sparse_add: a's indices and rows, then b's.
@@ -1493,6 +1531,7 @@ private:
   std::vector<int64_t> denseDims_;
   int64_t tableRows_ = 0, rowSize_ = 1, capacity_ = 0;
   Tensor bad_, total_, position_;
+  Tensor scattered_; // the last scatter's indices
   std::shared_ptr<void> indices_, values_;
 };
 
@@ -1570,8 +1609,8 @@ KernelOrError makeMatmul(const KernelSpec &spec, std::shared_ptr<GpuBackend> bac
 }
 
 // softmax_cross_entropy and its gradient: a thread per row (position), the mean in row order on
-// one thread. A label outside [0, classes) is flagged on the device and read back after the
-// kernels (a copy of 8 bytes, counted), then reported as the CPU reports it.
+// one thread. A label outside [0, classes) is flagged on the device and read back by `check`
+// (a copy of 8 bytes, counted), then reported as the CPU reports it.
 class CrossEntropyKernel final : public Kernel {
 public:
   CrossEntropyKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend, bool gradient)
@@ -1612,6 +1651,7 @@ public:
     const unsigned first = gradient_ ? 1 : 0;
     k::LabelsView labels = labels_;
     labels.labels = inputs[first + 1]->dense.raw();
+    labelTensor_ = inputs[first + 1]->dense;
     auto *bad = static_cast<long long *>(bad_.raw());
     k::FillArgs clear{bad, 0, 1, 8};
     if (auto e = launch(*backend_, "prism_fill", 1, clear))
@@ -1652,13 +1692,24 @@ public:
                    : launch(*backend_, "prism_cross_entropy_grad", rows_, grad))
         return e;
     }
-    auto flag = device_->toHost(bad_);
+    return llvm::Error::success();
+  }
+
+  bool checksLater() const override { return true; }
+  llvm::Error check() override {
+    auto flag = flagOf(*device_, bad_);
     if (!flag)
       return flag.takeError();
-    if (int64_t row = *flag->data<int64_t>() - 1; row >= 0)
-      return ir::makeError("the label of row " + llvm::Twine(row) + " is outside [0, " +
-                           llvm::Twine(classes_) + ")");
-    return llvm::Error::success();
+    const int64_t row = *flag - 1;
+    if (row < 0)
+      return llvm::Error::success();
+    auto labels = device_->toHost(labelTensor_);
+    if (!labels)
+      return labels.takeError();
+    const int64_t label = labels_.wide ? labels->data<int64_t>()[row]
+                                       : static_cast<int64_t>(labels->data<int32_t>()[row]);
+    return ir::makeError("label " + llvm::Twine(label) + " of row " + llvm::Twine(row) +
+                         " is outside [0, " + llvm::Twine(classes_) + ")");
   }
 
 private:
@@ -1688,6 +1739,7 @@ private:
   k::LabelsView labels_{};
   k::RowStatsArgs stats_{};
   Tensor loss_, counted_, countedTotal_, bad_, partMost_, partSum_, most_, sum_;
+  Tensor labelTensor_; // the last run's labels
 };
 
 KernelOrError makeCrossEntropy(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {

@@ -145,8 +145,11 @@ void Executor::markSynchronization() {
   // All-reduces may finish in the background: the first reader of any result of one waits.
   llvm::DenseSet<const ir::Value *> pending;
   syncBefore_.assign(order_.size(), false);
+  checkBefore_.assign(order_.size(), false);
   for (size_t i = 0; i < order_.size(); ++i) {
     const ir::Op *op = order_[i];
+    // What the kernels before flagged is checked before state is written or leaves the task.
+    checkBefore_[i] = op->def().has(ir::kSideEffect) || op->def().has(ir::kCommunication);
     for (const ir::Value *v : op->operands())
       if (pending.count(v)) {
         syncBefore_[i] = true;
@@ -355,8 +358,24 @@ llvm::Error Executor::runKernels(Program &p, size_t begin, size_t end) {
     for (const ir::Op *op : order_)
       traceNames_.push_back(traceName(*op));
   }
+  // The kernels that ran and check later (Kernel::checksLater), not yet checked.
+  std::vector<size_t> unchecked;
+  auto checkRan = [&]() -> llvm::Error {
+    for (size_t j : unchecked)
+      if (auto err = p.kernels[j]->check()) {
+        if (communication)
+          llvm::consumeError(communication->synchronize());
+        return ir::withLocation(ir::withContext(std::move(err), "'" + order_[j]->name() + "'"),
+                                module_.sourceFile(), order_[j]->loc);
+      }
+    unchecked.clear();
+    return llvm::Error::success();
+  };
   for (size_t i = begin; i < end; ++i) {
     const ir::Op &op = *order_[i];
+    if (!unchecked.empty() && checkBefore_[i])
+      if (auto err = checkRan())
+        return err;
     if (communication && syncBefore_[i]) {
       TraceSpan wait(trace, "ops", "wait for all-reduce", "wait");
       if (auto err = communication->synchronize())
@@ -373,7 +392,11 @@ llvm::Error Executor::runKernels(Program &p, size_t begin, size_t end) {
       return ir::withLocation(ir::withContext(std::move(err), "'" + op.name() + "'"),
                               module_.sourceFile(), op.loc);
     }
+    if (p.kernels[i]->checksLater())
+      unchecked.push_back(i);
   }
+  if (auto err = checkRan())
+    return err;
   if (communication) {
     TraceSpan wait(trace, "ops", "wait for all-reduce", "wait");
     if (auto err = communication->synchronize())

@@ -135,6 +135,7 @@ private:
   std::vector<const ir::Op *> order_; // ops to run: compute first, then variable writes
   int64_t towers_ = 1;                // in-graph towers: ops pinned to device index i
   std::vector<bool> syncBefore_;      // parallel to order_: reads an all-reduce's results
+  std::vector<bool> checkBefore_;     // parallel to order_: writes state or communicates
   std::map<int64_t, std::unique_ptr<Program>> programs_;
   std::optional<double> loss_;
   int64_t globalBatchOverride_ = 0;

@@ -67,6 +67,16 @@ public:
   // Ops that write variables get the variable's tensor as inputs[i] and update it in place.
   virtual llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                           llvm::ArrayRef<RuntimeValue *> outputs) = 0;
+
+  // A kernel that flags bad input on its device (a label out of range, an index outside a
+  // table) rather than waiting for the device after each run returns true here and reports the
+  // flag from `check`. The executor checks the kernels that ran, in their order, before the
+  // first op that writes state or communicates and at the end of the run, so a GPU's queue
+  // drains once there rather than after each such kernel. The ops between see the bad step's
+  // values (kernels stay within their memory whatever their input), but no variable, no
+  // parameter server and no other task does.
+  virtual bool checksLater() const { return false; }
+  virtual llvm::Error check() { return llvm::Error::success(); }
 };
 
 using KernelFactory = llvm::Expected<std::unique_ptr<Kernel>> (*)(const KernelSpec &spec);

@@ -1,0 +1,204 @@
+// Kernels that check later (Kernel::checksLater), as a GPU's flagging kernels do, in the
+// executor: what they flagged is reported with the op's model line before any state is written,
+// and they are checked once, not after each run. The `cuda` kind is served here by a device of
+// host memory and the CPU's kernels, the cross-entropy ones wrapped to keep their error for
+// `check`, so this runs without a GPU (its own binary: it registers under `cuda`).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "frontends/text/Parser.h"
+#include "passes/PassManager.h"
+#include "runtime/exec/Device.h"
+#include "runtime/exec/Executor.h"
+
+namespace prism {
+namespace {
+
+using runtime::Kernel;
+using runtime::KernelSpec;
+using runtime::RuntimeValue;
+using runtime::Tensor;
+
+constexpr const char *kModel = R"(model tiny {
+  input x : f32[B, 3]
+  input y : i32[B]
+  var w : f32[3, 4] = glorot_uniform
+  %logits = matmul(x, w)
+  %loss = softmax_cross_entropy(%logits, y)
+  minimize %loss with sgd(lr = 0.1)
+}
+)";
+
+// What the kernels did, in order: "run <op>" and "check <op>".
+std::vector<std::string> &events() {
+  static std::vector<std::string> all;
+  return all;
+}
+
+// Host memory under the name cuda:0 (copies are plain, and counted as a GPU's).
+class HostMemoryGpu final : public runtime::Device {
+public:
+  HostMemoryGpu() : Device(ir::DeviceId{ir::DeviceKind::Cuda, 0}) {}
+  llvm::Expected<std::shared_ptr<void>> allocate(size_t bytes) override {
+    void *memory = std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
+    return std::shared_ptr<void>(memory, std::free);
+  }
+
+protected:
+  llvm::Error copyToDevice(void *dst, const void *src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    return llvm::Error::success();
+  }
+  llvm::Error copyToHost(void *dst, const void *src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    return llvm::Error::success();
+  }
+};
+
+// The CPU's kernel of an op; the cross-entropy ones keep their error for `check`.
+class Wrapped final : public Kernel {
+public:
+  Wrapped(std::unique_ptr<Kernel> inner, std::string op, bool later)
+      : inner_(std::move(inner)), op_(std::move(op)), later_(later) {}
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    events().push_back("run " + op_);
+    llvm::Error ran = inner_->run(inputs, outputs);
+    if (!later_)
+      return ran;
+    flagged_ = ran ? llvm::toString(std::move(ran)) : "";
+    return llvm::Error::success();
+  }
+  bool checksLater() const override { return later_; }
+  llvm::Error check() override {
+    events().push_back("check " + op_);
+    if (flagged_.empty())
+      return llvm::Error::success();
+    return ir::makeError(llvm::StringRef(flagged_).drop_front(strlen("error: ")));
+  }
+
+private:
+  std::unique_ptr<Kernel> inner_;
+  std::string op_;
+  bool later_;
+  std::string flagged_;
+};
+
+llvm::Expected<std::unique_ptr<Kernel>> wrap(const KernelSpec &spec) {
+  auto inner = runtime::findKernel(spec.op->name(), ir::DeviceKind::Cpu)(spec);
+  if (!inner)
+    return inner.takeError();
+  bool later = spec.op->name().startswith("softmax_cross_entropy");
+  return std::make_unique<Wrapped>(std::move(*inner), spec.op->name().str(), later);
+}
+
+std::unique_ptr<ir::Module> trainingModule() {
+  auto module = frontends::parseModule(kModel, "tiny.prism");
+  EXPECT_TRUE(bool(module)) << llvm::toString(module.takeError());
+  auto pm = passes::PassManager::fromPipeline("infer-shapes,autodiff,lower-optimizer");
+  EXPECT_TRUE(bool(pm)) << llvm::toString(pm.takeError());
+  auto changed = pm->run(**module, passes::PassOptions());
+  EXPECT_TRUE(bool(changed)) << llvm::toString(changed.takeError());
+  return std::move(*module);
+}
+
+std::unique_ptr<runtime::Executor> executorOn(const ir::Module &module,
+                                              std::shared_ptr<runtime::VariableStore> store) {
+  runtime::registerDeviceFactory(ir::DeviceKind::Cuda,
+                                 [](ir::DeviceId, const runtime::DeviceOptions &)
+                                     -> llvm::Expected<std::unique_ptr<runtime::Device>> {
+                                   return std::make_unique<HostMemoryGpu>();
+                                 });
+  static const ir::Module *registeredFor = nullptr;
+  if (registeredFor != &module) {
+    static const ir::Module *ops;
+    ops = &module;
+    runtime::registerKernelFamily(ir::DeviceKind::Cuda, [](runtime::KernelRegistry &registry) {
+      for (const auto &op : ops->ops())
+        registry.add(op->name(), wrap);
+    });
+    registeredFor = &module;
+  }
+  runtime::ExecutorOptions options;
+  options.device = ir::DeviceId{ir::DeviceKind::Cuda, 0};
+  auto executor = runtime::Executor::create(module, store, options);
+  EXPECT_TRUE(bool(executor)) << llvm::toString(executor.takeError());
+  return executor ? std::move(*executor) : nullptr;
+}
+
+runtime::Feeds feeds(int32_t secondLabel) {
+  Tensor x(ir::DType::F32, {2, 3}), y(ir::DType::I32, {2});
+  for (int64_t i = 0; i < x.numElements(); ++i)
+    x.data<float>()[i] = 0.1f * static_cast<float>(i + 1);
+  y.data<int32_t>()[0] = 1;
+  y.data<int32_t>()[1] = secondLabel;
+  return {{"x", x}, {"y", y}};
+}
+
+std::vector<float> weights(runtime::Executor &executor) {
+  EXPECT_FALSE(bool(executor.variablesToHost()));
+  const Tensor *w = executor.variables().find("w");
+  return std::vector<float>(w->data<float>(), w->data<float>() + w->numElements());
+}
+
+size_t indexOf(const std::string &event) {
+  auto it = std::find(events().begin(), events().end(), event);
+  return static_cast<size_t>(it - events().begin());
+}
+
+TEST(CheckLater, AFlaggedLabelIsReportedAtItsLineAndNoVariableIsWritten) {
+  auto module = trainingModule();
+  auto store = std::make_shared<runtime::VariableStore>();
+  ASSERT_FALSE(bool(store->initialize(*module, 3)));
+  auto executor = executorOn(*module, store);
+  ASSERT_TRUE(executor);
+  const std::vector<float> before = weights(*executor);
+
+  events().clear();
+  llvm::Error err = executor->step(feeds(/*secondLabel=*/9));
+  ASSERT_TRUE(bool(err));
+  EXPECT_EQ(llvm::toString(std::move(err)),
+            "tiny.prism:6:3: error: 'softmax_cross_entropy': label 9 of row 1 is outside [0, 4)");
+  EXPECT_EQ(weights(*executor), before); // the update did not run
+  EXPECT_EQ(indexOf("run apply_sgd"), events().size()) << "the update ran";
+
+  // A good step: both cross-entropy kernels are checked once, after both ran and before the
+  // update; the weights move.
+  events().clear();
+  ASSERT_FALSE(bool(executor->step(feeds(2))));
+  const size_t forward = indexOf("run softmax_cross_entropy");
+  const size_t gradient = indexOf("run softmax_cross_entropy_grad");
+  const size_t checked = indexOf("check softmax_cross_entropy");
+  const size_t update = indexOf("run apply_sgd");
+  ASSERT_LT(update, events().size()) << ::testing::PrintToString(events());
+  EXPECT_LT(forward, gradient);
+  EXPECT_LT(gradient, checked);
+  EXPECT_LT(checked, update);
+  EXPECT_EQ(std::count(events().begin(), events().end(), "check softmax_cross_entropy"), 1);
+  EXPECT_EQ(std::count(events().begin(), events().end(), "check softmax_cross_entropy_grad"), 1);
+  EXPECT_NE(weights(*executor), before);
+}
+
+// An evaluation step (no state written) checks at its end.
+TEST(CheckLater, AnEvaluationStepChecksAtItsEnd) {
+  auto module = frontends::parseModule(kModel, "tiny.prism");
+  ASSERT_TRUE(bool(module));
+  auto pm = passes::PassManager::fromPipeline("infer-shapes");
+  ASSERT_TRUE(bool(pm));
+  ASSERT_TRUE(bool(pm->run(**module, passes::PassOptions())));
+  auto store = std::make_shared<runtime::VariableStore>();
+  ASSERT_FALSE(bool(store->initialize(**module, 3)));
+  auto executor = executorOn(**module, store);
+  ASSERT_TRUE(executor);
+  events().clear();
+  llvm::Error err = executor->step(feeds(-1));
+  ASSERT_TRUE(bool(err));
+  EXPECT_EQ(llvm::toString(std::move(err)),
+            "tiny.prism:6:3: error: 'softmax_cross_entropy': label -1 of row 1 is outside [0, 4)");
+  EXPECT_EQ(events().back(), "check softmax_cross_entropy");
+}
+
+} // namespace
+} // namespace prism
