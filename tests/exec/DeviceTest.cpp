@@ -6,6 +6,7 @@
 #include "ir/Diagnostic.h"
 #include "passes/PassManager.h"
 #include "runtime/exec/Executor.h"
+#include "tests/exec/TinyModel.h"
 #ifdef PRISM_WITH_CUDA
 #include "runtime/cuda/CudaRuntimeDevice.h"
 #endif
@@ -16,24 +17,8 @@ namespace {
 using runtime::createDevice;
 using runtime::Tensor;
 
-constexpr const char *kModel = R"(model tiny {
-  input x : f32[B, 3]
-  input y : i32[B]
-  var w : f32[3, 4] = glorot_uniform
-  %logits = matmul(x, w)
-  %loss = softmax_cross_entropy(%logits, y)
-  minimize %loss with sgd(lr = 0.1)
-}
-)";
-
 std::unique_ptr<ir::Module> trainingModule() {
-  auto module = frontends::parseModule(kModel, "tiny.prism");
-  EXPECT_TRUE(bool(module)) << llvm::toString(module.takeError());
-  auto pm = passes::PassManager::fromPipeline("infer-shapes,autodiff,lower-optimizer");
-  EXPECT_TRUE(bool(pm)) << llvm::toString(pm.takeError());
-  auto changed = pm->run(**module, passes::PassOptions());
-  EXPECT_TRUE(bool(changed)) << llvm::toString(changed.takeError());
-  return std::move(*module);
+  return testing::tinyModule();
 }
 
 runtime::Feeds feeds(int64_t batch, int32_t label) {

@@ -8,10 +8,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "frontends/text/Parser.h"
-#include "passes/PassManager.h"
 #include "runtime/exec/Device.h"
 #include "runtime/exec/Executor.h"
+#include "tests/exec/TinyModel.h"
 
 namespace prism {
 namespace {
@@ -20,16 +19,6 @@ using runtime::Kernel;
 using runtime::KernelSpec;
 using runtime::RuntimeValue;
 using runtime::Tensor;
-
-constexpr const char *kModel = R"(model tiny {
-  input x : f32[B, 3]
-  input y : i32[B]
-  var w : f32[3, 4] = glorot_uniform
-  %logits = matmul(x, w)
-  %loss = softmax_cross_entropy(%logits, y)
-  minimize %loss with sgd(lr = 0.1)
-}
-)";
 
 // What the kernels did, in order: "run <op>" and "check <op>".
 std::vector<std::string> &events() {
@@ -94,16 +83,6 @@ llvm::Expected<std::unique_ptr<Kernel>> wrap(const KernelSpec &spec) {
   return std::make_unique<Wrapped>(std::move(*inner), spec.op->name().str(), later);
 }
 
-std::unique_ptr<ir::Module> trainingModule() {
-  auto module = frontends::parseModule(kModel, "tiny.prism");
-  EXPECT_TRUE(bool(module)) << llvm::toString(module.takeError());
-  auto pm = passes::PassManager::fromPipeline("infer-shapes,autodiff,lower-optimizer");
-  EXPECT_TRUE(bool(pm)) << llvm::toString(pm.takeError());
-  auto changed = pm->run(**module, passes::PassOptions());
-  EXPECT_TRUE(bool(changed)) << llvm::toString(changed.takeError());
-  return std::move(*module);
-}
-
 std::unique_ptr<runtime::Executor> executorOn(const ir::Module &module,
                                               std::shared_ptr<runtime::VariableStore> store) {
   runtime::registerDeviceFactory(ir::DeviceKind::Cuda,
@@ -149,7 +128,7 @@ size_t indexOf(const std::string &event) {
 }
 
 TEST(CheckLater, AFlaggedLabelIsReportedAtItsLineAndNoVariableIsWritten) {
-  auto module = trainingModule();
+  auto module = testing::tinyModule();
   auto store = std::make_shared<runtime::VariableStore>();
   ASSERT_FALSE(bool(store->initialize(*module, 3)));
   auto executor = executorOn(*module, store);
@@ -183,14 +162,11 @@ TEST(CheckLater, AFlaggedLabelIsReportedAtItsLineAndNoVariableIsWritten) {
 
 // An evaluation step (no state written) checks at its end.
 TEST(CheckLater, AnEvaluationStepChecksAtItsEnd) {
-  auto module = frontends::parseModule(kModel, "tiny.prism");
-  ASSERT_TRUE(bool(module));
-  auto pm = passes::PassManager::fromPipeline("infer-shapes");
-  ASSERT_TRUE(bool(pm));
-  ASSERT_TRUE(bool(pm->run(**module, passes::PassOptions())));
+  auto module = testing::tinyModule("infer-shapes");
+  ASSERT_TRUE(module);
   auto store = std::make_shared<runtime::VariableStore>();
-  ASSERT_FALSE(bool(store->initialize(**module, 3)));
-  auto executor = executorOn(**module, store);
+  ASSERT_FALSE(bool(store->initialize(*module, 3)));
+  auto executor = executorOn(*module, store);
   ASSERT_TRUE(executor);
   events().clear();
   llvm::Error err = executor->step(feeds(-1));

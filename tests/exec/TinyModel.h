@@ -1,0 +1,40 @@
+// A model of one matrix product and a softmax cross-entropy, trained by sgd: the executor tests'
+// smallest training step.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "frontends/text/Parser.h"
+#include "passes/PassManager.h"
+
+namespace prism::testing {
+
+inline constexpr const char *kTinyModel = R"(model tiny {
+  input x : f32[B, 3]
+  input y : i32[B]
+  var w : f32[3, 4] = glorot_uniform
+  %logits = matmul(x, w)
+  %loss = softmax_cross_entropy(%logits, y)
+  minimize %loss with sgd(lr = 0.1)
+}
+)";
+
+// kTinyModel after `pipeline` (its training step by default), as tiny.prism.
+inline std::unique_ptr<ir::Module>
+tinyModule(const char *pipeline = "infer-shapes,autodiff,lower-optimizer") {
+  auto module = frontends::parseModule(kTinyModel, "tiny.prism");
+  EXPECT_TRUE(bool(module)) << llvm::toString(module.takeError());
+  if (!module)
+    return nullptr;
+  auto pm = passes::PassManager::fromPipeline(pipeline);
+  EXPECT_TRUE(bool(pm)) << llvm::toString(pm.takeError());
+  if (!pm)
+    return nullptr;
+  auto changed = pm->run(**module, passes::PassOptions());
+  EXPECT_TRUE(bool(changed)) << llvm::toString(changed.takeError());
+  return std::move(*module);
+}
+
+} // namespace prism::testing
