@@ -327,6 +327,18 @@ SingleOp singleOpKernel(const char *text) {
   return result;
 }
 
+// `kernel` runs on bad input without an error; what it flagged is `message`, from `check` (the
+// executor checks such kernels later: Kernel::checksLater).
+void expectFlagged(Kernel &kernel, llvm::ArrayRef<const RuntimeValue *> inputs,
+                   llvm::ArrayRef<RuntimeValue *> outputs, const std::string &message) {
+  llvm::Error ran = kernel.run(inputs, outputs);
+  ASSERT_FALSE(bool(ran)) << llvm::toString(std::move(ran));
+  EXPECT_TRUE(kernel.checksLater());
+  llvm::Error checked = kernel.check();
+  ASSERT_TRUE(bool(checked));
+  EXPECT_EQ(llvm::toString(std::move(checked)), message);
+}
+
 } // namespace
 
 TEST(GpuOpKernels, MatmulInEveryTranspositionAndFusedWithBiasAndRelu) {
@@ -440,13 +452,8 @@ TEST(GpuOpKernels, ALabelOutOfRangeIsTheCpusError) {
   for (int i = 0; i < 3; ++i)
     labels.dense.data<int32_t>()[i] = i == 1 ? 4 : 0;
   value.dense = Tensor(ir::DType::F32, {});
-  // The kernel runs; what it flagged is reported when the executor checks it.
-  llvm::Error ran = loss.kernel->run({&logits, &labels}, {&value});
-  ASSERT_FALSE(bool(ran)) << llvm::toString(std::move(ran));
-  EXPECT_TRUE(loss.kernel->checksLater());
-  llvm::Error checked = loss.kernel->check();
-  ASSERT_TRUE(bool(checked));
-  EXPECT_EQ(llvm::toString(std::move(checked)), "error: label 4 of row 1 is outside [0, 4)");
+  expectFlagged(*loss.kernel, {&logits, &labels}, {&value},
+                "error: label 4 of row 1 is outside [0, 4)");
 }
 
 TEST(GpuOpKernels, WhatTheyDoNotTakeIsAClearError) {
@@ -544,14 +551,9 @@ TEST(GpuOpKernels, AGatherIndexOutsideTheTableIsTheError) {
   for (int i = 0; i < 4; ++i)
     ids.dense.data<int64_t>()[i] = i == 2 ? 3 : 0;
   rows.dense = Tensor(ir::DType::F32, {4, 2});
-  // The kernel runs; what it flagged is reported when the executor checks it.
-  llvm::Error ran = gather.kernel->run({&table, &ids}, {&rows});
-  ASSERT_FALSE(bool(ran)) << llvm::toString(std::move(ran));
-  EXPECT_TRUE(gather.kernel->checksLater());
-  llvm::Error checked = gather.kernel->check();
-  ASSERT_TRUE(bool(checked));
-  EXPECT_EQ(llvm::toString(std::move(checked)),
-            "error: index 3 (element 2 of the indices) is outside [0, 3) for a table of 3 rows");
+  expectFlagged(
+      *gather.kernel, {&table, &ids}, {&rows},
+      "error: index 3 (element 2 of the indices) is outside [0, 3) for a table of 3 rows");
 }
 
 // Convolutions over NHWC with `same` (odd and even windows, strides 1 and 2) and `valid`
@@ -843,14 +845,8 @@ TEST(GpuOpKernels, AStepCountThatIsNotWholeIsTheCpusError) {
   step.dense = Tensor(ir::DType::F32, {});
   *step.dense.data<float>() = 2.5f;
   factor.dense = Tensor(ir::DType::F32, {});
-  // The kernel runs; what it flagged is reported when the executor checks it.
-  llvm::Error ran = schedule.kernel->run({&step}, {&factor});
-  ASSERT_FALSE(bool(ran)) << llvm::toString(std::move(ran));
-  EXPECT_TRUE(schedule.kernel->checksLater());
-  llvm::Error checked = schedule.kernel->check();
-  ASSERT_TRUE(bool(checked));
-  EXPECT_EQ(llvm::toString(std::move(checked)),
-            "error: a step count must be a whole number >= 0, got 2.5");
+  expectFlagged(*schedule.kernel, {&step}, {&factor},
+                "error: a step count must be a whole number >= 0, got 2.5");
 }
 
 // The sparse-value ops on the sparse gradients of two gathers (repeated and missing rows), and
