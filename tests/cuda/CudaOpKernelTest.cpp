@@ -19,6 +19,7 @@
 #include "runtime/cuda/CudaRuntimeDevice.h"
 #include "runtime/cuda/DeviceKernelsHost.h"
 #include "runtime/exec/Device.h"
+#include "runtime/exec/Executor.h"
 #include "runtime/exec/VariableStore.h"
 #include "tests/cpu/ReferenceCheck.h"
 #include "tests/cuda/PtxasCheck.h"
@@ -454,6 +455,46 @@ TEST(GpuOpKernels, ALabelOutOfRangeIsTheCpusError) {
   value.dense = Tensor(ir::DType::F32, {});
   expectFlagged(*loss.kernel, {&logits, &labels}, {&value},
                 "error: label 4 of row 1 is outside [0, 4)");
+}
+
+// On a GPU, through the executor: a label out of range in a training step is the CPU's error at
+// the loss's model line, read once before the update, and the update does not run.
+TEST(GpuOpKernels, AFlaggedLabelStopsTheStepBeforeTheUpdateOnTheGpu) {
+  if (!haveGpu())
+    GTEST_SKIP() << "no CUDA device: cuda:0 could not be made";
+  auto module = frontends::parseModule(R"(model tiny {
+  input x : f32[B, 3]
+  input y : i32[B]
+  var w : f32[3, 4] = glorot_uniform
+  %logits = matmul(x, w)
+  %loss = softmax_cross_entropy(%logits, y)
+  minimize %loss with sgd(lr = 0.1)
+})",
+                                       "tiny.prism");
+  ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
+  ASSERT_FALSE(bool(plan::compileTrainingStep(**module)));
+  auto store = std::make_shared<runtime::VariableStore>();
+  ASSERT_FALSE(bool(store->initialize(**module, 3)));
+  const Tensor before = copyOf(*store->find("w"));
+  runtime::ExecutorOptions options;
+  options.device = ir::DeviceId{ir::DeviceKind::Cuda, 0};
+  auto executor = runtime::Executor::create(**module, store, options);
+  ASSERT_TRUE(bool(executor)) << llvm::toString(executor.takeError());
+  Tensor x(ir::DType::F32, {2, 3}), y(ir::DType::I32, {2});
+  for (int64_t i = 0; i < 6; ++i)
+    x.data<float>()[i] = 0.1f * static_cast<float>(i + 1);
+  y.data<int32_t>()[0] = 1;
+  y.data<int32_t>()[1] = 9;
+  llvm::Error err = (*executor)->step({{"x", x}, {"y", y}});
+  ASSERT_TRUE(bool(err));
+  EXPECT_EQ(llvm::toString(std::move(err)),
+            "tiny.prism:6:3: error: 'softmax_cross_entropy': label 9 of row 1 is outside [0, 4)");
+  ASSERT_FALSE(bool((*executor)->variablesToHost()));
+  EXPECT_EQ(relativeError(before, *store->find("w")), 0);
+  y.data<int32_t>()[1] = 2;
+  ASSERT_FALSE(bool((*executor)->step({{"x", x}, {"y", y}})));
+  ASSERT_FALSE(bool((*executor)->variablesToHost()));
+  EXPECT_GT(relativeError(before, *store->find("w")), 0);
 }
 
 TEST(GpuOpKernels, WhatTheyDoNotTakeIsAClearError) {
