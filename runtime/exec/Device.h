@@ -1,8 +1,9 @@
 // The device seam of the runtime: what the executor asks of the hardware a program runs on.
 // A Device gives memory (the step's arena is one allocation), prepares its threads or stream
 // for a step, copies tensors between host and device (counted: copies happen only at feeds,
-// fetches, PS pulls and pushes and checkpoints) and waits for queued work. The CPU is the first
-// device; other kinds register a factory (the GPU path does, where it is built).
+// fetches, PS pulls and pushes, checkpoints and accumulated micro-steps) and waits for queued
+// work. The CPU is the first device; other kinds register a factory (the GPU path does, where
+// it is built).
 #pragma once
 
 #include <cstdint>

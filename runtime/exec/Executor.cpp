@@ -478,25 +478,28 @@ void setElement(Tensor &t, int64_t i, double value) {
 
 } // namespace
 
-// Adds batch × each crossing value of the micro-step just run to its sum.
+// Adds batch × each crossing value of the micro-step just run to its sum. The sums are kept in
+// host memory, in double: a value on a GPU comes over first (a counted copy).
 llvm::Error Executor::addMicroBatch(Program &p, int64_t batch) {
   const double weight = static_cast<double>(batch);
   for (size_t a = 0; a < accumulated_.size(); ++a) {
     const RuntimeValue &value = p.slot(accumulated_[a]);
     Accumulator &acc = accumulators_[a];
-    if (!value.dense.onHost())
-      return ir::makeError(ir::ErrorCode::Unsupported,
-                           "gradient accumulation runs on host memory; " + accumulated_[a]->ref() +
-                               " is on " + value.dense.device().str());
-    const Tensor &t = value.dense;
+    auto onHost = device_->toHost(value.dense);
+    if (!onHost)
+      return ir::withContext(onHost.takeError(), accumulated_[a]->ref());
+    const Tensor &t = *onHost;
     if (!value.sparse) {
       acc.sum.resize(static_cast<size_t>(t.numElements()), 0.0);
       for (int64_t i = 0; i < t.numElements(); ++i)
         acc.sum[static_cast<size_t>(i)] += weight * elementAt(t, i);
       continue;
     }
-    int64_t n = value.indices.numElements();
-    const int64_t *ids = value.indices.data<int64_t>();
+    auto indices = device_->toHost(value.indices);
+    if (!indices)
+      return ir::withContext(indices.takeError(), accumulated_[a]->ref());
+    int64_t n = indices->numElements();
+    const int64_t *ids = indices->data<int64_t>();
     acc.indices.insert(acc.indices.end(), ids, ids + n);
     for (int64_t i = 0; i < t.numElements(); ++i)
       acc.rows.push_back(weight * elementAt(t, i));
@@ -504,7 +507,8 @@ llvm::Error Executor::addMicroBatch(Program &p, int64_t batch) {
   return llvm::Error::success();
 }
 
-// The means Σ bᵢ vᵢ / Σ bᵢ into the slots the step part reads; the sums start again.
+// The means Σ bᵢ vᵢ / Σ bᵢ into the slots the step part reads (on a GPU, through a counted copy);
+// the sums start again.
 llvm::Error Executor::writeMeans(Program &p, int64_t examples) {
   const double inverse = 1.0 / static_cast<double>(examples);
   for (size_t a = 0; a < accumulated_.size(); ++a) {
@@ -512,9 +516,14 @@ llvm::Error Executor::writeMeans(Program &p, int64_t examples) {
     RuntimeValue &value = p.slot(v);
     Accumulator &acc = accumulators_[a];
     if (!value.sparse) {
-      for (int64_t i = 0; i < value.dense.numElements(); ++i)
-        setElement(value.dense, i, acc.sum[static_cast<size_t>(i)] * inverse);
+      Tensor mean =
+          value.dense.onHost() ? value.dense : Tensor(value.dense.dtype(), value.dense.shape());
+      for (int64_t i = 0; i < mean.numElements(); ++i)
+        setElement(mean, i, acc.sum[static_cast<size_t>(i)] * inverse);
       acc.sum.assign(acc.sum.size(), 0.0);
+      if (!value.dense.onHost())
+        if (auto err = device_->copyInto(value.dense, mean))
+          return ir::withContext(std::move(err), v->ref());
       continue;
     }
     int64_t n = static_cast<int64_t>(acc.indices.size());
@@ -525,8 +534,12 @@ llvm::Error Executor::writeMeans(Program &p, int64_t examples) {
     Tensor rows(v->type().dtype, rowShape);
     for (int64_t i = 0; i < rows.numElements(); ++i)
       setElement(rows, i, acc.rows[static_cast<size_t>(i)] * inverse);
-    value.indices = std::move(indices);
-    value.dense = std::move(rows);
+    auto onDevice = device_->toDevice(indices);
+    auto rowsOnDevice = onDevice ? device_->toDevice(rows) : onDevice.takeError();
+    if (!rowsOnDevice)
+      return ir::withContext(rowsOnDevice.takeError(), v->ref());
+    value.indices = std::move(*onDevice);
+    value.dense = std::move(*rowsOnDevice);
     acc.indices.clear();
     acc.rows.clear();
   }

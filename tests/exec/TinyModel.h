@@ -21,10 +21,11 @@ inline constexpr const char *kTinyModel = R"(model tiny {
 }
 )";
 
-// kTinyModel after `pipeline` (its training step by default), as tiny.prism.
+// `text` (as `file`) after `pipeline` (its training step by default).
 inline std::unique_ptr<ir::Module>
-tinyModule(const char *pipeline = "infer-shapes,autodiff,lower-optimizer") {
-  auto module = frontends::parseModule(kTinyModel, "tiny.prism");
+compiledModule(const char *text, const char *file,
+               const char *pipeline = "infer-shapes,autodiff,lower-optimizer") {
+  auto module = frontends::parseModule(text, file);
   EXPECT_TRUE(bool(module)) << llvm::toString(module.takeError());
   if (!module)
     return nullptr;
@@ -35,6 +36,12 @@ tinyModule(const char *pipeline = "infer-shapes,autodiff,lower-optimizer") {
   auto changed = pm->run(**module, passes::PassOptions());
   EXPECT_TRUE(bool(changed)) << llvm::toString(changed.takeError());
   return std::move(*module);
+}
+
+// kTinyModel after `pipeline` (its training step by default), as tiny.prism.
+inline std::unique_ptr<ir::Module>
+tinyModule(const char *pipeline = "infer-shapes,autodiff,lower-optimizer") {
+  return compiledModule(kTinyModel, "tiny.prism", pipeline);
 }
 
 } // namespace prism::testing

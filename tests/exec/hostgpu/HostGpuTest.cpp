@@ -1,8 +1,10 @@
-// Kernels that check later (Kernel::checksLater), as a GPU's flagging kernels do, in the
-// executor: what they flagged is reported with the op's model line before any state is written,
-// and they are checked once, not after each run. The `cuda` kind is served here by a device of
-// host memory and the CPU's kernels, the cross-entropy ones wrapped to keep their error for
-// `check`, so this runs without a GPU (its own binary: it registers under `cuda`).
+// The executor on a device other than the CPU, without a GPU: the `cuda` kind is served here by
+// a device of host memory (its tensors are not the host's: every copy goes through the device's
+// counted copies) and the CPU's kernels, the cross-entropy ones wrapped to check later
+// (Kernel::checksLater) as a GPU's flagging kernels do. Checked: what such kernels flag is
+// reported with the op's model line before any state is written, once a step; gradient
+// accumulation over micro-batches sums device values in host memory and trains as on the CPU.
+// Its own binary: it registers that device and kernels of its own under `cuda`.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -84,23 +86,20 @@ llvm::Expected<std::unique_ptr<Kernel>> wrap(const KernelSpec &spec) {
 }
 
 std::unique_ptr<runtime::Executor> executorOn(const ir::Module &module,
-                                              std::shared_ptr<runtime::VariableStore> store) {
+                                              std::shared_ptr<runtime::VariableStore> store,
+                                              runtime::ExecutorOptions options = {}) {
   runtime::registerDeviceFactory(ir::DeviceKind::Cuda,
                                  [](ir::DeviceId, const runtime::DeviceOptions &)
                                      -> llvm::Expected<std::unique_ptr<runtime::Device>> {
                                    return std::make_unique<HostMemoryGpu>();
                                  });
-  static const ir::Module *registeredFor = nullptr;
-  if (registeredFor != &module) {
-    static const ir::Module *ops;
-    ops = &module;
-    runtime::registerKernelFamily(ir::DeviceKind::Cuda, [](runtime::KernelRegistry &registry) {
-      for (const auto &op : ops->ops())
-        registry.add(op->name(), wrap);
-    });
-    registeredFor = &module;
-  }
-  runtime::ExecutorOptions options;
+  // The wrapped CPU kernel of every op of the module (added again for each module).
+  static const ir::Module *ops;
+  ops = &module;
+  runtime::registerKernelFamily(ir::DeviceKind::Cuda, [](runtime::KernelRegistry &registry) {
+    for (const auto &op : ops->ops())
+      registry.add(op->name(), wrap);
+  });
   options.device = ir::DeviceId{ir::DeviceKind::Cuda, 0};
   auto executor = runtime::Executor::create(module, store, options);
   EXPECT_TRUE(bool(executor)) << llvm::toString(executor.takeError());
@@ -174,6 +173,89 @@ TEST(CheckLater, AnEvaluationStepChecksAtItsEnd) {
   EXPECT_EQ(llvm::toString(std::move(err)),
             "tiny.prism:6:3: error: 'softmax_cross_entropy': label -1 of row 1 is outside [0, 4)");
   EXPECT_EQ(events().back(), "check softmax_cross_entropy");
+}
+
+// An embedding bag: its table's gradient is sparse (rows of the tokens a micro-batch touches).
+constexpr const char *kBag = R"(model bag {
+  input tokens : i32[B, 3]
+  input y : i32[B]
+  var emb : f32[12, 4] = uniform(min = -0.5, max = 0.5)
+  var out.w : f32[4, 4] = glorot_uniform
+  %pooled = reduce_mean(gather(emb, tokens), axes = [1])
+  %loss = softmax_cross_entropy(matmul(%pooled, out.w), y)
+  minimize %loss with adam(lr = 0.01)
+}
+)";
+
+// Micro-batches of 3 and 2 examples for tiny (x, y) or bag (tokens, y); step `s` differs.
+std::vector<runtime::Feeds> microBatches(const ir::Module &module, int s) {
+  std::vector<runtime::Feeds> batches;
+  for (int64_t size : {3, 2}) {
+    runtime::Feeds feeds;
+    Tensor y(ir::DType::I32, {size});
+    for (int64_t i = 0; i < size; ++i)
+      y.data<int32_t>()[i] = static_cast<int32_t>((i + s + size) % 4);
+    feeds["y"] = y;
+    if (module.name() == "bag") {
+      Tensor tokens(ir::DType::I32, {size, 3});
+      for (int64_t i = 0; i < tokens.numElements(); ++i)
+        tokens.data<int32_t>()[i] = static_cast<int32_t>((5 * i + s) % 7); // rows repeat
+      feeds["tokens"] = tokens;
+    } else {
+      Tensor x(ir::DType::F32, {size, 3});
+      for (int64_t i = 0; i < x.numElements(); ++i)
+        x.data<float>()[i] = 0.1f * static_cast<float>((i * 7 + s) % 11) - 0.5f;
+      feeds["x"] = x;
+    }
+    batches.push_back(std::move(feeds));
+  }
+  return batches;
+}
+
+// Three accumulated steps on the CPU and on the host-memory GPU: the same variables, bit for
+// bit (the same kernels, the same sums in host memory), and the GPU's values crossed by counted
+// copies.
+void expectAccumulationAsOnTheCpu(const ir::Module &module) {
+  runtime::ExecutorOptions options;
+  options.accumulate = true;
+  auto cpuStore = std::make_shared<runtime::VariableStore>();
+  auto gpuStore = std::make_shared<runtime::VariableStore>();
+  ASSERT_FALSE(bool(cpuStore->initialize(module, 5)));
+  ASSERT_FALSE(bool(gpuStore->initialize(module, 5)));
+  auto cpu = runtime::Executor::create(module, cpuStore, options);
+  ASSERT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
+  auto gpu = executorOn(module, gpuStore, options);
+  ASSERT_TRUE(gpu);
+  for (int s = 0; s < 3; ++s) {
+    llvm::Error onCpu = (*cpu)->accumulatedStep(microBatches(module, s));
+    ASSERT_FALSE(bool(onCpu)) << llvm::toString(std::move(onCpu));
+    llvm::Error onGpu = gpu->accumulatedStep(microBatches(module, s));
+    ASSERT_FALSE(bool(onGpu)) << llvm::toString(std::move(onGpu));
+    EXPECT_EQ(gpu->loss(), (*cpu)->loss());
+  }
+  const runtime::CopyCounters before = gpu->device().copies();
+  EXPECT_GT(before.toHostCopies, 0);
+  EXPECT_GT(before.toDeviceCopies, 0);
+  ASSERT_FALSE(bool(gpu->variablesToHost()));
+  for (const auto &var : module.variables()) {
+    const Tensor *a = cpuStore->find(var->name()), *b = gpuStore->find(var->name());
+    ASSERT_TRUE(a && b);
+    ASSERT_TRUE(b->onHost());
+    EXPECT_EQ(std::memcmp(a->raw(), b->raw(), static_cast<size_t>(a->numBytes())), 0)
+        << var->name();
+  }
+}
+
+TEST(DeviceAccumulation, DenseGradientsSumInHostMemoryAsOnTheCpu) {
+  auto module = testing::tinyModule();
+  ASSERT_TRUE(module);
+  expectAccumulationAsOnTheCpu(*module);
+}
+
+TEST(DeviceAccumulation, SparseGradientsSumInHostMemoryAsOnTheCpu) {
+  auto module = testing::compiledModule(kBag, "bag.prism");
+  ASSERT_TRUE(module);
+  expectAccumulationAsOnTheCpu(*module);
 }
 
 } // namespace
