@@ -16,6 +16,7 @@
 #include "runtime/cuda/CudaModules.h"
 #include "runtime/cuda/DeviceKernelsHost.h"
 #include "runtime/exec/Device.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace prism::runtime::cuda {
 namespace {
@@ -1960,11 +1961,19 @@ public:
   DeviceBackend(int device, bool tf32) : device_(device), tf32_(tf32) {}
 
   llvm::Error launch(llvm::StringRef kernel, int64_t threads, const void *arguments) override {
-    auto handle = loadKernel("prism_device_kernels", deviceKernelsSource(), kernel, device_);
-    if (!handle)
-      return handle.takeError();
+    // A kernel's few launch names are looked up once (the module's table takes a lock and a
+    // string key per lookup).
+    auto [it, added] = handles_.try_emplace(kernel, nullptr);
+    if (added) {
+      auto handle = loadKernel("prism_device_kernels", deviceKernelsSource(), kernel, device_);
+      if (!handle) {
+        handles_.erase(it);
+        return handle.takeError();
+      }
+      it->second = *handle;
+    }
     void *params[] = {const_cast<void *>(arguments)};
-    return launchKernel(*handle, device_, threads, params, kernel);
+    return launchKernel(it->second, device_, threads, params, kernel);
   }
 
   llvm::Error gemm(bool transposeA, bool transposeB, int64_t m, int64_t n, int64_t k,
@@ -1977,6 +1986,7 @@ public:
 private:
   int device_;
   bool tf32_;
+  llvm::StringMap<cudaKernel_t> handles_;
 };
 
 KernelOrError makeOnDevice(const KernelSpec &spec) {
