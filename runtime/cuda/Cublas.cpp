@@ -21,6 +21,7 @@ struct Functions {
   decltype(&::cublasCreate_v2) create = nullptr;
   decltype(&::cublasSetMathMode) setMathMode = nullptr;
   decltype(&::cublasSgemm_v2) sgemm = nullptr;
+  decltype(&::cublasSgemmStridedBatched) sgemmStridedBatched = nullptr;
 };
 
 llvm::Expected<Functions> loadFunctions() {
@@ -33,10 +34,12 @@ llvm::Expected<Functions> loadFunctions() {
   f.create = reinterpret_cast<decltype(f.create)>(dlsym(library, "cublasCreate_v2"));
   f.setMathMode = reinterpret_cast<decltype(f.setMathMode)>(dlsym(library, "cublasSetMathMode"));
   f.sgemm = reinterpret_cast<decltype(f.sgemm)>(dlsym(library, "cublasSgemm_v2"));
-  if (!f.create || !f.setMathMode || !f.sgemm)
+  f.sgemmStridedBatched = reinterpret_cast<decltype(f.sgemmStridedBatched)>(
+      dlsym(library, "cublasSgemmStridedBatched"));
+  if (!f.create || !f.setMathMode || !f.sgemm || !f.sgemmStridedBatched)
     return ir::makeError(ir::ErrorCode::Unsupported,
-                         "the loaded cuBLAS lacks cublasCreate_v2, cublasSetMathMode or "
-                         "cublasSgemm_v2");
+                         "the loaded cuBLAS lacks cublasCreate_v2, cublasSetMathMode, "
+                         "cublasSgemm_v2 or cublasSgemmStridedBatched");
   return f;
 }
 
@@ -89,25 +92,62 @@ struct Blas {
 
 } // namespace
 
+namespace {
+
+// cuBLAS takes 32-bit sizes and leading dimensions.
+llvm::Error checkSizes(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc,
+                       int64_t batch) {
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  if (m > kMax || n > kMax || k > kMax || lda > kMax || ldb > kMax || ldc > kMax || batch > kMax)
+    return ir::makeError(ir::ErrorCode::Unsupported,
+                         llvm::Twine(batch) + " matrix product(s) of " + llvm::Twine(m) + " x " +
+                             llvm::Twine(k) + " by " + llvm::Twine(k) + " x " + llvm::Twine(n) +
+                             " exceed cuBLAS's 32-bit sizes");
+  return llvm::Error::success();
+}
+
+cublasOperation_t operation(bool transpose) {
+  return transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
+}
+
+int narrow(int64_t value) {
+  return static_cast<int>(value);
+}
+
+} // namespace
+
 llvm::Error cublasGemm(int device, bool tf32, bool transposeA, bool transposeB, int64_t m,
                        int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
                        int64_t ldb, float *c, int64_t ldc, bool accumulate) {
-  constexpr int64_t kMax = std::numeric_limits<int>::max();
-  if (m > kMax || n > kMax || k > kMax || lda > kMax || ldb > kMax || ldc > kMax)
-    return ir::makeError(ir::ErrorCode::Unsupported, "a matrix product of " + llvm::Twine(m) +
-                                                         " x " + llvm::Twine(k) + " by " +
-                                                         llvm::Twine(k) + " x " + llvm::Twine(n) +
-                                                         " is larger than cuBLAS's 32-bit sizes");
+  if (auto e = checkSizes(m, n, k, lda, ldb, ldc, 1))
+    return e;
   auto blas = Blas::get().handle(device, tf32);
   if (!blas)
     return blas.takeError();
   const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  return checkBlas(blas->first->sgemm(blas->second, transposeA ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                      transposeB ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(m),
-                                      static_cast<int>(n), static_cast<int>(k), &one, a,
-                                      static_cast<int>(lda), b, static_cast<int>(ldb), &beta, c,
-                                      static_cast<int>(ldc)),
+  return checkBlas(blas->first->sgemm(blas->second, operation(transposeA), operation(transposeB),
+                                      narrow(m), narrow(n), narrow(k), &one, a, narrow(lda), b,
+                                      narrow(ldb), &beta, c, narrow(ldc)),
                    "cublasSgemm on cuda:" + llvm::Twine(device));
+}
+
+llvm::Error cublasGemmStridedBatched(int device, bool tf32, bool transposeA, bool transposeB,
+                                     int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                                     int64_t strideA, const float *b, int64_t ldb, int64_t strideB,
+                                     float *c, int64_t ldc, int64_t strideC, int64_t batch) {
+  if (batch <= 0)
+    return llvm::Error::success();
+  if (auto e = checkSizes(m, n, k, lda, ldb, ldc, batch))
+    return e;
+  auto blas = Blas::get().handle(device, tf32);
+  if (!blas)
+    return blas.takeError();
+  const float one = 1.0f, zero = 0.0f;
+  return checkBlas(blas->first->sgemmStridedBatched(
+                       blas->second, operation(transposeA), operation(transposeB), narrow(m),
+                       narrow(n), narrow(k), &one, a, narrow(lda), strideA, b, narrow(ldb), strideB,
+                       &zero, c, narrow(ldc), strideC, narrow(batch)),
+                   "cublasSgemmStridedBatched on cuda:" + llvm::Twine(device));
 }
 
 } // namespace prism::runtime::cuda

@@ -16,4 +16,11 @@ llvm::Error cublasGemm(int device, bool tf32, bool transposeA, bool transposeB, 
                        int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
                        int64_t ldb, float *c, int64_t ldc, bool accumulate = false);
 
+// `batch` products C_i = op(A_i) · op(B_i) as cublasGemm, in one call: matrix i of each operand
+// `stride` elements after matrix i - 1 (0: one matrix shared by all).
+llvm::Error cublasGemmStridedBatched(int device, bool tf32, bool transposeA, bool transposeB,
+                                     int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                                     int64_t strideA, const float *b, int64_t ldb, int64_t strideB,
+                                     float *c, int64_t ldc, int64_t strideC, int64_t batch);
+
 } // namespace prism::runtime::cuda

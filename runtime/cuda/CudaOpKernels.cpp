@@ -842,7 +842,8 @@ KernelOrError makeRows(const KernelSpec &spec, std::shared_ptr<GpuBackend> backe
                                                   });
 }
 
-// batch_matmul: a gemm per matrix of the leading dimensions (an operand of rank 2 is shared).
+// batch_matmul: the products of the matrices of the leading dimensions in one batched gemm (an
+// operand of rank 2 is shared).
 class BatchMatmulKernel final : public Kernel {
 public:
   BatchMatmulKernel(std::shared_ptr<GpuBackend> backend, int64_t batch, int64_t m, int64_t n,
@@ -852,15 +853,9 @@ public:
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
-    const float *a = floats(inputs[0]), *b = floats(inputs[1]);
-    float *c = floats(outputs[0]);
-    for (int64_t i = 0; i < batch_; ++i)
-      if (auto e =
-              backend_->gemm(tb_, ta_, n_, m_, k_, b + (sharedB_ ? 0 : i * k_ * n_), tb_ ? k_ : n_,
-                             a + (sharedA_ ? 0 : i * m_ * k_), ta_ ? m_ : k_, c + i * m_ * n_, n_,
-                             /*accumulate=*/false))
-        return e;
-    return llvm::Error::success();
+    return backend_->gemmBatched(tb_, ta_, n_, m_, k_, floats(inputs[1]), tb_ ? k_ : n_,
+                                 sharedB_ ? 0 : k_ * n_, floats(inputs[0]), ta_ ? m_ : k_,
+                                 sharedA_ ? 0 : m_ * k_, floats(outputs[0]), n_, m_ * n_, batch_);
   }
 
 private:
@@ -1983,6 +1978,14 @@ public:
                       accumulate);
   }
 
+  llvm::Error gemmBatched(bool transposeA, bool transposeB, int64_t m, int64_t n, int64_t k,
+                          const float *a, int64_t lda, int64_t strideA, const float *b, int64_t ldb,
+                          int64_t strideB, float *c, int64_t ldc, int64_t strideC,
+                          int64_t batch) override {
+    return cublasGemmStridedBatched(device_, tf32_, transposeA, transposeB, m, n, k, a, lda,
+                                    strideA, b, ldb, strideB, c, ldc, strideC, batch);
+  }
+
 private:
   int device_;
   bool tf32_;
@@ -1996,6 +1999,17 @@ KernelOrError makeOnDevice(const KernelSpec &spec) {
 }
 
 } // namespace
+
+llvm::Error GpuBackend::gemmBatched(bool transposeA, bool transposeB, int64_t m, int64_t n,
+                                    int64_t k, const float *a, int64_t lda, int64_t strideA,
+                                    const float *b, int64_t ldb, int64_t strideB, float *c,
+                                    int64_t ldc, int64_t strideC, int64_t batch) {
+  for (int64_t i = 0; i < batch; ++i)
+    if (auto e = gemm(transposeA, transposeB, m, n, k, a + i * strideA, lda, b + i * strideB, ldb,
+                      c + i * strideC, ldc, /*accumulate=*/false))
+      return e;
+  return llvm::Error::success();
+}
 
 llvm::StringRef deviceKernelsSource() {
   return kDeviceKernels;

@@ -24,6 +24,13 @@ public:
   virtual llvm::Error gemm(bool transposeA, bool transposeB, int64_t m, int64_t n, int64_t k,
                            const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
                            int64_t ldc, bool accumulate) = 0;
+  // `batch` products C_i = op(A_i) · op(B_i), column-major as gemm, matrix i of each operand
+  // `stride` elements after matrix i - 1 (a stride of 0 shares one matrix). By default a gemm
+  // each; a GPU's backend makes them one strided batched call.
+  virtual llvm::Error gemmBatched(bool transposeA, bool transposeB, int64_t m, int64_t n, int64_t k,
+                                  const float *a, int64_t lda, int64_t strideA, const float *b,
+                                  int64_t ldb, int64_t strideB, float *c, int64_t ldc,
+                                  int64_t strideC, int64_t batch);
   // The most scratch (bytes of the device's workspace) a kernel takes for its intermediate
   // matrices, a convolution's patch matrix: a larger one is made in parts of examples.
   virtual int64_t workspaceLimit() const { return int64_t{64} << 20; }

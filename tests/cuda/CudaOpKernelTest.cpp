@@ -778,6 +778,7 @@ TEST(GpuOpKernels, DropoutTransposeSoftmaxLayerNormAndBatchedProducts) {
   %shared = batch_matmul(x, w)
   %batched = batch_matmul(x, b3, transpose_b = true)
   %both = batch_matmul(%t2, b3, transpose_a = true, transpose_b = true)
+  %sharedA = batch_matmul(w, b3)
 })"),
             0);
 }
