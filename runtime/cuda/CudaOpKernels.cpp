@@ -193,6 +193,39 @@ KernelOrError twoStage(const KernelSpec &spec, std::shared_ptr<GpuBackend> backe
                                           std::move(partial), bind);
 }
 
+// The mean of `rows` doubles over a count (prism_mean_of_rows): their sums in parts where they are
+// many, the parts' scratch from the spec's device.
+class RowsMean {
+public:
+  llvm::Error allocate(const KernelSpec &spec, int64_t rows) {
+    args_.rows = rows;
+    args_.parts = sumParts(1, rows, 256);
+    if (args_.parts > 1)
+      return scratch(partial_, spec, ir::DType::F64, 2 * args_.parts);
+    return llvm::Error::success();
+  }
+  // out (when not null) = Σ loss / Σ counted (counted null: each row counts 1), and the count
+  // into *countedTotal (when not null).
+  llvm::Error launch(GpuBackend &backend, float *out, double *countedTotal, const double *loss,
+                     const double *counted) const {
+    k::MeanOfRowsArgs a = args_;
+    a.out = out;
+    a.countedTotal = countedTotal;
+    a.loss = loss;
+    a.counted = counted;
+    if (a.parts > 1) {
+      a.partial = static_cast<double *>(const_cast<void *>(partial_.raw()));
+      if (auto e = backend.launch("prism_mean_of_rows_parts", a.parts, &a))
+        return e;
+    }
+    return backend.launch("prism_mean_of_rows", 1, &a);
+  }
+
+private:
+  k::MeanOfRowsArgs args_{};
+  Tensor partial_;
+};
+
 // constant(value, shape, dtype): the value converted as the CPU does (integers truncate, bool is
 // value != 0), filled as a bit pattern.
 KernelOrError makeConstant(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
@@ -1322,7 +1355,7 @@ KernelOrError makeLrSchedule(const KernelSpec &spec, std::shared_ptr<GpuBackend>
   return withScratch(std::make_unique<LrScheduleKernel>(spec, std::move(backend), *schedule), spec);
 }
 
-// sigmoid_cross_entropy(logits, labels): the mean of each element's term, summed in order;
+// sigmoid_cross_entropy(logits, labels): the mean of each element's term (RowsMean);
 // sigmoid_cross_entropy_grad(dloss, logits, labels).
 class SigmoidCrossEntropyKernel final : public Kernel {
 public:
@@ -1333,6 +1366,8 @@ public:
   llvm::Error allocate(const KernelSpec &spec) {
     if (gradient_)
       return llvm::Error::success();
+    if (auto e = mean_.allocate(spec, elements_))
+      return e;
     return scratch(terms_, spec, ir::DType::F64, elements_);
   }
 
@@ -1354,8 +1389,7 @@ public:
     a.op = 0;
     if (auto e = launch(*backend_, "prism_sigmoid_cross_entropy", elements_, a))
       return e;
-    a.op = 1;
-    return launch(*backend_, "prism_sigmoid_cross_entropy", 1, a);
+    return mean_.launch(*backend_, a.out, nullptr, a.terms, nullptr);
   }
 
 private:
@@ -1363,6 +1397,7 @@ private:
   bool gradient_;
   int64_t elements_;
   Tensor terms_;
+  RowsMean mean_;
 };
 
 KernelOrError makeSigmoidCrossEntropy(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
@@ -1639,7 +1674,7 @@ public:
       if (auto e = scratch(*tensor, spec, dtype, n))
         return e;
     }
-    return llvm::Error::success();
+    return mean_.allocate(spec, rows_);
   }
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
@@ -1669,9 +1704,8 @@ public:
                                  sum};
     if (auto e = launch(*backend_, "prism_cross_entropy_rows", rows_, rows))
       return e;
-    k::MeanOfRowsArgs mean{gradient_ ? nullptr : floats(outputs[0]), doubles(countedTotal_),
-                           doubles(loss_), doubles(counted_), rows_};
-    if (auto e = launch(*backend_, "prism_mean_of_rows", 1, mean))
+    if (auto e = mean_.launch(*backend_, gradient_ ? nullptr : floats(outputs[0]),
+                              doubles(countedTotal_), doubles(loss_), doubles(counted_)))
       return e;
     if (gradient_) {
       k::CrossEntropyGradArgs grad{floats(outputs[0]),
@@ -1736,6 +1770,7 @@ private:
   k::RowStatsArgs stats_{};
   Tensor loss_, counted_, countedTotal_, bad_, partMost_, partSum_, most_, sum_;
   Tensor labelTensor_; // the last run's labels
+  RowsMean mean_;
 };
 
 KernelOrError makeCrossEntropy(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {

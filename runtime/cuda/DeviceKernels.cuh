@@ -371,23 +371,50 @@ PRISM_KERNEL(prism_cross_entropy_rows, CrossEntropyRowsArgs, a) {
   }
 }
 
-// *countedTotal = Σ counted[r] and, when `out` is not null, out = Σ loss[r] / Σ counted[r] (0 when
-// nothing counts), in row order, by one thread.
+// When given, *countedTotal = Σ counted[r] (each row counting 1 where `counted` is null) and
+// out = Σ loss[r] / Σ counted[r] (0 when nothing counts), the same sums in the same order every
+// run: with parts > 1, prism_mean_of_rows_parts first sums `parts` consecutive ranges of the
+// rows into partial[2p] (loss) and partial[2p + 1] (counted), and prism_mean_of_rows adds the
+// parts in order on one thread; with one part that thread sums the rows.
 struct MeanOfRowsArgs {
   float *out;
   double *countedTotal;
   const double *loss;
   const double *counted;
   long long rows;
+  long long parts;
+  double *partial;
 };
+PRISM_DEVICE_FUNCTION void prism_rows_sum(const MeanOfRowsArgs &a, long long begin, long long end,
+                                          double *total, double *counted) {
+  double t = 0, c = 0;
+  for (long long r = begin; r < end; ++r) {
+    t += a.loss[r];
+    c += a.counted ? a.counted[r] : 1.0;
+  }
+  *total = t;
+  *counted = c;
+}
+PRISM_KERNEL(prism_mean_of_rows_parts, MeanOfRowsArgs, a) {
+  PRISM_FOR_EACH(p, a.parts) {
+    long long begin, end;
+    prism_part_range(a.rows, a.parts, p, &begin, &end);
+    prism_rows_sum(a, begin, end, &a.partial[2 * p], &a.partial[2 * p + 1]);
+  }
+}
 PRISM_KERNEL(prism_mean_of_rows, MeanOfRowsArgs, a) {
   PRISM_FOR_EACH(i, 1) {
     double total = 0, counted = 0;
-    for (long long r = 0; r < a.rows; ++r) {
-      total += a.loss[r];
-      counted += a.counted[r];
+    if (a.parts > 1) {
+      for (long long p = 0; p < a.parts; ++p) {
+        total += a.partial[2 * p];
+        counted += a.partial[2 * p + 1];
+      }
+    } else {
+      prism_rows_sum(a, 0, a.rows, &total, &counted);
     }
-    *a.countedTotal = counted;
+    if (a.countedTotal)
+      *a.countedTotal = counted;
     if (a.out)
       a.out[0] = (float)(counted > 0 ? total / counted : 0.0);
   }
@@ -1206,7 +1233,7 @@ PRISM_KERNEL(prism_lr_schedule, LrScheduleArgs, a) {
 }
 
 // sigmoid_cross_entropy: op 0 each element's term max(x, 0) - x z + log(1 + e^-|x|) into
-// `terms` (double), op 1 their mean into out[0] (one thread, in order), op 2 the gradient
+// `terms` (double; their mean is prism_mean_of_rows's), op 2 the gradient
 // dx = dloss (sigmoid(x) - z) / n.
 struct SigmoidCrossEntropyArgs {
   float *out;
@@ -1218,15 +1245,6 @@ struct SigmoidCrossEntropyArgs {
   int op;
 };
 PRISM_KERNEL(prism_sigmoid_cross_entropy, SigmoidCrossEntropyArgs, a) {
-  if (a.op == 1) {
-    PRISM_FOR_EACH(i, 1) {
-      double sum = 0;
-      for (long long k = 0; k < a.n; ++k)
-        sum += a.terms[k];
-      a.out[0] = (float)(a.n > 0 ? sum / (double)a.n : 0.0);
-    }
-    return;
-  }
   PRISM_FOR_EACH(i, a.n) {
     double x = (double)a.x[i], z = (double)a.z[i];
     if (a.op == 0) {
@@ -1339,6 +1357,7 @@ PRISM_KERNEL(prism_update_loss_scale, LossScaleArgs, a) {
   X(prism_row_exp_parts, RowStatsArgs)                                                             \
   X(prism_row_exp_sum, RowStatsArgs)                                                               \
   X(prism_cross_entropy_rows, CrossEntropyRowsArgs)                                                \
+  X(prism_mean_of_rows_parts, MeanOfRowsArgs)                                                      \
   X(prism_mean_of_rows, MeanOfRowsArgs)                                                            \
   X(prism_cross_entropy_grad, CrossEntropyGradArgs)                                                \
   X(prism_cross_entropy_grad_elements, CrossEntropyGradArgs)                                       \

@@ -394,11 +394,16 @@ TEST(GpuOpKernels, SoftmaxCrossEntropyAndItsGradient) {
   input seq : f32[2, 3, 4]
   input seqLabels : )" + labels +
                               R"([2, 3]
+  input long : f32[40, 30, 5]
+  input longLabels : )" + labels +
+                              R"([40, 30]
   %loss = softmax_cross_entropy(logits, labels)
   %one = constant(value = 1.5)
   %grad = softmax_cross_entropy_grad(%one, logits, labels)
   %seqLoss = softmax_cross_entropy(seq, seqLabels, ignore_index = 2)
   %seqGrad = softmax_cross_entropy_grad(%one, seq, seqLabels, ignore_index = 2)
+  %longLoss = softmax_cross_entropy(long, longLabels, ignore_index = 2)
+  %longGrad = softmax_cross_entropy_grad(%one, long, longLabels)
 })"),
               0)
         << labels;
@@ -862,6 +867,8 @@ TEST(GpuOpKernels, LearningRateSchedulesAndSigmoidCrossEntropy) {
   EXPECT_GT(expectSameAsCpu(R"(model m {
   input logits : f32[4, 6]
   input labels : f32[4, 6]
+  input wide : f32[30, 40]
+  input wideLabels : f32[30, 40]
   %early = constant(value = 2)
   %late = constant(value = 17)
   %warm = lr_schedule(%early, warmup_steps = 5, warmup_start = 0.1, decay = cosine, total = 20, final = 0.01)
@@ -873,6 +880,7 @@ TEST(GpuOpKernels, LearningRateSchedulesAndSigmoidCrossEntropy) {
   %loss = sigmoid_cross_entropy(logits, labels)
   %one = constant(value = 1.5)
   %grad = sigmoid_cross_entropy_grad(%one, logits, labels)
+  %wideLoss = sigmoid_cross_entropy(wide, wideLabels)
 })"),
             0);
 }
