@@ -1429,9 +1429,12 @@ public:
     for (Tensor *t : {&bad_, &total_})
       if (auto e = scratch(*t, spec, ir::DType::I64, 1))
         return e;
-    if (name_ == "sparse_from_dense")
-      return scratch(position_, spec, ir::DType::I64, tableRows_);
-    return llvm::Error::success();
+    if (name_ != "sparse_from_dense")
+      return llvm::Error::success();
+    parts_ = sumParts(1, tableRows_, 256);
+    if (auto e = scratch(partCounts_, spec, ir::DType::I64, parts_))
+      return e;
+    return scratch(position_, spec, ir::DType::I64, tableRows_);
   }
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> in,
@@ -1518,9 +1521,13 @@ private:
     a.total = static_cast<long long *>(total_.raw());
     a.rowSize = rowSize_;
     a.tableRows = tableRows_;
-    a.op = 2;
-    if (auto e = launch(*backend_, "prism_sparse", 1, a))
-      return e;
+    a.parts = parts_;
+    a.partCounts = static_cast<long long *>(partCounts_.raw());
+    for (auto [kernel, threads] :
+         {std::pair{"prism_mask_counts", parts_}, std::pair{"prism_mask_offsets", int64_t{1}},
+          std::pair{"prism_mask_positions", parts_}})
+      if (auto e = launch(*backend_, kernel, threads, a))
+        return e;
     auto total = device_->toHost(total_);
     if (!total)
       return total.takeError();
@@ -1561,7 +1568,8 @@ private:
   ir::AttrMap attrs_;
   std::vector<int64_t> denseDims_;
   int64_t tableRows_ = 0, rowSize_ = 1, capacity_ = 0;
-  Tensor bad_, total_, position_;
+  int64_t parts_ = 1; // sparse_from_dense: the mask's rows in this many ranges
+  Tensor bad_, total_, position_, partCounts_;
   Tensor scattered_; // the last scatter's indices
   std::shared_ptr<void> indices_, values_;
 };

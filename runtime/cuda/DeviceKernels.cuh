@@ -1258,9 +1258,10 @@ PRISM_KERNEL(prism_sigmoid_cross_entropy, SigmoidCrossEntropyArgs, a) {
 
 // The sparse-value ops over f32 rows of `rowSize` elements: op 0 sparse_to_dense's scatter
 // (dense[indices[j]] += rows[j], atomically), op 1 touched_rows (dense[indices[j]] = 1), both
-// flagging an index outside [0, tableRows) in *bad; op 2 sparse_from_dense's positions (one
-// thread: position[i] = the masked rows before i, *total = all of them), op 3 its copy of each
-// masked row i of `rows` (the dense g) to outRows[position[i]], with outIndices[position[i]] = i.
+// flagging an index outside [0, tableRows) in *bad; op 2 sparse_from_dense's positions
+// (position[i] = the masked rows before i, *total = all of them; the three kernels below), op 3
+// its copy of each masked row i of `rows` (the dense g) to outRows[position[i]], with
+// outIndices[position[i]] = i.
 struct SparseArgs {
   float *dense;
   const long long *indices;
@@ -1275,19 +1276,43 @@ struct SparseArgs {
   long long rowSize;
   long long tableRows;
   int op;
+  long long parts;       // op 2: the rows in this many consecutive ranges
+  long long *partCounts; // and their masked rows (then the masked rows before each)
 };
-PRISM_KERNEL(prism_sparse, SparseArgs, a) {
-  if (a.op == 2) {
-    PRISM_FOR_EACH(t, 1) {
-      long long at = 0;
-      for (long long i = 0; i < a.tableRows; ++i) {
-        a.position[i] = at;
-        at += a.mask[i] != 0.0f;
-      }
-      *a.total = at;
-    }
-    return;
+// op 2 in three launches: prism_mask_counts counts each range's masked rows, prism_mask_offsets
+// (one thread) turns the counts into the masked rows before each range and sets *total, and
+// prism_mask_positions numbers each range's rows from there.
+PRISM_KERNEL(prism_mask_counts, SparseArgs, a) {
+  PRISM_FOR_EACH(p, a.parts) {
+    long long begin, end, count = 0;
+    prism_part_range(a.tableRows, a.parts, p, &begin, &end);
+    for (long long i = begin; i < end; ++i)
+      count += a.mask[i] != 0.0f;
+    a.partCounts[p] = count;
   }
+}
+PRISM_KERNEL(prism_mask_offsets, SparseArgs, a) {
+  PRISM_FOR_EACH(t, 1) {
+    long long at = 0;
+    for (long long p = 0; p < a.parts; ++p) {
+      long long count = a.partCounts[p];
+      a.partCounts[p] = at;
+      at += count;
+    }
+    *a.total = at;
+  }
+}
+PRISM_KERNEL(prism_mask_positions, SparseArgs, a) {
+  PRISM_FOR_EACH(p, a.parts) {
+    long long begin, end, at = a.partCounts[p];
+    prism_part_range(a.tableRows, a.parts, p, &begin, &end);
+    for (long long i = begin; i < end; ++i) {
+      a.position[i] = at;
+      at += a.mask[i] != 0.0f;
+    }
+  }
+}
+PRISM_KERNEL(prism_sparse, SparseArgs, a) {
   if (a.op == 3) {
     PRISM_FOR_EACH(e, a.tableRows * a.rowSize) {
       long long i = e / a.rowSize, k = e % a.rowSize;
@@ -1372,6 +1397,9 @@ PRISM_KERNEL(prism_update_loss_scale, LossScaleArgs, a) {
   X(prism_pad, PadArgs)                                                                            \
   X(prism_cast, CastArgs)                                                                          \
   X(prism_sparse, SparseArgs)                                                                      \
+  X(prism_mask_counts, SparseArgs)                                                                 \
+  X(prism_mask_offsets, SparseArgs)                                                                \
+  X(prism_mask_positions, SparseArgs)                                                              \
   X(prism_update_loss_scale, LossScaleArgs)                                                        \
   X(prism_lr_schedule, LrScheduleArgs)                                                             \
   X(prism_sigmoid_cross_entropy, SigmoidCrossEntropyArgs)                                          \

@@ -899,6 +899,22 @@ TEST(GpuOpKernels, AStepCountThatIsNotWholeIsTheCpusError) {
                 "error: a step count must be a whole number >= 0, got 2.5");
 }
 
+// sparse_from_dense over a table of 900 rows, 40 of whose rows a gradient touches (some twice):
+// the positions of its rows counted in ranges of rows (three launches).
+TEST(GpuOpKernels, TheRowsOfALargeDensifiedTable) {
+  EXPECT_GT(expectSameAsCpu(R"(model m {
+  var big : f32[900, 2] = zeros
+  input ids : i64[40]
+  %r = gather(big, ids)
+  %g = gather_grad(%r, ids, num_rows = 900)
+  %dense = sparse_to_dense(%g)
+  %touched = touched_rows(%g)
+  %back = sparse_from_dense(%dense, %touched)
+})",
+                            1e-5, 900),
+            0);
+}
+
 // The sparse-value ops on the sparse gradients of two gathers (repeated and missing rows), and
 // the dynamic loss scale's update after a finite and after a non-finite step.
 TEST(GpuOpKernels, SparseValuesAndTheLossScale) {
