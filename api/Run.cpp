@@ -192,6 +192,14 @@ Result<TrainSummary> train(const Model &model, const TrainOptions &options) {
   summary.samplesPerSec = result->samplesPerSec;
   summary.testAccuracy = result->testAccuracy;
   summary.testLoss = result->testLoss;
+  const runtime::train::DeviceUse &use = result->device;
+  summary.device = use.device.str();
+  summary.arenaBytes = static_cast<int64_t>(use.arenaBytes);
+  summary.workspaceBytes = static_cast<int64_t>(use.workspaceBytes);
+  summary.copiesToDevice = use.copies.toDeviceCopies;
+  summary.bytesToDevice = use.copies.toDeviceBytes;
+  summary.copiesToHost = use.copies.toHostCopies;
+  summary.bytesToHost = use.copies.toHostBytes;
   // The scale and the skipped steps are the operands update_loss_scale writes (f32 scalars).
   auto scalar = [](const runtime::Tensor &t) {
     return t.dtype() == ir::DType::F64 ? *t.data<double>() : double(*t.data<float>());

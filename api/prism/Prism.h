@@ -259,6 +259,16 @@ struct TrainSummary {
   // and the steps skipped because their gradients were not finite. Unset without it.
   std::optional<double> lossScale;
   int64_t skippedSteps = 0;
+  // Where the steps ran (`cpu:0`, `cuda:0`) and what they took there: the arena's peak and the
+  // kernels' shared workspace in bytes, and the copies to and from the host over the run (none
+  // on the CPU, whose memory is the host's).
+  std::string device;
+  int64_t arenaBytes = 0;
+  int64_t workspaceBytes = 0;
+  int64_t copiesToDevice = 0;
+  int64_t bytesToDevice = 0;
+  int64_t copiesToHost = 0;
+  int64_t bytesToHost = 0;
 };
 
 Result<TrainSummary> train(const Model &model, const TrainOptions &options);

@@ -471,6 +471,9 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
   auto result = train::train(**module, *train);
   if (!result)
     return result.takeError();
+  // A GPU worker's memory and copies (nothing for a CPU's).
+  if (std::string use = train::describeDeviceUse(result->device); !use.empty() && !options.quiet)
+    llvm::outs() << task.name() << " on " << use << "\n";
   // Rank 0 at the end: worker:0, unless elastic membership gave its duties to another.
   if (auto e = announceWorkerEnd(task, client, options, communication, *result, sync.exact(),
                                  elastic ? elastic->rank() == 0 : task.index() == 0))

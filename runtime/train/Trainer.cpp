@@ -15,6 +15,7 @@
 #include "runtime/exec/Executor.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Progress.h"
+#include "support/Memory.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -588,11 +589,25 @@ llvm::Expected<TrainResult> TrainingRun::finish() {
     if (auto err = saveCheckpoint(options_.saveDir, position_, store_->all()))
       return std::move(err);
   result_.peakArenaBytes = trainer_->arenaBytes();
+  result_.device = {trainer_->device().id(), result_.steps, trainer_->arenaBytes(),
+                    trainer_->device().workspaceBytes(), trainer_->device().copies()};
   result_.store = store_;
   return std::move(result_);
 }
 
 } // namespace
+
+std::string describeDeviceUse(const DeviceUse &use) {
+  if (use.device.kind == ir::DeviceKind::Cpu)
+    return "";
+  const CopyCounters &c = use.copies;
+  return use.device.str() + ": arena " + support::formatBytes(double(use.arenaBytes)) +
+         ", workspace " + support::formatBytes(double(use.workspaceBytes)) + "; " +
+         std::to_string(c.toDeviceCopies) + " copies to the device (" +
+         support::formatBytes(double(c.toDeviceBytes)) + ") and " + std::to_string(c.toHostCopies) +
+         " to the host (" + support::formatBytes(double(c.toHostBytes)) + ") in " +
+         std::to_string(use.steps) + (use.steps == 1 ? " step" : " steps");
+}
 
 llvm::Error checkAccumulation(int64_t accumulate, int64_t batchSize, int64_t workers) {
   if (accumulate < 1)

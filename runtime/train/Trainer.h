@@ -99,6 +99,22 @@ struct TrainOptions {
   const WorkerRole *worker = nullptr;
 };
 
+// Where a run's steps ran and what they took there: the training executor's device, its memory
+// (the arena's peak and the kernels' shared workspace) and its copies to and from the host over
+// the run (feeds, variables on the way in and out, PS calls, accumulated micro-steps).
+struct DeviceUse {
+  ir::DeviceId device;
+  int64_t steps = 0;
+  size_t arenaBytes = 0;
+  size_t workspaceBytes = 0;
+  runtime::CopyCounters copies;
+};
+
+// "cuda:0: arena 12.3 MB, workspace 8.4 MB; 601 copies to the device (74.9 MB) and 4 to the host
+// (1.3 MB) in 200 steps", for a device other than the CPU; empty on the CPU (its memory is the
+// host's: nothing is copied).
+std::string describeDeviceUse(const DeviceUse &use);
+
 struct TrainResult {
   int64_t steps = 0;        // steps run by this call
   int64_t globalStep = 0;   // steps done in all, with those before a restore
@@ -108,6 +124,7 @@ struct TrainResult {
   std::optional<double> testLoss;
   size_t peakArenaBytes = 0; // the training step's activation and gradient memory
   std::shared_ptr<runtime::VariableStore> store; // the variables after training
+  DeviceUse device;                              // where the steps ran, and what it took there
 };
 
 // A batch of `size` examples as `parts` micro-batches: contiguous slices, in order, the first

@@ -10,8 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/data/DataSpec.h"
 #include "runtime/exec/Device.h"
 #include "runtime/exec/Executor.h"
+#include "runtime/train/Trainer.h"
 #include "tests/exec/TinyModel.h"
 
 namespace prism {
@@ -256,6 +258,63 @@ TEST(DeviceAccumulation, SparseGradientsSumInHostMemoryAsOnTheCpu) {
   auto module = testing::compiledModule(kBag, "bag.prism");
   ASSERT_TRUE(module);
   expectAccumulationAsOnTheCpu(*module);
+}
+
+// Training through the trainer on the host-memory GPU: the run reports its device, memory and
+// copies (feeds each step, variables up once and back once), and the CPU reports none.
+TEST(DeviceUse, TrainingReportsTheDevicesMemoryAndCopies) {
+  auto module = testing::compiledModule(R"(model bag {
+  input tokens : i32[B, 3]
+  input y : i32[B]
+  var emb : f32[12, 4] = uniform(min = -0.5, max = 0.5)
+  var out.w : f32[4, 4] = glorot_uniform
+  %pooled = reduce_mean(gather(emb, tokens), axes = [1])
+  %loss = softmax_cross_entropy(matmul(%pooled, out.w), y)
+  minimize %loss with adam(lr = 0.01)
+})",
+                                        "bag.prism");
+  ASSERT_TRUE(module);
+  auto data = runtime::data::parseDataSpec("zipf:12,tokens=3,classes=4,examples=64");
+  ASSERT_TRUE(bool(data)) << llvm::toString(data.takeError());
+  runtime::train::TrainOptions options;
+  options.data = *data;
+  options.steps = 3;
+  options.batchSize = 8;
+  options.quiet = true;
+  options.evaluate = false;
+  auto cpu = runtime::train::train(*module, options);
+  ASSERT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
+  EXPECT_EQ(runtime::train::describeDeviceUse(cpu->device), "");
+  EXPECT_EQ(cpu->device.copies.toDeviceCopies, 0);
+
+  // The GPU's executor, registered as in executorOn.
+  auto store = std::make_shared<runtime::VariableStore>();
+  ASSERT_TRUE(executorOn(*module, store));
+  options.device = ir::DeviceId{ir::DeviceKind::Cuda, 0};
+  auto gpu = runtime::train::train(*module, options);
+  ASSERT_TRUE(bool(gpu)) << llvm::toString(gpu.takeError());
+  const runtime::train::DeviceUse &use = gpu->device;
+  EXPECT_EQ(use.device.str(), "cuda:0");
+  EXPECT_EQ(use.steps, 3);
+  EXPECT_GT(use.arenaBytes, 0u);
+  // Per step the two feeds in and the loss out; once, the variables (Adam's moments and step
+  // too) up and back.
+  const int64_t variables = static_cast<int64_t>(module->variables().size());
+  EXPECT_EQ(use.copies.toDeviceCopies, 3 * 2 + variables);
+  EXPECT_EQ(use.copies.toHostCopies, 3 + variables);
+  const std::string text = runtime::train::describeDeviceUse(use);
+  EXPECT_EQ(text.rfind("cuda:0: arena ", 0), 0u) << text;
+  EXPECT_NE(text.find("; " + std::to_string(3 * 2 + variables) + " copies to the device ("),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(" in 3 steps"), std::string::npos) << text;
+  // The same training as on the CPU.
+  for (const auto &var : module->variables()) {
+    const Tensor *a = cpu->store->find(var->name()), *b = gpu->store->find(var->name());
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(std::memcmp(a->raw(), b->raw(), static_cast<size_t>(a->numBytes())), 0)
+        << var->name();
+  }
 }
 
 } // namespace
