@@ -61,14 +61,81 @@ template <typename K> KernelOrError withScratch(std::unique_ptr<K> kernel, const
   return std::unique_ptr<Kernel>(std::move(kernel));
 }
 
-// Matrix products compute in f32 on the GPU: bf16 and fp16 (`--precision`) are refused.
-llvm::Error requireF32Compute(const KernelSpec &spec) {
-  std::string compute = spec.attrs.getString(ir::kComputeAttr, "f32");
-  if (compute != "f32")
-    return unsupported(spec, "computes in f32 only, not " + compute +
-                                 " (--precision on the GPU is not supported yet)");
-  return llvm::Error::success();
-}
+// Reduced precision (`compute = bf16|fp16`, ir/Precision.h): the operands an op reads in it
+// (OpDef::readsInComputePrecision) are rounded as ir::roundToPrecision rounds them into the
+// device's workspace before the float32 products, as the CPU's kernels and the reference round
+// them: products of rounded values are exact in float32, and sums stay float32. (Tensor cores
+// are not used: the speed is float32's.)
+class RoundedOperands {
+public:
+  // Plans the rounded copies from the workspace's start; returns the floats they take.
+  int64_t plan(const KernelSpec &spec) {
+    switch (ir::computePrecision(*spec.op)) {
+    case ir::ComputePrecision::F32:
+      return 0;
+    case ir::ComputePrecision::BF16:
+      precision_ = 1;
+      break;
+    case ir::ComputePrecision::FP16:
+      precision_ = 2;
+      break;
+    }
+    int64_t at = 0;
+    for (unsigned i = 0; i < spec.inputTypes.size(); ++i)
+      if (spec.op->def().readsInComputePrecision(i)) {
+        slots_.push_back({i, at, spec.inputTypes[i].numElements()});
+        at += spec.inputTypes[i].numElements();
+      }
+    return at;
+  }
+
+  // Operand i's floats: its rounded copy in `workspace` where planned, else its own.
+  llvm::Expected<std::vector<const float *>>
+  operands(GpuBackend &backend, float *workspace,
+           llvm::ArrayRef<const RuntimeValue *> inputs) const {
+    std::vector<const float *> pointers;
+    for (const RuntimeValue *v : inputs)
+      pointers.push_back(static_cast<const float *>(v->dense.raw()));
+    for (const Slot &slot : slots_) {
+      k::RoundArgs a{workspace + slot.offset, pointers[slot.operand], slot.count, precision_};
+      if (auto e = backend.launch("prism_round", slot.count, &a))
+        return std::move(e);
+      pointers[slot.operand] = a.out;
+    }
+    return pointers;
+  }
+
+private:
+  struct Slot {
+    unsigned operand;
+    int64_t offset, count;
+  };
+  int precision_ = 0;
+  std::vector<Slot> slots_;
+};
+
+// A matrix product's kernel state for reduced precision: its rounded operands planned, and
+// `extra` floats after them, reserved in the device's workspace.
+struct Rounding {
+  Device *device = nullptr;
+  RoundedOperands operands;
+  int64_t floats = 0; // the rounded copies' floats (the kernel's own part of the workspace after)
+
+  llvm::Error reserve(const KernelSpec &spec, int64_t extra) {
+    if (!spec.device)
+      return ir::makeError(ir::ErrorCode::Internal, "a GPU kernel built without its device");
+    device = spec.device;
+    floats = operands.plan(spec);
+    if (floats + extra == 0)
+      return llvm::Error::success();
+    return device->reserveWorkspace(static_cast<size_t>(floats + extra) * sizeof(float));
+  }
+  float *workspace() const { return static_cast<float *>(device->workspace()); }
+  llvm::Expected<std::vector<const float *>>
+  inputs(GpuBackend &backend, llvm::ArrayRef<const RuntimeValue *> values) const {
+    return operands.operands(backend, workspace(), values);
+  }
+};
 
 template <typename Args>
 llvm::Error launch(GpuBackend &backend, llvm::StringRef kernel, int64_t threads, const Args &a) {
@@ -523,10 +590,8 @@ std::unique_ptr<Kernel> convKernel(std::shared_ptr<GpuBackend> backend, llvm::St
 class ConvKernel final : public Kernel {
 public:
   enum class Role { Forward, Input, Filter };
-  ConvKernel(std::shared_ptr<GpuBackend> backend, Device *device, Role role, k::Conv2dArgs g,
-             bool bias, bool relu)
-      : backend_(std::move(backend)), device_(device), role_(role), g_(g), bias_(bias),
-        relu_(relu) {
+  ConvKernel(std::shared_ptr<GpuBackend> backend, Role role, k::Conv2dArgs g, bool bias, bool relu)
+      : backend_(std::move(backend)), role_(role), g_(g), bias_(bias), relu_(relu) {
     columns_ = g.kh * g.kw * g.c;
     rowsPerExample_ = g.oh * g.ow;
     direct_ = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.padH == 0 && g.padW == 0 &&
@@ -538,24 +603,24 @@ public:
                                            1, std::max<int64_t>(g.n, 1));
   }
 
-  // The patch matrix's part in the device's workspace.
-  llvm::Error allocate() {
-    if (direct_)
-      return llvm::Error::success();
-    return device_->reserveWorkspace(
-        static_cast<size_t>(chunk_ * rowsPerExample_ * columns_ * int64_t{sizeof(float)}));
+  // In the device's workspace: the rounded operands (reduced precision), then the patch matrix's
+  // part.
+  llvm::Error allocate(const KernelSpec &spec) {
+    return rounding_.reserve(spec, direct_ ? 0 : chunk_ * rowsPerExample_ * columns_);
   }
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
     // Operands: forward (x, w[, bias]); input (dy, w, x); filter (x, dy, w).
-    const float *x = role_ == Role::Input ? nullptr : floats(inputs[0]);
-    const float *w = role_ == Role::Filter ? nullptr : floats(inputs[1]);
-    const float *dy = role_ == Role::Input    ? floats(inputs[0])
-                      : role_ == Role::Filter ? floats(inputs[1])
-                                              : nullptr;
+    auto operands = rounding_.inputs(*backend_, inputs);
+    if (!operands)
+      return operands.takeError();
+    const std::vector<const float *> &in = *operands;
+    const float *x = role_ == Role::Input ? nullptr : in[0];
+    const float *w = role_ == Role::Filter ? nullptr : in[1];
+    const float *dy = role_ == Role::Input ? in[0] : role_ == Role::Filter ? in[1] : nullptr;
     float *out = floats(outputs[0]);
-    auto *patches = static_cast<float *>(direct_ ? nullptr : device_->workspace());
+    float *patches = direct_ ? nullptr : rounding_.workspace() + rounding_.floats;
     for (int64_t first = 0; first < g_.n; first += chunk_) {
       const int64_t count = std::min<int64_t>(chunk_, g_.n - first);
       if (auto e = part(x, w, dy, out, patches, first, count))
@@ -611,7 +676,7 @@ private:
   }
 
   std::shared_ptr<GpuBackend> backend_;
-  Device *device_;
+  Rounding rounding_;
   Role role_;
   k::Conv2dArgs g_;
   bool bias_, relu_, direct_ = false;
@@ -623,13 +688,9 @@ KernelOrError makeConv(const KernelSpec &spec, std::shared_ptr<GpuBackend> backe
   llvm::StringRef name = spec.op->name();
   if (auto e = requireAllF32(spec))
     return std::move(e);
-  if (auto e = requireF32Compute(spec))
-    return std::move(e);
   std::string activation = spec.attrs.getString("activation", "none");
   if (activation != "none" && activation != "relu")
     return unsupported(spec, "applies no activation or relu, not " + activation);
-  if (!spec.device)
-    return ir::makeError(ir::ErrorCode::Internal, "a GPU kernel built without its device");
   // Where x and the filter are among the operands.
   const bool input = name == "conv2d_backprop_input", filter = name == "conv2d_backprop_filter";
   const ir::TensorType &x = spec.inputTypes[input ? 2 : 0];
@@ -640,12 +701,11 @@ KernelOrError makeConv(const KernelSpec &spec, std::shared_ptr<GpuBackend> backe
   auto role = input    ? ConvKernel::Role::Input
               : filter ? ConvKernel::Role::Filter
                        : ConvKernel::Role::Forward;
-  auto kernel = std::make_unique<ConvKernel>(
-      std::move(backend), spec.device, role, geometry(spec, x, w.dims[0], w.dims[1], w.dims[3]),
-      spec.inputTypes.size() > 2 && role == ConvKernel::Role::Forward, activation == "relu");
-  if (auto e = kernel->allocate())
-    return std::move(e);
-  return std::unique_ptr<Kernel>(std::move(kernel));
+  return withScratch(
+      std::make_unique<ConvKernel>(
+          std::move(backend), role, geometry(spec, x, w.dims[0], w.dims[1], w.dims[3]),
+          spec.inputTypes.size() > 2 && role == ConvKernel::Role::Forward, activation == "relu"),
+      spec);
 }
 
 // max_pool2d(x) and max_pool2d_grad(dy, x): ties to the first maximum of a window, as the CPU;
@@ -884,10 +944,15 @@ public:
       : backend_(std::move(backend)), batch_(batch), m_(m), n_(n), k_(k), ta_(ta), tb_(tb),
         sharedA_(sharedA), sharedB_(sharedB) {}
 
+  llvm::Error allocate(const KernelSpec &spec) { return rounding_.reserve(spec, 0); }
+
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
-    return backend_->gemmBatched(tb_, ta_, n_, m_, k_, floats(inputs[1]), tb_ ? k_ : n_,
-                                 sharedB_ ? 0 : k_ * n_, floats(inputs[0]), ta_ ? m_ : k_,
+    auto in = rounding_.inputs(*backend_, inputs);
+    if (!in)
+      return in.takeError();
+    return backend_->gemmBatched(tb_, ta_, n_, m_, k_, (*in)[1], tb_ ? k_ : n_,
+                                 sharedB_ ? 0 : k_ * n_, (*in)[0], ta_ ? m_ : k_,
                                  sharedA_ ? 0 : m_ * k_, floats(outputs[0]), n_, m_ * n_, batch_);
   }
 
@@ -895,12 +960,11 @@ private:
   std::shared_ptr<GpuBackend> backend_;
   int64_t batch_, m_, n_, k_;
   bool ta_, tb_, sharedA_, sharedB_;
+  Rounding rounding_;
 };
 
 KernelOrError makeBatchMatmul(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
   if (auto e = requireF32(spec, {0, 1}))
-    return std::move(e);
-  if (auto e = requireF32Compute(spec))
     return std::move(e);
   const ir::TensorType &a = spec.inputTypes[0], &b = spec.inputTypes[1];
   const ir::TensorType &out = spec.outputTypes[0];
@@ -911,8 +975,9 @@ KernelOrError makeBatchMatmul(const KernelSpec &spec, std::shared_ptr<GpuBackend
   int64_t k = ta ? a.dims[a.rank() - 2] : a.dims[a.rank() - 1];
   int64_t n = tb ? b.dims[b.rank() - 2] : b.dims[b.rank() - 1];
   int64_t batch = m * n != 0 ? out.numElements() / (m * n) : 0;
-  return std::make_unique<BatchMatmulKernel>(std::move(backend), batch, m, n, k, ta, tb,
-                                             a.rank() == 2, b.rank() == 2);
+  return withScratch(std::make_unique<BatchMatmulKernel>(std::move(backend), batch, m, n, k, ta, tb,
+                                                         a.rank() == 2, b.rank() == 2),
+                     spec);
 }
 
 // The batch_norm family of synchronized statistics (batch_norm_moments, replica_mean,
@@ -1607,17 +1672,21 @@ public:
       : backend_(std::move(backend)), m_(m), n_(n), k_(k), transposeA_(transposeA),
         transposeB_(transposeB), fused_(fused), relu_(relu) {}
 
+  llvm::Error allocate(const KernelSpec &spec) { return rounding_.reserve(spec, 0); }
+
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
+    auto operands = rounding_.inputs(*backend_, inputs);
+    if (!operands)
+      return operands.takeError();
+    const std::vector<const float *> &in = *operands;
     float *c = floats(outputs[0]);
-    if (auto e =
-            backend_->gemm(transposeB_, transposeA_, n_, m_, k_, floats(inputs[1]),
-                           transposeB_ ? k_ : n_, floats(inputs[0]), transposeA_ ? m_ : k_, c, n_,
-                           /*accumulate=*/false))
+    if (auto e = backend_->gemm(transposeB_, transposeA_, n_, m_, k_, in[1], transposeB_ ? k_ : n_,
+                                in[0], transposeA_ ? m_ : k_, c, n_, /*accumulate=*/false))
       return e;
     if (!fused_)
       return llvm::Error::success();
-    k::BiasActivationArgs a{c, floats(inputs[2]), m_, n_, relu_ ? 1 : 0};
+    k::BiasActivationArgs a{c, in[2], m_, n_, relu_ ? 1 : 0};
     return launch(*backend_, "prism_bias_activation", m_ * n_, a);
   }
 
@@ -1625,14 +1694,13 @@ private:
   std::shared_ptr<GpuBackend> backend_;
   int64_t m_, n_, k_;
   bool transposeA_, transposeB_, fused_, relu_;
+  Rounding rounding_;
 };
 
 KernelOrError makeMatmul(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
   bool fused = spec.op->name() == "fused_matmul";
   if (auto e =
           requireF32(spec, fused ? std::vector<unsigned>{0, 1, 2} : std::vector<unsigned>{0, 1}))
-    return std::move(e);
-  if (auto e = requireF32Compute(spec))
     return std::move(e);
   std::string activation = spec.attrs.getString("activation", "none");
   if (fused && activation != "none" && activation != "relu")
@@ -1643,8 +1711,9 @@ KernelOrError makeMatmul(const KernelSpec &spec, std::shared_ptr<GpuBackend> bac
   bool ta = spec.attrs.getBool("transpose_a"), tb = spec.attrs.getBool("transpose_b");
   int64_t m = ta ? a.dims[1] : a.dims[0], k = ta ? a.dims[0] : a.dims[1];
   int64_t n = tb ? b.dims[0] : b.dims[1];
-  return std::make_unique<MatmulKernel>(std::move(backend), m, n, k, ta, tb, fused,
-                                        activation == "relu");
+  return withScratch(std::make_unique<MatmulKernel>(std::move(backend), m, n, k, ta, tb, fused,
+                                                    activation == "relu"),
+                     spec);
 }
 
 // softmax_cross_entropy and its gradient: a thread per row (position), the mean in row order on

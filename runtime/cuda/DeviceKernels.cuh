@@ -24,6 +24,16 @@
 
 #ifdef PRISM_HOST_KERNELS
 #define PRISM_DEVICE_FUNCTION inline
+inline unsigned int prism_float_bits(float v) {
+  unsigned int bits;
+  __builtin_memcpy(&bits, &v, sizeof bits);
+  return bits;
+}
+inline float prism_bits_float(unsigned int bits) {
+  float v;
+  __builtin_memcpy(&v, &bits, sizeof v);
+  return v;
+}
 inline void prism_atomic_add(float *p, float v) { *p += v; }
 inline int prism_atomic_exch(int *p, int v) {
   int old = *p;
@@ -32,6 +42,10 @@ inline int prism_atomic_exch(int *p, int v) {
 }
 #else
 #define PRISM_DEVICE_FUNCTION __device__ __forceinline__
+__device__ __forceinline__ unsigned int prism_float_bits(float v) { return __float_as_uint(v); }
+__device__ __forceinline__ float prism_bits_float(unsigned int bits) {
+  return __uint_as_float(bits);
+}
 __device__ __forceinline__ void prism_atomic_add(float *p, float v) { atomicAdd(p, v); }
 __device__ __forceinline__ int prism_atomic_exch(int *p, int v) { return atomicExch(p, v); }
 #endif
@@ -39,6 +53,41 @@ __device__ __forceinline__ int prism_atomic_exch(int *p, int v) { return atomicE
 // Element i of an index tensor of i32 (wide = 0) or i64 (wide = 1).
 PRISM_DEVICE_FUNCTION long long prism_index(const void *indices, int wide, long long i) {
   return wide ? ((const long long *)indices)[i] : (long long)((const int *)indices)[i];
+}
+
+// `v` rounded to the nearest bf16 (precision 1) or fp16 (precision 2) value, kept as a float, as
+// ir::roundToPrecision rounds it: ties to even, a NaN stays a quiet NaN, fp16 overflows to
+// infinity and keeps its subnormals (a fixed step of 2^-24). Precision 0 keeps `v`.
+PRISM_DEVICE_FUNCTION float prism_round_to(float v, int precision) {
+  if (precision == 1) {
+    unsigned int bits = prism_float_bits(v);
+    if (v != v)
+      bits = (bits | 0x00400000u) & 0xffff0000u;
+    else
+      bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+    return prism_bits_float(bits);
+  }
+  if (precision != 2 || v != v || v - v != 0.0f) // f32, NaN or infinity
+    return v;
+  float magnitude = fabsf(v);
+  if (magnitude >= 65520.0f) // rounds past the largest fp16, 65504
+    return prism_bits_float((prism_float_bits(v) & 0x80000000u) | 0x7f800000u);
+  int exponent;
+  frexpf(magnitude, &exponent); // magnitude = m 2^exponent, m in [0.5, 1)
+  int step = exponent - 11 > -24 ? exponent - 11 : -24;
+  float quantum = ldexpf(1.0f, step);
+  return copysignf(nearbyintf(magnitude / quantum) * quantum, v);
+}
+
+// out[i] = in[i] rounded to `precision` (prism_round_to).
+struct RoundArgs {
+  float *out;
+  const float *in;
+  long long n;
+  int precision;
+};
+PRISM_KERNEL(prism_round, RoundArgs, a) {
+  PRISM_FOR_EACH(i, a.n) { a.out[i] = prism_round_to(a.in[i], a.precision); }
 }
 
 // out[i] = value, for elements of 1, 4 or 8 bytes (bool, f32/i32, f64/i64), as bit patterns.
@@ -1397,6 +1446,7 @@ PRISM_KERNEL(prism_update_loss_scale, LossScaleArgs, a) {
   X(prism_pad, PadArgs)                                                                            \
   X(prism_cast, CastArgs)                                                                          \
   X(prism_sparse, SparseArgs)                                                                      \
+  X(prism_round, RoundArgs)                                                                        \
   X(prism_mask_counts, SparseArgs)                                                                 \
   X(prism_mask_offsets, SparseArgs)                                                                \
   X(prism_mask_positions, SparseArgs)                                                              \

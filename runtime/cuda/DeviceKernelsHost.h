@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <math.h>
 
 namespace prism::runtime::cuda::kernels {
 using std::cos;

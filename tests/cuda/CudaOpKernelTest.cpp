@@ -6,13 +6,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
 
 #include "frontends/text/Parser.h"
 #include "ir/OpTable.h"
+#include "ir/Precision.h"
 #include "plan/Pipeline.h"
 #include "runtime/cuda/CudaElementwiseKernels.h"
 #include "runtime/cuda/CudaOpKernels.h"
@@ -504,10 +507,10 @@ TEST(GpuOpKernels, AFlaggedLabelStopsTheStepBeforeTheUpdateOnTheGpu) {
 
 TEST(GpuOpKernels, WhatTheyDoNotTakeIsAClearError) {
   auto module = frontends::parseModule(R"(model m {
-  input a : f32[2, 3]
-  input b : f32[3, 2]
+  input table : f64[4, 2]
+  input ids : i32[3]
   input x : f64[2, 2]
-  %p = matmul(a, b, compute = bf16)
+  %p = gather(table, ids)
   %s = sum_like(x, x)
 })",
                                        "case.prism");
@@ -527,8 +530,7 @@ TEST(GpuOpKernels, WhatTheyDoNotTakeIsAClearError) {
     EXPECT_EQ(ir::errorCode(e), ir::ErrorCode::Unsupported);
     errors.push_back(llvm::toString(std::move(e)));
   }
-  EXPECT_EQ(errors[0], "error: the GPU's 'matmul' computes in f32 only, not bf16 (--precision on "
-                       "the GPU is not supported yet)");
+  EXPECT_EQ(errors[0], "error: the GPU's 'gather' takes f32, not f64[4, 2]");
   EXPECT_EQ(errors[1], "error: the GPU's 'sum_like' takes f32, not f64[2, 2]");
 }
 
@@ -658,6 +660,85 @@ TEST(GpuOpKernels, OneByOneConvolutions) {
         << stride;
 }
 
+// Matrix products and convolutions computing in bf16 and fp16: their operands rounded as the
+// CPU's kernels round them (bias and results float32), on both paths of a convolution (its patch
+// matrix, and a 1x1 filter's product of x itself).
+TEST(GpuOpKernels, ProductsAndConvolutionsInReducedPrecision) {
+  for (const char *precision : {"bf16", "fp16"}) {
+    const std::string compute = std::string("compute = ") + precision;
+    EXPECT_GT(expectSameAsCpu(R"(model m {
+  input a : f32[5, 3]
+  input b : f32[3, 4]
+  input bias : f32[4]
+  input x3 : f32[2, 3, 5]
+  input b3 : f32[2, 5, 4]
+  input x : f32[2, 6, 5, 3]
+  input w : f32[3, 3, 3, 4]
+  input w1 : f32[1, 1, 3, 4]
+  %p = matmul(a, b, )" + compute +
+                              R"()
+  %f = fused_matmul(a, b, bias, activation = relu, )" +
+                              compute + R"()
+  %q = batch_matmul(x3, b3, )" +
+                              compute + R"()
+  %y = conv2d(x, w, stride = [2, 1], padding = same, )" +
+                              compute + R"()
+  %y1 = fused_conv2d(x, w1, bias, padding = valid, activation = relu, )" +
+                              compute + R"()
+  %dx = conv2d_backprop_input(%y, w, x, stride = [2, 1], padding = same, )" +
+                              compute + R"()
+  %dw = conv2d_backprop_filter(x, %y, w, stride = [2, 1], padding = same, )" +
+                              compute + R"()
+})"),
+              0)
+        << precision;
+  }
+}
+
+// The device's rounding (prism_round_to) is ir::roundToPrecision's, bit for bit: ties, the
+// largest values, fp16's subnormals and overflow, infinities and NaNs, and random floats.
+TEST(GpuOpKernels, RoundingToBf16AndFp16IsTheCpus) {
+  std::vector<float> values = {0.0f,
+                               -0.0f,
+                               1.0f,
+                               -1.5f,
+                               65504.0f,
+                               65519.0f,
+                               65520.0f,
+                               -70000.0f,
+                               1e-5f,
+                               6e-8f,
+                               3e-8f,
+                               1e-40f,
+                               3.0e38f,
+                               1.00390625f,
+                               1.01171875f,
+                               std::numeric_limits<float>::infinity(),
+                               -std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN()};
+  std::mt19937 random(3);
+  for (int i = 0; i < 20000; ++i) {
+    uint32_t bits = random();
+    float v;
+    std::memcpy(&v, &bits, sizeof v);
+    values.push_back(v);
+    values.push_back(std::ldexp(std::uniform_real_distribution<float>(-1, 1)(random),
+                                std::uniform_int_distribution<int>(-30, 20)(random)));
+  }
+  for (auto [code, precision] :
+       {std::pair{1, ir::ComputePrecision::BF16}, std::pair{2, ir::ComputePrecision::FP16}})
+    for (float v : values) {
+      float device = k::prism_round_to(v, code), host = ir::roundToPrecision(v, precision);
+      uint32_t a, b;
+      std::memcpy(&a, &device, sizeof a);
+      std::memcpy(&b, &host, sizeof b);
+      if (std::isnan(host))
+        EXPECT_TRUE(std::isnan(device)) << v;
+      else
+        ASSERT_EQ(a, b) << "value " << v << " precision " << code;
+    }
+}
+
 // Max pooling where every window is a tie (an input of zeros: the gradient goes to each window's
 // first cell) under `valid` and `same` padding, its gradient, and reshapes.
 TEST(GpuOpKernels, MaxPoolingTiesAndReshapes) {
@@ -681,13 +762,16 @@ TEST(GpuOpKernels, MaxPoolingTiesAndReshapes) {
 const char *const kModels[] = {
     "mlp", "cnn", "embedding_classifier", "lstm_lm", "resnet", "transformer", "resnet18"};
 
-std::unique_ptr<ir::Module> trainingStepOf(const char *name) {
+std::unique_ptr<ir::Module>
+trainingStepOf(const char *name, ir::ComputePrecision precision = ir::ComputePrecision::F32) {
   auto model =
       frontends::parseModuleFile(std::string(PRISM_SOURCE_DIR "/models/") + name + ".prism");
   EXPECT_TRUE(bool(model)) << llvm::toString(model.takeError());
   if (!model)
     return nullptr;
-  llvm::Error compiled = plan::compileTrainingStep(**model);
+  plan::TrainingStepOptions options;
+  options.precision = precision;
+  llvm::Error compiled = plan::compileTrainingStep(**model, options);
   EXPECT_FALSE(bool(compiled)) << llvm::toString(std::move(compiled));
   return std::move(*model);
 }
@@ -735,6 +819,19 @@ TEST(GpuOpKernels, EveryModelsTrainingStepMatchesTheCpuKernelsOpByOp) {
   for (const char *name : kModels) {
     SCOPED_TRACE(name);
     auto model = trainingStepOf(name);
+    ASSERT_TRUE(model);
+    StepContext step;
+    EXPECT_GT(runEveryOpOnBoth(*model, 1e-4, 10, step, /*initialized=*/true), 20);
+  }
+}
+
+// The training steps of cnn (bf16) and mlp (fp16, with dynamic loss scaling) as
+// `--precision` compiles them, op by op against the CPU kernels.
+TEST(GpuOpKernels, TrainingStepsInReducedPrecisionMatchTheCpuKernelsOpByOp) {
+  for (auto [name, precision] : {std::pair{"cnn", ir::ComputePrecision::BF16},
+                                 std::pair{"mlp", ir::ComputePrecision::FP16}}) {
+    SCOPED_TRACE(name);
+    auto model = trainingStepOf(name, precision);
     ASSERT_TRUE(model);
     StepContext step;
     EXPECT_GT(runEveryOpOnBoth(*model, 1e-4, 10, step, /*initialized=*/true), 20);
