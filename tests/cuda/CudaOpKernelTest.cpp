@@ -26,6 +26,7 @@
 #include "runtime/exec/VariableStore.h"
 #include "tests/cpu/ReferenceCheck.h"
 #include "tests/cuda/PtxasCheck.h"
+#include "tests/exec/TinyModel.h"
 
 using namespace prism;
 using namespace prism::runtime;
@@ -470,15 +471,7 @@ TEST(GpuOpKernels, ALabelOutOfRangeIsTheCpusError) {
 TEST(GpuOpKernels, AFlaggedLabelStopsTheStepBeforeTheUpdateOnTheGpu) {
   if (!haveGpu())
     GTEST_SKIP() << "no CUDA device: cuda:0 could not be made";
-  auto module = frontends::parseModule(R"(model tiny {
-  input x : f32[B, 3]
-  input y : i32[B]
-  var w : f32[3, 4] = glorot_uniform
-  %logits = matmul(x, w)
-  %loss = softmax_cross_entropy(%logits, y)
-  minimize %loss with sgd(lr = 0.1)
-})",
-                                       "tiny.prism");
+  auto module = frontends::parseModule(prism::testing::kTinyModel, "tiny.prism");
   ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
   ASSERT_FALSE(bool(plan::compileTrainingStep(**module)));
   auto store = std::make_shared<runtime::VariableStore>();

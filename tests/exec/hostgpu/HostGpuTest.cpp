@@ -263,16 +263,7 @@ TEST(DeviceAccumulation, SparseGradientsSumInHostMemoryAsOnTheCpu) {
 // Training through the trainer on the host-memory GPU: the run reports its device, memory and
 // copies (feeds each step, variables up once and back once), and the CPU reports none.
 TEST(DeviceUse, TrainingReportsTheDevicesMemoryAndCopies) {
-  auto module = testing::compiledModule(R"(model bag {
-  input tokens : i32[B, 3]
-  input y : i32[B]
-  var emb : f32[12, 4] = uniform(min = -0.5, max = 0.5)
-  var out.w : f32[4, 4] = glorot_uniform
-  %pooled = reduce_mean(gather(emb, tokens), axes = [1])
-  %loss = softmax_cross_entropy(matmul(%pooled, out.w), y)
-  minimize %loss with adam(lr = 0.01)
-})",
-                                        "bag.prism");
+  auto module = testing::compiledModule(kBag, "bag.prism");
   ASSERT_TRUE(module);
   auto data = runtime::data::parseDataSpec("zipf:12,tokens=3,classes=4,examples=64");
   ASSERT_TRUE(bool(data)) << llvm::toString(data.takeError());
