@@ -131,10 +131,15 @@ struct Rounding {
     return device->reserveWorkspace(static_cast<size_t>(floats + extra) * sizeof(float));
   }
   float *workspace() const { return static_cast<float *>(device->workspace()); }
-  llvm::Expected<std::vector<const float *>>
-  inputs(GpuBackend &backend, llvm::ArrayRef<const RuntimeValue *> values) const {
-    return operands.operands(backend, workspace(), values);
+  // Sets `in` to the kernel's operands (rounded where planned) for this run.
+  llvm::Error round(GpuBackend &backend, llvm::ArrayRef<const RuntimeValue *> values) {
+    auto pointers = operands.operands(backend, workspace(), values);
+    if (!pointers)
+      return pointers.takeError();
+    in = std::move(*pointers);
+    return llvm::Error::success();
   }
+  std::vector<const float *> in;
 };
 
 template <typename Args>
@@ -612,10 +617,9 @@ public:
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
     // Operands: forward (x, w[, bias]); input (dy, w, x); filter (x, dy, w).
-    auto operands = rounding_.inputs(*backend_, inputs);
-    if (!operands)
-      return operands.takeError();
-    const std::vector<const float *> &in = *operands;
+    if (auto e = rounding_.round(*backend_, inputs))
+      return e;
+    const std::vector<const float *> &in = rounding_.in;
     const float *x = role_ == Role::Input ? nullptr : in[0];
     const float *w = role_ == Role::Filter ? nullptr : in[1];
     const float *dy = role_ == Role::Input ? in[0] : role_ == Role::Filter ? in[1] : nullptr;
@@ -948,11 +952,10 @@ public:
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
-    auto in = rounding_.inputs(*backend_, inputs);
-    if (!in)
-      return in.takeError();
-    return backend_->gemmBatched(tb_, ta_, n_, m_, k_, (*in)[1], tb_ ? k_ : n_,
-                                 sharedB_ ? 0 : k_ * n_, (*in)[0], ta_ ? m_ : k_,
+    if (auto e = rounding_.round(*backend_, inputs))
+      return e;
+    return backend_->gemmBatched(tb_, ta_, n_, m_, k_, rounding_.in[1], tb_ ? k_ : n_,
+                                 sharedB_ ? 0 : k_ * n_, rounding_.in[0], ta_ ? m_ : k_,
                                  sharedA_ ? 0 : m_ * k_, floats(outputs[0]), n_, m_ * n_, batch_);
   }
 
@@ -1676,17 +1679,16 @@ public:
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
-    auto operands = rounding_.inputs(*backend_, inputs);
-    if (!operands)
-      return operands.takeError();
-    const std::vector<const float *> &in = *operands;
+    if (auto e = rounding_.round(*backend_, inputs))
+      return e;
     float *c = floats(outputs[0]);
-    if (auto e = backend_->gemm(transposeB_, transposeA_, n_, m_, k_, in[1], transposeB_ ? k_ : n_,
-                                in[0], transposeA_ ? m_ : k_, c, n_, /*accumulate=*/false))
+    if (auto e = backend_->gemm(transposeB_, transposeA_, n_, m_, k_, rounding_.in[1],
+                                transposeB_ ? k_ : n_, rounding_.in[0], transposeA_ ? m_ : k_, c,
+                                n_, /*accumulate=*/false))
       return e;
     if (!fused_)
       return llvm::Error::success();
-    k::BiasActivationArgs a{c, in[2], m_, n_, relu_ ? 1 : 0};
+    k::BiasActivationArgs a{c, rounding_.in[2], m_, n_, relu_ ? 1 : 0};
     return launch(*backend_, "prism_bias_activation", m_ * n_, a);
   }
 
