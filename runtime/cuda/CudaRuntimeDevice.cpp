@@ -40,6 +40,11 @@ protected:
     return checkCuda(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost),
                      "cudaMemcpy from " + id().str());
   }
+  llvm::Error copyOnDevice(void *dst, const void *src, size_t bytes) override {
+    enter();
+    return checkCuda(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice),
+                     "cudaMemcpy within " + id().str());
+  }
 };
 
 llvm::Expected<std::unique_ptr<Device>> createGpu(ir::DeviceId id, const DeviceOptions &) {

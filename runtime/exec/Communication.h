@@ -29,6 +29,10 @@ public:
                                 llvm::ArrayRef<Tensor *> tensors) = 0;
   // Waits until every all-reduce started is done; the first error of any of them.
   virtual llvm::Error synchronize() { return llvm::Error::success(); }
+  // Whether allReduce(group, bucket, ...) this step leaves its tensors as they are (a group of
+  // one task holding the whole batch), so that a GPU's staged all-reduce need not copy them
+  // through host memory (it copies them on the device and does not call allReduce).
+  virtual bool keepsValues(llvm::StringRef group, int64_t bucket) const { return false; }
   // A PS-held variable as of this step's start.
   virtual llvm::Expected<Tensor> pull(llvm::StringRef variable) = 0;
   // Rows `indices` of a PS-held table as of this step's start: indices.shape + row shape.
@@ -48,6 +52,7 @@ public:
   llvm::Error allReduce(llvm::StringRef, int64_t, llvm::ArrayRef<Tensor *>) override {
     return llvm::Error::success();
   }
+  bool keepsValues(llvm::StringRef, int64_t) const override { return true; }
   llvm::Expected<Tensor> pull(llvm::StringRef variable) override { return noServers(variable); }
   llvm::Expected<Tensor> pullRows(llvm::StringRef variable, const Tensor &) override {
     return noServers(variable);

@@ -51,7 +51,7 @@ public:
   // A tensor's elements on the host: the tensor itself where it already is there.
   llvm::Expected<Tensor> toHost(const Tensor &tensor);
   // Copies `src` into `dst`, tensors of equal size each on the host or on this device (a copy
-  // between the two is counted; one within the host is a plain copy).
+  // between the two is counted; one within the host, or within the device, is not).
   llvm::Error copyInto(Tensor &dst, const Tensor &src);
   const CopyCounters &copies() const { return copies_; }
 
@@ -69,6 +69,9 @@ protected:
   // Copies `bytes` from host memory to this device's memory, or back.
   virtual llvm::Error copyToDevice(void *dst, const void *src, size_t bytes) = 0;
   virtual llvm::Error copyToHost(void *dst, const void *src, size_t bytes) = 0;
+  // Copies `bytes` within this device's memory (a device whose memory is the host's never gets
+  // here: its copies are plain).
+  virtual llvm::Error copyOnDevice(void *dst, const void *src, size_t bytes) = 0;
 
 private:
   ir::DeviceId id_;
@@ -88,6 +91,7 @@ public:
 protected:
   llvm::Error copyToDevice(void *dst, const void *src, size_t bytes) override;
   llvm::Error copyToHost(void *dst, const void *src, size_t bytes) override;
+  llvm::Error copyOnDevice(void *dst, const void *src, size_t bytes) override;
 
 private:
   int threads_;

@@ -54,20 +54,26 @@ public:
   }
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
+    // Values the all-reduce keeps (a sole worker's), and an evaluation step's, stay where they
+    // are.
+    if ((step_ && !step_->training()) ||
+        communication_.keepsValues(attrs_.getString("group"), attrs_.getInt("bucket"))) {
+      for (size_t i = 0; i < outputs.size(); ++i)
+        if (auto e = device_.copyInto(outputs[i]->dense, inputs[i]->dense))
+          return e;
+      return llvm::Error::success();
+    }
     std::vector<Tensor *> tensors;
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (auto e = device_.copyInto(staging_[i], inputs[i]->dense))
         return e;
       tensors.push_back(&staging_[i]);
     }
-    // An evaluation step runs on one task alone: its values are its own (as on the CPU).
-    if (!step_ || step_->training()) {
-      if (auto e =
-              communication_.allReduce(attrs_.getString("group"), attrs_.getInt("bucket"), tensors))
-        return e;
-      if (auto e = communication_.synchronize())
-        return e;
-    }
+    if (auto e =
+            communication_.allReduce(attrs_.getString("group"), attrs_.getInt("bucket"), tensors))
+      return e;
+    if (auto e = communication_.synchronize())
+      return e;
     for (size_t i = 0; i < outputs.size(); ++i)
       if (auto e = device_.copyInto(outputs[i]->dense, staging_[i]))
         return e;

@@ -220,6 +220,17 @@ llvm::Error WorkerCommunication::finishStep() {
   return e;
 }
 
+// What allReduce leaves as it is: a loss kept local, and a sole worker's values when it holds the
+// whole batch, unless they are compressed or carry the membership probe.
+bool WorkerCommunication::keepsValues(llvm::StringRef group, int64_t bucket) const {
+  if (group != ir::kWorkerGroup)
+    return false;
+  if (bucket == ir::kLossBucket)
+    return localLoss_ || (!probe_ && collective_->size() == 1 && examples_ == globalExamples_);
+  return collective_->size() == 1 && examples_ == globalExamples_ &&
+         compression_.precision == ir::ComputePrecision::F32;
+}
+
 llvm::Error WorkerCommunication::allReduce(llvm::StringRef group, int64_t bucket,
                                            llvm::ArrayRef<Tensor *> tensors) {
   if (group != ir::kWorkerGroup)

@@ -51,6 +51,7 @@ public:
   llvm::Error push(llvm::StringRef variable, const runtime::RuntimeValue &gradient) override;
   llvm::Expected<const runtime::RuntimeValue *> gradient(llvm::StringRef variable) override;
   llvm::Error synchronize() override;
+  bool keepsValues(llvm::StringRef group, int64_t bucket) const override;
 
   ps::PsClient *psClient() { return ps_.get(); }
   // Local aggregation (ps/HostAggregator.h): from now on, the pulls and the push of each step go

@@ -47,12 +47,14 @@ public:
   llvm::Expected<const RuntimeValue *> gradient(llvm::StringRef) override {
     return ir::makeError("no gradients here");
   }
+  bool keepsValues(llvm::StringRef, int64_t) const override { return keeps; }
 
   Tensor table{ir::DType::F32, {4, 2}};
   std::vector<std::string> groups;
   std::vector<Tensor *> pendingTensors;
   int synchronized = 0;
   std::vector<std::pair<std::string, RuntimeValue>> pushed;
+  bool keeps = false; // a sole worker's all-reduce
 };
 
 // The family as the GPU path registers it, under the `cuda` kind (no GPU is needed to build the
@@ -125,6 +127,16 @@ TEST(StagedCommunication, AnAllReduceWaitsForItsRingBeforeCopyingBack) {
   ASSERT_FALSE(bool(evalKernel->run({&a, &c}, {&outA, &outC})));
   EXPECT_EQ(communication.synchronized, 1);
   EXPECT_EQ(outA.dense.data<float>()[2], 3.0f);
+
+  // An all-reduce that keeps the values (a sole worker holding the whole batch) copies them on
+  // the device and never reaches the ring.
+  communication.keeps = true;
+  RuntimeValue keptA = filled({3}, 0), keptC = filled({2}, 0);
+  ASSERT_FALSE(bool(kernel->run({&a, &c}, {&keptA, &keptC})));
+  EXPECT_EQ(communication.groups.size(), 1u);
+  EXPECT_EQ(communication.synchronized, 1);
+  EXPECT_EQ(keptA.dense.data<float>()[2], 3.0f);
+  EXPECT_EQ(keptC.dense.data<float>()[1], 11.0f);
 }
 
 TEST(StagedCommunication, PullsRowPullsAndPushesGoThroughTheHost) {

@@ -48,6 +48,10 @@ protected:
     std::memcpy(dst, src, bytes);
     return llvm::Error::success();
   }
+  llvm::Error copyOnDevice(void *dst, const void *src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    return llvm::Error::success();
+  }
 };
 
 // The CPU's kernel of an op; the cross-entropy ones keep their error for `check`.
@@ -306,6 +310,25 @@ TEST(DeviceUse, TrainingReportsTheDevicesMemoryAndCopies) {
     EXPECT_EQ(std::memcmp(a->raw(), b->raw(), static_cast<size_t>(a->numBytes())), 0)
         << var->name();
   }
+}
+
+// A copy within the device (a sole worker's all-reduce keeps its values there) is not a copy
+// between host and device: it is not counted.
+TEST(DeviceUse, ACopyWithinTheDeviceIsNotCounted) {
+  HostMemoryGpu gpu;
+  auto a = gpu.allocateTensor(ir::DType::F32, {3});
+  auto b = gpu.allocateTensor(ir::DType::F32, {3});
+  ASSERT_TRUE(a && b);
+  Tensor host(ir::DType::F32, {3});
+  for (int i = 0; i < 3; ++i)
+    host.data<float>()[i] = static_cast<float>(i + 1);
+  ASSERT_FALSE(bool(gpu.copyInto(*a, host)));
+  ASSERT_FALSE(bool(gpu.copyInto(*b, *a)));
+  EXPECT_EQ(gpu.copies().toDeviceCopies, 1);
+  EXPECT_EQ(gpu.copies().toHostCopies, 0);
+  auto back = gpu.toHost(*b);
+  ASSERT_TRUE(bool(back));
+  EXPECT_EQ(back->data<float>()[2], 3.0f);
 }
 
 } // namespace

@@ -1,0 +1,56 @@
+// A worker's communication (runtime/job/WorkerCommunication.h) over a real one-rank Gloo group:
+// what an all-reduce keeps as it is (so a GPU's staged all-reduce copies nothing through the
+// host) and what it does not.
+#include <gtest/gtest.h>
+
+#include "ir/Collectives.h"
+#include "runtime/job/WorkerCommunication.h"
+#include "tests/dist/DistTestSupport.h"
+
+using namespace prism;
+using namespace prism::runtime;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::unique_ptr<dist::Collective> soleRank(dist::CoordinatorClient &client) {
+  auto collective = dist::Collective::create(client, "workers", 0, 1, "127.0.0.1", 10s);
+  EXPECT_TRUE(bool(collective)) << llvm::toString(collective.takeError());
+  return collective ? std::move(*collective) : nullptr;
+}
+
+} // namespace
+
+TEST(WorkerCommunication, ASoleWorkerWithTheWholeBatchKeepsItsValues) {
+  auto coordinator = dist::testing::startCoordinator(1);
+  ASSERT_TRUE(coordinator);
+  dist::CoordinatorClient client(dist::testing::clientOptions(coordinator->address(), "worker:0"));
+  ASSERT_FALSE(bool(client.registerTask()));
+  auto collective = soleRank(client);
+  ASSERT_TRUE(collective);
+  job::WorkerCommunication communication(0, std::move(collective), nullptr);
+  communication.beginStep(0, 8, 8);
+  EXPECT_TRUE(communication.keepsValues(ir::kWorkerGroup, 0));
+  EXPECT_TRUE(communication.keepsValues(ir::kWorkerGroup, ir::kLossBucket));
+  EXPECT_FALSE(communication.keepsValues("towers", 0)); // a group it does not know
+
+  // A share of a larger batch is weighted: the values change.
+  communication.beginStep(1, 8, 16);
+  EXPECT_FALSE(communication.keepsValues(ir::kWorkerGroup, 0));
+  Tensor t(ir::DType::F32, {2});
+  t.data<float>()[0] = 2;
+  t.data<float>()[1] = 4;
+  ASSERT_FALSE(bool(communication.allReduce(ir::kWorkerGroup, 0, {&t})));
+  ASSERT_FALSE(bool(communication.synchronize()));
+  EXPECT_EQ(t.data<float>()[1], 2.0f); // 8 of 16 examples: half
+
+  // Compressed gradients are coded even alone; the loss is not compressed.
+  job::Compression halves;
+  halves.precision = ir::ComputePrecision::BF16;
+  auto again = soleRank(client);
+  ASSERT_TRUE(again);
+  job::WorkerCommunication compressed(0, std::move(again), nullptr, halves);
+  compressed.beginStep(0, 8, 8);
+  EXPECT_FALSE(compressed.keepsValues(ir::kWorkerGroup, 0));
+  EXPECT_TRUE(compressed.keepsValues(ir::kWorkerGroup, ir::kLossBucket));
+}
