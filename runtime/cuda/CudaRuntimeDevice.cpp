@@ -22,6 +22,22 @@ public:
     return std::shared_ptr<void>(memory, [](void *p) { cudaFree(p); });
   }
 
+  // Page-locked host memory: copies to and from it run at the bus's speed.
+  llvm::Expected<Tensor> allocateStaging(ir::DType dtype, std::vector<int64_t> shape) override {
+    int64_t elements = 1;
+    for (int64_t d : shape)
+      elements *= d;
+    const size_t bytes = std::max<size_t>(static_cast<size_t>(elements * ir::dtypeBytes(dtype)), 1);
+    enter();
+    void *memory = nullptr;
+    if (auto err = checkCuda(cudaHostAlloc(&memory, bytes, cudaHostAllocDefault),
+                             "cudaHostAlloc(" + llvm::Twine(bytes) + ") for " + id().str()))
+      return ir::makeError(ir::ErrorCode::ResourceExhausted, ir::messageOf(std::move(err)));
+    return Tensor::view(dtype, std::move(shape),
+                        std::shared_ptr<void>(memory, [](void *p) { cudaFreeHost(p); }), 0,
+                        ir::DeviceId{});
+  }
+
   void enter() override { cudaSetDevice(id().index); }
 
   llvm::Error synchronize() override {

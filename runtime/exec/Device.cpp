@@ -33,6 +33,10 @@ llvm::Error Device::reserveWorkspace(size_t bytes) {
   return llvm::Error::success();
 }
 
+llvm::Expected<Tensor> Device::allocateStaging(ir::DType dtype, std::vector<int64_t> shape) {
+  return Tensor(dtype, std::move(shape));
+}
+
 llvm::Expected<Tensor> Device::toDevice(const Tensor &tensor) {
   if (tensor.device() == id_ || tensor.empty())
     return tensor;

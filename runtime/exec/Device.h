@@ -41,6 +41,9 @@ public:
   virtual llvm::Expected<std::shared_ptr<void>> allocate(size_t bytes) = 0;
   // A tensor of this device's memory.
   llvm::Expected<Tensor> allocateTensor(ir::DType dtype, std::vector<int64_t> shape);
+  // A tensor of host memory that this device copies to and from fastest (a GPU's page-locked
+  // memory), for buffers that stage values every step; plain host memory by default.
+  virtual llvm::Expected<Tensor> allocateStaging(ir::DType dtype, std::vector<int64_t> shape);
   // Makes this device the one the calling thread's kernels run on (CPU: OpenMP threads).
   virtual void enter() {}
   // Waits for everything queued on the device.

@@ -43,14 +43,21 @@ protected:
   const StepContext *step_;
 };
 
-// all_reduce: the inputs to host buffers, the ring, the results back to the device.
+// all_reduce: the inputs to host buffers (the device's staging memory, page-locked on a GPU),
+// the ring, the results back to the device.
 class StagedAllReduce final : public StagedKernel {
 public:
-  explicit StagedAllReduce(const KernelSpec &spec) : StagedKernel(spec) {
+  explicit StagedAllReduce(const KernelSpec &spec) : StagedKernel(spec) {}
+
+  llvm::Error allocate(const KernelSpec &spec) {
     for (const ir::TensorType &type : spec.inputTypes) {
-      std::vector<int64_t> shape(type.dims.begin(), type.dims.end());
-      staging_.emplace_back(type.dtype, shape);
+      auto buffer = device_.allocateStaging(
+          type.dtype, std::vector<int64_t>(type.dims.begin(), type.dims.end()));
+      if (!buffer)
+        return buffer.takeError();
+      staging_.push_back(std::move(*buffer));
     }
+    return llvm::Error::success();
   }
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
@@ -137,10 +144,19 @@ template <typename K> KernelOrError makeStaged(const KernelSpec &spec) {
   return std::make_unique<K>(spec);
 }
 
+KernelOrError makeStagedAllReduce(const KernelSpec &spec) {
+  auto made = makeStaged<StagedAllReduce>(spec);
+  if (!made)
+    return made.takeError();
+  if (auto e = static_cast<StagedAllReduce &>(**made).allocate(spec))
+    return std::move(e);
+  return made;
+}
+
 } // namespace
 
 void registerStagedCommunicationKernels(KernelRegistry &registry) {
-  registry.add("all_reduce", makeStaged<StagedAllReduce>);
+  registry.add("all_reduce", makeStagedAllReduce);
   registry.add("ps_pull", makeStaged<StagedPull>);
   registry.add("ps_pull_rows", makeStaged<StagedPull>);
   registry.add("ps_push", makeStaged<StagedPush>);
