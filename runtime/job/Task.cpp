@@ -365,11 +365,15 @@ std::unique_ptr<ElasticWorker> makeElasticWorker(const plan::Plan &plan, const p
   return std::make_unique<ElasticWorker>(client, communication, std::move(elastic));
 }
 
-// After training: a worker that did not wait for the others says what it ran and marks itself
-// finished; rank 0 prints the job's `done:` line and ends the job.
+// After training: a GPU worker says what its device took; a worker that did not wait for the
+// others says what it ran and marks itself finished; rank 0 prints the job's `done:` line and
+// ends the job.
 llvm::Error announceWorkerEnd(const plan::Task &task, dist::CoordinatorClient &client,
                               const JobOptions &options, const WorkerCommunication &communication,
                               const train::TrainResult &result, bool synchronized, bool rankZero) {
+  // A GPU worker's memory and copies (nothing for a CPU's).
+  if (std::string use = train::describeDeviceUse(result.device); !use.empty() && !options.quiet)
+    llvm::outs() << task.name() << " on " << use << "\n";
   if (!synchronized) {
     if (!options.quiet)
       llvm::outs() << task.name() << ": " << result.steps << " steps run, "
@@ -471,9 +475,6 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
   auto result = train::train(**module, *train);
   if (!result)
     return result.takeError();
-  // A GPU worker's memory and copies (nothing for a CPU's).
-  if (std::string use = train::describeDeviceUse(result->device); !use.empty() && !options.quiet)
-    llvm::outs() << task.name() << " on " << use << "\n";
   // Rank 0 at the end: worker:0, unless elastic membership gave its duties to another.
   if (auto e = announceWorkerEnd(task, client, options, communication, *result, sync.exact(),
                                  elastic ? elastic->rank() == 0 : task.index() == 0))
