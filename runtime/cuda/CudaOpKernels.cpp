@@ -61,85 +61,63 @@ template <typename K> KernelOrError withScratch(std::unique_ptr<K> kernel, const
   return std::unique_ptr<Kernel>(std::move(kernel));
 }
 
-// Reduced precision (`compute = bf16|fp16`, ir/Precision.h): the operands an op reads in it
-// (OpDef::readsInComputePrecision) are rounded as ir::roundToPrecision rounds them into the
-// device's workspace before the float32 products, as the CPU's kernels and the reference round
-// them: products of rounded values are exact in float32, and sums stay float32. (Tensor cores
-// are not used: the speed is float32's.)
-class RoundedOperands {
+// Reduced precision (`compute = bf16|fp16`, ir/Precision.h) for a matrix product's kernel: the
+// operands the op reads in it (OpDef::readsInComputePrecision) are rounded as
+// ir::roundToPrecision rounds them into the device's workspace before the float32 products, as
+// the CPU's kernels and the reference round them: products of rounded values are exact in
+// float32, and sums stay float32. (Tensor cores are not used: the speed is float32's.) The
+// kernel's own scratch follows the rounded copies in the workspace.
+class Rounding {
 public:
-  // Plans the rounded copies from the workspace's start; returns the floats they take.
-  int64_t plan(const KernelSpec &spec) {
-    switch (ir::computePrecision(*spec.op)) {
-    case ir::ComputePrecision::F32:
-      return 0;
-    case ir::ComputePrecision::BF16:
-      precision_ = 1;
-      break;
-    case ir::ComputePrecision::FP16:
-      precision_ = 2;
-      break;
-    }
-    int64_t at = 0;
-    for (unsigned i = 0; i < spec.inputTypes.size(); ++i)
+  // Plans the rounded copies and reserves them, with `extra` floats after them.
+  llvm::Error reserve(const KernelSpec &spec, int64_t extra) {
+    if (!spec.device)
+      return ir::makeError(ir::ErrorCode::Internal, "a GPU kernel built without its device");
+    device_ = spec.device;
+    const ir::ComputePrecision precision = ir::computePrecision(*spec.op);
+    precision_ = precision == ir::ComputePrecision::BF16   ? 1
+                 : precision == ir::ComputePrecision::FP16 ? 2
+                                                           : 0;
+    for (unsigned i = 0; precision_ != 0 && i < spec.inputTypes.size(); ++i)
       if (spec.op->def().readsInComputePrecision(i)) {
-        slots_.push_back({i, at, spec.inputTypes[i].numElements()});
-        at += spec.inputTypes[i].numElements();
+        slots_.push_back({i, floats_, spec.inputTypes[i].numElements()});
+        floats_ += spec.inputTypes[i].numElements();
       }
-    return at;
+    if (floats_ + extra == 0)
+      return llvm::Error::success();
+    return device_->reserveWorkspace(static_cast<size_t>(floats_ + extra) * sizeof(float));
   }
 
-  // Operand i's floats: its rounded copy in `workspace` where planned, else its own.
-  llvm::Expected<std::vector<const float *>>
-  operands(GpuBackend &backend, float *workspace,
-           llvm::ArrayRef<const RuntimeValue *> inputs) const {
-    std::vector<const float *> pointers;
-    for (const RuntimeValue *v : inputs)
-      pointers.push_back(static_cast<const float *>(v->dense.raw()));
+  // This run's operands: the rounded copies where planned, else their own floats (operand(i)).
+  llvm::Error round(GpuBackend &backend, llvm::ArrayRef<const RuntimeValue *> values) {
+    in_.clear();
+    for (const RuntimeValue *v : values)
+      in_.push_back(static_cast<const float *>(v->dense.raw()));
     for (const Slot &slot : slots_) {
-      k::RoundArgs a{workspace + slot.offset, pointers[slot.operand], slot.count, precision_};
+      k::RoundArgs a{workspace() + slot.offset, in_[slot.operand], slot.count, precision_};
       if (auto e = backend.launch("prism_round", slot.count, &a))
-        return std::move(e);
-      pointers[slot.operand] = a.out;
+        return e;
+      in_[slot.operand] = a.out;
     }
-    return pointers;
+    return llvm::Error::success();
   }
+
+  const float *operand(size_t i) const { return in_[i]; }
+  // The workspace after the rounded copies: the kernel's own part.
+  float *extra() const { return workspace() + floats_; }
 
 private:
+  float *workspace() const { return static_cast<float *>(device_->workspace()); }
+
   struct Slot {
     unsigned operand;
     int64_t offset, count;
   };
-  int precision_ = 0;
+  Device *device_ = nullptr;
+  int precision_ = 0; // prism_round_to's: 1 bf16, 2 fp16
+  int64_t floats_ = 0;
   std::vector<Slot> slots_;
-};
-
-// A matrix product's kernel state for reduced precision: its rounded operands planned, and
-// `extra` floats after them, reserved in the device's workspace.
-struct Rounding {
-  Device *device = nullptr;
-  RoundedOperands operands;
-  int64_t floats = 0; // the rounded copies' floats (the kernel's own part of the workspace after)
-
-  llvm::Error reserve(const KernelSpec &spec, int64_t extra) {
-    if (!spec.device)
-      return ir::makeError(ir::ErrorCode::Internal, "a GPU kernel built without its device");
-    device = spec.device;
-    floats = operands.plan(spec);
-    if (floats + extra == 0)
-      return llvm::Error::success();
-    return device->reserveWorkspace(static_cast<size_t>(floats + extra) * sizeof(float));
-  }
-  float *workspace() const { return static_cast<float *>(device->workspace()); }
-  // Sets `in` to the kernel's operands (rounded where planned) for this run.
-  llvm::Error round(GpuBackend &backend, llvm::ArrayRef<const RuntimeValue *> values) {
-    auto pointers = operands.operands(backend, workspace(), values);
-    if (!pointers)
-      return pointers.takeError();
-    in = std::move(*pointers);
-    return llvm::Error::success();
-  }
-  std::vector<const float *> in;
+  std::vector<const float *> in_;
 };
 
 template <typename Args>
@@ -619,12 +597,13 @@ public:
     // Operands: forward (x, w[, bias]); input (dy, w, x); filter (x, dy, w).
     if (auto e = rounding_.round(*backend_, inputs))
       return e;
-    const std::vector<const float *> &in = rounding_.in;
-    const float *x = role_ == Role::Input ? nullptr : in[0];
-    const float *w = role_ == Role::Filter ? nullptr : in[1];
-    const float *dy = role_ == Role::Input ? in[0] : role_ == Role::Filter ? in[1] : nullptr;
+    const float *x = role_ == Role::Input ? nullptr : rounding_.operand(0);
+    const float *w = role_ == Role::Filter ? nullptr : rounding_.operand(1);
+    const float *dy = role_ == Role::Input    ? rounding_.operand(0)
+                      : role_ == Role::Filter ? rounding_.operand(1)
+                                              : nullptr;
     float *out = floats(outputs[0]);
-    float *patches = direct_ ? nullptr : rounding_.workspace() + rounding_.floats;
+    float *patches = direct_ ? nullptr : rounding_.extra();
     for (int64_t first = 0; first < g_.n; first += chunk_) {
       const int64_t count = std::min<int64_t>(chunk_, g_.n - first);
       if (auto e = part(x, w, dy, out, patches, first, count))
@@ -954,8 +933,8 @@ public:
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
     if (auto e = rounding_.round(*backend_, inputs))
       return e;
-    return backend_->gemmBatched(tb_, ta_, n_, m_, k_, rounding_.in[1], tb_ ? k_ : n_,
-                                 sharedB_ ? 0 : k_ * n_, rounding_.in[0], ta_ ? m_ : k_,
+    return backend_->gemmBatched(tb_, ta_, n_, m_, k_, rounding_.operand(1), tb_ ? k_ : n_,
+                                 sharedB_ ? 0 : k_ * n_, rounding_.operand(0), ta_ ? m_ : k_,
                                  sharedA_ ? 0 : m_ * k_, floats(outputs[0]), n_, m_ * n_, batch_);
   }
 
@@ -1682,13 +1661,13 @@ public:
     if (auto e = rounding_.round(*backend_, inputs))
       return e;
     float *c = floats(outputs[0]);
-    if (auto e = backend_->gemm(transposeB_, transposeA_, n_, m_, k_, rounding_.in[1],
-                                transposeB_ ? k_ : n_, rounding_.in[0], transposeA_ ? m_ : k_, c,
-                                n_, /*accumulate=*/false))
+    if (auto e = backend_->gemm(transposeB_, transposeA_, n_, m_, k_, rounding_.operand(1),
+                                transposeB_ ? k_ : n_, rounding_.operand(0), transposeA_ ? m_ : k_,
+                                c, n_, /*accumulate=*/false))
       return e;
     if (!fused_)
       return llvm::Error::success();
-    k::BiasActivationArgs a{c, rounding_.in[2], m_, n_, relu_ ? 1 : 0};
+    k::BiasActivationArgs a{c, rounding_.operand(2), m_, n_, relu_ ? 1 : 0};
     return launch(*backend_, "prism_bias_activation", m_ * n_, a);
   }
 
