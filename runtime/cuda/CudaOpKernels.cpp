@@ -140,25 +140,58 @@ llvm::Error scratch(Tensor &into, const KernelSpec &spec, ir::DType dtype, int64
   return llvm::Error::success();
 }
 
-// What a kernel's launches wrote to its flag (a row or element + 1 where the input was bad, or
-// 0): read back once the device has run them (Kernel::check).
-llvm::Expected<int64_t> flagOf(Device &device, const Tensor &flag) {
-  auto value = device.toHost(flag);
-  if (!value)
-    return value.takeError();
-  return *value->data<int64_t>();
+// An 8-byte flag on the device that a kernel's launches raise on bad input (the bad element's
+// position + 1), cleared before each run and read back by the kernel's `check` (Kernel::
+// checksLater), with the input whose element it names.
+class DeviceFlag {
+public:
+  llvm::Error allocate(const KernelSpec &spec) { return scratch(flag_, spec, ir::DType::I64, 1); }
+
+  // Before a run: clears the flag (a launch) and keeps `input` for the message; the flag's
+  // address for the run's launches.
+  llvm::Expected<long long *> clear(GpuBackend &backend, const Tensor &input) {
+    input_ = input;
+    auto *flag = static_cast<long long *>(flag_.raw());
+    if (auto e = launch(backend, "prism_fill", 1, k::FillArgs{flag, 0, 1, 8}))
+      return std::move(e);
+    return flag;
+  }
+
+  // After the run: the flagged position (-1 when none was) and the kept input on the host.
+  struct Raised {
+    int64_t at = -1;
+    Tensor input;
+  };
+  llvm::Expected<Raised> read(Device &device) const {
+    auto flag = device.toHost(flag_);
+    if (!flag)
+      return flag.takeError();
+    Raised raised;
+    raised.at = *flag->data<int64_t>() - 1;
+    if (raised.at < 0)
+      return raised;
+    auto input = device.toHost(input_);
+    if (!input)
+      return input.takeError();
+    raised.input = std::move(*input);
+    return raised;
+  }
+
+private:
+  Tensor flag_, input_;
+};
+
+// Element `at` of an index tensor on the host (i32, or i64 where `wide`).
+int64_t indexAt(const Tensor &indices, bool wide, int64_t at) {
+  return wide ? indices.data<int64_t>()[at] : indices.data<int32_t>()[at];
 }
 
-// The CPU's error for element `at` of `indices` (i32, or i64 where `wide`) outside [0, rows) of
-// `what`, the index read back from the device.
-llvm::Error indexError(Device &device, const Tensor &indices, bool wide, int64_t at, int64_t rows,
+// The CPU's error for a flagged index outside [0, rows) of `what`.
+llvm::Error indexError(const DeviceFlag::Raised &raised, bool wide, int64_t rows,
                        const llvm::Twine &what) {
-  auto host = device.toHost(indices);
-  if (!host)
-    return host.takeError();
-  const int64_t index = wide ? host->data<int64_t>()[at] : host->data<int32_t>()[at];
-  return ir::makeError("index " + llvm::Twine(index) + " (element " + llvm::Twine(at) +
-                       " of the indices) is outside [0, " + llvm::Twine(rows) + ") for " + what);
+  return ir::makeError("index " + llvm::Twine(indexAt(raised.input, wide, raised.at)) +
+                       " (element " + llvm::Twine(raised.at) + " of the indices) is outside [0, " +
+                       llvm::Twine(rows) + ") for " + what);
 }
 
 // A kernel of one launch: its argument struct, fixed when built but for the pointers `bind`
@@ -446,7 +479,7 @@ public:
   }
 
   llvm::Error allocate(const KernelSpec &spec) {
-    if (auto e = scratch(bad_, spec, ir::DType::I64, 1))
+    if (auto e = bad_.allocate(spec))
       return e;
     if (!gradient_)
       return llvm::Error::success();
@@ -461,13 +494,12 @@ public:
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
-    auto *bad = static_cast<long long *>(bad_.raw());
-    if (auto e = launch(*backend_, "prism_fill", 1, k::FillArgs{bad, 0, 1, 8}))
-      return e;
+    auto bad = bad_.clear(*backend_, inputs[1]->dense);
+    if (!bad)
+      return bad.takeError();
     k::GatherArgs a = args_;
     a.indices = inputs[1]->dense.raw();
-    lastIndices_ = inputs[1]->dense;
-    a.bad = bad;
+    a.bad = *bad;
     if (gradient_) {
       a.flatIndices = static_cast<long long *>(indices_.raw());
     } else {
@@ -491,11 +523,11 @@ public:
 
   bool checksLater() const override { return true; }
   llvm::Error check() override {
-    auto flag = flagOf(*device_, bad_);
-    if (!flag)
-      return flag.takeError();
-    if (int64_t at = *flag - 1; at >= 0)
-      return indexError(*device_, lastIndices_, args_.wide != 0, at, args_.tableRows,
+    auto raised = bad_.read(*device_);
+    if (!raised)
+      return raised.takeError();
+    if (raised->at >= 0)
+      return indexError(*raised, args_.wide != 0, args_.tableRows,
                         gradient_ ? "num_rows = " + llvm::Twine(args_.tableRows)
                                   : "a table of " + llvm::Twine(args_.tableRows) + " rows");
     return llvm::Error::success();
@@ -507,8 +539,8 @@ private:
   bool gradient_;
   k::GatherArgs args_{};
   std::vector<int64_t> rowsShape_;
-  Tensor bad_, indices_, rows_;
-  Tensor lastIndices_; // the last run's indices
+  DeviceFlag bad_;
+  Tensor indices_, rows_;
 };
 
 KernelOrError makeGather(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
@@ -1358,39 +1390,35 @@ public:
     args_.finalFactor = schedule.finalFactor;
   }
 
-  llvm::Error allocate(const KernelSpec &spec) { return scratch(bad_, spec, ir::DType::I64, 1); }
+  llvm::Error allocate(const KernelSpec &spec) { return bad_.allocate(spec); }
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
-    auto *bad = static_cast<long long *>(bad_.raw());
-    if (auto e = launch(*backend_, "prism_fill", 1, k::FillArgs{bad, 0, 1, 8}))
-      return e;
+    auto bad = bad_.clear(*backend_, inputs[0]->dense);
+    if (!bad)
+      return bad.takeError();
     k::LrScheduleArgs a = args_;
     a.out = floats(outputs[0]);
     a.step = floats(inputs[0]);
-    a.bad = bad;
-    step_ = inputs[0]->dense;
+    a.bad = *bad;
     return launch(*backend_, "prism_lr_schedule", 1, a);
   }
 
   bool checksLater() const override { return true; }
   llvm::Error check() override {
-    auto flag = flagOf(*device_, bad_);
-    if (!flag)
-      return flag.takeError();
-    if (*flag == 0)
+    auto raised = bad_.read(*device_);
+    if (!raised)
+      return raised.takeError();
+    if (raised->at < 0)
       return llvm::Error::success();
-    auto step = device_->toHost(step_);
-    if (!step)
-      return step.takeError();
-    return ir::stepNumber(static_cast<double>(*step->data<float>())).takeError();
+    return ir::stepNumber(static_cast<double>(*raised->input.data<float>())).takeError();
   }
 
 private:
   std::shared_ptr<GpuBackend> backend_;
   Device *device_;
   k::LrScheduleArgs args_{};
-  Tensor bad_, step_; // step_: the last run's step count
+  DeviceFlag bad_;
 };
 
 KernelOrError makeLrSchedule(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
@@ -1473,9 +1501,10 @@ public:
   }
 
   llvm::Error allocate(const KernelSpec &spec) {
-    for (Tensor *t : {&bad_, &total_})
-      if (auto e = scratch(*t, spec, ir::DType::I64, 1))
-        return e;
+    if (auto e = bad_.allocate(spec))
+      return e;
+    if (auto e = scratch(total_, spec, ir::DType::I64, 1))
+      return e;
     if (name_ != "sparse_from_dense")
       return llvm::Error::success();
     parts_ = sumParts(1, tableRows_, 256);
@@ -1506,11 +1535,11 @@ public:
   llvm::Error check() override {
     if (!checksLater())
       return llvm::Error::success();
-    auto flag = flagOf(*device_, bad_);
-    if (!flag)
-      return flag.takeError();
-    if (int64_t at = *flag - 1; at >= 0)
-      return indexError(*device_, scattered_, true, at, tableRows_,
+    auto raised = bad_.read(*device_);
+    if (!raised)
+      return raised.takeError();
+    if (raised->at >= 0)
+      return indexError(*raised, true, tableRows_,
                         "a sparse value of " + llvm::Twine(tableRows_) + " rows");
     return llvm::Error::success();
   }
@@ -1521,9 +1550,7 @@ private:
     k::SparseArgs a{};
     a.dense = static_cast<float *>(dense.raw());
     a.indices = static_cast<const long long *>(s.indices.raw());
-    scattered_ = s.indices;
     a.rows = static_cast<const float *>(s.dense.raw());
-    a.bad = static_cast<long long *>(bad_.raw());
     a.count = s.numRows();
     a.rowSize = rowSize_;
     a.tableRows = tableRows_;
@@ -1531,8 +1558,10 @@ private:
     if (auto e = launch(*backend_, "prism_fill", dense.numElements(),
                         k::FillArgs{dense.raw(), 0, dense.numElements(), 4}))
       return e;
-    if (auto e = launch(*backend_, "prism_fill", 1, k::FillArgs{a.bad, 0, 1, 8}))
-      return e;
+    auto bad = bad_.clear(*backend_, s.indices);
+    if (!bad)
+      return bad.takeError();
+    a.bad = *bad;
     return launch(*backend_, "prism_sparse", a.count * (a.op == 0 ? rowSize_ : 1), a);
   }
 
@@ -1616,8 +1645,8 @@ private:
   std::vector<int64_t> denseDims_;
   int64_t tableRows_ = 0, rowSize_ = 1, capacity_ = 0;
   int64_t parts_ = 1; // sparse_from_dense: the mask's rows in this many ranges
-  Tensor bad_, total_, position_, partCounts_;
-  Tensor scattered_; // the last scatter's indices
+  DeviceFlag bad_;
+  Tensor total_, position_, partCounts_;
   std::shared_ptr<void> indices_, values_;
 };
 
@@ -1697,9 +1726,10 @@ KernelOrError makeMatmul(const KernelSpec &spec, std::shared_ptr<GpuBackend> bac
                      spec);
 }
 
-// softmax_cross_entropy and its gradient: a thread per row (position), the mean in row order on
-// one thread. A label outside [0, classes) is flagged on the device and read back by `check`
-// (a copy of 8 bytes, counted), then reported as the CPU reports it.
+// softmax_cross_entropy and its gradient: a thread per row (position; wide rows' statistics in
+// parts), the mean over the rows in parts (RowsMean). A label outside [0, classes) is flagged on
+// the device and read back by `check` (a copy of 8 bytes, counted), then reported as the CPU
+// reports it.
 class CrossEntropyKernel final : public Kernel {
 public:
   CrossEntropyKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend, bool gradient)
@@ -1723,7 +1753,6 @@ public:
     for (auto [tensor, dtype, n] :
          {std::tuple{&loss_, ir::DType::F64, rows_}, std::tuple{&counted_, ir::DType::F64, rows_},
           std::tuple{&countedTotal_, ir::DType::F64, int64_t{1}},
-          std::tuple{&bad_, ir::DType::I64, int64_t{1}},
           // Wide rows: their statistics in parts (prism_row_max_parts and the rest).
           std::tuple{&partMost_, ir::DType::F32, wideParts},
           std::tuple{&partSum_, ir::DType::F64, wideParts},
@@ -1732,6 +1761,8 @@ public:
       if (auto e = scratch(*tensor, spec, dtype, n))
         return e;
     }
+    if (auto e = bad_.allocate(spec))
+      return e;
     return mean_.allocate(spec, rows_);
   }
 
@@ -1740,11 +1771,9 @@ public:
     const unsigned first = gradient_ ? 1 : 0;
     k::LabelsView labels = labels_;
     labels.labels = inputs[first + 1]->dense.raw();
-    labelTensor_ = inputs[first + 1]->dense;
-    auto *bad = static_cast<long long *>(bad_.raw());
-    k::FillArgs clear{bad, 0, 1, 8};
-    if (auto e = launch(*backend_, "prism_fill", 1, clear))
-      return e;
+    auto bad = bad_.clear(*backend_, inputs[first + 1]->dense);
+    if (!bad)
+      return bad.takeError();
     const bool wide = stats_.parts > 1;
     if (wide)
       if (auto e = rowStatistics(floats(inputs[first])))
@@ -1757,7 +1786,7 @@ public:
                                  labels,
                                  rows_,
                                  classes_,
-                                 bad,
+                                 *bad,
                                  most,
                                  sum};
     if (auto e = launch(*backend_, "prism_cross_entropy_rows", rows_, rows))
@@ -1785,19 +1814,14 @@ public:
 
   bool checksLater() const override { return true; }
   llvm::Error check() override {
-    auto flag = flagOf(*device_, bad_);
-    if (!flag)
-      return flag.takeError();
-    const int64_t row = *flag - 1;
-    if (row < 0)
+    auto raised = bad_.read(*device_);
+    if (!raised)
+      return raised.takeError();
+    if (raised->at < 0)
       return llvm::Error::success();
-    auto labels = device_->toHost(labelTensor_);
-    if (!labels)
-      return labels.takeError();
-    const int64_t label = labels_.wide ? labels->data<int64_t>()[row]
-                                       : static_cast<int64_t>(labels->data<int32_t>()[row]);
-    return ir::makeError("label " + llvm::Twine(label) + " of row " + llvm::Twine(row) +
-                         " is outside [0, " + llvm::Twine(classes_) + ")");
+    return ir::makeError("label " + llvm::Twine(indexAt(raised->input, labels_.wide, raised->at)) +
+                         " of row " + llvm::Twine(raised->at) + " is outside [0, " +
+                         llvm::Twine(classes_) + ")");
   }
 
 private:
@@ -1826,8 +1850,8 @@ private:
   int64_t rows_ = 0, classes_ = 0;
   k::LabelsView labels_{};
   k::RowStatsArgs stats_{};
-  Tensor loss_, counted_, countedTotal_, bad_, partMost_, partSum_, most_, sum_;
-  Tensor labelTensor_; // the last run's labels
+  Tensor loss_, counted_, countedTotal_, partMost_, partSum_, most_, sum_;
+  DeviceFlag bad_;
   RowsMean mean_;
 };
 
