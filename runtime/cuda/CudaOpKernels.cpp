@@ -222,6 +222,18 @@ private:
 // A long sum in two launches over one argument struct (whose `partial` and `parts` fields it
 // sets): `first` sums `parts` ranges of every output into the scratch `partial`, then `second`
 // adds each output's parts in order. With one part, `second` alone sums.
+// The two launches of such a sum, `a.parts` and the scratch `partial` given.
+template <typename Args>
+llvm::Error launchInParts(GpuBackend &backend, llvm::StringRef first, llvm::StringRef second,
+                          int64_t outputs, Args a, const Tensor &partial) {
+  if (a.parts > 1) {
+    a.partial = static_cast<double *>(const_cast<void *>(partial.raw()));
+    if (auto e = launch(backend, first, outputs * a.parts, a))
+      return e;
+  }
+  return launch(backend, second, outputs, a);
+}
+
 template <typename Args> class TwoStage final : public Kernel {
 public:
   using Bind = typename OneLaunch<Args>::Bind;
@@ -233,12 +245,7 @@ public:
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
     Args a = args_;
     bind_(a, inputs, outputs);
-    if (a.parts > 1) {
-      a.partial = static_cast<double *>(partial_.raw());
-      if (auto e = launch(*backend_, first_, outputs_ * a.parts, a))
-        return e;
-    }
-    return launch(*backend_, second_, outputs_, a);
+    return launchInParts(*backend_, first_, second_, outputs_, a, partial_);
   }
 
 private:
@@ -296,12 +303,7 @@ public:
     a.countedTotal = countedTotal;
     a.loss = loss;
     a.counted = counted;
-    if (a.parts > 1) {
-      a.partial = static_cast<double *>(const_cast<void *>(partial_.raw()));
-      if (auto e = backend.launch("prism_mean_of_rows_parts", a.parts, &a))
-        return e;
-    }
-    return backend.launch("prism_mean_of_rows", 1, &a);
+    return launchInParts(backend, "prism_mean_of_rows_parts", "prism_mean_of_rows", 1, a, partial_);
   }
 
 private:
@@ -1455,7 +1457,7 @@ public:
       a.dloss = floats(inputs[0]);
       a.x = floats(inputs[1]);
       a.z = floats(inputs[2]);
-      a.op = 2;
+      a.op = 1;
       return launch(*backend_, "prism_sigmoid_cross_entropy", elements_, a);
     }
     a.x = floats(inputs[0]);

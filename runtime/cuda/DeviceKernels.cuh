@@ -1282,7 +1282,7 @@ PRISM_KERNEL(prism_lr_schedule, LrScheduleArgs, a) {
 }
 
 // sigmoid_cross_entropy: op 0 each element's term max(x, 0) - x z + log(1 + e^-|x|) into
-// `terms` (double; their mean is prism_mean_of_rows's), op 2 the gradient
+// `terms` (double; their mean is prism_mean_of_rows's), op 1 the gradient
 // dx = dloss (sigmoid(x) - z) / n.
 struct SigmoidCrossEntropyArgs {
   float *out;
