@@ -33,6 +33,8 @@ public:
   explicit StagedKernel(const KernelSpec &spec)
       : device_(*spec.device), communication_(*spec.communication), op_(spec.op),
         attrs_(spec.attrs), step_(spec.step) {}
+  // Memory kept across steps, taken when the kernel is built.
+  virtual llvm::Error allocate(const KernelSpec &) { return llvm::Error::success(); }
 
 protected:
   std::string variable() const { return op_->operand(0)->name(); }
@@ -49,7 +51,7 @@ class StagedAllReduce final : public StagedKernel {
 public:
   explicit StagedAllReduce(const KernelSpec &spec) : StagedKernel(spec) {}
 
-  llvm::Error allocate(const KernelSpec &spec) {
+  llvm::Error allocate(const KernelSpec &spec) override {
     for (const ir::TensorType &type : spec.inputTypes) {
       auto buffer = device_.allocateStaging(
           type.dtype, std::vector<int64_t>(type.dims.begin(), type.dims.end()));
@@ -141,22 +143,16 @@ template <typename K> KernelOrError makeStaged(const KernelSpec &spec) {
     return noCommunication(spec);
   if (!spec.device)
     return ir::makeError(ir::ErrorCode::Internal, "a staged kernel built without its device");
-  return std::make_unique<K>(spec);
-}
-
-KernelOrError makeStagedAllReduce(const KernelSpec &spec) {
-  auto made = makeStaged<StagedAllReduce>(spec);
-  if (!made)
-    return made.takeError();
-  if (auto e = static_cast<StagedAllReduce &>(**made).allocate(spec))
+  auto kernel = std::make_unique<K>(spec);
+  if (auto e = kernel->allocate(spec))
     return std::move(e);
-  return made;
+  return std::unique_ptr<Kernel>(std::move(kernel));
 }
 
 } // namespace
 
 void registerStagedCommunicationKernels(KernelRegistry &registry) {
-  registry.add("all_reduce", makeStagedAllReduce);
+  registry.add("all_reduce", makeStaged<StagedAllReduce>);
   registry.add("ps_pull", makeStaged<StagedPull>);
   registry.add("ps_pull_rows", makeStaged<StagedPull>);
   registry.add("ps_push", makeStaged<StagedPush>);
