@@ -200,6 +200,7 @@ Result<TrainSummary> train(const Model &model, const TrainOptions &options) {
   summary.bytesToDevice = use.copies.toDeviceBytes;
   summary.copiesToHost = use.copies.toHostCopies;
   summary.bytesToHost = use.copies.toHostBytes;
+  summary.deviceReport = runtime::train::describeDeviceUse(use);
   // The scale and the skipped steps are the operands update_loss_scale writes (f32 scalars).
   auto scalar = [](const runtime::Tensor &t) {
     return t.dtype() == ir::DType::F64 ? *t.data<double>() : double(*t.data<float>());

@@ -123,20 +123,8 @@ void printSummary(const api::TrainSummary &result, const std::string &saveDir) {
                  << result.skippedSteps << (result.skippedSteps == 1 ? " step" : " steps")
                  << " skipped)";
   llvm::outs() << "\n";
-  auto device = ir::DeviceId::parse(result.device);
-  if (device) {
-    runtime::train::DeviceUse use;
-    use.device = *device;
-    use.steps = result.steps;
-    use.arenaBytes = static_cast<size_t>(result.arenaBytes);
-    use.workspaceBytes = static_cast<size_t>(result.workspaceBytes);
-    use.copies = {result.bytesToDevice, result.bytesToHost, result.copiesToDevice,
-                  result.copiesToHost};
-    if (std::string text = runtime::train::describeDeviceUse(use); !text.empty())
-      llvm::outs() << "on " << text << "\n";
-  } else {
-    llvm::consumeError(device.takeError());
-  }
+  if (!result.deviceReport.empty())
+    llvm::outs() << "on " << result.deviceReport << "\n";
   if (!saveDir.empty())
     llvm::outs() << "checkpoint saved in " << saveDir << "\n";
 }
