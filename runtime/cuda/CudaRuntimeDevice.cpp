@@ -24,10 +24,7 @@ public:
 
   // Page-locked host memory: copies to and from it run at the bus's speed.
   llvm::Expected<Tensor> allocateStaging(ir::DType dtype, std::vector<int64_t> shape) override {
-    int64_t elements = 1;
-    for (int64_t d : shape)
-      elements *= d;
-    const size_t bytes = std::max<size_t>(static_cast<size_t>(elements * ir::dtypeBytes(dtype)), 1);
+    const size_t bytes = std::max<size_t>(bytesOf(dtype, shape), 1);
     enter();
     void *memory = nullptr;
     if (auto err = checkCuda(cudaHostAlloc(&memory, bytes, cudaHostAllocDefault),

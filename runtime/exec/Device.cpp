@@ -12,11 +12,15 @@
 
 namespace prism::runtime {
 
-llvm::Expected<Tensor> Device::allocateTensor(ir::DType dtype, std::vector<int64_t> shape) {
+size_t Device::bytesOf(ir::DType dtype, const std::vector<int64_t> &shape) {
   int64_t elements = 1;
   for (int64_t d : shape)
     elements *= d;
-  auto memory = allocate(static_cast<size_t>(elements * ir::dtypeBytes(dtype)));
+  return static_cast<size_t>(elements * ir::dtypeBytes(dtype));
+}
+
+llvm::Expected<Tensor> Device::allocateTensor(ir::DType dtype, std::vector<int64_t> shape) {
+  auto memory = allocate(bytesOf(dtype, shape));
   if (!memory)
     return memory.takeError();
   return Tensor::view(dtype, std::move(shape), std::move(*memory), 0, id_);

@@ -69,6 +69,8 @@ public:
 
 protected:
   explicit Device(ir::DeviceId id) : id_(id) {}
+  // The bytes of a tensor of `dtype` and `shape`.
+  static size_t bytesOf(ir::DType dtype, const std::vector<int64_t> &shape);
   // Copies `bytes` from host memory to this device's memory, or back.
   virtual llvm::Error copyToDevice(void *dst, const void *src, size_t bytes) = 0;
   virtual llvm::Error copyToHost(void *dst, const void *src, size_t bytes) = 0;
