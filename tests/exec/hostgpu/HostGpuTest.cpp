@@ -3,7 +3,9 @@
 // counted copies) and the CPU's kernels, the cross-entropy ones wrapped to check later
 // (Kernel::checksLater) as a GPU's flagging kernels do. Checked: what such kernels flag is
 // reported with the op's model line before any state is written, once a step; gradient
-// accumulation over micro-batches sums device values in host memory and trains as on the CPU.
+// accumulation over micro-batches sums device values in host memory and trains as on the CPU;
+// training reports the device's memory and copies, and copies within the device are not
+// counted.
 // Its own binary: it registers that device and kernels of its own under `cuda`.
 #include <gtest/gtest.h>
 
@@ -91,21 +93,26 @@ llvm::Expected<std::unique_ptr<Kernel>> wrap(const KernelSpec &spec) {
   return std::make_unique<Wrapped>(std::move(*inner), spec.op->name().str(), later);
 }
 
-std::unique_ptr<runtime::Executor> executorOn(const ir::Module &module,
-                                              std::shared_ptr<runtime::VariableStore> store,
-                                              runtime::ExecutorOptions options = {}) {
+// `cuda` devices as HostMemoryGpu, with the wrapped CPU kernel of every op of `module` (added
+// again for each module).
+void serveCudaFor(const ir::Module &module) {
   runtime::registerDeviceFactory(ir::DeviceKind::Cuda,
                                  [](ir::DeviceId, const runtime::DeviceOptions &)
                                      -> llvm::Expected<std::unique_ptr<runtime::Device>> {
                                    return std::make_unique<HostMemoryGpu>();
                                  });
-  // The wrapped CPU kernel of every op of the module (added again for each module).
   static const ir::Module *ops;
   ops = &module;
   runtime::registerKernelFamily(ir::DeviceKind::Cuda, [](runtime::KernelRegistry &registry) {
     for (const auto &op : ops->ops())
       registry.add(op->name(), wrap);
   });
+}
+
+std::unique_ptr<runtime::Executor> executorOn(const ir::Module &module,
+                                              std::shared_ptr<runtime::VariableStore> store,
+                                              runtime::ExecutorOptions options = {}) {
+  serveCudaFor(module);
   options.device = ir::DeviceId{ir::DeviceKind::Cuda, 0};
   auto executor = runtime::Executor::create(module, store, options);
   EXPECT_TRUE(bool(executor)) << llvm::toString(executor.takeError());
@@ -282,9 +289,7 @@ TEST(DeviceUse, TrainingReportsTheDevicesMemoryAndCopies) {
   EXPECT_EQ(runtime::train::describeDeviceUse(cpu->device), "");
   EXPECT_EQ(cpu->device.copies.toDeviceCopies, 0);
 
-  // The GPU's executor, registered as in executorOn.
-  auto store = std::make_shared<runtime::VariableStore>();
-  ASSERT_TRUE(executorOn(*module, store));
+  serveCudaFor(*module);
   options.device = ir::DeviceId{ir::DeviceKind::Cuda, 0};
   auto gpu = runtime::train::train(*module, options);
   ASSERT_TRUE(bool(gpu)) << llvm::toString(gpu.takeError());
