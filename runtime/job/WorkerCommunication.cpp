@@ -226,9 +226,12 @@ bool WorkerCommunication::keepsValues(llvm::StringRef group, int64_t bucket) con
   if (group != ir::kWorkerGroup)
     return false;
   if (bucket == ir::kLossBucket)
-    return localLoss_ || (!probe_ && collective_->size() == 1 && examples_ == globalExamples_);
-  return collective_->size() == 1 && examples_ == globalExamples_ &&
-         compression_.precision == ir::ComputePrecision::F32;
+    return localLoss_ || (!probe_ && aloneWithTheBatch());
+  return aloneWithTheBatch() && compression_.precision == ir::ComputePrecision::F32;
+}
+
+bool WorkerCommunication::aloneWithTheBatch() const {
+  return collective_->size() == 1 && examples_ == globalExamples_;
 }
 
 llvm::Error WorkerCommunication::allReduce(llvm::StringRef group, int64_t bucket,
@@ -285,7 +288,7 @@ llvm::Error WorkerCommunication::allReduce(llvm::StringRef group, int64_t bucket
   std::function<llvm::Error()> job;
   // A sole worker holding the whole batch: its gradients are the mean already, and staging
   // them through a buffer would only copy them twice.
-  if (collective->size() == 1 && mine == all && !compressed)
+  if (aloneWithTheBatch() && !compressed)
     job = [] { return llvm::Error::success(); };
   else if (compressed)
     job = [=, buffer = &halfBuffers_[bucket]] {

@@ -102,6 +102,8 @@ public:
   void setStallWatch(StallWatch *stalls) { stalls_ = stalls; }
 
 private:
+  // The only worker, holding the whole batch this step: its values are the mean already.
+  bool aloneWithTheBatch() const;
   // A 16-bit bucket's staging: the weighted values, their wire form, what rounding left.
   struct HalfBuffer {
     std::vector<float> values;
