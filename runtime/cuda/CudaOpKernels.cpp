@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "ir/Diagnostic.h"
@@ -157,24 +158,26 @@ public:
     return flag;
   }
 
-  // After the run: the flagged position (-1 when none was) and the kept input on the host.
+  // After the run (Kernel::check): success where nothing was flagged, else `describe`'s error
+  // for the flagged position and the kept input, on the host.
   struct Raised {
     int64_t at = -1;
     Tensor input;
   };
-  llvm::Expected<Raised> read(Device &device) const {
+  llvm::Error check(Device &device,
+                    const std::function<llvm::Error(const Raised &)> &describe) const {
     auto flag = device.toHost(flag_);
     if (!flag)
       return flag.takeError();
     Raised raised;
     raised.at = *flag->data<int64_t>() - 1;
     if (raised.at < 0)
-      return raised;
+      return llvm::Error::success();
     auto input = device.toHost(input_);
     if (!input)
       return input.takeError();
     raised.input = std::move(*input);
-    return raised;
+    return describe(raised);
   }
 
 private:
@@ -525,14 +528,11 @@ public:
 
   bool checksLater() const override { return true; }
   llvm::Error check() override {
-    auto raised = bad_.read(*device_);
-    if (!raised)
-      return raised.takeError();
-    if (raised->at >= 0)
-      return indexError(*raised, args_.wide != 0, args_.tableRows,
+    return bad_.check(*device_, [&](const DeviceFlag::Raised &raised) {
+      return indexError(raised, args_.wide != 0, args_.tableRows,
                         gradient_ ? "num_rows = " + llvm::Twine(args_.tableRows)
                                   : "a table of " + llvm::Twine(args_.tableRows) + " rows");
-    return llvm::Error::success();
+    });
   }
 
 private:
@@ -1408,12 +1408,9 @@ public:
 
   bool checksLater() const override { return true; }
   llvm::Error check() override {
-    auto raised = bad_.read(*device_);
-    if (!raised)
-      return raised.takeError();
-    if (raised->at < 0)
-      return llvm::Error::success();
-    return ir::stepNumber(static_cast<double>(*raised->input.data<float>())).takeError();
+    return bad_.check(*device_, [](const DeviceFlag::Raised &raised) {
+      return ir::stepNumber(static_cast<double>(*raised.input.data<float>())).takeError();
+    });
   }
 
 private:
@@ -1537,13 +1534,10 @@ public:
   llvm::Error check() override {
     if (!checksLater())
       return llvm::Error::success();
-    auto raised = bad_.read(*device_);
-    if (!raised)
-      return raised.takeError();
-    if (raised->at >= 0)
-      return indexError(*raised, true, tableRows_,
+    return bad_.check(*device_, [&](const DeviceFlag::Raised &raised) {
+      return indexError(raised, true, tableRows_,
                         "a sparse value of " + llvm::Twine(tableRows_) + " rows");
-    return llvm::Error::success();
+    });
   }
 
 private:
@@ -1816,14 +1810,11 @@ public:
 
   bool checksLater() const override { return true; }
   llvm::Error check() override {
-    auto raised = bad_.read(*device_);
-    if (!raised)
-      return raised.takeError();
-    if (raised->at < 0)
-      return llvm::Error::success();
-    return ir::makeError("label " + llvm::Twine(indexAt(raised->input, labels_.wide, raised->at)) +
-                         " of row " + llvm::Twine(raised->at) + " is outside [0, " +
-                         llvm::Twine(classes_) + ")");
+    return bad_.check(*device_, [&](const DeviceFlag::Raised &raised) {
+      return ir::makeError("label " + llvm::Twine(indexAt(raised.input, labels_.wide, raised.at)) +
+                           " of row " + llvm::Twine(raised.at) + " is outside [0, " +
+                           llvm::Twine(classes_) + ")");
+    });
   }
 
 private:
