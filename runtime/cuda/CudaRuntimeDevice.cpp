@@ -58,6 +58,14 @@ protected:
     return checkCuda(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice),
                      "cudaMemcpy within " + id().str());
   }
+  // Between two GPUs: over NVLink or PCIe where they can reach each other, else staged by the
+  // driver; after the work queued on both.
+  llvm::Error copyPeerToDevice(void *dst, Device &peer, const void *src, size_t bytes) override {
+    if (peer.id().kind != ir::DeviceKind::Cuda)
+      return Device::copyPeerToDevice(dst, peer, src, bytes);
+    return checkCuda(cudaMemcpyPeer(dst, id().index, src, peer.id().index, bytes),
+                     "cudaMemcpyPeer from " + peer.id().str() + " to " + id().str());
+  }
 };
 
 llvm::Expected<std::unique_ptr<Device>> createGpu(ir::DeviceId id, const DeviceOptions &) {

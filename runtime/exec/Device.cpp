@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "ir/Diagnostic.h"
 
@@ -95,6 +96,41 @@ llvm::Error Device::copyInto(Tensor &dst, const Tensor &src) {
     return copyToHost(dst.raw(), src.raw(), bytes);
   }
   return copyOnDevice(dst.raw(), src.raw(), bytes);
+}
+
+llvm::Error Device::copyFromPeer(Tensor &dst, Device &peer, const Tensor &src) {
+  if (&peer == this)
+    return copyInto(dst, src);
+  if (dst.numBytes() != src.numBytes() || dst.device() != id_ || src.device() != peer.id())
+    return ir::makeError(ir::ErrorCode::Internal, "a copy of " + llvm::Twine(src.numBytes()) +
+                                                      " bytes on " + src.device().str() + " into " +
+                                                      llvm::Twine(dst.numBytes()) + " bytes on " +
+                                                      dst.device().str() + ", from " +
+                                                      peer.id().str() + " to " + id_.str());
+  const size_t bytes = static_cast<size_t>(src.numBytes());
+  if (bytes == 0)
+    return llvm::Error::success();
+  copies_.fromPeerBytes += src.numBytes();
+  ++copies_.fromPeerCopies;
+  return copyPeerToDevice(dst.raw(), peer, src.raw(), bytes);
+}
+
+llvm::Expected<Tensor> Device::fromPeer(Device &peer, const Tensor &src) {
+  if (&peer == this || src.empty())
+    return src;
+  auto copy = allocateTensor(src.dtype(), src.shape());
+  if (!copy)
+    return copy.takeError();
+  if (auto err = copyFromPeer(*copy, peer, src))
+    return std::move(err);
+  return copy;
+}
+
+llvm::Error Device::copyPeerToDevice(void *dst, Device &peer, const void *src, size_t bytes) {
+  std::vector<char> host(bytes);
+  if (auto err = peer.copyToHost(host.data(), src, bytes))
+    return err;
+  return copyToDevice(dst, host.data(), bytes);
 }
 
 CpuDevice::CpuDevice(int index, int threads)

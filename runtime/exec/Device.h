@@ -21,6 +21,9 @@ struct CopyCounters {
   int64_t toHostBytes = 0;
   int64_t toDeviceCopies = 0;
   int64_t toHostCopies = 0;
+  // Copies into this device from another (in-graph towers on devices of their own).
+  int64_t fromPeerBytes = 0;
+  int64_t fromPeerCopies = 0;
 };
 
 struct DeviceOptions {
@@ -56,6 +59,13 @@ public:
   // Copies `src` into `dst`, tensors of equal size each on the host or on this device (a copy
   // between the two is counted; one within the host, or within the device, is not).
   llvm::Error copyInto(Tensor &dst, const Tensor &src);
+  // Copies `src`, a tensor of `peer`'s memory, into `dst` on this device (equal sizes; counted
+  // as a copy from a peer): device to device where both are GPUs, through the host otherwise.
+  // Everything queued on either device before it is done first. With `peer` this device, a
+  // plain copyInto.
+  llvm::Error copyFromPeer(Tensor &dst, Device &peer, const Tensor &src);
+  // A copy of `src`, of `peer`'s memory, in new memory of this device (as copyFromPeer).
+  llvm::Expected<Tensor> fromPeer(Device &peer, const Tensor &src);
   const CopyCounters &copies() const { return copies_; }
 
   // Scratch memory shared by the kernels of this device, which run one after another on it (a
@@ -77,6 +87,8 @@ protected:
   // Copies `bytes` within this device's memory (a device whose memory is the host's never gets
   // here: its copies are plain).
   virtual llvm::Error copyOnDevice(void *dst, const void *src, size_t bytes) = 0;
+  // Copies `bytes` of `peer`'s memory into this device's: by default through a host buffer.
+  virtual llvm::Error copyPeerToDevice(void *dst, Device &peer, const void *src, size_t bytes);
 
 private:
   ir::DeviceId id_;
