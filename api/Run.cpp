@@ -201,6 +201,8 @@ Result<TrainSummary> train(const Model &model, const TrainOptions &options) {
   summary.copiesToHost = use.copies.toHostCopies;
   summary.bytesToHost = use.copies.toHostBytes;
   summary.deviceReport = runtime::train::describeDeviceUse(use);
+  for (const runtime::train::DeviceUse &tower : result->towerDevices)
+    summary.deviceReport += "; " + runtime::train::describeDeviceUse(tower);
   // The scale and the skipped steps are the operands update_loss_scale writes (f32 scalars).
   auto scalar = [](const runtime::Tensor &t) {
     return t.dtype() == ir::DType::F64 ? *t.data<double>() : double(*t.data<float>());

@@ -269,8 +269,8 @@ struct TrainSummary {
   int64_t bytesToDevice = 0;
   int64_t copiesToHost = 0;
   int64_t bytesToHost = 0;
-  // The same as a line (`cuda:0: arena 1.2 MB, workspace ...; N copies to the device ...`);
-  // empty on the CPU.
+  // The same as a line (`cuda:0: arena 1.2 MB, workspace ...; N copies to the device ...`),
+  // then each other device of in-graph towers in the same form after "; "; empty on the CPU.
   std::string deviceReport;
 };
 

@@ -27,18 +27,35 @@ int64_t towerOf(const ir::Op &op) {
 
 } // namespace
 
-// A program for one batch size: kernels, one arena, and a slot per value.
+// A program for one batch size: kernels, an arena per device, and a slot per value (and per
+// copy of a value on another device than its own).
 struct Executor::Program {
+  // A value read on a device other than its own: `to`, on `device`, is a copy of `from`, made
+  // from `source` (null: a feed, from the host).
+  struct Mirror {
+    const ir::Value *value;
+    size_t from, to;
+    Device *device, *source;
+  };
+
   int64_t batch = 0;
-  std::shared_ptr<void> arena;
-  size_t arenaBytes = 0;
-  std::vector<RuntimeValue> slots; // by value index
+  std::vector<std::shared_ptr<void>> arenas;
+  std::vector<size_t> arenaBytes;  // parallel to Executor::devices()
+  std::vector<RuntimeValue> slots; // by value index, then the mirrors
   llvm::DenseMap<const ir::Value *, size_t> slotOf;
+  llvm::DenseMap<std::pair<const ir::Value *, Device *>, size_t> mirrorOf; // the slot
+  std::vector<std::vector<Mirror>> mirrorsBefore; // parallel to order_: copies its op awaits
+  std::vector<Mirror> feedMirrors;
   std::vector<std::unique_ptr<Kernel>> kernels; // parallel to order_
   std::vector<std::vector<const RuntimeValue *>> inputs;
   std::vector<std::vector<RuntimeValue *>> outputs;
 
   RuntimeValue &slot(const ir::Value *v) { return slots[slotOf.find(v)->second]; }
+  // `v` as an op on `device` reads it: its slot, or its copy there.
+  RuntimeValue &slotOn(const ir::Value *v, Device *device) {
+    auto mirror = mirrorOf.find({v, device});
+    return mirror == mirrorOf.end() ? slot(v) : slots[mirror->second];
+  }
 };
 
 Executor::Executor(const ir::Module &module, std::shared_ptr<VariableStore> variables,
@@ -67,9 +84,67 @@ llvm::Expected<std::unique_ptr<Executor>> Executor::create(const ir::Module &mod
       new Executor(module, std::move(variables), std::move(options), std::move(*device)));
   if (auto err = exec->selectOps())
     return std::move(err);
+  if (auto err = exec->createTowerDevices(deviceOptions))
+    return std::move(err);
   if (auto err = checkKernels(module, exec->device_->id().kind))
     return ir::withNote(std::move(err), "the program runs on " + exec->device_->id().str());
   return exec;
+}
+
+// A device per tower: towerDevices names one per tower of the module, each made once (towers
+// naming one device share it).
+llvm::Error Executor::createTowerDevices(const DeviceOptions &options) {
+  const std::vector<ir::DeviceId> &ids = options_.towerDevices;
+  if (ids.empty())
+    return llvm::Error::success();
+  std::string listed;
+  for (const ir::DeviceId &id : ids)
+    listed += (listed.empty() ? "" : ", ") + id.str();
+  if (static_cast<int64_t>(ids.size()) != towers_)
+    return ir::makeError("the program has " + std::to_string(towers_) + " tower" +
+                         (towers_ == 1 ? "" : "s") + ", but the devices " + listed + " were given");
+  for (const ir::DeviceId &id : ids) {
+    if (id.kind != device_->id().kind)
+      return ir::makeError(ir::ErrorCode::Unsupported, "the towers' devices " + listed + " mix " +
+                                                           ir::deviceKindName(device_->id().kind) +
+                                                           " and " + ir::deviceKindName(id.kind) +
+                                                           ": a task's towers run on one kind");
+    Device *found = id == device_->id() ? device_.get() : nullptr;
+    for (const auto &other : otherDevices_)
+      if (other->id() == id)
+        found = other.get();
+    if (!found) {
+      auto device = createDevice(id, options);
+      if (!device)
+        return device.takeError();
+      otherDevices_.push_back(std::move(*device));
+      found = otherDevices_.back().get();
+    }
+    towerDevice_.push_back(found);
+  }
+  return llvm::Error::success();
+}
+
+std::vector<Device *> Executor::devices() const {
+  std::vector<Device *> all{device_.get()};
+  for (const auto &other : otherDevices_)
+    all.push_back(other.get());
+  return all;
+}
+
+// Where `op` runs: its tower's device, or the task's.
+Device &Executor::deviceOf(const ir::Op &op) const {
+  int64_t tower = towerOf(op);
+  if (tower < 0 || towerDevice_.empty())
+    return *device_;
+  return *towerDevice_[static_cast<size_t>(tower)];
+}
+
+// Where `v` lives: with the op that computes it; feeds and variables on the task's device.
+Device &Executor::homeOf(const ir::Value *v) const {
+  if (v->kind() == ir::ValueKind::OpResult)
+    return deviceOf(*v->definingOp());
+  return *device_;
 }
 
 llvm::Error Executor::selectOps() {
@@ -189,6 +264,7 @@ llvm::Expected<Executor::Program *> Executor::programFor(int64_t batch) {
     for (unsigned i = 0; i < op->numResults(); ++i)
       slotFor(op->result(i));
   }
+  planMirrors(*program);
   if (auto err = planArena(*program))
     return std::move(err);
   if (auto err = buildKernels(*program))
@@ -198,8 +274,75 @@ llvm::Expected<Executor::Program *> Executor::programFor(int64_t batch) {
   return result;
 }
 
-// One device allocation for the dense op results; offsets planned from their lifetimes (kept
-// values live to the end of the step).
+// A slot on each other device that reads a value, copied before its first reader there (a
+// feed's, from the host when the step's feeds are bound).
+void Executor::planMirrors(Program &program) {
+  program.mirrorsBefore.assign(order_.size(), {});
+  for (size_t i = 0; i < order_.size(); ++i) {
+    Device *device = &deviceOf(*order_[i]);
+    for (const ir::Value *v : order_[i]->operands()) {
+      Device *home = &homeOf(v);
+      if (home == device || !program.mirrorOf.try_emplace({v, device}, program.slots.size()).second)
+        continue;
+      Program::Mirror mirror{v, program.slotOf.find(v)->second, program.slots.size(), device, home};
+      program.slots.emplace_back();
+      if (v->kind() == ir::ValueKind::Input) {
+        mirror.source = nullptr;
+        program.feedMirrors.push_back(mirror);
+      } else {
+        program.mirrorsBefore[i].push_back(mirror);
+      }
+    }
+  }
+}
+
+// The dense copies' memory on their devices (a sparse copy is made as it is copied).
+llvm::Error Executor::allocateMirrors(Program &program) {
+  for (const auto &[key, slot] : program.mirrorOf) {
+    const ir::Value *v = key.first;
+    if (v->type().sparse) {
+      program.slots[slot].sparse = true;
+      continue;
+    }
+    if (v->kind() == ir::ValueKind::Input)
+      continue;
+    ir::TensorType t = boundType(v, program.batch);
+    auto copy = key.second->allocateTensor(t.dtype, concreteShape(t));
+    if (!copy)
+      return ir::withContext(copy.takeError(), v->ref() + " on " + key.second->id().str());
+    program.slots[slot].dense = std::move(*copy);
+  }
+  return llvm::Error::success();
+}
+
+// Before order_[op] runs: the copies it awaits of values of other devices.
+llvm::Error Executor::copyMirrors(Program &p, size_t op) {
+  for (const Program::Mirror &m : p.mirrorsBefore[op]) {
+    const RuntimeValue &from = p.slots[m.from];
+    RuntimeValue &to = p.slots[m.to];
+    TraceSpan span(options_.trace, "ops",
+                   options_.trace ? "copy " + m.value->ref() + " to " + m.device->id().str() : "",
+                   "copy");
+    span.addArg("bytes", static_cast<double>(from.dense.numBytes() + from.indices.numBytes()));
+    if (!from.sparse) {
+      if (auto err = m.device->copyFromPeer(to.dense, *m.source, from.dense))
+        return err;
+      continue;
+    }
+    auto indices = m.device->fromPeer(*m.source, from.indices);
+    if (!indices)
+      return indices.takeError();
+    auto rows = m.device->fromPeer(*m.source, from.dense);
+    if (!rows)
+      return rows.takeError();
+    to.indices = std::move(*indices);
+    to.dense = std::move(*rows);
+  }
+  return llvm::Error::success();
+}
+
+// An allocation per device for the dense op results that live there; offsets planned from their
+// lifetimes (kept values live to the end of the step).
 llvm::Error Executor::planArena(Program &program) {
   const int end = static_cast<int>(order_.size());
   llvm::DenseSet<const ir::Value *> kept;
@@ -214,54 +357,59 @@ llvm::Error Executor::planArena(Program &program) {
   for (int i = 0; i < end; ++i)
     for (const ir::Value *v : order_[i]->operands())
       lastUse[v] = i;
-  std::vector<BufferRequest> requests;
-  std::vector<const ir::Value *> planned;
-  for (int i = 0; i < end; ++i) {
-    const ir::Op *op = order_[i];
-    for (unsigned r = 0; r < op->numResults(); ++r) {
-      const ir::Value *v = op->result(r);
-      if (v->type().sparse) {
-        program.slot(v).sparse = true;
+  for (Device *device : devices()) {
+    std::vector<BufferRequest> requests;
+    std::vector<const ir::Value *> planned;
+    for (int i = 0; i < end; ++i) {
+      const ir::Op *op = order_[i];
+      if (&deviceOf(*op) != device)
         continue;
+      for (unsigned r = 0; r < op->numResults(); ++r) {
+        const ir::Value *v = op->result(r);
+        if (v->type().sparse) {
+          program.slot(v).sparse = true;
+          continue;
+        }
+        ir::TensorType t = boundType(v, program.batch);
+        BufferRequest req;
+        req.bytes = static_cast<size_t>(t.numElements() * ir::dtypeBytes(t.dtype));
+        req.firstUse = i;
+        auto lu = lastUse.find(v);
+        req.lastUse = kept.count(v) ? end : lu == lastUse.end() ? i : std::max(i, lu->second);
+        requests.push_back(req);
+        planned.push_back(v);
       }
-      ir::TensorType t = boundType(v, program.batch);
-      BufferRequest req;
-      req.bytes = static_cast<size_t>(t.numElements() * ir::dtypeBytes(t.dtype));
-      req.firstUse = i;
-      auto lu = lastUse.find(v);
-      req.lastUse = kept.count(v) ? end : lu == lastUse.end() ? i : std::max(i, lu->second);
-      requests.push_back(req);
-      planned.push_back(v);
     }
+    MemoryPlan plan = planMemory(requests);
+    // Before the allocation: a batch too large for the machine is an error naming it.
+    if (auto err = support::checkFits(static_cast<double>(plan.totalBytes),
+                                      "a step of batch " + llvm::Twine(program.batch) +
+                                          " (its activations and gradients)"))
+      return err;
+    auto arena = device->allocate(plan.totalBytes);
+    if (!arena)
+      return ir::withContext(arena.takeError(), "the step's buffers on " + device->id().str());
+    for (size_t i = 0; i < planned.size(); ++i) {
+      ir::TensorType t = boundType(planned[i], program.batch);
+      program.slot(planned[i]).dense =
+          Tensor::view(t.dtype, concreteShape(t), *arena, plan.offsets[i], device->id());
+    }
+    program.arenas.push_back(std::move(*arena));
+    program.arenaBytes.push_back(plan.totalBytes);
   }
-  MemoryPlan plan = planMemory(requests);
-  // Before the allocation: a batch too large for the machine is an error naming it.
-  if (auto err = support::checkFits(static_cast<double>(plan.totalBytes),
-                                    "a step of batch " + llvm::Twine(program.batch) +
-                                        " (its activations and gradients)"))
-    return err;
-  auto arena = device_->allocate(plan.totalBytes);
-  if (!arena)
-    return ir::withContext(arena.takeError(), "the step's buffers");
-  program.arena = std::move(*arena);
-  program.arenaBytes = plan.totalBytes;
-  for (size_t i = 0; i < planned.size(); ++i) {
-    ir::TensorType t = boundType(planned[i], program.batch);
-    program.slot(planned[i]).dense =
-        Tensor::view(t.dtype, concreteShape(t), program.arena, plan.offsets[i], device_->id());
-  }
-  return llvm::Error::success();
+  return allocateMirrors(program);
 }
 
 llvm::Error Executor::buildKernels(Program &program) {
-  // Before kernels are built: oneDNN fixes a primitive's thread count when it is created.
-  device_->enter();
   for (const ir::Op *op : order_) {
-    KernelFactory factory = findKernel(op->name(), device_->id().kind);
+    Device &device = deviceOf(*op);
+    // Before kernels are built: oneDNN fixes a primitive's thread count when it is created.
+    device.enter();
+    KernelFactory factory = findKernel(op->name(), device.id().kind);
     KernelSpec spec;
     spec.op = op;
     spec.attrs = ir::withDefaults(op->def(), op->attrs);
-    spec.device = device_.get();
+    spec.device = &device;
     spec.threads = options_.threads;
     spec.tf32 = options_.tf32;
     spec.batch = program.batch;
@@ -274,7 +422,7 @@ llvm::Error Executor::buildKernels(Program &program) {
     std::vector<RuntimeValue *> outs;
     for (const ir::Value *v : op->operands()) {
       spec.inputTypes.push_back(boundType(v, program.batch));
-      ins.push_back(&program.slot(v));
+      ins.push_back(&program.slotOn(v, &device));
     }
     for (unsigned r = 0; r < op->numResults(); ++r) {
       spec.outputTypes.push_back(boundType(op->result(r), program.batch));
@@ -315,7 +463,13 @@ llvm::Expected<int64_t> Executor::bindBatch(const Feeds &feeds) const {
                            ir::dtypeName(t.dtype()).str() + reference::shapeString(t.shape()) +
                            (batch >= 0 ? " (B = " + std::to_string(batch) + ")" : ""));
   }
-  return batch < 0 ? 1 : batch;
+  if (batch < 0)
+    return 1;
+  if (batch < towers_)
+    return ir::makeError("a batch of " + std::to_string(batch) + " example" +
+                         (batch == 1 ? "" : "s") + " for " + std::to_string(towers_) +
+                         " towers: each tower needs at least one");
+  return batch;
 }
 
 // Feeds are copied to the device (counted); variables alias the store, so updates are in place.
@@ -328,6 +482,12 @@ llvm::Error Executor::bindFeedsAndVariables(Program &p, const Feeds &feeds) {
     if (!onDevice)
       return ir::withContext(onDevice.takeError(), "feed '" + in->name() + "'");
     p.slots[slot->second].dense = std::move(*onDevice);
+  }
+  for (const Program::Mirror &m : p.feedMirrors) {
+    auto onDevice = m.device->toDevice(feeds.at(m.value->name()));
+    if (!onDevice)
+      return ir::withContext(onDevice.takeError(), "feed '" + m.value->name() + "'");
+    p.slots[m.to].dense = std::move(*onDevice);
   }
   for (const auto &var : module_.variables()) {
     auto slot = p.slotOf.find(var->value.get());
@@ -382,6 +542,10 @@ llvm::Error Executor::runKernels(Program &p, size_t begin, size_t end) {
         return ir::withLocation(ir::withContext(std::move(err), "before '" + op.name() + "'"),
                                 module_.sourceFile(), op.loc);
     }
+    if (!p.mirrorsBefore[i].empty())
+      if (auto err = copyMirrors(p, i))
+        return ir::withLocation(ir::withContext(std::move(err), "before '" + op.name() + "'"),
+                                module_.sourceFile(), op.loc);
     auto started = trace ? TraceRecorder::Clock::now() : TraceRecorder::Clock::time_point();
     llvm::Error ran = p.kernels[i]->run(p.inputs[i], p.outputs[i]);
     if (trace)
@@ -402,7 +566,10 @@ llvm::Error Executor::runKernels(Program &p, size_t begin, size_t end) {
     if (auto err = communication->synchronize())
       return err;
   }
-  return device_->synchronize();
+  for (Device *device : devices())
+    if (auto err = device->synchronize())
+      return err;
+  return llvm::Error::success();
 }
 
 std::string Executor::traceName(const ir::Op &op) const {
@@ -456,7 +623,7 @@ llvm::Error Executor::readLoss(Program &p) {
   auto slot = p.slotOf.find(module_.loss->value);
   if (slot == p.slotOf.end())
     return llvm::Error::success();
-  auto t = device_->toHost(p.slots[slot->second].dense);
+  auto t = homeOf(module_.loss->value).toHost(p.slots[slot->second].dense);
   if (!t)
     return ir::withContext(t.takeError(), "the loss");
   loss_ = t->dtype() == ir::DType::F64 ? *t->data<double>() : *t->data<float>();
@@ -485,7 +652,8 @@ llvm::Error Executor::addMicroBatch(Program &p, int64_t batch) {
   for (size_t a = 0; a < accumulated_.size(); ++a) {
     const RuntimeValue &value = p.slot(accumulated_[a]);
     Accumulator &acc = accumulators_[a];
-    auto onHost = device_->toHost(value.dense);
+    Device &device = homeOf(accumulated_[a]);
+    auto onHost = device.toHost(value.dense);
     if (!onHost)
       return ir::withContext(onHost.takeError(), accumulated_[a]->ref());
     const Tensor &t = *onHost;
@@ -495,7 +663,7 @@ llvm::Error Executor::addMicroBatch(Program &p, int64_t batch) {
         acc.sum[static_cast<size_t>(i)] += weight * elementAt(t, i);
       continue;
     }
-    auto indices = device_->toHost(value.indices);
+    auto indices = device.toHost(value.indices);
     if (!indices)
       return ir::withContext(indices.takeError(), accumulated_[a]->ref());
     int64_t n = indices->numElements();
@@ -515,6 +683,7 @@ llvm::Error Executor::writeMeans(Program &p, int64_t examples) {
     const ir::Value *v = accumulated_[a];
     RuntimeValue &value = p.slot(v);
     Accumulator &acc = accumulators_[a];
+    Device &device = homeOf(v);
     if (!value.sparse) {
       Tensor mean =
           value.dense.onHost() ? value.dense : Tensor(value.dense.dtype(), value.dense.shape());
@@ -522,7 +691,7 @@ llvm::Error Executor::writeMeans(Program &p, int64_t examples) {
         setElement(mean, i, acc.sum[static_cast<size_t>(i)] * inverse);
       acc.sum.assign(acc.sum.size(), 0.0);
       if (!value.dense.onHost())
-        if (auto err = device_->copyInto(value.dense, mean))
+        if (auto err = device.copyInto(value.dense, mean))
           return ir::withContext(std::move(err), v->ref());
       continue;
     }
@@ -534,8 +703,8 @@ llvm::Error Executor::writeMeans(Program &p, int64_t examples) {
     Tensor rows(v->type().dtype, rowShape);
     for (int64_t i = 0; i < rows.numElements(); ++i)
       setElement(rows, i, acc.rows[static_cast<size_t>(i)] * inverse);
-    auto onDevice = device_->toDevice(indices);
-    auto rowsOnDevice = onDevice ? device_->toDevice(rows) : onDevice.takeError();
+    auto onDevice = device.toDevice(indices);
+    auto rowsOnDevice = onDevice ? device.toDevice(rows) : onDevice.takeError();
     if (!rowsOnDevice)
       return ir::withContext(rowsOnDevice.takeError(), v->ref());
     value.indices = std::move(*onDevice);
@@ -608,7 +777,7 @@ llvm::Expected<Tensor> Executor::fetch(llvm::StringRef name) {
   if (!value)
     return ir::makeError(ir::ErrorCode::NotFound,
                          "'" + name + "' is not a kept output of the last step");
-  return device_->toHost(value->dense);
+  return homeOf(outputValues_.find(name)->getValue()).toHost(value->dense);
 }
 
 llvm::Error Executor::variablesToHost() {
@@ -628,10 +797,16 @@ llvm::Error Executor::variablesToHost() {
   return llvm::Error::success();
 }
 
-size_t Executor::arenaBytes() const {
+size_t Executor::arenaBytes(const Device *device) const {
+  const std::vector<Device *> all = devices();
   size_t most = 0;
-  for (const auto &entry : programs_)
-    most = std::max(most, entry.second->arenaBytes);
+  for (const auto &entry : programs_) {
+    size_t bytes = 0;
+    for (size_t d = 0; d < entry.second->arenaBytes.size(); ++d)
+      if (!device || all[d] == device)
+        bytes += entry.second->arenaBytes[d];
+    most = std::max(most, bytes);
+  }
   return most;
 }
 

@@ -27,8 +27,15 @@
 namespace prism::runtime {
 
 struct ExecutorOptions {
-  // The device the program runs on; `cpu:0` unless the plan says otherwise.
+  // The device the program runs on; `cpu:0` unless the plan says otherwise. Variables live on
+  // it, and the ops not in a tower run there.
   ir::DeviceId device;
+  // In-graph towers on devices of their own (a worker's GPUs): tower t's ops run on
+  // towerDevices[t], of `device`'s kind, one per tower of the module. A value an op reads on
+  // another device is copied there before its first reader (a feed from the host straight to
+  // each device that reads it; a variable each step, as it is then). Empty: every tower on
+  // `device` (towers on the CPU share its threads).
+  std::vector<ir::DeviceId> towerDevices;
   int threads = 1;
   // Values to compute and keep after a step (e.g. `logits` for evaluation). When non-empty,
   // only the ops these need run, and no variable is written.
@@ -102,15 +109,24 @@ public:
   // store holding host copies again (counted), for checkpoints and the trained result. On the
   // CPU it does nothing.
   llvm::Error variablesToHost();
-  // The largest arena planned so far, in bytes (activations and gradients of one step).
-  size_t arenaBytes() const;
+  // The largest arena planned so far, in bytes (activations and gradients of one step): on
+  // `device`, or on all the program's devices together.
+  size_t arenaBytes(const Device *device = nullptr) const;
   VariableStore &variables() { return *variables_; }
   Device &device() { return *device_; }
+  // Every device the program runs on: `device` first, then the towers' others.
+  std::vector<Device *> devices() const;
 
 private:
   struct Program;
   Executor(const ir::Module &module, std::shared_ptr<VariableStore> variables,
            ExecutorOptions options, std::unique_ptr<Device> device);
+  llvm::Error createTowerDevices(const DeviceOptions &options);
+  Device &deviceOf(const ir::Op &op) const;
+  Device &homeOf(const ir::Value *v) const;
+  void planMirrors(Program &program);
+  llvm::Error allocateMirrors(Program &program);
+  llvm::Error copyMirrors(Program &program, size_t op);
   llvm::Error selectOps();
   llvm::Error selectEvaluationOps();
   void markSynchronization();
@@ -132,6 +148,8 @@ private:
   std::shared_ptr<VariableStore> variables_;
   ExecutorOptions options_;
   std::unique_ptr<Device> device_;
+  std::vector<std::unique_ptr<Device>> otherDevices_; // towers' devices other than device_
+  std::vector<Device *> towerDevice_;                 // by tower; empty: all on device_
   std::vector<const ir::Op *> order_; // ops to run: compute first, then variable writes
   int64_t towers_ = 1;                // in-graph towers: ops pinned to device index i
   std::vector<bool> syncBefore_;      // parallel to order_: reads an all-reduce's results

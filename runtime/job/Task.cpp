@@ -255,9 +255,10 @@ joinHostAggregation(const plan::Plan &plan, const plan::Task &task, dist::Coordi
 }
 
 // Where worker `task` runs its steps: its device (`gpu:N` is `cuda:N`), or the host's CPU when
-// its devices are CPUs (in-graph towers then share its threads). A GPU the machine lacks is then
-// the executor's error, naming it: never a silent fallback to the CPU.
-llvm::Expected<ir::DeviceId> workerDevice(const plan::Task &task) {
+// its devices are CPUs (in-graph towers then share its threads). A worker with several GPUs runs
+// a tower on each (in-graph), its variables and shared ops on the first. A GPU the machine lacks
+// is then the executor's error, naming it: never a silent fallback to the CPU.
+llvm::Error setWorkerDevices(const plan::Task &task, train::TrainOptions &train) {
   std::vector<ir::DeviceId> devices;
   for (const std::string &name : task.devices()) {
     auto id = ir::DeviceId::parse(name);
@@ -265,16 +266,18 @@ llvm::Expected<ir::DeviceId> workerDevice(const plan::Task &task) {
       return ir::withContext(id.takeError(), "the devices of " + task.name());
     devices.push_back(*id);
   }
-  bool anyGpu =
-      llvm::any_of(devices, [](const ir::DeviceId &d) { return d.kind != ir::DeviceKind::Cpu; });
-  if (!anyGpu)
-    return ir::DeviceId{};
-  if (devices.size() > 1)
+  auto gpus =
+      llvm::count_if(devices, [](const ir::DeviceId &d) { return d.kind != ir::DeviceKind::Cpu; });
+  if (gpus == 0)
+    return llvm::Error::success();
+  if (static_cast<size_t>(gpus) != devices.size())
     return ir::makeError(ir::ErrorCode::Unsupported,
                          task.name() + " has the devices " + llvm::join(task.devices(), ", ") +
-                             ": in-graph towers on GPUs are not supported yet (between-graph "
-                             "replication runs a worker per GPU)");
-  return devices.front();
+                             ": a worker's towers run on CPUs or on GPUs, not on both");
+  train.device = devices.front();
+  if (devices.size() > 1)
+    train.towerDevices = devices;
+  return llvm::Error::success();
 }
 
 // How worker `task` trains: the plan's run configuration, the job's options; worker:0 reports,
@@ -284,12 +287,10 @@ workerTrainOptions(const plan::Plan &plan, const plan::Task &task, const JobOpti
   auto spec = data::parseDataSpec(options.data);
   if (!spec)
     return spec.takeError();
-  auto device = workerDevice(task);
-  if (!device)
-    return device.takeError();
   train::TrainOptions train;
   train.data = *spec;
-  train.device = *device;
+  if (auto e = setWorkerDevices(task, train))
+    return std::move(e);
   train.tf32 = options.tf32;
   train.steps = options.steps;
   if (!train.steps && plan.run().steps() > 0)
@@ -371,9 +372,12 @@ std::unique_ptr<ElasticWorker> makeElasticWorker(const plan::Plan &plan, const p
 llvm::Error announceWorkerEnd(const plan::Task &task, dist::CoordinatorClient &client,
                               const JobOptions &options, const WorkerCommunication &communication,
                               const train::TrainResult &result, bool synchronized, bool rankZero) {
-  // A GPU worker's memory and copies (nothing for a CPU's).
-  if (std::string use = train::describeDeviceUse(result.device); !use.empty() && !options.quiet)
-    llvm::outs() << task.name() << " on " << use << "\n";
+  // A GPU worker's memory and copies, a line per device (nothing for a CPU's).
+  std::vector<train::DeviceUse> uses{result.device};
+  uses.insert(uses.end(), result.towerDevices.begin(), result.towerDevices.end());
+  for (const train::DeviceUse &device : uses)
+    if (std::string use = train::describeDeviceUse(device); !use.empty() && !options.quiet)
+      llvm::outs() << task.name() << " on " << use << "\n";
   if (!synchronized) {
     if (!options.quiet)
       llvm::outs() << task.name() << ": " << result.steps << " steps run, "

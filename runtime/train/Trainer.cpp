@@ -290,6 +290,7 @@ llvm::Error TrainingRun::createExecutors() {
     return err;
   runtime::ExecutorOptions trainOptions;
   trainOptions.device = options_.device;
+  trainOptions.towerDevices = options_.towerDevices;
   trainOptions.tf32 = options_.tf32;
   trainOptions.threads = options_.threads;
   trainOptions.communication = worker_ ? worker_->communication : nullptr;
@@ -589,8 +590,15 @@ llvm::Expected<TrainResult> TrainingRun::finish() {
     if (auto err = saveCheckpoint(options_.saveDir, position_, store_->all()))
       return std::move(err);
   result_.peakArenaBytes = trainer_->arenaBytes();
-  result_.device = {trainer_->device().id(), result_.steps, trainer_->arenaBytes(),
-                    trainer_->device().workspaceBytes(), trainer_->device().copies()};
+  std::vector<runtime::Device *> devices = trainer_->devices();
+  for (runtime::Device *device : devices) {
+    DeviceUse use{device->id(), result_.steps, trainer_->arenaBytes(device),
+                  device->workspaceBytes(), device->copies()};
+    if (device == devices.front())
+      result_.device = use;
+    else
+      result_.towerDevices.push_back(use);
+  }
   result_.store = store_;
   return std::move(result_);
 }
@@ -604,9 +612,13 @@ std::string describeDeviceUse(const DeviceUse &use) {
   return use.device.str() + ": arena " + support::formatBytes(double(use.arenaBytes)) +
          ", workspace " + support::formatBytes(double(use.workspaceBytes)) + "; " +
          std::to_string(c.toDeviceCopies) + " copies to the device (" +
-         support::formatBytes(double(c.toDeviceBytes)) + ") and " + std::to_string(c.toHostCopies) +
-         " to the host (" + support::formatBytes(double(c.toHostBytes)) + ") in " +
-         std::to_string(use.steps) + (use.steps == 1 ? " step" : " steps");
+         support::formatBytes(double(c.toDeviceBytes)) + ")" +
+         (c.fromPeerCopies ? ", " + std::to_string(c.fromPeerCopies) + " from other devices (" +
+                                 support::formatBytes(double(c.fromPeerBytes)) + ")"
+                           : "") +
+         " and " + std::to_string(c.toHostCopies) + " to the host (" +
+         support::formatBytes(double(c.toHostBytes)) + ") in " + std::to_string(use.steps) +
+         (use.steps == 1 ? " step" : " steps");
 }
 
 llvm::Error checkAccumulation(int64_t accumulate, int64_t batchSize, int64_t workers) {

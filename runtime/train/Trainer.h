@@ -80,7 +80,10 @@ struct TrainOptions {
   int64_t accumulate = 1;
   int64_t evalBatchSize = 1000;
   ir::DeviceId device; // where the steps run (cpu:0 by default)
-  bool tf32 = false;   // a GPU's float32 matrix products in TF32 (ExecutorOptions::tf32)
+  // In-graph towers each on a device of its own (ExecutorOptions::towerDevices); empty: on
+  // `device`.
+  std::vector<ir::DeviceId> towerDevices;
+  bool tf32 = false; // a GPU's float32 matrix products in TF32 (ExecutorOptions::tf32)
   int threads = 1;
   uint64_t seed = 0;
   std::string metricsOut; // JSON lines; empty: none
@@ -111,8 +114,9 @@ struct DeviceUse {
 };
 
 // "cuda:0: arena 12.3 MB, workspace 8.4 MB; 601 copies to the device (74.9 MB) and 4 to the host
-// (1.3 MB) in 200 steps", for a device other than the CPU; empty on the CPU (its memory is the
-// host's: nothing is copied).
+// (1.3 MB) in 200 steps", for a device other than the CPU, with ", 400 from other devices (...)"
+// where towers on other devices sent it values; empty on the CPU (its memory is the host's:
+// nothing is copied).
 std::string describeDeviceUse(const DeviceUse &use);
 
 struct TrainResult {
@@ -125,6 +129,7 @@ struct TrainResult {
   size_t peakArenaBytes = 0; // the training step's activation and gradient memory
   std::shared_ptr<runtime::VariableStore> store; // the variables after training
   DeviceUse device;                              // where the steps ran, and what it took there
+  std::vector<DeviceUse> towerDevices;           // in-graph towers' devices other than `device`
 };
 
 // A batch of `size` examples as `parts` micro-batches: contiguous slices, in order, the first

@@ -123,6 +123,39 @@ TEST(Executor, Tf32OnACpuIsAClearError) {
   EXPECT_NE(text.find("runs on cpu:0, not a GPU"), std::string::npos) << text;
 }
 
+// In-graph towers each compute a slice of the batch: a batch with fewer examples than towers is
+// an error saying so, not a kernel over no rows.
+TEST(Executor, ABatchSmallerThanTheTowersIsAClearError) {
+  passes::PassOptions pass;
+  pass.set("devices", "3");
+  auto module =
+      testing::compiledModule(testing::kTinyModel, "tiny.prism",
+                              "infer-shapes,autodiff,lower-optimizer,replicate-in-graph", pass);
+  ASSERT_TRUE(module);
+  auto store = std::make_shared<runtime::VariableStore>();
+  ASSERT_FALSE(bool(store->initialize(*module, 0)));
+  auto exec = runtime::Executor::create(*module, store);
+  ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
+  llvm::Error err = (*exec)->step(feeds(2, 1));
+  ASSERT_TRUE(bool(err));
+  EXPECT_EQ(llvm::toString(std::move(err)),
+            "error: a batch of 2 examples for 3 towers: each tower needs at least one");
+  EXPECT_FALSE(bool((*exec)->step(feeds(3, 1))));
+}
+
+// Towers on devices of their own: one per tower, of one kind.
+TEST(Executor, TowerDevicesMustFitTheTowers) {
+  auto module = trainingModule();
+  auto store = std::make_shared<runtime::VariableStore>();
+  ASSERT_FALSE(bool(store->initialize(*module, 0)));
+  runtime::ExecutorOptions options;
+  options.towerDevices = {ir::DeviceId{}, ir::DeviceId{}};
+  auto exec = runtime::Executor::create(*module, store, options);
+  ASSERT_FALSE(bool(exec));
+  EXPECT_EQ(llvm::toString(exec.takeError()),
+            "error: the program has 1 tower, but the devices cpu:0, cpu:0 were given");
+}
+
 TEST(Tensor, KnowsItsDevice) {
   Tensor host(ir::DType::F32, {2});
   EXPECT_TRUE(host.onHost());

@@ -21,10 +21,11 @@ inline constexpr const char *kTinyModel = R"(model tiny {
 }
 )";
 
-// `text` (as `file`) after `pipeline` (its training step by default).
+// `text` (as `file`) after `pipeline` (its training step by default) with `options`.
 inline std::unique_ptr<ir::Module>
 compiledModule(const char *text, const char *file,
-               const char *pipeline = "infer-shapes,autodiff,lower-optimizer") {
+               const char *pipeline = "infer-shapes,autodiff,lower-optimizer",
+               const passes::PassOptions &options = {}) {
   auto module = frontends::parseModule(text, file);
   EXPECT_TRUE(bool(module)) << llvm::toString(module.takeError());
   if (!module)
@@ -33,7 +34,7 @@ compiledModule(const char *text, const char *file,
   EXPECT_TRUE(bool(pm)) << llvm::toString(pm.takeError());
   if (!pm)
     return nullptr;
-  auto changed = pm->run(**module, passes::PassOptions());
+  auto changed = pm->run(**module, options);
   EXPECT_TRUE(bool(changed)) << llvm::toString(changed.takeError());
   return std::move(*module);
 }

@@ -32,10 +32,10 @@ std::vector<std::string> &events() {
   return all;
 }
 
-// Host memory under the name cuda:0 (copies are plain, and counted as a GPU's).
+// Host memory under the name cuda:N (copies are plain, and counted as a GPU's).
 class HostMemoryGpu final : public runtime::Device {
 public:
-  HostMemoryGpu() : Device(ir::DeviceId{ir::DeviceKind::Cuda, 0}) {}
+  explicit HostMemoryGpu(int index = 0) : Device(ir::DeviceId{ir::DeviceKind::Cuda, index}) {}
   llvm::Expected<std::shared_ptr<void>> allocate(size_t bytes) override {
     void *memory = std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
     return std::shared_ptr<void>(memory, std::free);
@@ -56,15 +56,44 @@ protected:
   }
 };
 
-// The CPU's kernel of an op; the cross-entropy ones keep their error for `check`.
+// `t`'s elements, as a tensor of `device` (the CPU kernels make their sparse results in host
+// memory: here that is the device's).
+Tensor rehomed(const Tensor &t, ir::DeviceId device) {
+  if (t.empty() || !t.onHost())
+    return t;
+  auto holder = std::make_shared<Tensor>(t);
+  return Tensor::view(t.dtype(), t.shape(),
+                      std::shared_ptr<void>(holder, const_cast<void *>(t.raw())), 0, device);
+}
+
+// An error unless every tensor of `value` is on `device`.
+llvm::Error expectOn(const RuntimeValue &value, ir::DeviceId device, const std::string &what) {
+  for (const Tensor *t : {&value.dense, &value.indices})
+    if (!t->empty() && t->device() != device)
+      return ir::makeError(what + " is on " + t->device().str() + ", not " + device.str());
+  return llvm::Error::success();
+}
+
+// The CPU's kernel of an op; the cross-entropy ones keep their error for `check`. It checks that
+// it reads and writes its own device's memory.
 class Wrapped final : public Kernel {
 public:
-  Wrapped(std::unique_ptr<Kernel> inner, std::string op, bool later)
-      : inner_(std::move(inner)), op_(std::move(op)), later_(later) {}
+  Wrapped(std::unique_ptr<Kernel> inner, std::string op, bool later, ir::DeviceId device)
+      : inner_(std::move(inner)), op_(std::move(op)), later_(later), device_(device) {}
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
     events().push_back("run " + op_);
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (auto e = expectOn(*inputs[i], device_, op_ + "'s operand " + std::to_string(i)))
+        return e;
     llvm::Error ran = inner_->run(inputs, outputs);
+    if (!ran)
+      for (RuntimeValue *out : outputs) {
+        out->dense = rehomed(out->dense, device_);
+        out->indices = rehomed(out->indices, device_);
+        if (auto e = expectOn(*out, device_, op_ + "'s result"))
+          return e;
+      }
     if (!later_)
       return ran;
     flagged_ = ran ? llvm::toString(std::move(ran)) : "";
@@ -82,6 +111,7 @@ private:
   std::unique_ptr<Kernel> inner_;
   std::string op_;
   bool later_;
+  ir::DeviceId device_;
   std::string flagged_;
 };
 
@@ -90,16 +120,17 @@ llvm::Expected<std::unique_ptr<Kernel>> wrap(const KernelSpec &spec) {
   if (!inner)
     return inner.takeError();
   bool later = spec.op->name().startswith("softmax_cross_entropy");
-  return std::make_unique<Wrapped>(std::move(*inner), spec.op->name().str(), later);
+  return std::make_unique<Wrapped>(std::move(*inner), spec.op->name().str(), later,
+                                   spec.device->id());
 }
 
 // `cuda` devices as HostMemoryGpu, with the wrapped CPU kernel of every op of `module` (added
 // again for each module).
 void serveCudaFor(const ir::Module &module) {
   runtime::registerDeviceFactory(ir::DeviceKind::Cuda,
-                                 [](ir::DeviceId, const runtime::DeviceOptions &)
+                                 [](ir::DeviceId id, const runtime::DeviceOptions &)
                                      -> llvm::Expected<std::unique_ptr<runtime::Device>> {
-                                   return std::make_unique<HostMemoryGpu>();
+                                   return std::make_unique<HostMemoryGpu>(id.index);
                                  });
   static const ir::Module *ops;
   ops = &module;
@@ -200,10 +231,11 @@ constexpr const char *kBag = R"(model bag {
 }
 )";
 
-// Micro-batches of 3 and 2 examples for tiny (x, y) or bag (tokens, y); step `s` differs.
-std::vector<runtime::Feeds> microBatches(const ir::Module &module, int s) {
+// Micro-batches of `sizes` examples for tiny (x, y) or bag (tokens, y); step `s` differs.
+std::vector<runtime::Feeds> microBatches(const ir::Module &module, int s,
+                                         std::initializer_list<int64_t> sizes = {3, 2}) {
   std::vector<runtime::Feeds> batches;
-  for (int64_t size : {3, 2}) {
+  for (int64_t size : sizes) {
     runtime::Feeds feeds;
     Tensor y(ir::DType::I32, {size});
     for (int64_t i = 0; i < size; ++i)
@@ -334,6 +366,150 @@ TEST(DeviceUse, ACopyWithinTheDeviceIsNotCounted) {
   auto back = gpu.toHost(*b);
   ASSERT_TRUE(bool(back));
   EXPECT_EQ(back->data<float>()[2], 3.0f);
+}
+
+// `text` replicated in-graph into `towers` towers (each pinned to its tower's device).
+std::unique_ptr<ir::Module> towered(const char *text, const char *file, int towers) {
+  passes::PassOptions options;
+  options.set("devices", std::to_string(towers));
+  return testing::compiledModule(
+      text, file, "infer-shapes,autodiff,lower-optimizer,replicate-in-graph", options);
+}
+
+std::vector<ir::DeviceId> gpus(std::initializer_list<int> indices) {
+  std::vector<ir::DeviceId> ids;
+  for (int i : indices)
+    ids.push_back(ir::DeviceId{ir::DeviceKind::Cuda, i});
+  return ids;
+}
+
+// Three steps of `module`'s towers on the CPU (sharing it) and on the host-memory GPUs `devices`
+// (a tower each): the same losses and variables, bit for bit, every kernel reading and writing
+// its own device's memory (Wrapped checks it). Returns the GPU executor.
+std::unique_ptr<runtime::Executor> expectTowersAsOnTheCpu(const ir::Module &module,
+                                                          std::vector<ir::DeviceId> devices) {
+  auto cpuStore = std::make_shared<runtime::VariableStore>();
+  auto gpuStore = std::make_shared<runtime::VariableStore>();
+  EXPECT_FALSE(bool(cpuStore->initialize(module, 5)));
+  EXPECT_FALSE(bool(gpuStore->initialize(module, 5)));
+  auto cpu = runtime::Executor::create(module, cpuStore);
+  EXPECT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
+  runtime::ExecutorOptions options;
+  options.towerDevices = std::move(devices);
+  auto gpu = executorOn(module, gpuStore, options);
+  if (!cpu || !gpu)
+    return nullptr;
+  for (int s = 0; s < 3; ++s) {
+    for (const runtime::Feeds &feeds : microBatches(module, s, {5, 4})) {
+      llvm::Error onCpu = (*cpu)->step(feeds);
+      EXPECT_FALSE(bool(onCpu)) << llvm::toString(std::move(onCpu));
+      llvm::Error onGpu = gpu->step(feeds);
+      EXPECT_FALSE(bool(onGpu)) << llvm::toString(std::move(onGpu));
+      EXPECT_EQ(gpu->loss(), (*cpu)->loss());
+    }
+  }
+  EXPECT_FALSE(bool(gpu->variablesToHost()));
+  for (const auto &var : module.variables()) {
+    const Tensor *a = cpuStore->find(var->name()), *b = gpuStore->find(var->name());
+    EXPECT_TRUE(a && b && b->onHost());
+    if (a && b) {
+      EXPECT_EQ(std::memcmp(a->raw(), b->raw(), static_cast<size_t>(a->numBytes())), 0)
+          << var->name();
+    }
+  }
+  return gpu;
+}
+
+// Two towers on cuda:0 and cuda:1. Per step, tower 1 gets the shared seed of backward and w
+// from cuda:0, and cuda:0 gets tower 1's loss and gradient to combine: two copies each way.
+// The feeds go from the host to each device (x and y, and the loss comes back once).
+TEST(InGraphTowers, TwoTowersOnTwoDevicesTrainAsOnTheCpu) {
+  auto module = towered(testing::kTinyModel, "tiny.prism", 2);
+  ASSERT_TRUE(module);
+  auto gpu = expectTowersAsOnTheCpu(*module, gpus({0, 1}));
+  ASSERT_TRUE(gpu);
+  std::vector<runtime::Device *> devices = gpu->devices();
+  ASSERT_EQ(devices.size(), 2u);
+  EXPECT_EQ(devices[0]->id().str(), "cuda:0");
+  EXPECT_EQ(devices[1]->id().str(), "cuda:1");
+  const int64_t steps = 6, variables = 1;
+  EXPECT_EQ(devices[0]->copies().fromPeerCopies, 2 * steps);
+  EXPECT_EQ(devices[1]->copies().fromPeerCopies, 2 * steps);
+  EXPECT_EQ(devices[0]->copies().toDeviceCopies, 2 * steps + variables);
+  EXPECT_EQ(devices[1]->copies().toDeviceCopies, 2 * steps);
+  EXPECT_EQ(devices[1]->copies().toHostCopies, 0);
+  EXPECT_GT(gpu->arenaBytes(devices[1]), 0u);
+  EXPECT_EQ(gpu->arenaBytes(), gpu->arenaBytes(devices[0]) + gpu->arenaBytes(devices[1]));
+}
+
+// Sparse gradients (an embedding's rows) cross to the first device as indices and rows; three
+// towers over three devices, batches of 5 and 4 uneven across them.
+TEST(InGraphTowers, SparseGradientsOfThreeTowersCombineAsOnTheCpu) {
+  auto module = towered(kBag, "bag.prism", 3);
+  ASSERT_TRUE(module);
+  auto gpu = expectTowersAsOnTheCpu(*module, gpus({0, 1, 2}));
+  ASSERT_TRUE(gpu);
+  EXPECT_EQ(gpu->devices().size(), 3u);
+  EXPECT_GT(gpu->devices()[2]->copies().fromPeerCopies, 0);
+}
+
+// Towers that name one device share it: nothing crosses.
+TEST(InGraphTowers, TowersNamingOneDeviceShareIt) {
+  auto module = towered(testing::kTinyModel, "tiny.prism", 2);
+  ASSERT_TRUE(module);
+  auto gpu = expectTowersAsOnTheCpu(*module, gpus({0, 0}));
+  ASSERT_TRUE(gpu);
+  ASSERT_EQ(gpu->devices().size(), 1u);
+  EXPECT_EQ(gpu->device().copies().fromPeerCopies, 0);
+}
+
+TEST(InGraphTowers, DevicesThatDoNotFitTheTowersAreAnError) {
+  auto module = towered(testing::kTinyModel, "tiny.prism", 2);
+  ASSERT_TRUE(module);
+  serveCudaFor(*module);
+  auto store = std::make_shared<runtime::VariableStore>();
+  ASSERT_FALSE(bool(store->initialize(*module, 5)));
+  runtime::ExecutorOptions options;
+  options.device = ir::DeviceId{ir::DeviceKind::Cuda, 0};
+  options.towerDevices = gpus({0, 1, 2});
+  auto three = runtime::Executor::create(*module, store, options);
+  ASSERT_FALSE(bool(three));
+  EXPECT_EQ(llvm::toString(three.takeError()),
+            "error: the program has 2 towers, but the devices cuda:0, cuda:1, cuda:2 were given");
+  options.towerDevices = {ir::DeviceId{ir::DeviceKind::Cuda, 0}, ir::DeviceId{}};
+  auto mixed = runtime::Executor::create(*module, store, options);
+  ASSERT_FALSE(bool(mixed));
+  EXPECT_EQ(llvm::toString(mixed.takeError()),
+            "error: the towers' devices cuda:0, cpu:0 mix cuda and cpu: a task's towers run on one "
+            "kind");
+}
+
+// The trainer reports each device of the towers, the others' copies from their peers.
+TEST(InGraphTowers, TrainingReportsEveryDevice) {
+  auto module = towered(kBag, "bag.prism", 2);
+  ASSERT_TRUE(module);
+  auto data = runtime::data::parseDataSpec("zipf:12,tokens=3,classes=4,examples=64");
+  ASSERT_TRUE(bool(data)) << llvm::toString(data.takeError());
+  runtime::train::TrainOptions options;
+  options.data = *data;
+  options.steps = 2;
+  options.batchSize = 8;
+  options.quiet = true;
+  options.evaluate = false;
+  serveCudaFor(*module);
+  options.device = ir::DeviceId{ir::DeviceKind::Cuda, 0};
+  options.towerDevices = gpus({0, 1});
+  auto result = runtime::train::train(*module, options);
+  ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+  EXPECT_EQ(result->device.device.str(), "cuda:0");
+  ASSERT_EQ(result->towerDevices.size(), 1u);
+  const runtime::train::DeviceUse &other = result->towerDevices[0];
+  EXPECT_EQ(other.device.str(), "cuda:1");
+  EXPECT_GT(other.arenaBytes, 0u);
+  const std::string text = runtime::train::describeDeviceUse(other);
+  EXPECT_EQ(text.rfind("cuda:1: arena ", 0), 0u) << text;
+  EXPECT_NE(text.find(" from other devices ("), std::string::npos) << text;
+  EXPECT_NE(text.find(" in 2 steps"), std::string::npos) << text;
 }
 
 } // namespace
