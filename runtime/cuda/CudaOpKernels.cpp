@@ -12,6 +12,7 @@
 #include "ir/Module.h"
 #include "ir/OpTable.h"
 #include "ir/Precision.h"
+#include "runtime/BatchSplit.h"
 #include "runtime/DropoutMask.h"
 #include "runtime/cuda/Cublas.h"
 #include "runtime/cuda/CudaModules.h"
@@ -1670,6 +1671,124 @@ KernelOrError makeReshape(const KernelSpec &spec, std::shared_ptr<GpuBackend> ba
       });
 }
 
+// tower_slice: rows [begin, begin + size) of the task's batch (any dtype), copied.
+class TowerSliceKernel final : public Kernel {
+public:
+  TowerSliceKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend)
+      : backend_(std::move(backend)) {
+    const ir::TensorType &in = spec.inputTypes[0];
+    const BatchSlice slice =
+        splitBatch(spec.batch, spec.attrs.getInt("tower"), spec.attrs.getInt("towers"));
+    const int64_t rows = in.dims.empty() ? 1 : in.dims[0];
+    const int64_t rowBytes = rows ? in.numElements() * ir::dtypeBytes(in.dtype) / rows : 0;
+    offset_ = slice.begin * rowBytes;
+    bytes_ = slice.size * rowBytes;
+  }
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> in,
+                  llvm::ArrayRef<RuntimeValue *> out) override {
+    k::CopyArgs a{out[0]->dense.raw(), static_cast<const char *>(in[0]->dense.raw()) + offset_,
+                  bytes_};
+    return launch(*backend_, "prism_copy", bytes_ % 4 == 0 ? bytes_ / 4 : bytes_, a);
+  }
+
+private:
+  std::shared_ptr<GpuBackend> backend_;
+  int64_t offset_ = 0, bytes_ = 0;
+};
+
+KernelOrError makeTowerSlice(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  if (spec.inputTypes[0].sparse)
+    return unsupported(spec, "takes a dense value, not " + spec.inputTypes[0].str());
+  return std::make_unique<TowerSliceKernel>(spec, std::move(backend));
+}
+
+// combine_towers: Σ bᵢ xᵢ / Σ bᵢ with bᵢ each tower's share of the task's batch, summed in tower
+// order; sparse values keep every tower's indices and rows, the rows scaled by bᵢ / Σ bᵢ, in
+// buffers that grow as needed.
+class CombineTowersKernel final : public Kernel {
+public:
+  CombineTowersKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend)
+      : backend_(std::move(backend)), device_(spec.device),
+        shape_(spec.outputTypes[0].dims.begin(), spec.outputTypes[0].dims.end()) {
+    const int64_t towers = static_cast<int64_t>(spec.inputTypes.size());
+    for (int64_t t = 0; t < towers; ++t)
+      weights_.push_back(
+          static_cast<float>(static_cast<double>(splitBatch(spec.batch, t, towers).size) /
+                             static_cast<double>(spec.batch)));
+    for (size_t d = 1; d < shape_.size(); ++d)
+      rowSize_ *= shape_[d];
+  }
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> in,
+                  llvm::ArrayRef<RuntimeValue *> out) override {
+    if (!in[0]->sparse) {
+      const int64_t n = out[0]->dense.numElements();
+      for (size_t t = 0; t < in.size(); ++t)
+        if (auto e = launch(
+                *backend_, "prism_weighted_add", n,
+                k::WeightedAddArgs{floats(out[0]), floats(in[t]), n, weights_[t], t > 0 ? 1 : 0}))
+          return e;
+      return llvm::Error::success();
+    }
+    int64_t rows = 0;
+    for (const RuntimeValue *v : in)
+      rows += v->numRows();
+    if (auto e = view(rows, *out[0]))
+      return e;
+    int64_t at = 0;
+    for (size_t t = 0; t < in.size(); ++t) {
+      const int64_t count = in[t]->numRows();
+      k::CopyArgs indices{static_cast<long long *>(out[0]->indices.raw()) + at,
+                          in[t]->indices.raw(), count * 8};
+      if (auto e = launch(*backend_, "prism_copy", count * 2, indices))
+        return e;
+      k::WeightedAddArgs values{floats(out[0]) + at * rowSize_, floats(in[t]), count * rowSize_,
+                                weights_[t], 0};
+      if (auto e = launch(*backend_, "prism_weighted_add", values.n, values))
+        return e;
+      at += count;
+    }
+    return llvm::Error::success();
+  }
+
+private:
+  // `out` as a sparse value of `rows` rows over this kernel's buffers.
+  llvm::Error view(int64_t rows, RuntimeValue &out) {
+    if (rows > capacity_) {
+      auto indices = device_->allocate(static_cast<size_t>(rows) * 8);
+      auto values = indices ? device_->allocate(static_cast<size_t>(rows * rowSize_) * 4)
+                            : indices.takeError();
+      if (!values)
+        return values.takeError();
+      indices_ = std::move(*indices);
+      values_ = std::move(*values);
+      capacity_ = rows;
+    }
+    std::vector<int64_t> shape = shape_;
+    shape[0] = rows;
+    out.sparse = true;
+    out.indices = Tensor::view(ir::DType::I64, {rows}, indices_, 0, device_->id());
+    out.dense = Tensor::view(ir::DType::F32, shape, values_, 0, device_->id());
+    return llvm::Error::success();
+  }
+
+  std::shared_ptr<GpuBackend> backend_;
+  Device *device_;
+  std::vector<int64_t> shape_;
+  std::vector<float> weights_;
+  int64_t rowSize_ = 1, capacity_ = 0;
+  std::shared_ptr<void> indices_, values_;
+};
+
+KernelOrError makeCombineTowers(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
+  for (const ir::TensorType &t : spec.inputTypes)
+    if (t.dtype != ir::DType::F32)
+      return unsupported(spec, "takes f32 values, not " + t.str());
+  if (spec.outputTypes[0].sparse && (spec.outputTypes[0].dims.empty() || !spec.device))
+    return unsupported(spec, "takes sparse values with rows, not " + spec.outputTypes[0].str());
+  return std::make_unique<CombineTowersKernel>(spec, std::move(backend));
+}
+
 // matmul and fused_matmul: row-major C [m, n] = op(A) · op(B) is column-major C^T = op(B)^T ·
 // op(A)^T, so cuBLAS gets B first; then, fused, the bias along the columns and the activation.
 class MatmulKernel final : public Kernel {
@@ -2049,6 +2168,8 @@ const std::vector<std::pair<llvm::StringRef, Maker>> &makers() {
       {"touched_rows", makeSparseValue},
       {"sparse_from_dense", makeSparseValue},
       {"update_loss_scale", makeSparseValue},
+      {"tower_slice", makeTowerSlice},
+      {"combine_towers", makeCombineTowers},
   };
   return table;
 }

@@ -35,6 +35,7 @@ inline float prism_bits_float(unsigned int bits) {
   return v;
 }
 inline void prism_atomic_add(float *p, float v) { *p += v; }
+inline float prism_mul_rn(float a, float b) { return a * b; }
 inline int prism_atomic_exch(int *p, int v) {
   int old = *p;
   *p = v;
@@ -47,6 +48,8 @@ __device__ __forceinline__ float prism_bits_float(unsigned int bits) {
   return __uint_as_float(bits);
 }
 __device__ __forceinline__ void prism_atomic_add(float *p, float v) { atomicAdd(p, v); }
+// A product rounded on its own (never fused into a following sum), as the CPU's loops round it.
+__device__ __forceinline__ float prism_mul_rn(float a, float b) { return __fmul_rn(a, b); }
 __device__ __forceinline__ int prism_atomic_exch(int *p, int v) { return atomicExch(p, v); }
 #endif
 
@@ -1206,6 +1209,23 @@ PRISM_KERNEL(prism_scale, ScaleArgs, a) {
   PRISM_FOR_EACH(i, a.n) { a.out[i] = a.x[i] * a.s[0]; }
 }
 
+// combine_towers: out = weight * in (the first tower's, or a sparse value's rows) or
+// out += weight * in (each further tower's), over n elements: the towers' batch-weighted mean
+// summed in tower order, each product rounded before the sum, as on the CPU.
+struct WeightedAddArgs {
+  float *out;
+  const float *in;
+  long long n;
+  float weight;
+  int accumulate;
+};
+PRISM_KERNEL(prism_weighted_add, WeightedAddArgs, a) {
+  PRISM_FOR_EACH(i, a.n) {
+    float term = prism_mul_rn(a.weight, a.in[i]);
+    a.out[i] = a.accumulate ? a.out[i] + term : term;
+  }
+}
+
 // avg_pool2d: y the mean of the window's cells inside the input (padding not counted; 0 for a
 // window outside). avg_pool2d_grad: dx each cell's share of the windows holding it.
 PRISM_DEVICE_FUNCTION long long prism_window_cells(const Conv2dArgs &a, long long oh,
@@ -1457,6 +1477,7 @@ PRISM_KERNEL(prism_update_loss_scale, LossScaleArgs, a) {
   X(prism_norm_parts, NormArgs)                                                                    \
   X(prism_norm_finish, NormFinishArgs)                                                             \
   X(prism_scale, ScaleArgs)                                                                        \
+  X(prism_weighted_add, WeightedAddArgs)                                                           \
   X(prism_avg_pool2d, Conv2dArgs)                                                                  \
   X(prism_avg_pool2d_grad, Conv2dArgs)                                                             \
   X(prism_im2col, PatchArgs)                                                                       \

@@ -1005,6 +1005,81 @@ TEST(GpuOpKernels, TheRowsOfALargeDensifiedTable) {
             0);
 }
 
+// combine_towers: three towers' dense values (of a batch of 4, so weighted 2/4, 1/4, 1/4) and
+// two towers' sparse gradients (rows appended, each scaled by its tower's weight), exactly the
+// CPU's sums.
+TEST(GpuOpKernels, TheTowersCombinedDenseAndSparse) {
+  EXPECT_GT(expectSameAsCpu(R"(model m {
+  input a : f32[2, 3]
+  input b : f32[2, 3]
+  input c : f32[2, 3]
+  input la : f32[]
+  input lb : f32[]
+  input r1 : f32[4, 3]
+  input r2 : f32[3, 3]
+  input ids : i64[4]
+  input ids2 : i64[3]
+  %mean = combine_towers(a, b, c)
+  %loss = combine_towers(la, lb)
+  %g1 = gather_grad(r1, ids, num_rows = 6)
+  %g2 = gather_grad(r2, ids2, num_rows = 6)
+  %rows = combine_towers(%g1, %g2)
+})",
+                            1e-12, 6),
+            0);
+}
+
+// tower_slice: each tower's rows of a batch of 5 over 3 towers (2, 2 and 1 rows), of f32 and
+// i32 values, exactly the CPU's.
+TEST(GpuOpKernels, TowerSlicesOfEveryTower) {
+  auto module = prism::testing::compiledModule(R"(model m {
+  input x : f32[B, 3]
+  input y : i32[B]
+  %xs = tower_slice(x, tower = 0, towers = 3)
+  %ys = tower_slice(y, tower = 0, towers = 3)
+})",
+                                               "case.prism", "infer-shapes");
+  ASSERT_TRUE(module);
+  auto device = createDevice({ir::DeviceKind::Cpu, 0});
+  ASSERT_TRUE(bool(device));
+  auto backend = std::make_shared<HostBackend>();
+  std::mt19937 random(3);
+  for (const auto &op : module->ops())
+    for (int64_t tower = 0; tower < 3; ++tower) {
+      SCOPED_TRACE(op->result()->ref() + " of tower " + std::to_string(tower));
+      const int64_t rows = tower < 2 ? 2 : 1;
+      KernelSpec spec;
+      spec.op = op.get();
+      spec.attrs = ir::withDefaults(op->def(), op->attrs);
+      spec.attrs.set("tower", ir::Attr::integer(tower));
+      spec.device = device->get();
+      spec.batch = 5;
+      ir::TensorType in = op->operand(0)->type(), out = in;
+      in.dims[0] = 5;
+      out.dims[0] = rows;
+      spec.inputTypes = {in};
+      spec.outputTypes = {out};
+      RuntimeValue x, cpuOut, gpuOut;
+      x.dense = randomTensor(in, random, 100);
+      std::vector<int64_t> shape(out.dims.begin(), out.dims.end());
+      cpuOut.dense = Tensor(out.dtype, shape);
+      gpuOut.dense = Tensor(out.dtype, shape);
+      auto cpuKernel = findKernel(op->name(), ir::DeviceKind::Cpu)(spec);
+      auto gpuKernel = cuda::makeGpuOpKernel(spec, backend);
+      ASSERT_TRUE(cpuKernel && gpuKernel);
+      ASSERT_FALSE(bool((*cpuKernel)->run({&x}, {&cpuOut})));
+      ASSERT_FALSE(bool((*gpuKernel)->run({&x}, {&gpuOut})));
+      EXPECT_EQ(std::memcmp(cpuOut.dense.raw(), gpuOut.dense.raw(),
+                            static_cast<size_t>(cpuOut.dense.numBytes())),
+                0);
+      const int64_t rowBytes = in.numElements() * ir::dtypeBytes(in.dtype) / 5;
+      EXPECT_EQ(std::memcmp(gpuOut.dense.raw(),
+                            static_cast<const char *>(x.dense.raw()) + 2 * tower * rowBytes,
+                            static_cast<size_t>(rows * rowBytes)),
+                0);
+    }
+}
+
 // The sparse-value ops on the sparse gradients of two gathers (repeated and missing rows), and
 // the dynamic loss scale's update after a finite and after a non-finite step.
 TEST(GpuOpKernels, SparseValuesAndTheLossScale) {
