@@ -559,16 +559,18 @@ llvm::Expected<ClusterSpec> parseLocalShorthand(llvm::StringRef spec) {
                                llvm::Twine(kMaxCount) + ": each task takes a port)");
   if (*workers == 0)
     return error(parts[0], "no hosts: '" + spec + "' asks for no workers (local:N needs N >= 1)");
-  int64_t psTasks = 0, devicesPerWorker = 1;
-  // devices=gpu: group h has gpu:h; devices=gpu:K: every group shares gpu:K.
+  int64_t psTasks = 0, devicesPerWorker = 1, towers = 0;
+  // devices=gpu: group h has gpu:h; devices=gpu:K: every group shares gpu:K; towers=T: its
+  // worker runs T in-graph towers on that GPU (the GPU listed T times).
   bool gpus = false;
   std::optional<int64_t> sharedGpu;
   std::set<std::string> seen;
   for (llvm::StringRef option : llvm::makeArrayRef(parts).drop_front()) {
     auto [name, value] = option.split('=');
-    if ((name != "ps" && name != "devices") || !option.contains('='))
+    if ((name != "ps" && name != "devices" && name != "towers") || !option.contains('='))
       return error(option, "unknown option '" + option + "' in '" + spec +
-                               "' (expected ps=M, devices=D, devices=gpu or devices=gpu:K)");
+                               "' (expected ps=M, devices=D, devices=gpu, devices=gpu:K or "
+                               "towers=T)");
     if (!seen.insert(name.str()).second)
       return error(option, "duplicate option '" + name + "' in '" + spec + "'");
     if (name == "devices" && value.startswith("gpu")) {
@@ -583,8 +585,16 @@ llvm::Expected<ClusterSpec> parseLocalShorthand(llvm::StringRef spec) {
     if (!number || *number < least || *number > kMaxCount)
       return error(value, "'" + name + "' in '" + spec + "' must be a whole number >= " +
                               llvm::Twine(least) + ", got '" + value + "'");
-    (name == "ps" ? psTasks : devicesPerWorker) = *number;
+    (name == "ps" ? psTasks : name == "towers" ? towers : devicesPerWorker) = *number;
   }
+  if (towers > 0 && !gpus) {
+    llvm::StringRef at = spec.substr(spec.find("towers="));
+    return error(at, "'towers' in '" + spec +
+                         "' is for GPU workers (devices=gpu or devices=gpu:K); on CPUs, "
+                         "devices=D gives each worker D towers");
+  }
+  if (towers > 0)
+    devicesPerWorker = towers;
   if (*workers * devicesPerWorker > kMaxCount)
     return error(parts[0], "'" + spec + "' asks for " + llvm::Twine(*workers * devicesPerWorker) +
                                " worker devices, more than there are ports on 127.0.0.1");
@@ -595,7 +605,7 @@ llvm::Expected<ClusterSpec> parseLocalShorthand(llvm::StringRef spec) {
     Host host;
     host.name = "local" + std::to_string(h);
     host.address = "127.0.0.1";
-    if (gpus)
+    for (int64_t t = 0; gpus && t < std::max<int64_t>(towers, 1); ++t)
       host.devices.push_back(Device{DeviceKind::Gpu, static_cast<int>(sharedGpu ? *sharedGpu : h)});
     for (int64_t d = 0; !gpus && d < devicesPerWorker; ++d)
       host.devices.push_back(Device{DeviceKind::Cpu, static_cast<int>(d)});

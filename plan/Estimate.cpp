@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "ir/Device.h"
 #include "ir/OpTable.h"
 #include "ir/VariablePlacement.h"
 #include "plan/CommunicationCost.h"
@@ -280,6 +282,34 @@ double inputBytes(const ir::Module &worker, int64_t batch) {
   return bytes;
 }
 
+// A worker whose in-graph towers run on its GPUs (tower t on its t-th device, the shared ops and
+// variables on the first): the bytes copied between its GPUs per step, as the executor copies
+// them: each value an op reads from another GPU, once per GPU and micro-batch (the variables and
+// shared values a tower reads, the towers' losses and gradients the first GPU combines); towers
+// on one GPU share it. A sparse value counts at its dense size, an upper bound.
+double towerCopyBytes(const ir::Module &worker, const WorkerBatches &batches,
+                      const std::vector<std::string> &gpus) {
+  auto gpuOf = [&](const ir::Op &op) {
+    std::optional<ir::DeviceId> device = ir::opDevice(op);
+    size_t tower = device ? static_cast<size_t>(std::max(device->index, 0)) : 0;
+    return tower < gpus.size() ? gpus[tower] : gpus.front();
+  };
+  std::set<std::pair<const ir::Value *, std::string>> copied;
+  double bytes = 0;
+  for (const auto &op : worker.ops()) {
+    const std::string gpu = gpuOf(*op);
+    for (const ir::Value *v : op->operands()) {
+      if (v->kind() == ir::ValueKind::Input || !v->hasType())
+        continue; // feeds come from the host to each GPU that reads them
+      const ir::Op *from = v->kind() == ir::ValueKind::OpResult ? v->definingOp() : nullptr;
+      if ((from ? gpuOf(*from) : gpus.front()) == gpu || !copied.insert({v, gpu}).second)
+        continue;
+      bytes += bytesOf(v->type(), from ? batches.microOf(*from) : batches.microBatch);
+    }
+  }
+  return bytes * static_cast<double>(batches.accumulate);
+}
+
 // Bytes a task holds of `module`'s variables, leaving out those held by parameter servers.
 double parameterBytes(const ir::Module &module) {
   double bytes = 0;
@@ -310,9 +340,14 @@ void addTaskEstimates(const Plan &plan, const Flows &flows, const ir::Module &wo
       t->set_activation_bytes(compute.activations);
       t->set_activation_bytes_saved(compute.activationsOfLocalBatch - compute.activations);
       t->set_flops_per_step(compute.flops);
-      if (!taskGpus(task).empty())
-        t->set_host_device_bytes_per_step(inputBytes(worker, batches.localBatch) + 4 +
-                                          sent[task.name()] + received[task.name()]);
+      // Each GPU of the worker gets the whole input batch (its towers slice it there).
+      const std::vector<std::string> named = taskGpus(task);
+      if (const size_t gpus = std::set<std::string>(named.begin(), named.end()).size(); gpus > 0)
+        t->set_host_device_bytes_per_step(inputBytes(worker, batches.localBatch) *
+                                              static_cast<double>(gpus) +
+                                          4 + sent[task.name()] + received[task.name()]);
+      if (taskGpus(task).size() > 1)
+        t->set_device_copy_bytes_per_step(towerCopyBytes(worker, batches, taskGpus(task)));
     } else if (task.role() == "ps" && static_cast<size_t>(task.index()) < ps.size()) {
       // A PS program's variables are its rows of the tables: all of them count.
       const ir::Module &program = *ps[static_cast<size_t>(task.index())];

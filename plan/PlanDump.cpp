@@ -620,6 +620,13 @@ std::string gpuCommunicationNote(const PlanView &view, const TaskView &t) {
   if (taskGpus(*t.task).empty() || t.communication.empty())
     return "";
   std::string note = "collectives and PS calls through host memory (Gloo, gRPC)";
+  std::vector<std::string> gpus = taskGpus(*t.task);
+  if (gpus.size() > 1 && std::count(gpus.begin(), gpus.end(), gpus.front()) ==
+                             static_cast<std::ptrdiff_t>(gpus.size()))
+    note += "; " + std::to_string(gpus.size()) + " towers sharing " + gpus.front();
+  else if (gpus.size() > 1)
+    note += "; a tower on each of " + llvm::join(gpus, ", ") + ", combined on " + gpus.front() +
+            " (values copied between the GPUs)";
   std::vector<std::string> sharing = sharingGpu(view, *t.task);
   if (!sharing.empty())
     note += "; shares " + taskGpus(*t.task).front() + " with " + llvm::join(sharing, ", ");
@@ -665,6 +672,9 @@ void printTask(const PlanView &view, const TaskView &t, llvm::raw_ostream &os) {
        << ", " << humanFlops(e->flops_per_step()) << "/step"
        << (e->host_device_bytes_per_step() > 0
                ? ", host<->device " + humanBytes(e->host_device_bytes_per_step()) + "/step"
+               : std::string())
+       << (e->device_copy_bytes_per_step() > 0
+               ? ", between GPUs " + humanBytes(e->device_copy_bytes_per_step()) + "/step"
                : std::string())
        << "\n";
 }
@@ -777,7 +787,8 @@ Json taskJson(const PlanView &view, const TaskView &t) {
                 {"activation_bytes", e->activation_bytes()},
                 {"activation_bytes_saved", e->activation_bytes_saved()},
                 {"flops_per_step", e->flops_per_step()},
-                {"host_device_bytes_per_step", e->host_device_bytes_per_step()}};
+                {"host_device_bytes_per_step", e->host_device_bytes_per_step()},
+                {"device_copy_bytes_per_step", e->device_copy_bytes_per_step()}};
   const Task &task = *t.task;
   return {{"name", task.name()},
           {"role", task.role()},

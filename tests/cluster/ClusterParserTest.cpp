@@ -160,6 +160,12 @@ TEST(ClusterParserTest, ReadsLocalShorthands) {
   ClusterSpec shared = parseOrDie(parseLocalShorthand("local:2,devices=gpu:1"));
   for (const Host &host : shared.hosts)
     EXPECT_EQ(host.devices, std::vector<Device>{gpu(1)});
+  // towers=T: the group's GPU listed T times, its worker's in-graph towers sharing it.
+  ClusterSpec towers = parseOrDie(parseLocalShorthand("local:2,towers=3,devices=gpu"));
+  EXPECT_EQ(towers.hosts[0].devices, (std::vector<Device>{gpu(0), gpu(0), gpu(0)}));
+  EXPECT_EQ(towers.hosts[1].devices, (std::vector<Device>{gpu(1), gpu(1), gpu(1)}));
+  ClusterSpec oneGpu = parseOrDie(parseLocalShorthand("local:1,devices=gpu:0,towers=2"));
+  EXPECT_EQ(oneGpu.hosts[0].devices, (std::vector<Device>{gpu(0), gpu(0)}));
 }
 
 TEST(ClusterParserTest, ParsesDevicesAndBandwidths) {
@@ -349,7 +355,16 @@ TEST(ClusterParserErrorTest, Shorthands) {
             "got '0'");
   EXPECT_EQ(errorOf(parseLocalShorthand("local:4,gpus=2")),
             "<cluster>:1:9: error: unknown option 'gpus=2' in 'local:4,gpus=2' (expected ps=M, "
-            "devices=D, devices=gpu or devices=gpu:K)");
+            "devices=D, devices=gpu, devices=gpu:K or towers=T)");
+  EXPECT_EQ(errorOf(parseLocalShorthand("local:1,towers=2")),
+            "<cluster>:1:9: error: 'towers' in 'local:1,towers=2' is for GPU workers "
+            "(devices=gpu or devices=gpu:K); on CPUs, devices=D gives each worker D towers");
+  EXPECT_EQ(errorOf(parseLocalShorthand("local:2,devices=gpu,towers=0")),
+            "<cluster>:1:28: error: 'towers' in 'local:2,devices=gpu,towers=0' must be a whole "
+            "number >= 1, got '0'");
+  EXPECT_EQ(errorOf(parseLocalShorthand("local:1000,devices=gpu,towers=1000")),
+            "<cluster>:1:7: error: 'local:1000,devices=gpu,towers=1000' asks for 1000000 worker "
+            "devices, more than there are ports on 127.0.0.1");
   for (const char *bad : {"gpux", "gpu:", "gpu:x", "gpu:-1"})
     EXPECT_EQ(errorOf(parseLocalShorthand(std::string("local:2,devices=") + bad)),
               std::string("<cluster>:1:17: error: 'devices' in 'local:2,devices=") + bad +
