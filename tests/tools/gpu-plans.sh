@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Plans for GPUs: `local:N,devices=gpu` and cluster files with gpu:N devices give a worker per
 # GPU, which `prism dump` shows (text, JSON, DOT) with the host<->device bytes of a step; in-graph
-# towers on GPUs are refused; --tf32 on CPU devices is an error; and a job whose GPU this machine
+# towers on a worker's GPUs show where they run and the bytes between the GPUs, and a worker's
+# towers on CPUs and GPUs at once are refused; --tf32 on CPU devices is an error; and a job whose GPU this machine
 # lacks fails naming the device, never training on the CPU instead. (On a machine with a GPU
 # the last check is skipped.)
 set -euo pipefail
@@ -63,9 +64,43 @@ hosts:
     address: 127.0.0.1
     devices: [gpu:0, gpu:1]
 YAML
-expect_error "worker:0 has the devices gpu:0, gpu:1: in-graph towers on GPUs are not supported yet" \
-  "$prism" train "$models/mlp.prism" --cluster "$work/two-gpus.yaml" --replication in-graph \
-  --steps 1
+# In-graph towers on a worker's two GPUs: the dump says where they run and what crosses between
+# the GPUs: mlp's 814,124 bytes of parameters to the second GPU and its gradients back, and a
+# few scalars (the loss, the seed of backward).
+"$prism" partition "$models/mlp.prism" --cluster "$work/two-gpus.yaml" --replication in-graph \
+  -o "$work/towers.pb" > /dev/null
+"$prism" dump "$work/towers.pb" > "$work/towers.txt"
+grep -q "a tower on each of gpu:0, gpu:1, combined on gpu:0 (values copied between the GPUs)" \
+  "$work/towers.txt"
+grep -q "between GPUs 1.6 MB/step" "$work/towers.txt"
+"$prism" dump "$work/towers.pb" --format json | /usr/bin/python3 -c '
+import json, sys
+tasks = {t["name"]: t for t in json.load(sys.stdin)["tasks"]}
+e = tasks["worker:0"]["estimate"]
+assert 2 * 814124 <= e["device_copy_bytes_per_step"] <= 2 * 814124 + 64, e
+# Both GPUs get the whole input batch (64 x 784 f32 and the labels).
+assert e["host_device_bytes_per_step"] >= 2 * 64 * (784 + 1) * 4, e'
+
+# Two towers sharing one GPU (local:N,...,towers=T): nothing crosses between GPUs, and the input
+# batch goes to the GPU once.
+"$prism" partition "$models/mlp.prism" --cluster local:1,devices=gpu:0,towers=2 \
+  --replication in-graph -o "$work/shared-towers.pb" > /dev/null
+"$prism" dump "$work/shared-towers.pb" > "$work/shared-towers.txt"
+grep -q "devices gpu:0 gpu:0, program worker" "$work/shared-towers.txt"
+grep -q "; 2 towers sharing gpu:0$" "$work/shared-towers.txt"
+if grep -q "between GPUs" "$work/shared-towers.txt"; then
+  echo "towers sharing a GPU show copies between GPUs" >&2
+  exit 1
+fi
+
+cat > "$work/mixed.yaml" <<'YAML'
+hosts:
+  - name: h0
+    address: 127.0.0.1
+    devices: [cpu:0, gpu:0]
+YAML
+expect_error "worker:0 has the devices cpu:0, gpu:0: a worker's towers run on CPUs or on GPUs, not on both" \
+  "$prism" train "$models/mlp.prism" --cluster "$work/mixed.yaml" --replication in-graph --steps 1
 
 # PRISM_TASK_PROGRAM (scripts/gpu-bundle's wrappers set it): the tasks run through it.
 cat > "$work/wrapper" <<SH
@@ -103,3 +138,7 @@ expect_error "device cuda:0 was asked for, but this" \
   "$prism" train "$models/mlp.prism" --device gpu:0 --steps 1
 expect_error "device cuda:0 was asked for, but this" \
   "$prism" verify "$models/mlp.prism" --cluster local:1,devices=gpu --steps 1
+# In-graph towers on two GPUs: the first tower's device is asked for, and named.
+expect_error "device cuda:0 was asked for, but this" \
+  "$prism" train "$models/mlp.prism" --cluster "$work/two-gpus.yaml" --replication in-graph \
+  --steps 1
