@@ -24,4 +24,17 @@ struct StepContext {
   bool training() const { return mode == StepMode::Training; }
 };
 
+// What a device's kernels read of the step from the device's own memory (Device::stepValues)
+// rather than from their launch arguments, so that a kernel launches the same way every step:
+// the executor writes them before the step's kernels run.
+struct StepValues {
+  int64_t step = 0;          // StepContext::step
+  int64_t exampleOffset = 0; // StepContext::exampleOffset
+  int64_t globalBatch = 0;   // the examples of the step's global batch (batch_share)
+
+  bool operator==(const StepValues &o) const {
+    return step == o.step && exampleOffset == o.exampleOffset && globalBatch == o.globalBatch;
+  }
+};
+
 } // namespace prism::runtime

@@ -142,6 +142,17 @@ llvm::Error scratch(Tensor &into, const KernelSpec &spec, ir::DType dtype, int64
   return llvm::Error::success();
 }
 
+// The step's values on the kernel's device (Device::stepValues), which its launches read.
+llvm::Expected<const k::StepValues *> stepValuesOf(const KernelSpec &spec) {
+  static_assert(sizeof(k::StepValues) == sizeof(StepValues), "one layout on host and device");
+  if (!spec.device)
+    return ir::makeError(ir::ErrorCode::Internal, "a GPU kernel built without its device");
+  auto values = spec.device->stepValues();
+  if (!values)
+    return values.takeError();
+  return reinterpret_cast<const k::StepValues *>(*values);
+}
+
 // An 8-byte flag on the device that a kernel's launches raise on bad input (the bad element's
 // position + 1), cleared before each run and read back by the kernel's `check` (Kernel::
 // checksLater), with the input whose element it names.
@@ -827,7 +838,7 @@ KernelOrError makeAxisCopy(const KernelSpec &spec, std::shared_ptr<GpuBackend> b
 }
 
 // dropout and dropout_grad: the mask of runtime/DropoutMask.h, drawn on the device from this
-// step's stream (the step's seed, number and first example are read when the step runs); in
+// step's stream (the step's number and first example read there, from Device::stepValues); in
 // evaluation, the values themselves.
 class DropoutKernel final : public Kernel {
 public:
@@ -836,6 +847,14 @@ public:
         rate_(spec.attrs.getFloat("rate")), step_(spec.step), towerOffset_(spec.towerOffset),
         elements_(spec.outputTypes[0].numElements()),
         layout_(dropoutLayout(spec.op->result(0)->type(), spec.outputTypes[0])) {}
+
+  llvm::Error allocate(const KernelSpec &spec) {
+    auto values = stepValuesOf(spec);
+    if (!values)
+      return values.takeError();
+    values_ = *values;
+    return llvm::Error::success();
+  }
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
@@ -848,8 +867,10 @@ public:
                      floats(inputs[0]),
                      elements_,
                      layout_.exampleSize,
-                     layout_.perExample ? step.exampleOffset + towerOffset_ : 0,
-                     dropoutStepStream(step.seed, key_, step.step),
+                     values_,
+                     towerOffset_,
+                     streamSeed(step.seed, key_),
+                     layout_.perExample ? 1 : 0,
                      rate_,
                      static_cast<float>(dropoutScale(rate_))};
     return launch(*backend_, "prism_dropout", elements_, a);
@@ -862,12 +883,13 @@ private:
   const StepContext *step_;
   int64_t towerOffset_, elements_;
   DropoutLayout layout_;
+  const k::StepValues *values_ = nullptr;
 };
 
 KernelOrError makeDropout(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
   if (auto e = requireF32(spec, {0}))
     return std::move(e);
-  return std::make_unique<DropoutKernel>(spec, std::move(backend));
+  return withScratch(std::make_unique<DropoutKernel>(spec, std::move(backend)), spec);
 }
 
 // transpose(x, perm) of 4-byte elements.
@@ -1023,6 +1045,10 @@ public:
     for (Tensor *t : {&mean_, &inv_, &coefB_, &coefD_})
       if (auto e = scratch(*t, spec, ir::DType::F64, args_.channels))
         return e;
+    auto values = stepValuesOf(spec);
+    if (!values)
+      return values.takeError();
+    args_.step = *values;
     return llvm::Error::success();
   }
 
@@ -1059,12 +1085,14 @@ public:
       return launch(*backend_, "prism_bn_elements", elements, a);
     }
     if (name_ == "batch_norm_update") { // (running_mean, running_var, moments)
-      a.count = static_cast<double>(globalBatch_ ? *globalBatch_ : batch_) *
-                static_cast<double>(perExample_);
-      if (a.training && !(a.count > 1))
+      // The count the kernel reads from the step's values, checked here.
+      const double count = static_cast<double>(globalBatch_ ? *globalBatch_ : batch_) *
+                           static_cast<double>(perExample_);
+      if (a.training && !(count > 1))
         return ir::makeError("batch_norm in a training step needs more than one value per "
                              "channel, the batch has " +
-                             llvm::Twine(static_cast<int64_t>(a.count)));
+                             llvm::Twine(static_cast<int64_t>(count)));
+      a.perExample = static_cast<double>(perExample_);
       a.updateMean = f(in[0]);
       a.updateVar = f(in[1]);
       a.moments = d(in[2]);
@@ -1351,22 +1379,29 @@ class BatchShareKernel final : public Kernel {
 public:
   BatchShareKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend)
       : backend_(std::move(backend)), globalBatch_(spec.globalBatch), batch_(spec.batch) {}
+
+  llvm::Error allocate(const KernelSpec &spec) {
+    auto values = stepValuesOf(spec);
+    if (!values)
+      return values.takeError();
+    values_ = *values;
+    return llvm::Error::success();
+  }
+
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
     const int64_t global = globalBatch_ && *globalBatch_ > 0 ? *globalBatch_ : batch_;
     if (global <= 0)
       return ir::makeError("batch_share: the step has no examples");
-    float share = static_cast<float>(static_cast<double>(inputs[0]->dense.dim(0)) /
-                                     static_cast<double>(global));
-    k::FillArgs a{outputs[0]->dense.raw(), 0, 1, 4};
-    std::memcpy(&a.bits, &share, 4);
-    return launch(*backend_, "prism_fill", 1, a);
+    k::BatchShareArgs a{floats(outputs[0]), values_, inputs[0]->dense.dim(0), batch_};
+    return launch(*backend_, "prism_batch_share", 1, a);
   }
 
 private:
   std::shared_ptr<GpuBackend> backend_;
   const int64_t *globalBatch_;
   int64_t batch_;
+  const k::StepValues *values_ = nullptr;
 };
 
 // global_avg_pool(x [N, H, W, C]): the mean over H and W.
@@ -2093,7 +2128,7 @@ KernelOrError makeUpdate(const KernelSpec &spec, std::shared_ptr<GpuBackend> bac
 using Maker = KernelOrError (*)(const KernelSpec &, std::shared_ptr<GpuBackend>);
 
 KernelOrError makeBatchShare(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
-  return std::make_unique<BatchShareKernel>(spec, std::move(backend));
+  return withScratch(std::make_unique<BatchShareKernel>(spec, std::move(backend)), spec);
 }
 
 // Each op with a GPU kernel here, and what builds it.

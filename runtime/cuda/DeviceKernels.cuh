@@ -53,6 +53,14 @@ __device__ __forceinline__ float prism_mul_rn(float a, float b) { return __fmul_
 __device__ __forceinline__ int prism_atomic_exch(int *p, int v) { return atomicExch(p, v); }
 #endif
 
+// The step's values, which the executor writes to the device before each step's kernels
+// (runtime::StepValues, the same layout), so that a kernel launches the same way every step.
+struct StepValues {
+  long long step;
+  long long exampleOffset;
+  long long globalBatch;
+};
+
 // Element i of an index tensor of i32 (wide = 0) or i64 (wide = 1).
 PRISM_DEVICE_FUNCTION long long prism_index(const void *indices, int wide, long long i) {
   return wide ? ((const long long *)indices)[i] : (long long)((const int *)indices)[i];
@@ -769,8 +777,10 @@ struct DropoutArgs {
   const float *in;
   long long n;
   long long exampleSize;
-  long long firstExample;
-  unsigned long long stepStream;
+  const StepValues *step;
+  long long towerOffset;   // the tower's first example within the task's
+  unsigned long long seed; // the op's stream of the run (streamSeed of the seed and its key)
+  int perExample;          // draws keyed on each example's global index, else all on index 0
   double rate;
   float scale;
 };
@@ -781,13 +791,30 @@ PRISM_DEVICE_FUNCTION unsigned long long prism_splitmix64(unsigned long long x) 
   return x ^ (x >> 31);
 }
 PRISM_KERNEL(prism_dropout, DropoutArgs, a) {
+  const unsigned long long stepStream =
+      prism_splitmix64(a.seed ^ (unsigned long long)a.step->step);
+  const long long firstExample = a.perExample ? a.step->exampleOffset + a.towerOffset : 0;
   PRISM_FOR_EACH(i, a.n) {
     unsigned long long example =
-        prism_splitmix64(a.stepStream ^ (unsigned long long)(a.firstExample + i / a.exampleSize));
+        prism_splitmix64(stepStream ^ (unsigned long long)(firstExample + i / a.exampleSize));
     unsigned long long draw =
         prism_splitmix64(example ^ (unsigned long long)(i % a.exampleSize));
     bool keep = (double)(draw >> 11) * (1.0 / 9007199254740992.0) >= a.rate;
     a.out[i] = keep ? a.in[i] * a.scale : 0.0f;
+  }
+}
+
+// batch_share: the task's rows over the step's global batch (its own batch where unset).
+struct BatchShareArgs {
+  float *out;
+  const StepValues *step;
+  long long rows;
+  long long batch;
+};
+PRISM_KERNEL(prism_batch_share, BatchShareArgs, a) {
+  PRISM_FOR_EACH(i, 1) {
+    long long global = a.step->globalBatch > 0 ? a.step->globalBatch : a.batch;
+    a.out[i] = (float)((double)a.rows / (double)global);
   }
 }
 
@@ -934,7 +961,10 @@ struct BatchNormArgs {
   long long channels;
   double epsilon;
   double momentum;
-  double count; // batch_norm_update: the values per channel of the step's global batch
+  // batch_norm_update: the values per channel of the step's global batch, its examples (read
+  // from `step`) times `perExample`
+  const StepValues *step;
+  double perExample;
   int training;
   int op;
 };
@@ -1001,9 +1031,10 @@ PRISM_KERNEL(prism_bn_channels, BatchNormArgs, a) {
       if (!a.training)
         continue;
       double m = a.moments[c], biased = a.moments[C + c] - m * m;
+      double count = (double)a.step->globalBatch * a.perExample;
       a.updateMean[c] = (float)((1 - a.momentum) * (double)a.updateMean[c] + a.momentum * m);
       a.updateVar[c] = (float)((1 - a.momentum) * (double)a.updateVar[c] +
-                               a.momentum * biased * a.count / (a.count - 1));
+                               a.momentum * biased * count / (count - 1));
       continue;
     }
     if (a.op == 2 && !a.training) {
@@ -1457,6 +1488,7 @@ PRISM_KERNEL(prism_update_loss_scale, LossScaleArgs, a) {
   X(prism_cross_entropy_grad_elements, CrossEntropyGradArgs)                                       \
   X(prism_bias_activation, BiasActivationArgs)                                                     \
   X(prism_dropout, DropoutArgs)                                                                    \
+  X(prism_batch_share, BatchShareArgs)                                                             \
   X(prism_transpose, TransposeArgs)                                                                \
   X(prism_rows, RowsArgs)                                                                          \
   X(prism_layer_norm_gamma_grad, RowsArgs)                                                         \

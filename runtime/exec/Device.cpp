@@ -38,6 +38,35 @@ llvm::Error Device::reserveWorkspace(size_t bytes) {
   return llvm::Error::success();
 }
 
+llvm::Expected<const StepValues *> Device::stepValues() {
+  constexpr int64_t kWords = sizeof(StepValues) / sizeof(int64_t);
+  static_assert(sizeof(StepValues) == kWords * sizeof(int64_t), "StepValues is int64 words");
+  if (stepValues_.empty()) {
+    // On the CPU the staging memory is the values themselves.
+    auto host = allocateStaging(ir::DType::I64, {kWords});
+    if (!host)
+      return host.takeError();
+    std::memset(host->raw(), 0, sizeof(StepValues));
+    auto device = isHost() ? *host : allocateTensor(ir::DType::I64, {kWords});
+    if (!device)
+      return device.takeError();
+    stagedStepValues_ = std::move(*host);
+    stepValues_ = std::move(*device);
+    written_.reset();
+  }
+  return static_cast<const StepValues *>(stepValues_.raw());
+}
+
+llvm::Error Device::writeStepValues(const StepValues &values) {
+  if (stepValues_.empty() || written_ == values)
+    return llvm::Error::success();
+  std::memcpy(stagedStepValues_.raw(), &values, sizeof(StepValues));
+  if (auto err = copyInto(stepValues_, stagedStepValues_))
+    return err;
+  written_ = values;
+  return llvm::Error::success();
+}
+
 llvm::Expected<Tensor> Device::allocateStaging(ir::DType dtype, std::vector<int64_t> shape) {
   return Tensor(dtype, std::move(shape));
 }

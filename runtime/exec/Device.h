@@ -8,8 +8,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "ir/Device.h"
+#include "runtime/StepContext.h"
 #include "runtime/Tensor.h"
 #include "llvm/Support/Error.h"
 
@@ -77,6 +79,14 @@ public:
   void *workspace() const { return workspace_.get(); }
   size_t workspaceBytes() const { return workspaceBytes_; }
 
+  // The step's values (StepValues) in this device's memory, for kernels that read them when they
+  // run (dropout's step and first example, batch_share's global batch): made when a kernel
+  // first asks, as it is built. Then the executor writes them before each step's kernels
+  // (`writeStepValues`: a counted copy, from page-locked memory on a GPU, when they changed).
+  llvm::Expected<const StepValues *> stepValues();
+  bool usesStepValues() const { return !stepValues_.empty(); }
+  llvm::Error writeStepValues(const StepValues &values);
+
 protected:
   explicit Device(ir::DeviceId id) : id_(id) {}
   // The bytes of a tensor of `dtype` and `shape`.
@@ -95,6 +105,8 @@ private:
   CopyCounters copies_;
   std::shared_ptr<void> workspace_;
   size_t workspaceBytes_ = 0;
+  Tensor stepValues_, stagedStepValues_; // on the device, and its host staging
+  std::optional<StepValues> written_;
 };
 
 // The host's CPU: aligned host memory; kernels run on OpenMP threads.

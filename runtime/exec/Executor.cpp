@@ -472,23 +472,35 @@ llvm::Expected<int64_t> Executor::bindBatch(const Feeds &feeds) const {
   return batch;
 }
 
+// A feed in `slot` on `device`: the host tensor itself on the CPU; elsewhere copied (counted) into
+// a buffer of the device kept by the program from step to step, so that a step allocates
+// nothing there (a GPU's allocations and frees wait for its queue).
+llvm::Error Executor::bindFeed(Device &device, Tensor &slot, const Tensor &feed) {
+  if (device.isHost()) {
+    slot = feed;
+    return llvm::Error::success();
+  }
+  if (slot.empty() || slot.dtype() != feed.dtype() || slot.shape() != feed.shape()) {
+    auto buffer = device.allocateTensor(feed.dtype(), feed.shape());
+    if (!buffer)
+      return buffer.takeError();
+    slot = std::move(*buffer);
+  }
+  return device.copyInto(slot, feed);
+}
+
 // Feeds are copied to the device (counted); variables alias the store, so updates are in place.
 llvm::Error Executor::bindFeedsAndVariables(Program &p, const Feeds &feeds) {
   for (const auto &in : module_.inputs()) {
     auto slot = p.slotOf.find(in->value.get());
     if (slot == p.slotOf.end())
       continue;
-    auto onDevice = device_->toDevice(feeds.at(in->name()));
-    if (!onDevice)
-      return ir::withContext(onDevice.takeError(), "feed '" + in->name() + "'");
-    p.slots[slot->second].dense = std::move(*onDevice);
+    if (auto err = bindFeed(*device_, p.slots[slot->second].dense, feeds.at(in->name())))
+      return ir::withContext(std::move(err), "feed '" + in->name() + "'");
   }
-  for (const Program::Mirror &m : p.feedMirrors) {
-    auto onDevice = m.device->toDevice(feeds.at(m.value->name()));
-    if (!onDevice)
-      return ir::withContext(onDevice.takeError(), "feed '" + m.value->name() + "'");
-    p.slots[m.to].dense = std::move(*onDevice);
-  }
+  for (const Program::Mirror &m : p.feedMirrors)
+    if (auto err = bindFeed(*m.device, p.slots[m.to].dense, feeds.at(m.value->name())))
+      return ir::withContext(std::move(err), "feed '" + m.value->name() + "'");
   for (const auto &var : module_.variables()) {
     auto slot = p.slotOf.find(var->value.get());
     if (slot == p.slotOf.end())
@@ -518,6 +530,11 @@ llvm::Error Executor::runKernels(Program &p, size_t begin, size_t end) {
     for (const ir::Op *op : order_)
       traceNames_.push_back(traceName(*op));
   }
+  // What the devices' kernels read of the step there.
+  const StepValues values{context_.step, context_.exampleOffset, globalBatch_};
+  for (Device *device : devices())
+    if (auto err = device->writeStepValues(values))
+      return ir::withContext(std::move(err), "the step's values on " + device->id().str());
   // The kernels that ran and check later (Kernel::checksLater), not yet checked.
   std::vector<size_t> unchecked;
   auto checkRan = [&]() -> llvm::Error {

@@ -135,6 +135,7 @@ private:
   llvm::Error planArena(Program &program);
   llvm::Error buildKernels(Program &program);
   llvm::Error bindFeedsAndVariables(Program &program, const Feeds &feeds);
+  static llvm::Error bindFeed(Device &device, Tensor &slot, const Tensor &feed);
   llvm::Error runKernels(Program &program, size_t begin, size_t end);
   llvm::Error readLoss(Program &program);
   void countStep();

@@ -40,7 +40,8 @@ class HostBackend final : public GpuBackend {
 public:
   HostBackend() {
 #define PRISM_HOST_KERNEL(name, Args)                                                              \
-  kernels_[#name] = [](const void *a) { k::name(*static_cast<const k::Args *>(a)); };
+  kernels_[#name] = [](const void *a) { k::name(*static_cast<const k::Args *>(a)); };              \
+  sizes_[#name] = sizeof(k::Args);
     PRISM_DEVICE_KERNELS(PRISM_HOST_KERNEL)
 #undef PRISM_HOST_KERNEL
   }
@@ -51,8 +52,21 @@ public:
       return ir::makeError("no kernel " + kernel);
     it->second(arguments);
     ++launches;
+    if (recording) {
+      const char *bytes = static_cast<const char *>(arguments);
+      recorded.emplace_back(kernel.str(), std::vector<char>(bytes, bytes + sizes_[kernel.str()]));
+    }
     return llvm::Error::success();
   }
+
+  // As a captured CUDA graph replays them: the launches recorded (while `recording`), with the
+  // argument bytes they had then.
+  void replay() {
+    for (const auto &[kernel, arguments] : recorded)
+      kernels_[kernel](arguments.data());
+  }
+  bool recording = false;
+  std::vector<std::pair<std::string, std::vector<char>>> recorded;
 
   llvm::Error gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t kk, const float *a, int64_t lda,
                    const float *b, int64_t ldb, float *c, int64_t ldc, bool accumulate) override {
@@ -78,6 +92,7 @@ public:
 
 private:
   std::map<std::string, std::function<void(const void *)>> kernels_;
+  std::map<std::string, size_t> sizes_;
 };
 
 // A random tensor of `type`: floats in [-1, 1), integers in [0, bound).
@@ -176,6 +191,9 @@ void runBoth(const ir::Op &op, Device &device, const std::shared_ptr<HostBackend
       gpu[op.result(r)].dense = copyOf(cpu[op.result(r)].dense);
     return;
   }
+  // What the executor writes before a step's kernels run.
+  const StepValues values{step ? step->step : 0, step ? step->exampleOffset : 0, spec.batch};
+  ASSERT_FALSE(bool(device.writeStepValues(values)));
   llvm::Error gpuRan = (*gpuKernel)->run(gpuIn, gpuOut);
   ASSERT_FALSE(bool(gpuRan)) << llvm::toString(std::move(gpuRan));
   llvm::Error gpuChecked = (*gpuKernel)->check();
@@ -1003,6 +1021,104 @@ TEST(GpuOpKernels, TheRowsOfALargeDensifiedTable) {
 })",
                             1e-5, 900),
             0);
+}
+
+// A captured step replays its kernels' launches as they were recorded: what changes from step to
+// step (dropout's step number and first example, the global batch that batch_share and
+// batch_norm_update read) comes from the device's step values, never from the arguments. Each
+// op's launches, recorded at one step and replayed once the next step's values are written,
+// give the CPU kernel's results at the next step.
+TEST(GpuOpKernels, LaunchesRecordedAtOneStepReplayAtTheNext) {
+  auto module = prism::testing::compiledModule(R"(model m {
+  input x : f32[B, 6]
+  input v : f32[B, 3]
+  var rmean : f32[3] = zeros
+  var vrunning : f32[3] = ones
+  %drop = dropout(x, rate = 0.4)
+  %share = batch_share(x)
+  %moments = batch_norm_moments(v)
+  batch_norm_update(rmean, vrunning, %moments, momentum = 0.2)
+})",
+                                               "case.prism", "infer-shapes");
+  ASSERT_TRUE(module);
+  auto cpuDevice = createDevice({ir::DeviceKind::Cpu, 0});
+  auto gpuDevice = createDevice({ir::DeviceKind::Cpu, 0});
+  ASSERT_TRUE(cpuDevice && gpuDevice);
+  StepContext step;
+  step.seed = 9;
+  int64_t globalBatch = 0;
+  // The recorded step and the replayed one: another number, first example and global batch.
+  auto moveTo = [&](int64_t number, int64_t offset, int64_t global) {
+    step.step = number;
+    step.exampleOffset = offset;
+    globalBatch = global;
+    ASSERT_FALSE(bool((*gpuDevice)->writeStepValues({number, offset, global})));
+  };
+  std::mt19937 random(5);
+  Values cpu, gpu;
+  for (const auto &in : module->inputs()) {
+    cpu[in->value.get()].dense = randomTensor(bound(in->type()), random, 4);
+    gpu[in->value.get()].dense = copyOf(cpu[in->value.get()].dense);
+  }
+  for (const auto &var : module->variables()) {
+    cpu[var->value.get()].dense = randomTensor(var->type(), random, 4);
+    gpu[var->value.get()].dense = copyOf(cpu[var->value.get()].dense);
+  }
+  for (const auto &op : module->ops()) {
+    SCOPED_TRACE(op->name().str());
+    KernelSpec spec;
+    spec.op = op.get();
+    spec.attrs = ir::withDefaults(op->def(), op->attrs);
+    spec.batch = 4;
+    spec.step = &step;
+    spec.globalBatch = &globalBatch;
+    std::vector<const RuntimeValue *> cpuIn, gpuIn;
+    std::vector<RuntimeValue *> cpuOut, gpuOut;
+    for (const ir::Value *v : op->operands()) {
+      spec.inputTypes.push_back(bound(v->type()));
+      cpuIn.push_back(&cpu[v]);
+      gpuIn.push_back(&gpu[v]);
+    }
+    for (unsigned r = 0; r < op->numResults(); ++r) {
+      const ir::TensorType type = bound(op->result(r)->type());
+      spec.outputTypes.push_back(type);
+      std::vector<int64_t> shape(type.dims.begin(), type.dims.end());
+      cpu[op->result(r)].dense = Tensor(type.dtype, shape);
+      gpu[op->result(r)].dense = Tensor(type.dtype, shape);
+      cpuOut.push_back(&cpu[op->result(r)]);
+      gpuOut.push_back(&gpu[op->result(r)]);
+    }
+    // The GPU kernel's launches at step 3 (examples from 5, a global batch of 12), state it
+    // writes in place restored after.
+    spec.device = gpuDevice->get();
+    auto backend = std::make_shared<HostBackend>();
+    auto gpuKernel = cuda::makeGpuOpKernel(spec, backend);
+    ASSERT_TRUE(bool(gpuKernel)) << llvm::toString(gpuKernel.takeError());
+    std::vector<Tensor> before;
+    for (const RuntimeValue *in : gpuIn)
+      before.push_back(copyOf(in->dense));
+    moveTo(3, 5, 12);
+    backend->recording = true;
+    ASSERT_FALSE(bool((*gpuKernel)->run(gpuIn, gpuOut)));
+    backend->recording = false;
+    ASSERT_FALSE(backend->recorded.empty());
+    for (size_t i = 0; i < gpuIn.size(); ++i)
+      std::memcpy(const_cast<void *>(gpuIn[i]->dense.raw()), before[i].raw(),
+                  static_cast<size_t>(before[i].numBytes()));
+    // Step 4 (examples from 9, a global batch of 20): replayed on the GPU, run on the CPU.
+    moveTo(4, 9, 20);
+    backend->replay();
+    spec.device = cpuDevice->get();
+    auto cpuKernel = findKernel(op->name(), ir::DeviceKind::Cpu)(spec);
+    ASSERT_TRUE(bool(cpuKernel)) << llvm::toString(cpuKernel.takeError());
+    ASSERT_FALSE(bool((*cpuKernel)->run(cpuIn, cpuOut)));
+    for (unsigned r = 0; r < op->numResults(); ++r)
+      EXPECT_LT(relativeError(cpu[op->result(r)].dense, gpu[op->result(r)].dense), 1e-6)
+          << op->result(r)->ref();
+  }
+  for (const auto &var : module->variables())
+    EXPECT_LT(relativeError(cpu[var->value.get()].dense, gpu[var->value.get()].dense), 1e-6)
+        << var->name();
 }
 
 // combine_towers: three towers' dense values (of a batch of 4, so weighted 2/4, 1/4, 1/4) and

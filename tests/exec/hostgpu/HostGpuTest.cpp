@@ -36,7 +36,10 @@ std::vector<std::string> &events() {
 class HostMemoryGpu final : public runtime::Device {
 public:
   explicit HostMemoryGpu(int index = 0) : Device(ir::DeviceId{ir::DeviceKind::Cuda, index}) {}
+  // Allocations made by every such device so far.
+  static inline int64_t allocations = 0;
   llvm::Expected<std::shared_ptr<void>> allocate(size_t bytes) override {
+    ++allocations;
     void *memory = std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
     return std::shared_ptr<void>(memory, std::free);
   }
@@ -347,6 +350,24 @@ TEST(DeviceUse, TrainingReportsTheDevicesMemoryAndCopies) {
     EXPECT_EQ(std::memcmp(a->raw(), b->raw(), static_cast<size_t>(a->numBytes())), 0)
         << var->name();
   }
+}
+
+// After its first step a program allocates nothing on the device: the feeds are copied into
+// buffers it keeps (a GPU's allocations and frees wait for its queue).
+TEST(DeviceUse, AStepAfterTheFirstAllocatesNothing) {
+  auto module = testing::tinyModule();
+  ASSERT_TRUE(module);
+  auto store = std::make_shared<runtime::VariableStore>();
+  ASSERT_FALSE(bool(store->initialize(*module, 3)));
+  auto executor = executorOn(*module, store);
+  ASSERT_TRUE(executor);
+  ASSERT_FALSE(bool(executor->step(feeds(2))));
+  const int64_t after = HostMemoryGpu::allocations;
+  const int64_t copies = executor->device().copies().toDeviceCopies;
+  for (int s = 0; s < 3; ++s)
+    ASSERT_FALSE(bool(executor->step(feeds(s % 4))));
+  EXPECT_EQ(HostMemoryGpu::allocations, after);
+  EXPECT_EQ(executor->device().copies().toDeviceCopies, copies + 3 * 2); // x and y each step
 }
 
 // A copy within the device (a sole worker's all-reduce keeps its values there) is not a copy
