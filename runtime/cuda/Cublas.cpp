@@ -20,6 +20,7 @@ namespace {
 struct Functions {
   decltype(&::cublasCreate_v2) create = nullptr;
   decltype(&::cublasSetMathMode) setMathMode = nullptr;
+  decltype(&::cublasSetStream_v2) setStream = nullptr;
   decltype(&::cublasSgemm_v2) sgemm = nullptr;
   decltype(&::cublasSgemmStridedBatched) sgemmStridedBatched = nullptr;
 };
@@ -33,13 +34,14 @@ llvm::Expected<Functions> loadFunctions() {
   Functions f;
   f.create = reinterpret_cast<decltype(f.create)>(dlsym(library, "cublasCreate_v2"));
   f.setMathMode = reinterpret_cast<decltype(f.setMathMode)>(dlsym(library, "cublasSetMathMode"));
+  f.setStream = reinterpret_cast<decltype(f.setStream)>(dlsym(library, "cublasSetStream_v2"));
   f.sgemm = reinterpret_cast<decltype(f.sgemm)>(dlsym(library, "cublasSgemm_v2"));
   f.sgemmStridedBatched = reinterpret_cast<decltype(f.sgemmStridedBatched)>(
       dlsym(library, "cublasSgemmStridedBatched"));
-  if (!f.create || !f.setMathMode || !f.sgemm || !f.sgemmStridedBatched)
+  if (!f.create || !f.setMathMode || !f.setStream || !f.sgemm || !f.sgemmStridedBatched)
     return ir::makeError(ir::ErrorCode::Unsupported,
                          "the loaded cuBLAS lacks cublasCreate_v2, cublasSetMathMode, "
-                         "cublasSgemm_v2 or cublasSgemmStridedBatched");
+                         "cublasSetStream_v2, cublasSgemm_v2 or cublasSgemmStridedBatched");
   return f;
 }
 
@@ -61,7 +63,7 @@ struct Blas {
   }
 
   // The handle of `device` (made current), created on first use with pedantic math, or TF32 math
-  // with `tf32`.
+  // with `tf32`, on the device's stream.
   llvm::Expected<std::pair<const Functions *, cublasHandle_t>> handle(int device, bool tf32) {
     std::lock_guard<std::mutex> lock(mutex);
     if (!functions && failure.empty()) {
@@ -73,8 +75,9 @@ struct Blas {
     }
     if (!functions)
       return ir::makeError(ir::ErrorCode::Unsupported, failure);
-    if (auto e = checkCuda(cudaSetDevice(device), "cudaSetDevice"))
-      return std::move(e);
+    auto stream = deviceStream(device); // the device made current too
+    if (!stream)
+      return stream.takeError();
     auto it = handles.find({device, tf32});
     if (it == handles.end()) {
       cublasHandle_t h = nullptr;
@@ -83,6 +86,8 @@ struct Blas {
       if (auto e = checkBlas(
               functions->setMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH),
               "cublasSetMathMode"))
+        return std::move(e);
+      if (auto e = checkBlas(functions->setStream(h, *stream), "cublasSetStream"))
         return std::move(e);
       it = handles.emplace(std::make_pair(device, tf32), h).first;
     }

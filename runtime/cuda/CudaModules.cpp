@@ -103,12 +103,30 @@ llvm::Error launchKernel(cudaKernel_t kernel, int device, int64_t threads, void 
     return llvm::Error::success();
   int64_t blocks =
       std::min<int64_t>(kMaxBlocks, (threads + kThreadsPerBlock - 1) / kThreadsPerBlock);
-  if (auto e = checkCuda(cudaSetDevice(device), "cudaSetDevice"))
-    return e;
+  auto stream = deviceStream(device);
+  if (!stream)
+    return stream.takeError();
   return checkCuda(cudaLaunchKernel(reinterpret_cast<const void *>(kernel),
                                     dim3(static_cast<unsigned>(blocks)), dim3(kThreadsPerBlock),
-                                    arguments, 0, nullptr),
+                                    arguments, 0, *stream),
                    "launching " + what + " on cuda:" + llvm::Twine(device));
+}
+
+llvm::Expected<cudaStream_t> deviceStream(int device) {
+  static std::mutex mutex;
+  static std::map<int, cudaStream_t> *streams = new std::map<int, cudaStream_t>;
+  // The calling thread's current device becomes `device`, for what the caller does next.
+  if (auto e = checkCuda(cudaSetDevice(device), "cudaSetDevice"))
+    return std::move(e);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = streams->find(device); it != streams->end())
+    return it->second;
+  cudaStream_t stream = nullptr;
+  if (auto e =
+          checkCuda(cudaStreamCreate(&stream), "cudaStreamCreate on cuda:" + llvm::Twine(device)))
+    return std::move(e);
+  (*streams)[device] = stream;
+  return stream;
 }
 
 } // namespace prism::runtime::cuda

@@ -19,9 +19,15 @@ llvm::Expected<cudaKernel_t> loadKernel(llvm::StringRef module, llvm::StringRef 
 
 // Launches `kernel` on `device` with `threads` threads (256 per block, at most 4096 blocks: the
 // kernels stride over the rest) and the given arguments (pointers to each, as cudaLaunchKernel
-// takes them), on the legacy default stream, which orders it with the device's copies.
+// takes them), on the device's stream.
 llvm::Error launchKernel(cudaKernel_t kernel, int device, int64_t threads, void **arguments,
                          llvm::StringRef what);
+
+// The stream of `device` that this process's kernels and cuBLAS calls run on, one per device,
+// made on first use; a captured step (CUDA graph) is recorded from it and replayed on it. It is a
+// blocking stream: the synchronous copies (cudaMemcpy, on the legacy default stream) wait for
+// its work and its later work waits for them, so everything runs in the program's order.
+llvm::Expected<cudaStream_t> deviceStream(int device);
 
 // Success, or "<call> failed: <name>: <description>".
 llvm::Error checkCuda(cudaError_t status, const llvm::Twine &call);
