@@ -41,6 +41,7 @@ llvm::Expected<runtime::train::TrainOptions> trainOptions(const TrainOptions &op
     result.device = *device;
   }
   result.tf32 = options.tf32;
+  result.cudaGraphs = options.cudaGraphs;
   result.seed = options.seed;
   result.metricsOut = options.metricsOut;
   result.saveDir = options.saveDir;
@@ -102,6 +103,7 @@ runtime::job::JobOptions toJobOptions(const RunOptions &options) {
   result.restoreDir = options.restoreDir;
   result.traceDir = options.traceDir;
   result.tf32 = options.tf32;
+  result.cudaGraphs = options.cudaGraphs;
   result.jobToken = options.jobToken;
   result.checkpoints.dir = options.checkpointDir;
   result.checkpoints.every = options.checkpointEvery;

@@ -42,6 +42,9 @@ void RunOptionArgs::addOptions(CLI::App &cmd, bool all) {
   cmd.add_flag("--tf32", tf32,
                "GPU workers' float32 matrix products in TF32 on the tensor cores (faster, 10-bit "
                "mantissas in); an error for a CPU device");
+  cmd.add_flag("--cuda-graphs", cudaGraphs,
+               "GPU workers' steps as CUDA graphs: from a program's second step on, its runs of "
+               "kernels recorded once and replayed (one launch each); an error for a CPU device");
   cmd.add_flag("--tls", tls,
                "TLS on every gRPC channel, with a CA and a certificate per task made for this job");
   cmd.add_option("--tls-ca", tlsCa, "TLS with this CA certificate (PEM) ...");
@@ -97,6 +100,7 @@ api::RunOptions RunOptionArgs::toApiOptions() const {
   options.tlsKey = tlsKey;
   options.traceDir = traceDir;
   options.tf32 = tf32;
+  options.cudaGraphs = cudaGraphs;
   return options;
 }
 

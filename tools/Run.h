@@ -41,8 +41,9 @@ struct RunOptionArgs {
   int maxRestarts = 0;
   bool tls = false;
   std::string tlsCa, tlsCert, tlsKey;
-  std::string traceDir; // --trace
-  bool tf32 = false;    // --tf32
+  std::string traceDir;    // --trace
+  bool tf32 = false;       // --tf32
+  bool cudaGraphs = false; // --cuda-graphs
 
   // With `all` false, only what `train` and `verify` lack of their own (they have --data,
   // --steps, --epochs, --threads, --metrics-out, --quiet, --no-eval).

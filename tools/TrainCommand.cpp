@@ -186,6 +186,7 @@ int runTrain(const TrainArgs &given) {
   options.threads = args.threads;
   options.device = args.device;
   options.tf32 = args.run.tf32;
+  options.cudaGraphs = args.run.cudaGraphs;
   options.seed = args.seed;
   options.metricsOut = args.metricsOut;
   options.saveDir = args.save;

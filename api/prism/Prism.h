@@ -228,6 +228,7 @@ struct TrainOptions {
   std::optional<int> threads;    // default 1
   std::string device;            // empty: cpu:0
   bool tf32 = false;             // a GPU's float32 matrix products in TF32 (`--tf32`)
+  bool cudaGraphs = false;       // a GPU's steps as CUDA graphs (`--cuda-graphs`)
   uint64_t seed = 0;
   std::string metricsOut; // JSON lines; empty: none
   std::string saveDir;    // empty: no checkpoint
@@ -311,6 +312,8 @@ struct RunOptions {
   std::string traceDir;
   // GPU workers' float32 matrix products in TF32 (`--tf32`); an error for a CPU worker.
   bool tf32 = false;
+  // GPU workers' steps as CUDA graphs (`--cuda-graphs`); an error for a CPU worker.
+  bool cudaGraphs = false;
 };
 
 // Starts every task of the plan (local processes, or through options.launcher) and watches

@@ -1563,6 +1563,10 @@ public:
     return scatter(*in[0], out[0]->dense);
   }
 
+  std::string notCapturable() const override {
+    return name_ == "sparse_from_dense" ? "it reads its row count back to the host" : "";
+  }
+
   // sparse_to_dense and touched_rows flag an index outside the dense value.
   bool checksLater() const override {
     return name_ == "sparse_to_dense" || name_ == "touched_rows";

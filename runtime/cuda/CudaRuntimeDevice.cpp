@@ -9,6 +9,25 @@
 namespace prism::runtime::cuda {
 namespace {
 
+// A captured run of kernels, instantiated: replayed on the device's stream.
+class CudaGraph final : public CapturedWork {
+public:
+  CudaGraph(cudaGraphExec_t graph, cudaStream_t stream, int device)
+      : graph_(graph), stream_(stream), device_(device) {}
+  ~CudaGraph() override { cudaGraphExecDestroy(graph_); }
+  llvm::Error replay() override {
+    if (auto e = checkCuda(cudaSetDevice(device_), "cudaSetDevice"))
+      return e;
+    return checkCuda(cudaGraphLaunch(graph_, stream_),
+                     "cudaGraphLaunch on cuda:" + llvm::Twine(device_));
+  }
+
+private:
+  cudaGraphExec_t graph_;
+  cudaStream_t stream_;
+  int device_;
+};
+
 class CudaGpu final : public Device {
 public:
   explicit CudaGpu(int index) : Device(ir::DeviceId{ir::DeviceKind::Cuda, index}) {}
@@ -36,6 +55,33 @@ public:
   }
 
   void enter() override { cudaSetDevice(id().index); }
+
+  // Stream capture on the device's stream, of this thread's work only: its kernels and cuBLAS
+  // calls are recorded into a graph, instantiated at the end.
+  bool canCapture() const override { return true; }
+  llvm::Error beginCapture() override {
+    auto stream = deviceStream(id().index);
+    if (!stream)
+      return stream.takeError();
+    return checkCuda(cudaStreamBeginCapture(*stream, cudaStreamCaptureModeThreadLocal),
+                     "cudaStreamBeginCapture on " + id().str());
+  }
+  llvm::Expected<std::unique_ptr<CapturedWork>> endCapture() override {
+    auto stream = deviceStream(id().index);
+    if (!stream)
+      return stream.takeError();
+    cudaGraph_t graph = nullptr;
+    if (auto e = checkCuda(cudaStreamEndCapture(*stream, &graph),
+                           "cudaStreamEndCapture on " + id().str()))
+      return std::move(e);
+    cudaGraphExec_t instance = nullptr;
+    llvm::Error made = checkCuda(cudaGraphInstantiate(&instance, graph, 0),
+                                 "cudaGraphInstantiate on " + id().str());
+    cudaGraphDestroy(graph);
+    if (made)
+      return std::move(made);
+    return std::make_unique<CudaGraph>(instance, *stream, id().index);
+  }
 
   llvm::Error synchronize() override {
     enter();

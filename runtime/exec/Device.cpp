@@ -38,6 +38,14 @@ llvm::Error Device::reserveWorkspace(size_t bytes) {
   return llvm::Error::success();
 }
 
+llvm::Error Device::beginCapture() {
+  return ir::makeError(ir::ErrorCode::Unsupported, id_.str() + " does not capture kernels");
+}
+
+llvm::Expected<std::unique_ptr<CapturedWork>> Device::endCapture() {
+  return ir::makeError(ir::ErrorCode::Unsupported, id_.str() + " does not capture kernels");
+}
+
 llvm::Expected<const StepValues *> Device::stepValues() {
   constexpr int64_t kWords = sizeof(StepValues) / sizeof(int64_t);
   static_assert(sizeof(StepValues) == kWords * sizeof(int64_t), "StepValues is int64 words");

@@ -28,6 +28,14 @@ struct CopyCounters {
   int64_t fromPeerCopies = 0;
 };
 
+// Work a device recorded to run again as it was recorded (a GPU's CUDA graph): the same kernels
+// with the same arguments, over the same memory.
+class CapturedWork {
+public:
+  virtual ~CapturedWork() = default;
+  virtual llvm::Error replay() = 0;
+};
+
 struct DeviceOptions {
   int threads = 1; // CPU: OpenMP threads for kernels (oneDNN fixes them when a primitive is made)
 };
@@ -53,6 +61,14 @@ public:
   virtual void enter() {}
   // Waits for everything queued on the device.
   virtual llvm::Error synchronize() { return llvm::Error::success(); }
+
+  // Whether this device can record its kernels' launches once and replay them (a GPU's CUDA
+  // graphs). Between beginCapture and endCapture the calling thread's kernels are recorded, not
+  // run, and nothing may be copied to, from or within the device; endCapture returns the
+  // record, or an error naming what could not be recorded.
+  virtual bool canCapture() const { return false; }
+  virtual llvm::Error beginCapture();
+  virtual llvm::Expected<std::unique_ptr<CapturedWork>> endCapture();
 
   // A tensor's elements on this device: the tensor itself where it already is there (no copy).
   llvm::Expected<Tensor> toDevice(const Tensor &tensor);

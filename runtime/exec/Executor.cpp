@@ -50,6 +50,22 @@ struct Executor::Program {
   std::vector<std::vector<const RuntimeValue *>> inputs;
   std::vector<std::vector<RuntimeValue *>> outputs;
 
+  // Steps as CUDA graphs (ExecutorOptions::captureSteps): runs of capturable ops of one device,
+  // each recorded once (again when the memory its kernels use moved) and replayed.
+  struct Segment {
+    size_t begin = 0, end = 0;
+    bool checksFirst = false; // holds an op before which flags raised earlier are checked
+    std::unique_ptr<CapturedWork> work;
+    std::vector<int64_t> bound; // the memory its kernels were recorded over: addresses, sizes
+    std::string failed;         // why recording failed (it then runs op by op)
+  };
+  int64_t runs = 0; // full steps run
+  bool planned = false;
+  std::vector<Segment> segments;
+  std::vector<int> segmentAt;           // parallel to order_: the segment starting there, or -1
+  std::vector<std::string> notCaptured; // the ops outside the segments, and why
+  int64_t captures = 0, replays = 0;
+
   RuntimeValue &slot(const ir::Value *v) { return slots[slotOf.find(v)->second]; }
   // `v` as an op on `device` reads it: its slot, or its copy there.
   RuntimeValue &slotOn(const ir::Value *v, Device *device) {
@@ -85,6 +101,8 @@ llvm::Expected<std::unique_ptr<Executor>> Executor::create(const ir::Module &mod
   if (auto err = exec->selectOps())
     return std::move(err);
   if (auto err = exec->createTowerDevices(deviceOptions))
+    return std::move(err);
+  if (auto err = exec->checkCapture())
     return std::move(err);
   if (auto err = checkKernels(module, exec->device_->id().kind))
     return ir::withNote(std::move(err), "the program runs on " + exec->device_->id().str());
@@ -122,6 +140,24 @@ llvm::Error Executor::createTowerDevices(const DeviceOptions &options) {
     }
     towerDevice_.push_back(found);
   }
+  return llvm::Error::success();
+}
+
+// --cuda-graphs needs devices that capture, and steps that replay as they were recorded.
+llvm::Error Executor::checkCapture() const {
+  if (!options_.captureSteps)
+    return llvm::Error::success();
+  for (Device *device : devices())
+    if (!device->canCapture())
+      return ir::makeError("--cuda-graphs records a GPU's kernels as CUDA graphs; this program "
+                           "runs on " +
+                           device->id().str() + ", not a GPU");
+  if (options_.trace)
+    return ir::makeError("--cuda-graphs and --trace: a traced step times each op, which a "
+                         "replayed graph does not show; give one of them");
+  if (options_.accumulate)
+    return ir::makeError("--cuda-graphs and --accumulate: accumulated steps are not captured; "
+                         "give one of them");
   return llvm::Error::success();
 }
 
@@ -521,8 +557,44 @@ llvm::Error Executor::bindFeedsAndVariables(Program &p, const Feeds &feeds) {
   return llvm::Error::success();
 }
 
-// Runs order_[begin, end); waits for its communication and the device at the end.
-llvm::Error Executor::runKernels(Program &p, size_t begin, size_t end) {
+// Checks the flags of the kernels that ran and check later (Kernel::checksLater), in order.
+llvm::Error Executor::checkRan(Program &p, std::vector<size_t> &unchecked) {
+  for (size_t j : unchecked)
+    if (auto err = p.kernels[j]->check()) {
+      if (options_.communication)
+        llvm::consumeError(options_.communication->synchronize());
+      return ir::withLocation(ir::withContext(std::move(err), "'" + order_[j]->name() + "'"),
+                              module_.sourceFile(), order_[j]->loc);
+    }
+  unchecked.clear();
+  return llvm::Error::success();
+}
+
+// What comes before order_[i] runs (alone, or first of a captured segment): the flags raised so
+// far checked where it writes state or communicates (`checkFirst`), the all-reduces it reads
+// waited for, the values it reads from other devices copied.
+llvm::Error Executor::beforeOp(Program &p, size_t i, bool checkFirst,
+                               std::vector<size_t> &unchecked) {
+  const ir::Op &op = *order_[i];
+  if (!unchecked.empty() && checkFirst)
+    if (auto err = checkRan(p, unchecked))
+      return err;
+  if (options_.communication && syncBefore_[i]) {
+    TraceSpan wait(options_.trace, "ops", "wait for all-reduce", "wait");
+    if (auto err = options_.communication->synchronize())
+      return ir::withLocation(ir::withContext(std::move(err), "before '" + op.name() + "'"),
+                              module_.sourceFile(), op.loc);
+  }
+  if (!p.mirrorsBefore[i].empty())
+    if (auto err = copyMirrors(p, i))
+      return ir::withLocation(ir::withContext(std::move(err), "before '" + op.name() + "'"),
+                              module_.sourceFile(), op.loc);
+  return llvm::Error::success();
+}
+
+// Runs order_[begin, end), with `capture` from the program's second run on in captured segments;
+// waits for its communication and the devices at the end.
+llvm::Error Executor::runKernels(Program &p, size_t begin, size_t end, bool capture) {
   Communication *communication = options_.communication;
   TraceRecorder *trace = options_.trace;
   if (trace && traceNames_.size() != order_.size()) {
@@ -535,34 +607,29 @@ llvm::Error Executor::runKernels(Program &p, size_t begin, size_t end) {
   for (Device *device : devices())
     if (auto err = device->writeStepValues(values))
       return ir::withContext(std::move(err), "the step's values on " + device->id().str());
-  // The kernels that ran and check later (Kernel::checksLater), not yet checked.
-  std::vector<size_t> unchecked;
-  auto checkRan = [&]() -> llvm::Error {
-    for (size_t j : unchecked)
-      if (auto err = p.kernels[j]->check()) {
-        if (communication)
-          llvm::consumeError(communication->synchronize());
-        return ir::withLocation(ir::withContext(std::move(err), "'" + order_[j]->name() + "'"),
-                                module_.sourceFile(), order_[j]->loc);
-      }
-    unchecked.clear();
-    return llvm::Error::success();
-  };
+  capture = capture && p.runs++ > 0;
+  if (capture && !p.planned)
+    planSegments(p);
+  std::vector<size_t> unchecked; // kernels that ran and check later, not yet checked
   for (size_t i = begin; i < end; ++i) {
     const ir::Op &op = *order_[i];
-    if (!unchecked.empty() && checkBefore_[i])
-      if (auto err = checkRan())
-        return err;
-    if (communication && syncBefore_[i]) {
-      TraceSpan wait(trace, "ops", "wait for all-reduce", "wait");
-      if (auto err = communication->synchronize())
-        return ir::withLocation(ir::withContext(std::move(err), "before '" + op.name() + "'"),
+    const int segment = capture ? p.segmentAt[i] : -1;
+    const bool checkFirst = checkBefore_[i] || (segment >= 0 && p.segments[segment].checksFirst);
+    if (auto err = beforeOp(p, i, checkFirst, unchecked))
+      return err;
+    if (segment >= 0) {
+      auto replayed = runSegment(p, static_cast<size_t>(segment));
+      if (!replayed)
+        return ir::withLocation(ir::withContext(replayed.takeError(), "a captured step"),
                                 module_.sourceFile(), op.loc);
+      if (*replayed) {
+        for (size_t j = i; j < p.segments[segment].end; ++j)
+          if (p.kernels[j]->checksLater())
+            unchecked.push_back(j);
+        i = p.segments[segment].end - 1;
+        continue;
+      }
     }
-    if (!p.mirrorsBefore[i].empty())
-      if (auto err = copyMirrors(p, i))
-        return ir::withLocation(ir::withContext(std::move(err), "before '" + op.name() + "'"),
-                                module_.sourceFile(), op.loc);
     auto started = trace ? TraceRecorder::Clock::now() : TraceRecorder::Clock::time_point();
     llvm::Error ran = p.kernels[i]->run(p.inputs[i], p.outputs[i]);
     if (trace)
@@ -576,7 +643,7 @@ llvm::Error Executor::runKernels(Program &p, size_t begin, size_t end) {
     if (p.kernels[i]->checksLater())
       unchecked.push_back(i);
   }
-  if (auto err = checkRan())
+  if (auto err = checkRan(p, unchecked))
     return err;
   if (communication) {
     TraceSpan wait(trace, "ops", "wait for all-reduce", "wait");
@@ -587,6 +654,132 @@ llvm::Error Executor::runKernels(Program &p, size_t begin, size_t end) {
     if (auto err = device->synchronize())
       return err;
   return llvm::Error::success();
+}
+
+// The runs of ops a captured step records: ops of one device whose kernels can be recorded,
+// broken where the executor must act between two ops (before an op that waits for an
+// all-reduce, reads a value from another device, or writes state after a kernel of the run that
+// checks later).
+void Executor::planSegments(Program &p) {
+  p.planned = true;
+  p.segmentAt.assign(order_.size(), -1);
+  size_t start = order_.size();
+  bool checks = false;
+  auto close = [&](size_t end) {
+    if (start < end) {
+      Program::Segment segment;
+      segment.begin = start;
+      segment.end = end;
+      for (size_t j = start; j < end; ++j)
+        segment.checksFirst |= checkBefore_[j];
+      p.segmentAt[start] = static_cast<int>(p.segments.size());
+      p.segments.push_back(std::move(segment));
+    }
+    start = order_.size();
+    checks = false;
+  };
+  for (size_t i = 0; i < order_.size(); ++i) {
+    std::string why = p.kernels[i]->notCapturable();
+    if (!why.empty()) {
+      close(i);
+      p.notCaptured.push_back(opTraceName(*order_[i]) + " (" + why + ")");
+      continue;
+    }
+    if (start < i && (&deviceOf(*order_[i]) != &deviceOf(*order_[start]) || syncBefore_[i] ||
+                      !p.mirrorsBefore[i].empty() || (checkBefore_[i] && checks)))
+      close(i);
+    if (start == order_.size())
+      start = i;
+    checks |= p.kernels[i]->checksLater();
+  }
+  close(order_.size());
+}
+
+// Replays segment `index`, recording it first (again where the memory its kernels use moved);
+// false where it cannot be recorded, and the caller runs its ops one by one.
+llvm::Expected<bool> Executor::runSegment(Program &p, size_t index) {
+  Program::Segment &s = p.segments[index];
+  if (!s.failed.empty())
+    return false;
+  std::vector<int64_t> bound;
+  auto add = [&](const Tensor &t) {
+    bound.push_back(static_cast<int64_t>(reinterpret_cast<intptr_t>(t.raw())));
+    bound.push_back(t.numElements());
+  };
+  for (size_t j = s.begin; j < s.end; ++j) {
+    for (const RuntimeValue *v : p.inputs[j]) {
+      add(v->dense);
+      add(v->indices);
+    }
+    for (const RuntimeValue *v : p.outputs[j]) {
+      add(v->dense);
+      add(v->indices);
+    }
+  }
+  Device &device = deviceOf(*order_[s.begin]);
+  bound.push_back(static_cast<int64_t>(reinterpret_cast<intptr_t>(device.workspace())));
+  bound.push_back(static_cast<int64_t>(device.workspaceBytes()));
+  if (!s.work || bound != s.bound) {
+    s.work.reset();
+    if (auto err = device.beginCapture()) {
+      s.failed = ir::messageOf(std::move(err));
+      return false;
+    }
+    for (size_t j = s.begin; j < s.end; ++j)
+      if (auto err = p.kernels[j]->run(p.inputs[j], p.outputs[j])) {
+        // Run op by op instead, where the op reports it at its place.
+        s.failed = opTraceName(*order_[j]) + ": " + ir::messageOf(std::move(err));
+        llvm::consumeError(device.endCapture().takeError());
+        return false;
+      }
+    auto work = device.endCapture();
+    if (!work) {
+      s.failed = ir::messageOf(work.takeError());
+      return false;
+    }
+    s.work = std::move(*work);
+    s.bound = std::move(bound);
+    ++p.captures;
+  } else {
+    ++p.replays;
+  }
+  if (auto err = s.work->replay())
+    return std::move(err);
+  return true;
+}
+
+std::string Executor::captureReport() const {
+  if (!options_.captureSteps || !last_)
+    return "";
+  const Program &p = *last_;
+  if (!p.planned)
+    return "not captured yet (a program is captured from its second step)";
+  size_t captured = 0, graphs = 0;
+  std::vector<std::string> failed;
+  for (const Program::Segment &s : p.segments) {
+    if (s.work) {
+      captured += s.end - s.begin;
+      ++graphs;
+    } else if (!s.failed.empty()) {
+      failed.push_back(s.failed);
+    }
+  }
+  std::string report = std::to_string(captured) + " of " + std::to_string(order_.size()) +
+                       " ops in " + std::to_string(graphs) + " CUDA graph" +
+                       (graphs == 1 ? "" : "s") + ", recorded " + std::to_string(p.captures) +
+                       " and replayed " + std::to_string(p.replays) + " times";
+  auto list = [&](const char *what, const std::vector<std::string> &items) {
+    if (items.empty())
+      return;
+    report += std::string("; ") + what + ": ";
+    for (size_t i = 0; i < items.size() && i < 4; ++i)
+      report += (i ? ", " : "") + items[i];
+    if (items.size() > 4)
+      report += " and " + std::to_string(items.size() - 4) + " more";
+  };
+  list("not captured", p.notCaptured);
+  list("not recorded", failed);
+  return report;
 }
 
 std::string Executor::traceName(const ir::Op &op) const {
@@ -617,7 +810,7 @@ llvm::Error Executor::step(const Feeds &feeds) {
   Program &p = **program;
   if (auto err = bindFeedsAndVariables(p, feeds))
     return err;
-  if (auto err = runKernels(p, 0, order_.size()))
+  if (auto err = runKernels(p, 0, order_.size(), options_.captureSteps))
     return err;
   if (auto err = readLoss(p))
     return err;

@@ -58,6 +58,12 @@ struct ExecutorOptions {
   // A GPU's float32 matrix products on its tensor cores in TF32 (10-bit mantissas in, float32
   // sums; `--tf32`): faster, less exact. An error on a CPU device.
   bool tf32 = false;
+  // Steps as CUDA graphs (`--cuda-graphs`): from a program's second step on, each run of ops
+  // whose kernels can be recorded (Kernel::notCapturable) is recorded once and replayed, one
+  // launch instead of one per kernel; the ops between run as they do (captureReport says which
+  // and why). Recorded again when what they read or write moved. Not with `trace` (which times
+  // each op) or `accumulate`. An error on a device that cannot capture (the CPU).
+  bool captureSteps = false;
 };
 
 using Feeds = std::map<std::string, Tensor>;
@@ -109,6 +115,10 @@ public:
   // store holding host copies again (counted), for checkpoints and the trained result. On the
   // CPU it does nothing.
   llvm::Error variablesToHost();
+  // With captureSteps: how the last step ran, "12 of 14 ops in 2 CUDA graphs, replayed 9 times;
+  // not captured: all_reduce %loss (it communicates through host memory), ..."; empty
+  // otherwise.
+  std::string captureReport() const;
   // The largest arena planned so far, in bytes (activations and gradients of one step): on
   // `device`, or on all the program's devices together.
   size_t arenaBytes(const Device *device = nullptr) const;
@@ -122,6 +132,7 @@ private:
   Executor(const ir::Module &module, std::shared_ptr<VariableStore> variables,
            ExecutorOptions options, std::unique_ptr<Device> device);
   llvm::Error createTowerDevices(const DeviceOptions &options);
+  llvm::Error checkCapture() const;
   Device &deviceOf(const ir::Op &op) const;
   Device &homeOf(const ir::Value *v) const;
   void planMirrors(Program &program);
@@ -136,7 +147,11 @@ private:
   llvm::Error buildKernels(Program &program);
   llvm::Error bindFeedsAndVariables(Program &program, const Feeds &feeds);
   static llvm::Error bindFeed(Device &device, Tensor &slot, const Tensor &feed);
-  llvm::Error runKernels(Program &program, size_t begin, size_t end);
+  llvm::Error runKernels(Program &program, size_t begin, size_t end, bool capture = false);
+  llvm::Error checkRan(Program &program, std::vector<size_t> &unchecked);
+  llvm::Error beforeOp(Program &program, size_t i, bool checkFirst, std::vector<size_t> &unchecked);
+  void planSegments(Program &program);
+  llvm::Expected<bool> runSegment(Program &program, size_t segment);
   llvm::Error readLoss(Program &program);
   void countStep();
   llvm::Error selectAccumulationOps();

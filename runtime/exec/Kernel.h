@@ -77,6 +77,13 @@ public:
   // parameter server and no other task does.
   virtual bool checksLater() const { return false; }
   virtual llvm::Error check() { return llvm::Error::success(); }
+
+  // Why this kernel's runs cannot be recorded once and replayed on a device that captures
+  // (Device::canCapture), or empty where they can: a capturable kernel only queues work on its
+  // device, with launches that are the same every run once it has run once (what changes from
+  // step to step it reads from the device: Device::stepValues), and copies nothing to or from
+  // the host.
+  virtual std::string notCapturable() const { return ""; }
 };
 
 using KernelFactory = llvm::Expected<std::unique_ptr<Kernel>> (*)(const KernelSpec &spec);

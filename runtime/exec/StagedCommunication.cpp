@@ -35,6 +35,7 @@ public:
         attrs_(spec.attrs), step_(spec.step) {}
   // Memory kept across steps, taken when the kernel is built.
   virtual llvm::Error allocate(const KernelSpec &) { return llvm::Error::success(); }
+  std::string notCapturable() const override { return "it communicates through host memory"; }
 
 protected:
   std::string variable() const { return op_->operand(0)->name(); }

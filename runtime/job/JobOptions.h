@@ -15,9 +15,10 @@ struct JobOptions {
   std::string data;             // a data spec (docs/data.md)
   std::optional<int64_t> steps; // default: the plan's steps, else one epoch
   std::optional<int64_t> epochs;
-  int threads = 1;        // per task
-  bool tf32 = false;      // GPU workers' float32 matrix products in TF32
-  std::string metricsOut; // JSON lines from worker:0; empty: none
+  int threads = 1;         // per task
+  bool tf32 = false;       // GPU workers' float32 matrix products in TF32
+  bool cudaGraphs = false; // GPU workers' steps as CUDA graphs
+  std::string metricsOut;  // JSON lines from worker:0; empty: none
   bool quiet = false;
   bool evaluate = true; // test-set evaluation on worker:0 at epoch ends
   // A command prefix each task's command line is appended to, with {host} and {address}

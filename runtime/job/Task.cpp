@@ -292,6 +292,7 @@ workerTrainOptions(const plan::Plan &plan, const plan::Task &task, const JobOpti
   if (auto e = setWorkerDevices(task, train))
     return std::move(e);
   train.tf32 = options.tf32;
+  train.cudaGraphs = options.cudaGraphs;
   train.steps = options.steps;
   if (!train.steps && plan.run().steps() > 0)
     train.steps = plan.run().steps();

@@ -200,6 +200,7 @@ const std::vector<Flag> &flags() {
          },
          [](const TaskCommand &c) { return unlessEmpty(c.options.injectFault); }},
         switchFlag("--tf32", "A GPU's float32 matrix products in TF32", &JobOptions::tf32),
+        switchFlag("--cuda-graphs", "A GPU's steps as CUDA graphs", &JobOptions::cudaGraphs),
         switchFlag("--quiet", "Print only errors (also -q)", &JobOptions::quiet),
         {"--no-eval", nullptr, "Skip test-set evaluation",
          [](TaskCommand &c, llvm::StringRef) {

@@ -292,6 +292,7 @@ llvm::Error TrainingRun::createExecutors() {
   trainOptions.device = options_.device;
   trainOptions.towerDevices = options_.towerDevices;
   trainOptions.tf32 = options_.tf32;
+  trainOptions.captureSteps = options_.cudaGraphs;
   trainOptions.threads = options_.threads;
   trainOptions.communication = worker_ ? worker_->communication : nullptr;
   trainOptions.trace = options_.trace;
@@ -592,12 +593,18 @@ llvm::Expected<TrainResult> TrainingRun::finish() {
   result_.peakArenaBytes = trainer_->arenaBytes();
   std::vector<runtime::Device *> devices = trainer_->devices();
   for (runtime::Device *device : devices) {
-    DeviceUse use{device->id(), result_.steps, trainer_->arenaBytes(device),
-                  device->workspaceBytes(), device->copies()};
-    if (device == devices.front())
+    DeviceUse use{device->id(),
+                  result_.steps,
+                  trainer_->arenaBytes(device),
+                  device->workspaceBytes(),
+                  device->copies(),
+                  ""};
+    if (device == devices.front()) {
+      use.capture = trainer_->captureReport();
       result_.device = use;
-    else
+    } else {
       result_.towerDevices.push_back(use);
+    }
   }
   result_.store = store_;
   return std::move(result_);
@@ -618,7 +625,8 @@ std::string describeDeviceUse(const DeviceUse &use) {
                            : "") +
          " and " + std::to_string(c.toHostCopies) + " to the host (" +
          support::formatBytes(double(c.toHostBytes)) + ") in " + std::to_string(use.steps) +
-         (use.steps == 1 ? " step" : " steps");
+         (use.steps == 1 ? " step" : " steps") +
+         (use.capture.empty() ? "" : "; captured: " + use.capture);
 }
 
 llvm::Error checkAccumulation(int64_t accumulate, int64_t batchSize, int64_t workers) {

@@ -127,6 +127,13 @@ expect_error "--tf32 makes a GPU's float32 matrix products use TF32; this progra
 expect_error "worker:0 failed: error: --tf32 makes a GPU's float32 matrix products use TF32" \
   "$prism" train "$models/mlp.prism" --tf32 --cluster local:1 --steps 1 --no-eval
 
+# --cuda-graphs records a GPU's kernels: on CPU devices it is an error naming it, and so is it with
+# --trace, which times each op.
+expect_error "--cuda-graphs records a GPU's kernels as CUDA graphs; this program runs on cpu:0, not a GPU" \
+  "$prism" train "$models/mlp.prism" --cuda-graphs --steps 1 --no-eval
+expect_error "worker:0 failed: error: --cuda-graphs records a GPU's kernels as CUDA graphs" \
+  "$prism" train "$models/mlp.prism" --cuda-graphs --cluster local:1 --steps 1 --no-eval
+
 if [ -e /dev/nvidia0 ]; then
   echo "a GPU is here: the check that a missing GPU is an error is skipped"
   exit 0

@@ -11,7 +11,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
+#include "ir/OpTable.h"
 #include "runtime/data/DataSpec.h"
 #include "runtime/exec/Device.h"
 #include "runtime/exec/Executor.h"
@@ -32,7 +34,21 @@ std::vector<std::string> &events() {
   return all;
 }
 
-// Host memory under the name cuda:N (copies are plain, and counted as a GPU's).
+// Work "recorded" by a HostMemoryGpu: the kernel runs it was asked for, run again on replay.
+class HostRecording final : public runtime::CapturedWork {
+public:
+  std::vector<std::function<llvm::Error()>> runs;
+  llvm::Error replay() override {
+    for (auto &run : runs)
+      if (auto e = run())
+        return e;
+    return llvm::Error::success();
+  }
+};
+
+// Host memory under the name cuda:N (copies are plain, and counted as a GPU's). It captures as a
+// GPU does: between beginCapture and endCapture its kernels (Wrapped) are recorded, not run, and
+// a copy is an error, as a copy on a capturing GPU's stream would be.
 class HostMemoryGpu final : public runtime::Device {
 public:
   explicit HostMemoryGpu(int index = 0) : Device(ir::DeviceId{ir::DeviceKind::Cuda, index}) {}
@@ -44,19 +60,38 @@ public:
     return std::shared_ptr<void>(memory, std::free);
   }
 
+  bool canCapture() const override { return true; }
+  llvm::Error beginCapture() override {
+    recording_ = std::make_unique<HostRecording>();
+    return llvm::Error::success();
+  }
+  llvm::Expected<std::unique_ptr<runtime::CapturedWork>> endCapture() override {
+    if (!recording_)
+      return ir::makeError("endCapture without beginCapture");
+    return std::unique_ptr<runtime::CapturedWork>(std::move(recording_));
+  }
+  // While capturing: where a kernel's run goes instead of running.
+  HostRecording *recording() const { return recording_.get(); }
+
 protected:
   llvm::Error copyToDevice(void *dst, const void *src, size_t bytes) override {
-    std::memcpy(dst, src, bytes);
-    return llvm::Error::success();
+    return copy(dst, src, bytes);
   }
   llvm::Error copyToHost(void *dst, const void *src, size_t bytes) override {
-    std::memcpy(dst, src, bytes);
-    return llvm::Error::success();
+    return copy(dst, src, bytes);
   }
   llvm::Error copyOnDevice(void *dst, const void *src, size_t bytes) override {
+    return copy(dst, src, bytes);
+  }
+
+private:
+  llvm::Error copy(void *dst, const void *src, size_t bytes) {
+    if (recording_)
+      return ir::makeError("a copy on " + id().str() + " while it captures");
     std::memcpy(dst, src, bytes);
     return llvm::Error::success();
   }
+  std::unique_ptr<HostRecording> recording_;
 };
 
 // `t`'s elements, as a tensor of `device` (the CPU kernels make their sparse results in host
@@ -78,29 +113,40 @@ llvm::Error expectOn(const RuntimeValue &value, ir::DeviceId device, const std::
 }
 
 // The CPU's kernel of an op; the cross-entropy ones keep their error for `check`. It checks that
-// it reads and writes its own device's memory.
+// it reads and writes its own device's memory; on a capturing device its run is recorded.
 class Wrapped final : public Kernel {
 public:
-  Wrapped(std::unique_ptr<Kernel> inner, std::string op, bool later, ir::DeviceId device)
-      : inner_(std::move(inner)), op_(std::move(op)), later_(later), device_(device) {}
+  Wrapped(std::unique_ptr<Kernel> inner, std::string op, bool later, bool communicates,
+          runtime::Device *device)
+      : inner_(std::move(inner)), op_(std::move(op)), later_(later), communicates_(communicates),
+        device_(device) {}
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
+    auto *gpu = dynamic_cast<HostMemoryGpu *>(device_);
+    if (gpu && gpu->recording()) {
+      // As a graph holds its kernels' arguments: the memory they name now (the values copied,
+      // their tensors aliasing it), whatever the executor's slots name later.
+      events().push_back("record " + op_);
+      auto in = std::make_shared<std::vector<RuntimeValue>>();
+      auto out = std::make_shared<std::vector<RuntimeValue>>();
+      for (const RuntimeValue *v : inputs)
+        in->push_back(*v);
+      for (const RuntimeValue *v : outputs)
+        out->push_back(*v);
+      gpu->recording()->runs.push_back([this, in, out] {
+        events().push_back("replay " + op_);
+        std::vector<const RuntimeValue *> inputs;
+        std::vector<RuntimeValue *> outputs;
+        for (const RuntimeValue &v : *in)
+          inputs.push_back(&v);
+        for (RuntimeValue &v : *out)
+          outputs.push_back(&v);
+        return runNow(inputs, outputs);
+      });
+      return llvm::Error::success();
+    }
     events().push_back("run " + op_);
-    for (size_t i = 0; i < inputs.size(); ++i)
-      if (auto e = expectOn(*inputs[i], device_, op_ + "'s operand " + std::to_string(i)))
-        return e;
-    llvm::Error ran = inner_->run(inputs, outputs);
-    if (!ran)
-      for (RuntimeValue *out : outputs) {
-        out->dense = rehomed(out->dense, device_);
-        out->indices = rehomed(out->indices, device_);
-        if (auto e = expectOn(*out, device_, op_ + "'s result"))
-          return e;
-      }
-    if (!later_)
-      return ran;
-    flagged_ = ran ? llvm::toString(std::move(ran)) : "";
-    return llvm::Error::success();
+    return runNow(inputs, outputs);
   }
   bool checksLater() const override { return later_; }
   llvm::Error check() override {
@@ -109,12 +155,38 @@ public:
       return llvm::Error::success();
     return ir::makeError(llvm::StringRef(flagged_).drop_front(strlen("error: ")));
   }
+  std::string notCapturable() const override {
+    if (communicates_)
+      return "it communicates";
+    return sparseResult_ ? "it makes its sparse result in new memory each run" : "";
+  }
+  bool sparseResult_ = false;
 
 private:
+  llvm::Error runNow(llvm::ArrayRef<const RuntimeValue *> inputs,
+                     llvm::ArrayRef<RuntimeValue *> outputs) {
+    const ir::DeviceId device = device_->id();
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (auto e = expectOn(*inputs[i], device, op_ + "'s operand " + std::to_string(i)))
+        return e;
+    llvm::Error ran = inner_->run(inputs, outputs);
+    if (!ran)
+      for (RuntimeValue *out : outputs) {
+        out->dense = rehomed(out->dense, device);
+        out->indices = rehomed(out->indices, device);
+        if (auto e = expectOn(*out, device, op_ + "'s result"))
+          return e;
+      }
+    if (!later_)
+      return ran;
+    flagged_ = ran ? llvm::toString(std::move(ran)) : "";
+    return llvm::Error::success();
+  }
+
   std::unique_ptr<Kernel> inner_;
   std::string op_;
-  bool later_;
-  ir::DeviceId device_;
+  bool later_, communicates_;
+  runtime::Device *device_;
   std::string flagged_;
 };
 
@@ -123,8 +195,11 @@ llvm::Expected<std::unique_ptr<Kernel>> wrap(const KernelSpec &spec) {
   if (!inner)
     return inner.takeError();
   bool later = spec.op->name().startswith("softmax_cross_entropy");
-  return std::make_unique<Wrapped>(std::move(*inner), spec.op->name().str(), later,
-                                   spec.device->id());
+  auto kernel = std::make_unique<Wrapped>(std::move(*inner), spec.op->name().str(), later,
+                                          spec.op->def().has(ir::kCommunication), spec.device);
+  for (const ir::TensorType &type : spec.outputTypes)
+    kernel->sparseResult_ |= type.sparse;
+  return kernel;
 }
 
 // `cuda` devices as HostMemoryGpu, with the wrapped CPU kernel of every op of `module` (added
@@ -531,6 +606,186 @@ TEST(InGraphTowers, TrainingReportsEveryDevice) {
   EXPECT_EQ(text.rfind("cuda:1: arena ", 0), 0u) << text;
   EXPECT_NE(text.find(" from other devices ("), std::string::npos) << text;
   EXPECT_NE(text.find(" in 2 steps"), std::string::npos) << text;
+}
+
+// Steps as captured graphs (--cuda-graphs) on the host-memory GPU, which records kernels as a
+// GPU's stream capture does and fails any copy made meanwhile: five steps give the uncaptured
+// run's losses and variables, bit for bit; the first step runs op by op, the second records
+// two graphs (forward and backward, then the update, which waits for the cross-entropies'
+// flags), the rest replay them.
+TEST(CapturedSteps, ReplayedStepsTrainAsOpByOp) {
+  auto module = testing::tinyModule();
+  ASSERT_TRUE(module);
+  auto plainStore = std::make_shared<runtime::VariableStore>();
+  auto capturedStore = std::make_shared<runtime::VariableStore>();
+  ASSERT_FALSE(bool(plainStore->initialize(*module, 3)));
+  ASSERT_FALSE(bool(capturedStore->initialize(*module, 3)));
+  auto plain = executorOn(*module, plainStore);
+  runtime::ExecutorOptions options;
+  options.captureSteps = true;
+  auto captured = executorOn(*module, capturedStore, options);
+  ASSERT_TRUE(plain && captured);
+  EXPECT_EQ(captured->captureReport(), "");
+  for (int s = 0; s < 5; ++s) {
+    events().clear();
+    ASSERT_FALSE(bool(plain->step(feeds(s % 4))));
+    events().clear();
+    llvm::Error err = captured->step(feeds(s % 4));
+    ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+    EXPECT_EQ(captured->loss(), plain->loss());
+    const std::string first = s == 0 ? "run matmul" : s == 1 ? "record matmul" : "replay matmul";
+    EXPECT_EQ(events().front(), first) << "step " << s;
+    if (s == 0) {
+      EXPECT_EQ(captured->captureReport(),
+                "not captured yet (a program is captured from its second step)");
+    }
+  }
+  // Flags are checked after the graph that raised them, before the update.
+  const size_t checked = indexOf("check softmax_cross_entropy");
+  EXPECT_LT(indexOf("replay softmax_cross_entropy_grad"), checked);
+  EXPECT_LT(checked, indexOf("replay apply_sgd"));
+  EXPECT_EQ(captured->captureReport(),
+            "6 of 6 ops in 2 CUDA graphs, recorded 2 and replayed 6 times");
+  EXPECT_EQ(weights(*captured), weights(*plain));
+}
+
+// A label out of range in a replayed step: the flag is read after the first graph, the error
+// names the op's line and the update's graph does not run.
+TEST(CapturedSteps, AFlagRaisedInAReplayedStepStopsItBeforeTheUpdate) {
+  auto module = testing::tinyModule();
+  ASSERT_TRUE(module);
+  auto store = std::make_shared<runtime::VariableStore>();
+  ASSERT_FALSE(bool(store->initialize(*module, 3)));
+  runtime::ExecutorOptions options;
+  options.captureSteps = true;
+  auto executor = executorOn(*module, store, options);
+  ASSERT_TRUE(executor);
+  for (int s = 0; s < 3; ++s)
+    ASSERT_FALSE(bool(executor->step(feeds(2))));
+  const std::vector<float> before = weights(*executor);
+  events().clear();
+  llvm::Error err = executor->step(feeds(9));
+  ASSERT_TRUE(bool(err));
+  EXPECT_EQ(llvm::toString(std::move(err)),
+            "tiny.prism:6:3: error: 'softmax_cross_entropy': label 9 of row 1 is outside [0, 4)");
+  EXPECT_EQ(indexOf("replay apply_sgd"), events().size()) << "the update ran";
+  EXPECT_EQ(weights(*executor), before);
+}
+
+// Memory that moved is recorded again: after the variables come back to the host (a
+// checkpoint), the next step uploads them to new memory, and the graphs that read them are
+// recorded anew rather than replayed over the old.
+TEST(CapturedSteps, GraphsAreRecordedAgainWhenTheirMemoryMoved) {
+  auto module = testing::tinyModule();
+  ASSERT_TRUE(module);
+  auto plainStore = std::make_shared<runtime::VariableStore>();
+  auto capturedStore = std::make_shared<runtime::VariableStore>();
+  ASSERT_FALSE(bool(plainStore->initialize(*module, 3)));
+  ASSERT_FALSE(bool(capturedStore->initialize(*module, 3)));
+  auto plain = executorOn(*module, plainStore);
+  runtime::ExecutorOptions options;
+  options.captureSteps = true;
+  auto captured = executorOn(*module, capturedStore, options);
+  ASSERT_TRUE(plain && captured);
+  for (int s = 0; s < 6; ++s) {
+    ASSERT_FALSE(bool(plain->step(feeds(s % 4))));
+    ASSERT_FALSE(bool(captured->step(feeds(s % 4))));
+    if (s == 2) {
+      ASSERT_FALSE(bool(plain->variablesToHost()));
+      ASSERT_FALSE(bool(captured->variablesToHost()));
+    }
+    EXPECT_EQ(captured->loss(), plain->loss()) << "step " << s;
+  }
+  EXPECT_EQ(captured->captureReport(),
+            "6 of 6 ops in 2 CUDA graphs, recorded 4 and replayed 6 times");
+  EXPECT_EQ(weights(*captured), weights(*plain));
+}
+
+// Towers on two devices: a graph per device's run of ops, broken where values cross between
+// them; sparse gradients (new host memory each run here) are recorded again each step, and the
+// training is the CPU's.
+TEST(CapturedSteps, TowersOnTwoDevicesTrainAsOnTheCpu) {
+  for (const char *name : {"tiny", "bag"}) {
+    SCOPED_TRACE(name);
+    auto module = std::string(name) == "tiny" ? towered(testing::kTinyModel, "tiny.prism", 2)
+                                              : towered(kBag, "bag.prism", 2);
+    ASSERT_TRUE(module);
+    auto cpuStore = std::make_shared<runtime::VariableStore>();
+    auto gpuStore = std::make_shared<runtime::VariableStore>();
+    ASSERT_FALSE(bool(cpuStore->initialize(*module, 5)));
+    ASSERT_FALSE(bool(gpuStore->initialize(*module, 5)));
+    auto cpu = runtime::Executor::create(*module, cpuStore);
+    ASSERT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
+    runtime::ExecutorOptions options;
+    options.towerDevices = gpus({0, 1});
+    options.captureSteps = true;
+    auto gpu = executorOn(*module, gpuStore, options);
+    ASSERT_TRUE(gpu);
+    for (int s = 0; s < 4; ++s) {
+      runtime::Feeds feeds = microBatches(*module, s, {5})[0];
+      ASSERT_FALSE(bool((*cpu)->step(feeds)));
+      llvm::Error err = gpu->step(feeds);
+      ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+      EXPECT_EQ(gpu->loss(), (*cpu)->loss());
+    }
+    const std::string report = gpu->captureReport();
+    EXPECT_NE(report.find(" CUDA graphs, recorded "), std::string::npos) << report;
+    ASSERT_FALSE(bool(gpu->variablesToHost()));
+    for (const auto &var : module->variables()) {
+      const Tensor *a = cpuStore->find(var->name()), *b = gpuStore->find(var->name());
+      ASSERT_TRUE(a && b);
+      EXPECT_EQ(std::memcmp(a->raw(), b->raw(), static_cast<size_t>(a->numBytes())), 0)
+          << var->name();
+    }
+  }
+}
+
+// The trainer's device line says what the steps captured.
+TEST(CapturedSteps, TrainingReportsWhatItCaptured) {
+  auto module = testing::compiledModule(kBag, "bag.prism");
+  ASSERT_TRUE(module);
+  auto data = runtime::data::parseDataSpec("zipf:12,tokens=3,classes=4,examples=64");
+  ASSERT_TRUE(bool(data)) << llvm::toString(data.takeError());
+  runtime::train::TrainOptions options;
+  options.data = *data;
+  options.steps = 4;
+  options.batchSize = 8;
+  options.quiet = true;
+  options.evaluate = false;
+  options.cudaGraphs = true;
+  serveCudaFor(*module);
+  options.device = ir::DeviceId{ir::DeviceKind::Cuda, 0};
+  auto result = runtime::train::train(*module, options);
+  ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+  const std::string text = runtime::train::describeDeviceUse(result->device);
+  EXPECT_NE(text.find(" in 4 steps; captured: "), std::string::npos) << text;
+  EXPECT_NE(text.find(" CUDA graphs, recorded "), std::string::npos) << text;
+  EXPECT_NE(text.find("; not captured: gather_grad %"), std::string::npos) << text;
+  EXPECT_NE(text.find(" (it makes its sparse result in new memory each run)"), std::string::npos)
+      << text;
+}
+
+// --cuda-graphs where it cannot apply is an error naming why.
+TEST(CapturedSteps, WhereStepsCannotBeCapturedItIsAnError) {
+  auto module = testing::tinyModule();
+  ASSERT_TRUE(module);
+  auto store = std::make_shared<runtime::VariableStore>();
+  ASSERT_FALSE(bool(store->initialize(*module, 3)));
+  runtime::ExecutorOptions options;
+  options.captureSteps = true;
+  auto cpu = runtime::Executor::create(*module, store, options);
+  ASSERT_FALSE(bool(cpu));
+  EXPECT_EQ(llvm::toString(cpu.takeError()),
+            "error: --cuda-graphs records a GPU's kernels as CUDA graphs; this program runs on "
+            "cpu:0, not a GPU");
+  serveCudaFor(*module);
+  options.device = ir::DeviceId{ir::DeviceKind::Cuda, 0};
+  options.accumulate = true;
+  auto accumulating = runtime::Executor::create(*module, store, options);
+  ASSERT_FALSE(bool(accumulating));
+  EXPECT_EQ(llvm::toString(accumulating.takeError()),
+            "error: --cuda-graphs and --accumulate: accumulated steps are not captured; give one "
+            "of them");
 }
 
 } // namespace
