@@ -11,22 +11,30 @@ namespace {
 
 using KernelOrError = llvm::Expected<std::unique_ptr<Kernel>>;
 
-// A host copy of a device value (dense, or a sparse value's indices and rows).
-llvm::Expected<RuntimeValue> download(Device &device, const RuntimeValue &value) {
-  RuntimeValue host;
-  host.sparse = value.sparse;
-  auto dense = device.toHost(value.dense);
-  if (!dense)
-    return dense.takeError();
-  host.dense = std::move(*dense);
-  if (value.sparse) {
-    auto indices = device.toHost(value.indices);
-    if (!indices)
-      return indices.takeError();
-    host.indices = std::move(*indices);
+// A host buffer a kernel keeps for staging a value of varying size (a sparse gradient's rows,
+// a row pull's indices): the device's staging memory (page-locked on a GPU), made when first
+// needed and again when a value outgrows it.
+class StagingBuffer {
+public:
+  // A copy of `src` (of `device`, or the host) in the buffer, viewed at its dtype and shape.
+  llvm::Expected<Tensor> hold(Device &device, const Tensor &src) {
+    if (src.numBytes() > capacity_.numBytes()) {
+      auto grown = device.allocateStaging(ir::DType::Bool, {src.numBytes()});
+      if (!grown)
+        return grown.takeError();
+      capacity_ = std::move(*grown);
+      storage_ = std::shared_ptr<void>(std::make_shared<Tensor>(capacity_), capacity_.raw());
+    }
+    Tensor view = Tensor::view(src.dtype(), src.shape(), storage_, 0);
+    if (auto err = device.copyInto(view, src))
+      return std::move(err);
+    return view;
   }
-  return host;
-}
+
+private:
+  Tensor capacity_;
+  std::shared_ptr<void> storage_;
+};
 
 class StagedKernel : public Kernel {
 public:
@@ -102,7 +110,7 @@ public:
   llvm::Expected<Tensor> pulled(llvm::ArrayRef<const RuntimeValue *> inputs) {
     if (op_->name() != "ps_pull_rows")
       return communication_.pull(variable());
-    auto indices = device_.toHost(inputs[1]->dense);
+    auto indices = indices_.hold(device_, inputs[1]->dense);
     if (!indices)
       return indices.takeError();
     return communication_.pullRows(variable(), *indices);
@@ -119,23 +127,35 @@ public:
                            std::to_string(outputs[0]->dense.numBytes()));
     return device_.copyInto(outputs[0]->dense, *value);
   }
+
+private:
+  StagingBuffer indices_;
 };
 
-// ps_push and ps_push_rows: the gradient in host memory, kept until the next step (the
-// communication sends pushes at the step's end).
+// ps_push and ps_push_rows: the gradient in host buffers this kernel keeps (page-locked on a
+// GPU), until the next step (the communication sends pushes at the step's end).
 class StagedPush final : public StagedKernel {
 public:
   using StagedKernel::StagedKernel;
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *>) override {
-    auto host = download(device_, *inputs[1]);
-    if (!host)
-      return host.takeError();
-    gradient_ = std::move(*host);
+    const RuntimeValue &value = *inputs[1];
+    auto rows = rows_.hold(device_, value.dense);
+    if (!rows)
+      return rows.takeError();
+    gradient_.sparse = value.sparse;
+    gradient_.dense = std::move(*rows);
+    if (value.sparse) {
+      auto indices = indices_.hold(device_, value.indices);
+      if (!indices)
+        return indices.takeError();
+      gradient_.indices = std::move(*indices);
+    }
     return communication_.push(variable(), gradient_);
   }
 
 private:
+  StagingBuffer rows_, indices_;
   RuntimeValue gradient_;
 };
 

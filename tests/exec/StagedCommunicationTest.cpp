@@ -175,3 +175,47 @@ TEST(StagedCommunication, PullsRowPullsAndPushesGoThroughTheHost) {
   EXPECT_EQ(communication.pushed[0].first, "table");
   EXPECT_EQ(communication.pushed[0].second.dense.data<float>()[7], 7.5f);
 }
+
+// A sparse push is staged in host buffers the kernel keeps: a copy of the rows and indices (the
+// device's values may change after), the same memory the next step, grown for more rows.
+TEST(StagedCommunication, SparsePushesReuseTheirStagingBuffers) {
+  ir::ModuleBuilder b("m");
+  ir::Value *table = b.variable("table", ir::TensorType(ir::DType::F32, {4, 2}));
+  ir::Value *g = b.input("g", ir::TensorType(ir::DType::F32, {4, 2}, /*sparse=*/true));
+  b.op("ps_push_rows", {table, g}, {}, "");
+  auto module = b.finish();
+  ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
+  CpuDevice device(0, 1);
+  RecordingCommunication communication;
+  auto push = build(**(*module)->ops().begin(), device, communication);
+  ASSERT_TRUE(push);
+  auto sparse = [](std::vector<int64_t> ids, float first) {
+    RuntimeValue v = filled({static_cast<int64_t>(ids.size()), 2}, first);
+    v.sparse = true;
+    v.indices = Tensor(ir::DType::I64, {static_cast<int64_t>(ids.size())});
+    std::copy(ids.begin(), ids.end(), v.indices.data<int64_t>());
+    return v;
+  };
+  RuntimeValue tableValue = filled({4, 2}, 0);
+  RuntimeValue first = sparse({3, 1}, 10);
+  ASSERT_FALSE(bool(push->run({&tableValue, &first}, {})));
+  first.dense.data<float>()[0] = -1; // the device's value changes after the push
+  ASSERT_EQ(communication.pushed.size(), 1u);
+  const RuntimeValue &sent = communication.pushed[0].second;
+  EXPECT_TRUE(sent.sparse);
+  EXPECT_EQ(sent.dense.data<float>()[0], 10.0f);
+  EXPECT_EQ(sent.indices.data<int64_t>()[0], 3);
+  const void *rows = sent.dense.raw();
+
+  RuntimeValue second = sparse({0, 2}, 20);
+  ASSERT_FALSE(bool(push->run({&tableValue, &second}, {})));
+  EXPECT_EQ(communication.pushed[1].second.dense.raw(), rows);
+  EXPECT_EQ(communication.pushed[1].second.dense.data<float>()[3], 23.0f);
+
+  RuntimeValue larger = sparse({0, 1, 2, 3}, 30);
+  ASSERT_FALSE(bool(push->run({&tableValue, &larger}, {})));
+  const RuntimeValue &grown = communication.pushed[2].second;
+  EXPECT_EQ(grown.dense.shape(), (std::vector<int64_t>{4, 2}));
+  EXPECT_EQ(grown.dense.data<float>()[7], 37.0f);
+  EXPECT_EQ(grown.indices.data<int64_t>()[3], 3);
+}
