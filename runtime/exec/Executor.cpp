@@ -393,9 +393,14 @@ llvm::Error Executor::planArena(Program &program) {
   for (int i = 0; i < end; ++i)
     for (const ir::Value *v : order_[i]->operands())
       lastUse[v] = i;
+  auto lastUseOf = [&](const ir::Value *v, int i) {
+    auto lu = lastUse.find(v);
+    return kept.count(v) ? end : lu == lastUse.end() ? i : std::max(i, lu->second);
+  };
   for (Device *device : devices()) {
     std::vector<BufferRequest> requests;
-    std::vector<const ir::Value *> planned;
+    std::vector<std::pair<const ir::Value *, size_t>> planned; // value, its request
+    llvm::DenseMap<const ir::Value *, size_t> requestOf;
     for (int i = 0; i < end; ++i) {
       const ir::Op *op = order_[i];
       if (&deviceOf(*op) != device)
@@ -407,13 +412,24 @@ llvm::Error Executor::planArena(Program &program) {
           continue;
         }
         ir::TensorType t = boundType(v, program.batch);
-        BufferRequest req;
-        req.bytes = static_cast<size_t>(t.numElements() * ir::dtypeBytes(t.dtype));
-        req.firstUse = i;
-        auto lu = lastUse.find(v);
-        req.lastUse = kept.count(v) ? end : lu == lastUse.end() ? i : std::max(i, lu->second);
-        requests.push_back(req);
-        planned.push_back(v);
+        const size_t bytes = static_cast<size_t>(t.numElements() * ir::dtypeBytes(t.dtype));
+        // An all-reduce's result takes the buffer of its operand where the operand is read for
+        // the last time there: the reduction runs in place, and nothing is copied.
+        if (op->name() == "all_reduce" && r < op->numOperands()) {
+          const ir::Value *in = op->operand(r);
+          auto found = requestOf.find(in);
+          if (found != requestOf.end() && !kept.count(in) && lastUseOf(in, i) == i &&
+              requests[found->second].bytes == bytes) {
+            const size_t request = found->second; // before an insertion moves the entries
+            requests[request].lastUse = std::max(requests[request].lastUse, lastUseOf(v, i));
+            requestOf[v] = request;
+            planned.push_back({v, request});
+            continue;
+          }
+        }
+        requestOf[v] = requests.size();
+        planned.push_back({v, requests.size()});
+        requests.push_back({bytes, i, lastUseOf(v, i)});
       }
     }
     MemoryPlan plan = planMemory(requests);
@@ -425,10 +441,10 @@ llvm::Error Executor::planArena(Program &program) {
     auto arena = device->allocate(plan.totalBytes);
     if (!arena)
       return ir::withContext(arena.takeError(), "the step's buffers on " + device->id().str());
-    for (size_t i = 0; i < planned.size(); ++i) {
-      ir::TensorType t = boundType(planned[i], program.batch);
-      program.slot(planned[i]).dense =
-          Tensor::view(t.dtype, concreteShape(t), *arena, plan.offsets[i], device->id());
+    for (const auto &[v, request] : planned) {
+      ir::TensorType t = boundType(v, program.batch);
+      program.slot(v).dense =
+          Tensor::view(t.dtype, concreteShape(t), *arena, plan.offsets[request], device->id());
     }
     program.arenas.push_back(std::move(*arena));
     program.arenaBytes.push_back(plan.totalBytes);

@@ -5,6 +5,7 @@
 #include "frontends/text/Parser.h"
 #include "ir/Diagnostic.h"
 #include "passes/PassManager.h"
+#include "runtime/exec/Communication.h"
 #include "runtime/exec/Executor.h"
 #include "tests/exec/TinyModel.h"
 #ifdef PRISM_WITH_CUDA
@@ -154,6 +155,42 @@ TEST(Executor, TowerDevicesMustFitTheTowers) {
   ASSERT_FALSE(bool(exec));
   EXPECT_EQ(llvm::toString(exec.takeError()),
             "error: the program has 1 tower, but the devices cpu:0, cpu:0 were given");
+}
+
+// An all-reduce runs in place: its result takes the buffer of an operand read for the last time
+// there (nothing copied), and a buffer of its own where the operand is read later.
+TEST(Executor, AnAllReduceRunsInPlaceWhereItsOperandDies) {
+  for (bool readLater : {false, true}) {
+    SCOPED_TRACE(readLater ? "the operand read later" : "the operand dies there");
+    std::string text = R"(model m {
+  input x : f32[4, 256]
+  %g = mul(x, x)
+  %r = all_reduce(%g, group = workers, bucket = 0)
+)";
+    text += readLater ? "  %y = add(%r, %g)\n}\n" : "}\n";
+    auto module = testing::compiledModule(text.c_str(), "m.prism", "infer-shapes");
+    ASSERT_TRUE(module);
+    auto store = std::make_shared<runtime::VariableStore>();
+    ASSERT_FALSE(bool(store->initialize(*module, 0)));
+    runtime::SoleWorkerCommunication communication("the test");
+    runtime::ExecutorOptions options;
+    options.communication = &communication;
+    options.outputs = {readLater ? "y" : "r"};
+    auto exec = runtime::Executor::create(*module, store, options);
+    ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
+    Tensor x(ir::DType::F32, {4, 256});
+    for (int64_t i = 0; i < x.numElements(); ++i)
+      x.data<float>()[i] = 0.01f * static_cast<float>(i % 7);
+    ASSERT_FALSE(bool((*exec)->step({{"x", x}})));
+    // 4 KiB each: r in g's buffer, or g, r and y all live at the add.
+    EXPECT_EQ((*exec)->arenaBytes(), readLater ? 3u * 4096 : 4096u);
+    auto out = (*exec)->fetch(readLater ? "y" : "r");
+    ASSERT_TRUE(bool(out));
+    for (int64_t i = 0; i < x.numElements(); i += 97) {
+      float v = x.data<float>()[i] * x.data<float>()[i];
+      EXPECT_EQ(out->data<float>()[i], readLater ? v + v : v) << i;
+    }
+  }
 }
 
 TEST(Tensor, KnowsItsDevice) {

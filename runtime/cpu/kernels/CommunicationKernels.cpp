@@ -35,7 +35,9 @@ public:
     std::vector<Tensor *> tensors;
     for (size_t i = 0; i < inputs.size(); ++i) {
       Tensor &out = outputs[i]->dense;
-      std::memcpy(out.raw(), inputs[i]->dense.raw(), static_cast<size_t>(out.numBytes()));
+      // The executor lets the result take its operand's buffer where it can (in place).
+      if (out.raw() != inputs[i]->dense.raw())
+        std::memcpy(out.raw(), inputs[i]->dense.raw(), static_cast<size_t>(out.numBytes()));
       tensors.push_back(&out);
     }
     if (step_ && !step_->training())
