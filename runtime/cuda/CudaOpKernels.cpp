@@ -1516,6 +1516,48 @@ KernelOrError makeSigmoidCrossEntropy(const KernelSpec &spec, std::shared_ptr<Gp
   return withScratch(std::make_unique<SigmoidCrossEntropyKernel>(spec, std::move(backend)), spec);
 }
 
+// A kernel's sparse result in device buffers it keeps, grown when a step has more rows: i64
+// indices and f32 rows of the dense shape `dims` (its first dimension the row count).
+class SparseResult {
+public:
+  void describe(Device *device, std::vector<int64_t> dims) {
+    device_ = device;
+    dims_ = std::move(dims);
+    rowSize_ = 1;
+    for (size_t d = 1; d < dims_.size(); ++d)
+      rowSize_ *= dims_[d];
+  }
+  // `out` as a sparse value of `rows` rows over the buffers.
+  llvm::Error view(int64_t rows, RuntimeValue &out) {
+    if (rows > capacity_) {
+      auto indices = device_->allocate(static_cast<size_t>(rows) * 8);
+      auto values = indices ? device_->allocate(static_cast<size_t>(rows * rowSize_) * 4)
+                            : indices.takeError();
+      if (!values)
+        return values.takeError();
+      indices_ = std::move(*indices);
+      values_ = std::move(*values);
+      capacity_ = rows;
+    }
+    std::vector<int64_t> shape = dims_;
+    if (shape.empty())
+      shape.push_back(rows);
+    else
+      shape[0] = rows;
+    out.sparse = true;
+    out.indices = Tensor::view(ir::DType::I64, {rows}, indices_, 0, device_->id());
+    out.dense = Tensor::view(ir::DType::F32, shape, values_, 0, device_->id());
+    return llvm::Error::success();
+  }
+  int64_t rowSize() const { return rowSize_; }
+
+private:
+  Device *device_ = nullptr;
+  std::vector<int64_t> dims_;
+  int64_t rowSize_ = 1, capacity_ = 0;
+  std::shared_ptr<void> indices_, values_;
+};
+
 // The sparse-value ops: sparse_add (indices and rows concatenated), sparse_to_dense (rows summed
 // into zeros), touched_rows (1 per row present), sparse_from_dense (the masked rows, in order;
 // their count is read back, a counted copy of 8 bytes); and update_loss_scale. A sparse result
@@ -1528,11 +1570,9 @@ public:
     const ir::TensorType &type = name_ == "sparse_from_dense" || name_ == "sparse_add"
                                      ? spec.outputTypes[0]
                                      : spec.inputTypes[0];
-    denseDims_.assign(type.dims.begin(), type.dims.end());
-    tableRows_ = denseDims_.empty() ? 1 : denseDims_[0];
-    rowSize_ = 1;
-    for (size_t d = 1; d < denseDims_.size(); ++d)
-      rowSize_ *= denseDims_[d];
+    result_.describe(spec.device, std::vector<int64_t>(type.dims.begin(), type.dims.end()));
+    tableRows_ = type.dims.empty() ? 1 : type.dims[0];
+    rowSize_ = result_.rowSize();
   }
 
   llvm::Error allocate(const KernelSpec &spec) {
@@ -1651,39 +1691,17 @@ private:
     return launch(*backend_, "prism_sparse", tableRows_ * rowSize_, a);
   }
 
-  // `out` as a sparse value of `rows` rows over this kernel's buffers (grown when too small).
-  llvm::Error view(int64_t rows, RuntimeValue &out) {
-    if (rows > capacity_) {
-      auto indices = device_->allocate(static_cast<size_t>(rows) * 8);
-      auto values = indices ? device_->allocate(static_cast<size_t>(rows * rowSize_) * 4)
-                            : indices.takeError();
-      if (!values)
-        return values.takeError();
-      indices_ = std::move(*indices);
-      values_ = std::move(*values);
-      capacity_ = rows;
-    }
-    std::vector<int64_t> shape = denseDims_;
-    if (shape.empty())
-      shape.push_back(rows);
-    else
-      shape[0] = rows;
-    out.sparse = true;
-    out.indices = Tensor::view(ir::DType::I64, {rows}, indices_, 0, device_->id());
-    out.dense = Tensor::view(ir::DType::F32, shape, values_, 0, device_->id());
-    return llvm::Error::success();
-  }
+  llvm::Error view(int64_t rows, RuntimeValue &out) { return result_.view(rows, out); }
 
   std::shared_ptr<GpuBackend> backend_;
   Device *device_;
   std::string name_;
   ir::AttrMap attrs_;
-  std::vector<int64_t> denseDims_;
-  int64_t tableRows_ = 0, rowSize_ = 1, capacity_ = 0;
+  SparseResult result_;
+  int64_t tableRows_ = 0, rowSize_ = 1;
   int64_t parts_ = 1; // sparse_from_dense: the mask's rows in this many ranges
   DeviceFlag bad_;
   Tensor total_, position_, partCounts_;
-  std::shared_ptr<void> indices_, values_;
 };
 
 KernelOrError makeSparseValue(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
@@ -1747,15 +1765,15 @@ KernelOrError makeTowerSlice(const KernelSpec &spec, std::shared_ptr<GpuBackend>
 class CombineTowersKernel final : public Kernel {
 public:
   CombineTowersKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend)
-      : backend_(std::move(backend)), device_(spec.device),
-        shape_(spec.outputTypes[0].dims.begin(), spec.outputTypes[0].dims.end()) {
+      : backend_(std::move(backend)) {
     const int64_t towers = static_cast<int64_t>(spec.inputTypes.size());
     for (int64_t t = 0; t < towers; ++t)
       weights_.push_back(
           static_cast<float>(static_cast<double>(splitBatch(spec.batch, t, towers).size) /
                              static_cast<double>(spec.batch)));
-    for (size_t d = 1; d < shape_.size(); ++d)
-      rowSize_ *= shape_[d];
+    const ir::TensorType &type = spec.outputTypes[0];
+    result_.describe(spec.device, std::vector<int64_t>(type.dims.begin(), type.dims.end()));
+    rowSize_ = result_.rowSize();
   }
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> in,
@@ -1772,7 +1790,7 @@ public:
     int64_t rows = 0;
     for (const RuntimeValue *v : in)
       rows += v->numRows();
-    if (auto e = view(rows, *out[0]))
+    if (auto e = result_.view(rows, *out[0]))
       return e;
     int64_t at = 0;
     for (size_t t = 0; t < in.size(); ++t) {
@@ -1791,32 +1809,10 @@ public:
   }
 
 private:
-  // `out` as a sparse value of `rows` rows over this kernel's buffers.
-  llvm::Error view(int64_t rows, RuntimeValue &out) {
-    if (rows > capacity_) {
-      auto indices = device_->allocate(static_cast<size_t>(rows) * 8);
-      auto values = indices ? device_->allocate(static_cast<size_t>(rows * rowSize_) * 4)
-                            : indices.takeError();
-      if (!values)
-        return values.takeError();
-      indices_ = std::move(*indices);
-      values_ = std::move(*values);
-      capacity_ = rows;
-    }
-    std::vector<int64_t> shape = shape_;
-    shape[0] = rows;
-    out.sparse = true;
-    out.indices = Tensor::view(ir::DType::I64, {rows}, indices_, 0, device_->id());
-    out.dense = Tensor::view(ir::DType::F32, shape, values_, 0, device_->id());
-    return llvm::Error::success();
-  }
-
   std::shared_ptr<GpuBackend> backend_;
-  Device *device_;
-  std::vector<int64_t> shape_;
   std::vector<float> weights_;
-  int64_t rowSize_ = 1, capacity_ = 0;
-  std::shared_ptr<void> indices_, values_;
+  SparseResult result_;
+  int64_t rowSize_ = 1;
 };
 
 KernelOrError makeCombineTowers(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {

@@ -608,6 +608,19 @@ TEST(InGraphTowers, TrainingReportsEveryDevice) {
   EXPECT_NE(text.find(" in 2 steps"), std::string::npos) << text;
 }
 
+// Two executors of `module` on the host-memory GPU from the same initial variables: steps op by
+// op, and with captureSteps.
+std::pair<std::unique_ptr<runtime::Executor>, std::unique_ptr<runtime::Executor>>
+plainAndCaptured(const ir::Module &module) {
+  auto plainStore = std::make_shared<runtime::VariableStore>();
+  auto capturedStore = std::make_shared<runtime::VariableStore>();
+  EXPECT_FALSE(bool(plainStore->initialize(module, 3)));
+  EXPECT_FALSE(bool(capturedStore->initialize(module, 3)));
+  runtime::ExecutorOptions options;
+  options.captureSteps = true;
+  return {executorOn(module, plainStore), executorOn(module, capturedStore, options)};
+}
+
 // Steps as captured graphs (--cuda-graphs) on the host-memory GPU, which records kernels as a
 // GPU's stream capture does and fails any copy made meanwhile: five steps give the uncaptured
 // run's losses and variables, bit for bit; the first step runs op by op, the second records
@@ -616,14 +629,7 @@ TEST(InGraphTowers, TrainingReportsEveryDevice) {
 TEST(CapturedSteps, ReplayedStepsTrainAsOpByOp) {
   auto module = testing::tinyModule();
   ASSERT_TRUE(module);
-  auto plainStore = std::make_shared<runtime::VariableStore>();
-  auto capturedStore = std::make_shared<runtime::VariableStore>();
-  ASSERT_FALSE(bool(plainStore->initialize(*module, 3)));
-  ASSERT_FALSE(bool(capturedStore->initialize(*module, 3)));
-  auto plain = executorOn(*module, plainStore);
-  runtime::ExecutorOptions options;
-  options.captureSteps = true;
-  auto captured = executorOn(*module, capturedStore, options);
+  auto [plain, captured] = plainAndCaptured(*module);
   ASSERT_TRUE(plain && captured);
   EXPECT_EQ(captured->captureReport(), "");
   for (int s = 0; s < 5; ++s) {
@@ -678,14 +684,7 @@ TEST(CapturedSteps, AFlagRaisedInAReplayedStepStopsItBeforeTheUpdate) {
 TEST(CapturedSteps, GraphsAreRecordedAgainWhenTheirMemoryMoved) {
   auto module = testing::tinyModule();
   ASSERT_TRUE(module);
-  auto plainStore = std::make_shared<runtime::VariableStore>();
-  auto capturedStore = std::make_shared<runtime::VariableStore>();
-  ASSERT_FALSE(bool(plainStore->initialize(*module, 3)));
-  ASSERT_FALSE(bool(capturedStore->initialize(*module, 3)));
-  auto plain = executorOn(*module, plainStore);
-  runtime::ExecutorOptions options;
-  options.captureSteps = true;
-  auto captured = executorOn(*module, capturedStore, options);
+  auto [plain, captured] = plainAndCaptured(*module);
   ASSERT_TRUE(plain && captured);
   for (int s = 0; s < 6; ++s) {
     ASSERT_FALSE(bool(plain->step(feeds(s % 4))));

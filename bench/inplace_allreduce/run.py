@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""In-place all-reduces: step times of two prism builds on the plans whose all-reduces copy the
+most (a sole worker's dense embedding gradient; two workers' mlp bucket), runs alternating.
+
+  bench/inplace_allreduce/run.py --prism build/tools/prism --before OLD/tools/prism [--repeat 3]
+
+Each run trains with --metrics-out; its step time is the median of the steps after the 20th, and
+the table gives the median over the runs and their range, for each build and their ratio.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+CASES = [
+    # model, strategy, cluster, data, steps (about 10 s or more a run)
+    ("embedding_classifier", "allreduce", "local:1", None, 10000),
+    ("mlp", "allreduce", "local:2", None, 3000),
+]
+
+
+def step_ms(prism, model, strategy, cluster, data, steps):
+    with tempfile.TemporaryDirectory() as tmp:
+        metrics = os.path.join(tmp, "metrics.jsonl")
+        cmd = [prism, "train", os.path.join(ROOT, "models", model + ".prism"), "--cluster",
+               cluster, "--strategy", strategy, "--batch", "64", "--steps", str(steps),
+               "--threads", "1", "--metrics-out", metrics, "--quiet", "--no-eval"]
+        if data:
+            cmd += ["--data", data]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        times = sorted((r["step"], r["time"]) for r in map(json.loads, open(metrics))
+                       if "step" in r and "time" in r)
+    return 1e3 * statistics.median(b[1] - a[1] for a, b in zip(times, times[1:]) if a[0] >= 20)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--prism", default=os.path.join(ROOT, "build", "tools", "prism"))
+    p.add_argument("--before", required=True, help="the prism build to compare with")
+    p.add_argument("--repeat", type=int, default=3)
+    a = p.parse_args()
+    print("| model | strategy | cluster | before ms (median, range) | now ms (median, range) "
+          "| before / now |")
+    print("| --- | --- | --- | ---: | ---: | ---: |")
+    for model, strategy, cluster, data, steps in CASES:
+        runs = {"before": [], "now": []}
+        for _ in range(a.repeat):
+            runs["before"].append(step_ms(a.before, model, strategy, cluster, data, steps))
+            runs["now"].append(step_ms(a.prism, model, strategy, cluster, data, steps))
+        cell = {k: f"{statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f})"
+                for k, v in runs.items()}
+        ratio = statistics.median(runs["before"]) / statistics.median(runs["now"])
+        print(f"| {model} | {strategy} | {cluster} | {cell['before']} | {cell['now']} "
+              f"| {ratio:.2f}x |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
