@@ -142,15 +142,17 @@ llvm::Error scratch(Tensor &into, const KernelSpec &spec, ir::DType dtype, int64
   return llvm::Error::success();
 }
 
-// The step's values on the kernel's device (Device::stepValues), which its launches read.
-llvm::Expected<const k::StepValues *> stepValuesOf(const KernelSpec &spec) {
+// The step's values on the kernel's device (Device::stepValues), which its launches read, into
+// `values`.
+llvm::Error stepValuesOf(const KernelSpec &spec, const k::StepValues *&values) {
   static_assert(sizeof(k::StepValues) == sizeof(StepValues), "one layout on host and device");
   if (!spec.device)
     return ir::makeError(ir::ErrorCode::Internal, "a GPU kernel built without its device");
-  auto values = spec.device->stepValues();
-  if (!values)
-    return values.takeError();
-  return reinterpret_cast<const k::StepValues *>(*values);
+  auto onDevice = spec.device->stepValues();
+  if (!onDevice)
+    return onDevice.takeError();
+  values = reinterpret_cast<const k::StepValues *>(*onDevice);
+  return llvm::Error::success();
 }
 
 // An 8-byte flag on the device that a kernel's launches raise on bad input (the bad element's
@@ -848,13 +850,7 @@ public:
         elements_(spec.outputTypes[0].numElements()),
         layout_(dropoutLayout(spec.op->result(0)->type(), spec.outputTypes[0])) {}
 
-  llvm::Error allocate(const KernelSpec &spec) {
-    auto values = stepValuesOf(spec);
-    if (!values)
-      return values.takeError();
-    values_ = *values;
-    return llvm::Error::success();
-  }
+  llvm::Error allocate(const KernelSpec &spec) { return stepValuesOf(spec, values_); }
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
@@ -1045,11 +1041,7 @@ public:
     for (Tensor *t : {&mean_, &inv_, &coefB_, &coefD_})
       if (auto e = scratch(*t, spec, ir::DType::F64, args_.channels))
         return e;
-    auto values = stepValuesOf(spec);
-    if (!values)
-      return values.takeError();
-    args_.step = *values;
-    return llvm::Error::success();
+    return stepValuesOf(spec, args_.step);
   }
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> in,
@@ -1380,13 +1372,7 @@ public:
   BatchShareKernel(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend)
       : backend_(std::move(backend)), globalBatch_(spec.globalBatch), batch_(spec.batch) {}
 
-  llvm::Error allocate(const KernelSpec &spec) {
-    auto values = stepValuesOf(spec);
-    if (!values)
-      return values.takeError();
-    values_ = *values;
-    return llvm::Error::success();
-  }
+  llvm::Error allocate(const KernelSpec &spec) { return stepValuesOf(spec, values_); }
 
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override {

@@ -381,19 +381,26 @@ TEST(DeviceAccumulation, SparseGradientsSumInHostMemoryAsOnTheCpu) {
   expectAccumulationAsOnTheCpu(*module);
 }
 
+// `steps` quiet steps of batch 8 over a small Zipf data set of the bag's shape, no evaluation.
+runtime::train::TrainOptions bagTraining(int64_t steps) {
+  auto data = runtime::data::parseDataSpec("zipf:12,tokens=3,classes=4,examples=64");
+  EXPECT_TRUE(bool(data)) << llvm::toString(data.takeError());
+  runtime::train::TrainOptions options;
+  if (data)
+    options.data = *data;
+  options.steps = steps;
+  options.batchSize = 8;
+  options.quiet = true;
+  options.evaluate = false;
+  return options;
+}
+
 // Training through the trainer on the host-memory GPU: the run reports its device, memory and
 // copies (feeds each step, variables up once and back once), and the CPU reports none.
 TEST(DeviceUse, TrainingReportsTheDevicesMemoryAndCopies) {
   auto module = testing::compiledModule(kBag, "bag.prism");
   ASSERT_TRUE(module);
-  auto data = runtime::data::parseDataSpec("zipf:12,tokens=3,classes=4,examples=64");
-  ASSERT_TRUE(bool(data)) << llvm::toString(data.takeError());
-  runtime::train::TrainOptions options;
-  options.data = *data;
-  options.steps = 3;
-  options.batchSize = 8;
-  options.quiet = true;
-  options.evaluate = false;
+  runtime::train::TrainOptions options = bagTraining(3);
   auto cpu = runtime::train::train(*module, options);
   ASSERT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
   EXPECT_EQ(runtime::train::describeDeviceUse(cpu->device), "");
@@ -584,14 +591,7 @@ TEST(InGraphTowers, DevicesThatDoNotFitTheTowersAreAnError) {
 TEST(InGraphTowers, TrainingReportsEveryDevice) {
   auto module = towered(kBag, "bag.prism", 2);
   ASSERT_TRUE(module);
-  auto data = runtime::data::parseDataSpec("zipf:12,tokens=3,classes=4,examples=64");
-  ASSERT_TRUE(bool(data)) << llvm::toString(data.takeError());
-  runtime::train::TrainOptions options;
-  options.data = *data;
-  options.steps = 2;
-  options.batchSize = 8;
-  options.quiet = true;
-  options.evaluate = false;
+  runtime::train::TrainOptions options = bagTraining(2);
   serveCudaFor(*module);
   options.device = ir::DeviceId{ir::DeviceKind::Cuda, 0};
   options.towerDevices = gpus({0, 1});
@@ -743,14 +743,7 @@ TEST(CapturedSteps, TowersOnTwoDevicesTrainAsOnTheCpu) {
 TEST(CapturedSteps, TrainingReportsWhatItCaptured) {
   auto module = testing::compiledModule(kBag, "bag.prism");
   ASSERT_TRUE(module);
-  auto data = runtime::data::parseDataSpec("zipf:12,tokens=3,classes=4,examples=64");
-  ASSERT_TRUE(bool(data)) << llvm::toString(data.takeError());
-  runtime::train::TrainOptions options;
-  options.data = *data;
-  options.steps = 4;
-  options.batchSize = 8;
-  options.quiet = true;
-  options.evaluate = false;
+  runtime::train::TrainOptions options = bagTraining(4);
   options.cudaGraphs = true;
   serveCudaFor(*module);
   options.device = ir::DeviceId{ir::DeviceKind::Cuda, 0};
