@@ -338,7 +338,8 @@ std::vector<runtime::Feeds> microBatches(const ir::Module &module, int s,
 // Three accumulated steps on the CPU and on the host-memory GPU: the same variables, bit for
 // bit (the same kernels, the same sums in host memory), and the GPU's values crossed by counted
 // copies.
-void expectAccumulationAsOnTheCpu(const ir::Module &module) {
+void expectAccumulationAsOnTheCpu(const ir::Module &module,
+                                  std::vector<ir::DeviceId> towerDevices = {}) {
   runtime::ExecutorOptions options;
   options.accumulate = true;
   auto cpuStore = std::make_shared<runtime::VariableStore>();
@@ -347,6 +348,7 @@ void expectAccumulationAsOnTheCpu(const ir::Module &module) {
   ASSERT_FALSE(bool(gpuStore->initialize(module, 5)));
   auto cpu = runtime::Executor::create(module, cpuStore, options);
   ASSERT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
+  options.towerDevices = std::move(towerDevices);
   auto gpu = executorOn(module, gpuStore, options);
   ASSERT_TRUE(gpu);
   for (int s = 0; s < 3; ++s) {
@@ -564,6 +566,18 @@ TEST(InGraphTowers, TowersNamingOneDeviceShareIt) {
   ASSERT_TRUE(gpu);
   ASSERT_EQ(gpu->devices().size(), 1u);
   EXPECT_EQ(gpu->device().copies().fromPeerCopies, 0);
+}
+
+// Gradient accumulation with towers on two devices: the micro-steps' sums, dense and sparse, are
+// the CPU towers', bit for bit.
+TEST(InGraphTowers, AccumulatedMicroStepsOnTwoDevicesAsOnTheCpu) {
+  for (const char *name : {"tiny", "bag"}) {
+    SCOPED_TRACE(name);
+    auto module = std::string(name) == "tiny" ? towered(testing::kTinyModel, "tiny.prism", 2)
+                                              : towered(kBag, "bag.prism", 2);
+    ASSERT_TRUE(module);
+    expectAccumulationAsOnTheCpu(*module, gpus({0, 1}));
+  }
 }
 
 TEST(InGraphTowers, DevicesThatDoNotFitTheTowersAreAnError) {
