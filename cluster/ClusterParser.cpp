@@ -539,6 +539,31 @@ bool isLocalShorthand(llvm::StringRef spec) {
   return spec.startswith("local:");
 }
 
+namespace {
+
+// `workers` groups on 127.0.0.1, each with `devices` devices: cpu:0 .., or its GPU (gpu:h, or
+// `sharedGpu`) listed that many times (towers sharing it); `psTasks` parameter servers spread
+// evenly, the first hosts taking one more when they don't divide.
+ClusterSpec localGroups(int64_t workers, int64_t devices, bool gpus,
+                        std::optional<int64_t> sharedGpu, int64_t psTasks) {
+  ClusterSpec cluster;
+  cluster.source = kShorthandSource.str();
+  for (int64_t h = 0; h < workers; ++h) {
+    Host host;
+    host.name = "local" + std::to_string(h);
+    host.address = "127.0.0.1";
+    for (int64_t d = 0; d < devices; ++d)
+      host.devices.push_back(
+          gpus ? Device{DeviceKind::Gpu, static_cast<int>(sharedGpu ? *sharedGpu : h)}
+               : Device{DeviceKind::Cpu, static_cast<int>(d)});
+    host.psTasks = static_cast<int>(psTasks / workers + (h < psTasks % workers ? 1 : 0));
+    cluster.hosts.push_back(std::move(host));
+  }
+  return cluster;
+}
+
+} // namespace
+
 llvm::Expected<ClusterSpec> parseLocalShorthand(llvm::StringRef spec) {
   auto error = [&](llvm::StringRef at, const llvm::Twine &message) {
     ir::SourceLoc loc{1, static_cast<int>(at.data() - spec.data()) + 1};
@@ -599,21 +624,7 @@ llvm::Expected<ClusterSpec> parseLocalShorthand(llvm::StringRef spec) {
     return error(parts[0], "'" + spec + "' asks for " + llvm::Twine(*workers * devicesPerWorker) +
                                " worker devices, more than there are ports on 127.0.0.1");
 
-  ClusterSpec cluster;
-  cluster.source = kShorthandSource.str();
-  for (int64_t h = 0; h < *workers; ++h) {
-    Host host;
-    host.name = "local" + std::to_string(h);
-    host.address = "127.0.0.1";
-    for (int64_t t = 0; gpus && t < std::max<int64_t>(towers, 1); ++t)
-      host.devices.push_back(Device{DeviceKind::Gpu, static_cast<int>(sharedGpu ? *sharedGpu : h)});
-    for (int64_t d = 0; !gpus && d < devicesPerWorker; ++d)
-      host.devices.push_back(Device{DeviceKind::Cpu, static_cast<int>(d)});
-    // Parameter servers spread evenly, the first hosts taking one more when they don't divide.
-    host.psTasks = static_cast<int>(psTasks / *workers + (h < psTasks % *workers ? 1 : 0));
-    cluster.hosts.push_back(std::move(host));
-  }
-  return cluster;
+  return localGroups(*workers, devicesPerWorker, gpus, sharedGpu, psTasks);
 }
 
 llvm::Expected<ClusterSpec> readClusterSpec(llvm::StringRef shorthandOrPath) {

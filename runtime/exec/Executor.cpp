@@ -377,6 +377,45 @@ llvm::Error Executor::copyMirrors(Program &p, size_t op) {
   return llvm::Error::success();
 }
 
+// The buffers of `device`'s dense op results: a request each, with the lifetime `lastUseOf`
+// gives, except that an all-reduce's result takes the buffer of its operand where the operand is
+// read for the last time there (the reduction then runs in place, and nothing is copied).
+void Executor::requestBuffers(Program &program, Device *device, const LastUse &lastUseOf,
+                              const llvm::DenseSet<const ir::Value *> &kept,
+                              std::vector<BufferRequest> &requests,
+                              std::vector<std::pair<const ir::Value *, size_t>> &planned) {
+  llvm::DenseMap<const ir::Value *, size_t> requestOf;
+  for (int i = 0; i < static_cast<int>(order_.size()); ++i) {
+    const ir::Op *op = order_[i];
+    if (&deviceOf(*op) != device)
+      continue;
+    for (unsigned r = 0; r < op->numResults(); ++r) {
+      const ir::Value *v = op->result(r);
+      if (v->type().sparse) {
+        program.slot(v).sparse = true;
+        continue;
+      }
+      ir::TensorType t = boundType(v, program.batch);
+      const size_t bytes = static_cast<size_t>(t.numElements() * ir::dtypeBytes(t.dtype));
+      if (op->name() == "all_reduce" && r < op->numOperands()) {
+        const ir::Value *in = op->operand(r);
+        auto found = requestOf.find(in);
+        if (found != requestOf.end() && !kept.count(in) && lastUseOf(in, i) == i &&
+            requests[found->second].bytes == bytes) {
+          const size_t request = found->second; // before an insertion moves the entries
+          requests[request].lastUse = std::max(requests[request].lastUse, lastUseOf(v, i));
+          requestOf[v] = request;
+          planned.push_back({v, request});
+          continue;
+        }
+      }
+      requestOf[v] = requests.size();
+      planned.push_back({v, requests.size()});
+      requests.push_back({bytes, i, lastUseOf(v, i)});
+    }
+  }
+}
+
 // An allocation per device for the dense op results that live there; offsets planned from their
 // lifetimes (kept values live to the end of the step).
 llvm::Error Executor::planArena(Program &program) {
@@ -393,45 +432,14 @@ llvm::Error Executor::planArena(Program &program) {
   for (int i = 0; i < end; ++i)
     for (const ir::Value *v : order_[i]->operands())
       lastUse[v] = i;
-  auto lastUseOf = [&](const ir::Value *v, int i) {
+  const LastUse lastUseOf = [&](const ir::Value *v, int i) {
     auto lu = lastUse.find(v);
     return kept.count(v) ? end : lu == lastUse.end() ? i : std::max(i, lu->second);
   };
   for (Device *device : devices()) {
     std::vector<BufferRequest> requests;
     std::vector<std::pair<const ir::Value *, size_t>> planned; // value, its request
-    llvm::DenseMap<const ir::Value *, size_t> requestOf;
-    for (int i = 0; i < end; ++i) {
-      const ir::Op *op = order_[i];
-      if (&deviceOf(*op) != device)
-        continue;
-      for (unsigned r = 0; r < op->numResults(); ++r) {
-        const ir::Value *v = op->result(r);
-        if (v->type().sparse) {
-          program.slot(v).sparse = true;
-          continue;
-        }
-        ir::TensorType t = boundType(v, program.batch);
-        const size_t bytes = static_cast<size_t>(t.numElements() * ir::dtypeBytes(t.dtype));
-        // An all-reduce's result takes the buffer of its operand where the operand is read for
-        // the last time there: the reduction runs in place, and nothing is copied.
-        if (op->name() == "all_reduce" && r < op->numOperands()) {
-          const ir::Value *in = op->operand(r);
-          auto found = requestOf.find(in);
-          if (found != requestOf.end() && !kept.count(in) && lastUseOf(in, i) == i &&
-              requests[found->second].bytes == bytes) {
-            const size_t request = found->second; // before an insertion moves the entries
-            requests[request].lastUse = std::max(requests[request].lastUse, lastUseOf(v, i));
-            requestOf[v] = request;
-            planned.push_back({v, request});
-            continue;
-          }
-        }
-        requestOf[v] = requests.size();
-        planned.push_back({v, requests.size()});
-        requests.push_back({bytes, i, lastUseOf(v, i)});
-      }
-    }
+    requestBuffers(program, device, lastUseOf, kept, requests, planned);
     MemoryPlan plan = planMemory(requests);
     // Before the allocation: a batch too large for the machine is an error naming it.
     if (auto err = support::checkFits(static_cast<double>(plan.totalBytes),

@@ -5,6 +5,7 @@
 // executor is created, so a model the device cannot run fails before its first step.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -17,10 +18,12 @@
 #include "runtime/exec/Communication.h"
 #include "runtime/exec/Device.h"
 #include "runtime/exec/Kernel.h"
+#include "runtime/exec/MemoryPlanner.h"
 #include "runtime/exec/Trace.h"
 #include "runtime/exec/VariableStore.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 
@@ -143,6 +146,11 @@ private:
   void markSynchronization();
   llvm::Expected<int64_t> bindBatch(const Feeds &feeds) const;
   llvm::Expected<Program *> programFor(int64_t batch);
+  using LastUse = std::function<int(const ir::Value *, int)>;
+  void requestBuffers(Program &program, Device *device, const LastUse &lastUseOf,
+                      const llvm::DenseSet<const ir::Value *> &kept,
+                      std::vector<BufferRequest> &requests,
+                      std::vector<std::pair<const ir::Value *, size_t>> &planned);
   llvm::Error planArena(Program &program);
   llvm::Error buildKernels(Program &program);
   llvm::Error bindFeedsAndVariables(Program &program, const Feeds &feeds);
