@@ -1,8 +1,9 @@
-// The executor: runs a module one training (or evaluation) step at a time on one device, with
-// the kernels registered for that device. Per batch size it builds a program once: kernels with
-// concrete shapes, and one arena of device memory whose offsets are planned from value
-// lifetimes (a buffer is reused once its last reader ran). Every op's kernel is checked when the
-// executor is created, so a model the device cannot run fails before its first step.
+// The executor: runs a module one training (or evaluation) step at a time on a device (and its
+// in-graph towers each on a device of its own, where asked), with the kernels registered for
+// that device. Per batch size it builds a program once: kernels with concrete shapes, and an
+// arena of memory per device whose offsets are planned from value lifetimes (a buffer is reused
+// once its last reader ran). Every op's kernel is checked when the executor is created, so a
+// model the device cannot run fails before its first step.
 #pragma once
 
 #include <functional>
@@ -118,9 +119,9 @@ public:
   // store holding host copies again (counted), for checkpoints and the trained result. On the
   // CPU it does nothing.
   llvm::Error variablesToHost();
-  // With captureSteps: how the last step ran, "12 of 14 ops in 2 CUDA graphs, replayed 9 times;
-  // not captured: all_reduce %loss (it communicates through host memory), ..."; empty
-  // otherwise.
+  // With captureSteps: how the last step's program ran, "12 of 14 ops in 2 CUDA graphs,
+  // recorded 2 and replayed 18 times; not captured: all_reduce %loss (it communicates through
+  // host memory), ..."; empty otherwise.
   std::string captureReport() const;
   // The largest arena planned so far, in bytes (activations and gradients of one step): on
   // `device`, or on all the program's devices together.
