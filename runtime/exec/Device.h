@@ -100,7 +100,6 @@ public:
   // first asks, as it is built. Then the executor writes them before each step's kernels
   // (`writeStepValues`: a counted copy, from page-locked memory on a GPU, when they changed).
   llvm::Expected<const StepValues *> stepValues();
-  bool usesStepValues() const { return !stepValues_.empty(); }
   llvm::Error writeStepValues(const StepValues &values);
 
 protected:
