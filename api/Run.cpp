@@ -11,6 +11,7 @@
 #include "runtime/job/TaskCommand.h"
 #include "runtime/train/CheckpointDir.h"
 #include "runtime/train/Trainer.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 
 #ifndef PRISM_VERSION
@@ -202,9 +203,7 @@ Result<TrainSummary> train(const Model &model, const TrainOptions &options) {
   summary.bytesToDevice = use.copies.toDeviceBytes;
   summary.copiesToHost = use.copies.toHostCopies;
   summary.bytesToHost = use.copies.toHostBytes;
-  summary.deviceReport = runtime::train::describeDeviceUse(use);
-  for (const runtime::train::DeviceUse &tower : result->towerDevices)
-    summary.deviceReport += "; " + runtime::train::describeDeviceUse(tower);
+  summary.deviceReport = llvm::join(runtime::train::describeDevices(*result), "; ");
   // The scale and the skipped steps are the operands update_loss_scale writes (f32 scalars).
   auto scalar = [](const runtime::Tensor &t) {
     return t.dtype() == ir::DType::F64 ? *t.data<double>() : double(*t.data<float>());

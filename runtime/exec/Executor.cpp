@@ -25,6 +25,12 @@ int64_t towerOf(const ir::Op &op) {
   return device ? device->index : -1;
 }
 
+// A collective whose result r is operand r combined over the group (all_reduce): it may finish
+// in the background, and it may run in place.
+bool isCollective(const ir::Op &op) {
+  return op.def().has(ir::kCommunication) && op.def().resultPerOperand;
+}
+
 } // namespace
 
 // A program for one batch size: kernels, an arena per device, and a slot per value (and per
@@ -267,7 +273,7 @@ void Executor::markSynchronization() {
         pending.clear();
         break;
       }
-    if (op->def().has(ir::kCommunication) && op->def().resultPerOperand)
+    if (isCollective(*op))
       for (unsigned r = 0; r < op->numResults(); ++r)
         pending.insert(op->result(r));
   }
@@ -378,8 +384,8 @@ llvm::Error Executor::copyMirrors(Program &p, size_t op) {
 }
 
 // The buffers of `device`'s dense op results: a request each, with the lifetime `lastUseOf`
-// gives, except that an all-reduce's result takes the buffer of its operand where the operand is
-// read for the last time there (the reduction then runs in place, and nothing is copied).
+// gives, except that a collective's result takes the buffer of its operand where the operand is
+// read for the last time there (an all-reduce then runs in place, and nothing is copied).
 void Executor::requestBuffers(Program &program, Device *device, const LastUse &lastUseOf,
                               const llvm::DenseSet<const ir::Value *> &kept,
                               std::vector<BufferRequest> &requests,
@@ -397,7 +403,7 @@ void Executor::requestBuffers(Program &program, Device *device, const LastUse &l
       }
       ir::TensorType t = boundType(v, program.batch);
       const size_t bytes = static_cast<size_t>(t.numElements() * ir::dtypeBytes(t.dtype));
-      if (op->name() == "all_reduce" && r < op->numOperands()) {
+      if (isCollective(*op)) {
         const ir::Value *in = op->operand(r);
         auto found = requestOf.find(in);
         if (found != requestOf.end() && !kept.count(in) && lastUseOf(in, i) == i &&

@@ -374,10 +374,8 @@ llvm::Error announceWorkerEnd(const plan::Task &task, dist::CoordinatorClient &c
                               const JobOptions &options, const WorkerCommunication &communication,
                               const train::TrainResult &result, bool synchronized, bool rankZero) {
   // A GPU worker's memory and copies, a line per device (nothing for a CPU's).
-  std::vector<train::DeviceUse> uses{result.device};
-  uses.insert(uses.end(), result.towerDevices.begin(), result.towerDevices.end());
-  for (const train::DeviceUse &device : uses)
-    if (std::string use = train::describeDeviceUse(device); !use.empty() && !options.quiet)
+  for (const std::string &use : train::describeDevices(result))
+    if (!options.quiet)
       llvm::outs() << task.name() << " on " << use << "\n";
   if (!synchronized) {
     if (!options.quiet)

@@ -629,6 +629,18 @@ std::string describeDeviceUse(const DeviceUse &use) {
          (use.capture.empty() ? "" : "; captured: " + use.capture);
 }
 
+std::vector<std::string> describeDevices(const TrainResult &result) {
+  std::vector<std::string> lines;
+  auto add = [&](const DeviceUse &use) {
+    if (std::string line = describeDeviceUse(use); !line.empty())
+      lines.push_back(std::move(line));
+  };
+  add(result.device);
+  for (const DeviceUse &use : result.towerDevices)
+    add(use);
+  return lines;
+}
+
 llvm::Error checkAccumulation(int64_t accumulate, int64_t batchSize, int64_t workers) {
   if (accumulate < 1)
     return ir::makeError("--accumulate " + std::to_string(accumulate) +

@@ -134,6 +134,10 @@ struct TrainResult {
   std::vector<DeviceUse> towerDevices;           // in-graph towers' devices other than `device`
 };
 
+// describeDeviceUse of each device the run's steps used, the training device first (in-graph
+// towers' others after it); none on the CPU.
+std::vector<std::string> describeDevices(const TrainResult &result);
+
 // A batch of `size` examples as `parts` micro-batches: contiguous slices, in order, the first
 // size % parts one example longer (runtime/BatchSplit.h); empty ones are left out.
 std::vector<runtime::Feeds> microBatches(const runtime::Feeds &batch, int64_t size, int64_t parts);
