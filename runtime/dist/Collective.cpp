@@ -9,6 +9,12 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <exception>
+#include <thread>
+
 #include "ir/Diagnostic.h"
 #include "runtime/HalfFloat.h"
 #include "runtime/dist/CoordinatorStore.h"
@@ -16,6 +22,34 @@
 namespace prism::runtime::dist {
 namespace {
 using ReduceFunction = void (*)(void *, const void *, const void *, size_t);
+
+// Creates Gloo's TCP device, whose event-loop thread then runs at nice `kEventLoopNice`, the lowest
+// priority. That loop polls the sockets; while a caller thread holds a connection's lock (writing
+// a segment in place), the loop finds the socket readable, cannot take the lock and polls again at
+// once (pytorch/gloo#246). With more busy threads than cores it takes the core from the thread it
+// waits for: mlp on two workers of a 2-core machine stepped in 3.3 to 3.7 ms, and in 1.6 to 1.7 ms
+// with the loop at nice 10 (1.1 to 1.5 at 19; BENCHMARKS.md, "Gloo's event loop"). At the lowest
+// priority the loop still runs at once on an idle core and yields to the threads that compute and
+// send. A thread inherits its creator's nice value, so the device is created on a helper thread
+// that lowers its own.
+std::shared_ptr<gloo::transport::Device>
+createLowPriorityDevice(const gloo::transport::tcp::attr &attributes) {
+  std::shared_ptr<gloo::transport::Device> device;
+  std::exception_ptr failure;
+  std::thread creator([&] {
+    // Best effort: where the priority cannot be lowered, the loop runs at the caller's.
+    (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), Collective::kEventLoopNice);
+    try {
+      device = gloo::transport::tcp::CreateDevice(attributes);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  });
+  creator.join();
+  if (failure)
+    std::rethrow_exception(failure);
+  return device;
+}
 } // namespace
 
 Collective::Collective(std::string groupName, int rank, int size, std::chrono::milliseconds timeout,
@@ -47,8 +81,7 @@ llvm::Expected<std::unique_ptr<Collective>> Collective::create(CoordinatorClient
     gloo::rendezvous::PrefixStore groupStore(collective->groupName_, store);
     gloo::transport::tcp::attr attributes;
     attributes.hostname = bindAddress;
-    std::shared_ptr<gloo::transport::Device> device =
-        gloo::transport::tcp::CreateDevice(attributes);
+    std::shared_ptr<gloo::transport::Device> device = createLowPriorityDevice(attributes);
     auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
     // Set before connecting: it also bounds the rendezvous waits and the pairs' connects.
     context->setTimeout(timeout);

@@ -22,6 +22,10 @@ namespace prism::runtime::dist {
 // error the group is broken (a peer may be gone or out of step): discard it.
 class Collective {
 public:
+  // The nice value Gloo's event-loop thread runs at: the lowest priority (Collective.cpp says
+  // why).
+  static constexpr int kEventLoopNice = 19;
+
   // Connects rank `rank` of `size` to all others. `groupName` must be unique within the job (it
   // prefixes the rendezvous keys); `bindAddress` is this host's IPv4 address that peers reach it
   // at. `timeout` bounds the rendezvous and every later operation.

@@ -1,6 +1,12 @@
 // Tests of Gloo collectives that meet through the coordinator: ranks as threads of this process,
 // real TCP between them on loopback.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <map>
 
 #include "DistTestSupport.h"
 #include "runtime/HalfFloat.h"
@@ -124,6 +130,46 @@ TEST(CollectiveTest, OneRankGroupIsItsOwnSum) {
       return llvm::toString(collective.takeError());
     if (std::string problem = testing::checkFloatAllReduce(**collective, 10); !problem.empty())
       return problem;
+    return message((*collective)->barrier());
+  });
+  EXPECT_EQ(messages, std::vector<std::string>{"success"});
+}
+
+// Each thread of this process by id, with its nice value.
+std::map<pid_t, int> threadNiceValues() {
+  std::map<pid_t, int> values;
+  for (const auto &entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    pid_t thread = std::stoi(entry.path().filename().string());
+    errno = 0;
+    int nice = getpriority(PRIO_PROCESS, static_cast<id_t>(thread));
+    if (errno == 0)
+      values[thread] = nice;
+  }
+  return values;
+}
+
+TEST(CollectiveTest, EventLoopThreadRunsBelowTheCallersPriority) {
+  const int callerNice = getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));
+  const int expected = Collective::kEventLoopNice;
+  if (callerNice >= expected)
+    GTEST_SKIP() << "this process already runs at nice " << callerNice;
+  auto coordinator = testing::startCoordinator(1);
+  ASSERT_TRUE(coordinator);
+  auto messages = onEachRank(*coordinator, 1, [&](int rank, CoordinatorClient &client) {
+    std::map<pid_t, int> before = threadNiceValues();
+    auto collective = Collective::create(client, "nice", rank, 1, "127.0.0.1", 10s);
+    if (!collective)
+      return llvm::toString(collective.takeError());
+    int lowered = 0;
+    for (auto [thread, nice] : threadNiceValues())
+      if (!before.count(thread) && nice == expected)
+        ++lowered;
+    if (lowered != 1)
+      return "threads started at nice " + std::to_string(expected) + ": " +
+             std::to_string(lowered) + ", expected 1 (Gloo's event loop)";
+    int nice = getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));
+    if (nice != callerNice)
+      return "the caller's nice value became " + std::to_string(nice);
     return message((*collective)->barrier());
   });
   EXPECT_EQ(messages, std::vector<std::string>{"success"});
