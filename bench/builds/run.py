@@ -1,8 +1,14 @@
 #!/usr/bin/env python3
-"""In-place all-reduces: step times of two prism builds on the plans whose all-reduces copy the
-most (a sole worker's dense embedding gradient; two workers' mlp bucket), runs alternating.
+"""Step times of two prism builds on the same plans, runs alternating: the before and after of a
+runtime change. `--cases` picks the plans that change touches:
 
-  bench/inplace_allreduce/run.py --prism build/tools/prism --before OLD/tools/prism [--repeat 3]
+  in-place    the plans whose all-reduces copy the most (a sole worker's dense embedding
+              gradient; two workers' mlp bucket): all-reduces in place
+  event-loop  plans whose workers share this machine's cores with Gloo's event loop: small
+              all-reduce-bound steps, a large bucket, a hybrid plan, a compute-bound one
+
+  bench/builds/run.py --prism build/tools/prism --before OLD/tools/prism --cases in-place
+                      [--repeat 3]
 
 Each run trains with --metrics-out; its step time is the median of the steps after the 20th, and
 the table gives the median over the runs and their range, for each build and their ratio.
@@ -16,11 +22,21 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-CASES = [
-    # model, strategy, cluster, data, steps (about 10 s or more a run)
-    ("embedding_classifier", "allreduce", "local:1", None, 10000),
-    ("mlp", "allreduce", "local:2", None, 3000),
-]
+CASES = {
+    # model, strategy, cluster, data, steps (about 10 s or more a run of the faster build)
+    "in-place": [
+        ("embedding_classifier", "allreduce", "local:1", None, 10000),
+        ("mlp", "allreduce", "local:2", None, 3000),
+    ],
+    "event-loop": [
+        ("mlp", "allreduce", "local:2", None, 8000),
+        ("mlp", "allreduce", "local:4", None, 4000),
+        ("mlp", "ps", "local:2,ps=1", None, 2500),
+        ("embedding_classifier", "allreduce", "local:2", None, 500),
+        ("embedding_classifier", "hybrid", "local:2,ps=1", None, 6000),
+        ("cnn", "allreduce", "local:2", None, 250),
+    ],
+}
 
 
 def step_ms(prism, model, strategy, cluster, data, steps):
@@ -41,12 +57,13 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--prism", default=os.path.join(ROOT, "build", "tools", "prism"))
     p.add_argument("--before", required=True, help="the prism build to compare with")
+    p.add_argument("--cases", choices=sorted(CASES), required=True)
     p.add_argument("--repeat", type=int, default=3)
     a = p.parse_args()
     print("| model | strategy | cluster | before ms (median, range) | now ms (median, range) "
           "| before / now |")
     print("| --- | --- | --- | ---: | ---: | ---: |")
-    for model, strategy, cluster, data, steps in CASES:
+    for model, strategy, cluster, data, steps in CASES[a.cases]:
         runs = {"before": [], "now": []}
         for _ in range(a.repeat):
             runs["before"].append(step_ms(a.before, model, strategy, cluster, data, steps))
