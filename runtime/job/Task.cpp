@@ -398,6 +398,15 @@ llvm::Error announceWorkerEnd(const plan::Task &task, dist::CoordinatorClient &c
   return llvm::Error::success();
 }
 
+// The variables a worker program pulls whole each step (its `ps_pull` ops), in program order.
+std::vector<std::string> wholePulls(const ir::Module &module) {
+  std::vector<std::string> names;
+  for (const auto &op : module.ops())
+    if (op->name() == "ps_pull" && !llvm::is_contained(names, op->operand(0)->name()))
+      names.push_back(op->operand(0)->name());
+  return names;
+}
+
 llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
                       dist::CoordinatorClient &client, const JobOptions &options,
                       const std::optional<InjectedFault> &fault,
@@ -419,6 +428,7 @@ llvm::Error runWorker(const plan::Plan &plan, const plan::Task &task,
                                     {compressionOf(plan), plan.run().error_feedback()});
   communication.setTrace(trace);
   communication.setStallWatch(&stalls);
+  communication.setStepPulls(wholePulls(**module));
   auto aggregator = joinHostAggregation(plan, task, client, options, tls, communication);
   if (!aggregator)
     return aggregator.takeError();
@@ -844,6 +854,7 @@ llvm::Expected<std::vector<double>> timeCandidate(const plan::Plan &plan, size_t
     return psClient.takeError();
   WorkerCommunication communication(task.index(), std::move(*collective), std::move(*psClient),
                                     {compressionOf(candidate), candidate.run().error_feedback()});
+  communication.setStepPulls(wholePulls(**module));
   std::vector<double> seconds;
   std::chrono::steady_clock::time_point start;
   train::WorkerRole role;

@@ -12,6 +12,8 @@
 #include "runtime/HalfFloat.h"
 #include "runtime/cpu/Kernel.h"
 #include "runtime/ps/GradientAggregator.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 
 namespace prism::runtime::job {
 namespace {
@@ -187,6 +189,8 @@ void WorkerCommunication::beginStep(int64_t step, int64_t examples, int64_t glob
   globalExamples_ = globalExamples;
   pending_.clear();
   pullRounds_.clear();
+  stepPulled_ = false;
+  prefetched_.clear();
   inStep_ = true;
 }
 
@@ -360,10 +364,29 @@ uint64_t WorkerCommunication::bytesReceived() const {
 llvm::Expected<Tensor> WorkerCommunication::pull(llvm::StringRef variable) {
   if (!ps_)
     return ir::makeError("'" + variable.str() + "' is pulled, but the job has no PS variables");
+  if (inStep_ && !host_ && !stepPulled_ && llvm::is_contained(stepPulls_, variable))
+    return pullWithTheStep(variable);
+  if (auto it = prefetched_.find(variable.str()); it != prefetched_.end()) {
+    Tensor value = std::move(it->second);
+    prefetched_.erase(it);
+    return value;
+  }
   return watchedPsCall("ps_pull", "pull " + variable.str(), [&] {
     return host_ && inStep_ ? host_->pull(pullRounds_["pull/" + variable.str()]++, variable, step_)
                             : ps_->pull(variable, step_);
   });
+}
+
+// The step's first pull of a variable it pulls whole: asks for all of them at once.
+llvm::Expected<Tensor> WorkerCommunication::pullWithTheStep(llvm::StringRef variable) {
+  stepPulled_ = true;
+  auto values = watchedPsCall("ps_pull", "pull " + llvm::join(stepPulls_, ", "),
+                              [&] { return ps_->pullMany(stepPulls_, step_); });
+  if (!values)
+    return values.takeError();
+  for (size_t i = 0; i < stepPulls_.size(); ++i)
+    prefetched_[stepPulls_[i]] = std::move((*values)[i]);
+  return pull(variable);
 }
 
 llvm::Expected<Tensor> WorkerCommunication::pullRows(llvm::StringRef variable,

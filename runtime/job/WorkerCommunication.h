@@ -54,6 +54,10 @@ public:
   bool keepsValues(llvm::StringRef group, int64_t bucket) const override;
 
   ps::PsClient *psClient() { return ps_.get(); }
+  // The variables each step pulls whole (the worker program's `ps_pull` ops). A step's first
+  // such pull asks for all of them in one call per server, so a step pays one round trip to its
+  // servers for its dense variables, not one per variable; the others are then taken from it.
+  void setStepPulls(std::vector<std::string> variables) { stepPulls_ = std::move(variables); }
   // Local aggregation (ps/HostAggregator.h): from now on, the pulls and the push of each step go
   // to the host's leader through `channel` (pulls outside a step, an evaluation's, still go to
   // the servers).
@@ -120,6 +124,10 @@ private:
   bool inStep_ = false; // between beginStep and finishStep
   // This step's pulls so far, by "pull/variable" and "rows/variable": the round of the next one.
   std::map<std::string, int64_t> pullRounds_;
+  std::vector<std::string> stepPulls_;
+  bool stepPulled_ = false;                  // this step's pulls were asked for
+  std::map<std::string, Tensor> prefetched_; // what they brought, until each variable's pull
+  llvm::Expected<Tensor> pullWithTheStep(llvm::StringRef variable);
   int64_t step_ = 0, examples_ = 0, globalExamples_ = 0;
   bool localLoss_ = false;
   ps::PushOutcome pushOutcome_;

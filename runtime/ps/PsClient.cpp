@@ -54,6 +54,24 @@ int64_t rowBytes(const VariableLayout &layout) {
   return bytes;
 }
 
+// Copies a pulled shard's rows into `result`, the whole variable, after checking them.
+llvm::Error copyShard(const wire::Tensor &wire, const VariableLayout &layout,
+                      const ShardLocation &shard, Tensor &result, llvm::StringRef name,
+                      const std::string &server) {
+  auto value = fromWire(wire);
+  if (!value)
+    return value.takeError();
+  std::vector<int64_t> shape = layout.shape;
+  shape[0] = shard.rowEnd - shard.rowBegin;
+  if (value->dtype() != layout.dtype || value->shape() != shape)
+    return ir::makeError("parameter server " + server + " holds rows of " + name +
+                         " with another dtype or shape than the layout says");
+  if (value->numBytes())
+    std::memcpy(static_cast<char *>(result.raw()) + shard.rowBegin * rowBytes(layout), value->raw(),
+                static_cast<size_t>(value->numBytes()));
+  return llvm::Error::success();
+}
+
 } // namespace
 
 struct PsClient::Channels {
@@ -170,46 +188,60 @@ const ShardLocation &PsClient::shardOf(const VariableLayout &layout, int64_t row
 }
 
 llvm::Expected<Tensor> PsClient::pull(llvm::StringRef name, int64_t step) {
-  auto layout = layoutOf(name);
-  if (!layout)
-    return layout.takeError();
+  auto values = pullMany({name.str()}, step);
+  if (!values)
+    return values.takeError();
+  return std::move(values->front());
+}
+
+llvm::Expected<std::vector<Tensor>> PsClient::pullMany(llvm::ArrayRef<std::string> names,
+                                                       int64_t step) {
+  std::vector<const VariableLayout *> layouts;
+  for (const std::string &name : names) {
+    auto layout = layoutOf(name);
+    if (!layout)
+      return layout.takeError();
+    layouts.push_back(*layout);
+  }
+  // One call per server, asking for every shard it holds of the variables, in their order.
   using PullCall = Call<wire::PullRequest, wire::PullResponse>;
   std::vector<std::unique_ptr<PullCall>> calls;
-  for (const ShardLocation &shard : (*layout)->shards) {
-    auto call = std::make_unique<PullCall>();
-    call->endpoint = shard.endpoint;
-    call->request.add_names(name.str());
-    call->request.set_step(step);
-    call->request.set_membership_epoch(membershipEpoch_);
-    calls.push_back(std::move(call));
-  }
+  std::map<std::string, PullCall *> byEndpoint;
+  for (size_t v = 0; v < names.size(); ++v)
+    for (const ShardLocation &shard : layouts[v]->shards) {
+      PullCall *&call = byEndpoint[shard.endpoint];
+      if (!call) {
+        calls.push_back(std::make_unique<PullCall>());
+        call = calls.back().get();
+        call->endpoint = shard.endpoint;
+        call->request.set_step(step);
+        call->request.set_membership_epoch(membershipEpoch_);
+      }
+      call->request.add_names(names[v]);
+    }
   if (auto error = runAll("Pull", calls,
                           [](auto *async, auto *context, auto *request, auto *response, auto done) {
                             async->Pull(context, request, response, std::move(done));
                           }))
     return std::move(error);
 
-  Tensor result((*layout)->dtype, (*layout)->shape);
-  int64_t bytesPerRow = rowBytes(**layout);
-  for (size_t i = 0; i < calls.size(); ++i) {
-    const ShardLocation &shard = (*layout)->shards[i];
-    const wire::PullResponse &response = calls[i]->response;
-    if (response.values_size() != 1)
-      return ir::makeError("parameter server " + serverName(shard.endpoint) + " sent no shard of " +
-                           name);
-    auto value = fromWire(response.values(0).value());
-    if (!value)
-      return value.takeError();
-    std::vector<int64_t> shape = (*layout)->shape;
-    shape[0] = shard.rowEnd - shard.rowBegin;
-    if (value->dtype() != (*layout)->dtype || value->shape() != shape)
-      return ir::makeError("parameter server " + serverName(shard.endpoint) + " holds rows of " +
-                           name + " with another dtype or shape than the layout says");
-    if (value->numBytes())
-      std::memcpy(static_cast<char *>(result.raw()) + shard.rowBegin * bytesPerRow, value->raw(),
-                  static_cast<size_t>(value->numBytes()));
+  std::vector<Tensor> results;
+  std::map<std::string, int> answered; // by endpoint: the values taken from its response so far
+  for (size_t v = 0; v < names.size(); ++v) {
+    const VariableLayout &layout = *layouts[v];
+    Tensor &result = results.emplace_back(layout.dtype, layout.shape);
+    for (const ShardLocation &shard : layout.shards) {
+      const wire::PullResponse &response = byEndpoint[shard.endpoint]->response;
+      const int index = answered[shard.endpoint]++;
+      if (index >= response.values_size() || response.values(index).name() != names[v])
+        return ir::makeError("parameter server " + serverName(shard.endpoint) +
+                             " sent no shard of " + names[v]);
+      if (auto e = copyShard(response.values(index).value(), layout, shard, result, names[v],
+                             serverName(shard.endpoint)))
+        return std::move(e);
+    }
   }
-  return result;
+  return results;
 }
 
 llvm::Expected<Tensor> PsClient::pullRows(llvm::StringRef name, const Tensor &indices,

@@ -90,6 +90,8 @@ public:
   // The whole variable as of step `step` (each shard waits until its server applied `step`
   // steps).
   llvm::Expected<Tensor> pull(llvm::StringRef name, int64_t step);
+  // The same for several variables at once: one call per server holding any of them.
+  llvm::Expected<std::vector<Tensor>> pullMany(llvm::ArrayRef<std::string> names, int64_t step);
   // Rows `indices` (i32 or i64, any shape) of a variable as of step `step`: a tensor of shape
   // indices.shape + row shape. Asks only the shards owning some of the rows, each unique row once.
   llvm::Expected<Tensor> pullRows(llvm::StringRef name, const Tensor &indices, int64_t step);

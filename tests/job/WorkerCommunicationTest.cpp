@@ -1,11 +1,12 @@
 // A worker's communication (runtime/job/WorkerCommunication.h) over a real one-rank Gloo group:
 // what an all-reduce keeps as it is (so a GPU's staged all-reduce copies nothing through the
-// host) and what it does not.
+// host) and what it does not; with real parameter servers, the step's pulls in one call.
 #include <gtest/gtest.h>
 
 #include "ir/Collectives.h"
 #include "runtime/job/WorkerCommunication.h"
 #include "tests/dist/DistTestSupport.h"
+#include "tests/ps/PsTestCluster.h"
 
 using namespace prism;
 using namespace prism::runtime;
@@ -53,4 +54,53 @@ TEST(WorkerCommunication, ASoleWorkerWithTheWholeBatchKeepsItsValues) {
   compressed.beginStep(0, 8, 8);
   EXPECT_FALSE(compressed.keepsValues(ir::kWorkerGroup, 0));
   EXPECT_TRUE(compressed.keepsValues(ir::kWorkerGroup, ir::kLossBucket));
+}
+
+namespace {
+
+// The names of the recorded spans of `category`, in order.
+std::vector<std::string> spansOf(const TraceRecorder &trace, llvm::StringRef category) {
+  std::vector<std::string> names;
+  for (const TraceRecorder::Recorded &span : trace.recorded())
+    if (category == span.category)
+      names.push_back(span.name);
+  return names;
+}
+
+void expectInitialValue(llvm::Expected<Tensor> value, const std::string &name) {
+  ASSERT_TRUE(bool(value)) << llvm::toString(value.takeError());
+  for (int64_t i = 0; i < value->numElements(); ++i)
+    ASSERT_EQ(value->data<float>()[i], static_cast<float>(ps::testing::initialValue(name, i)))
+        << name << " element " << i;
+}
+
+} // namespace
+
+TEST(WorkerCommunication, AStepPullsItsWholeVariablesInOneCall) {
+  auto coordinator = dist::testing::startCoordinator(1);
+  ASSERT_TRUE(coordinator);
+  dist::CoordinatorClient client(dist::testing::clientOptions(coordinator->address(), "worker:0"));
+  ASSERT_FALSE(bool(client.registerTask()));
+  ps::testing::TestCluster servers(1);
+  auto collective = soleRank(client);
+  ASSERT_TRUE(collective);
+  job::WorkerCommunication communication(0, std::move(collective), servers.client());
+  TraceRecorder trace("worker:0");
+  communication.setTrace(&trace);
+  communication.setStepPulls({"emb", "w", "bias"});
+  for (int64_t step = 0; step < 2; ++step) {
+    communication.beginStep(step, 8, 8);
+    // In another order than the list: each comes from the step's one call.
+    expectInitialValue(communication.pull("w"), "w");
+    expectInitialValue(communication.pull("bias"), "bias");
+    expectInitialValue(communication.pull("emb"), "emb");
+    // A second pull of a variable in the step asks again.
+    expectInitialValue(communication.pull("w"), "w");
+    ASSERT_FALSE(bool(communication.finishStep()));
+  }
+  // Outside a step (an evaluation's pull) each variable is its own call.
+  expectInitialValue(communication.pull("emb"), "emb");
+  EXPECT_EQ(spansOf(trace, "ps_pull"),
+            (std::vector<std::string>{"pull emb, w, bias", "pull w", "pull emb, w, bias", "pull w",
+                                      "pull emb"}));
 }

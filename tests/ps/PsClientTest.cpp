@@ -48,6 +48,33 @@ TEST(PsClient, PullAssemblesEveryShard) {
   }
 }
 
+TEST(PsClient, PullManyAsksOnlyTheServersHoldingThem) {
+  TestCluster cluster(1);
+  auto client = cluster.client();
+  auto values = client->pullMany({"bias", "emb", "w"}, 0);
+  ASSERT_TRUE(bool(values)) << llvm::toString(values.takeError());
+  ASSERT_EQ(values->size(), 3u);
+  for (size_t v = 0; v < 3; ++v) {
+    const std::string name = std::vector<std::string>{"bias", "emb", "w"}[v];
+    auto alone = client->pull(name, 0);
+    ASSERT_TRUE(bool(alone)) << llvm::toString(alone.takeError());
+    ASSERT_EQ((*values)[v].shape(), alone->shape()) << name;
+    EXPECT_EQ(std::memcmp((*values)[v].raw(), alone->raw(), alone->numBytes()), 0) << name;
+  }
+  auto unknown = client->pullMany({"w", "nothing"}, 0);
+  ASSERT_FALSE(bool(unknown));
+  EXPECT_NE(llvm::toString(unknown.takeError()).find("nothing"), std::string::npos);
+
+  cluster.servers[1]->shutdown(); // holds rows of emb and bias, none of w
+  auto w = client->pullMany({"w"}, 0);
+  ASSERT_TRUE(bool(w)) << llvm::toString(w.takeError());
+  EXPECT_EQ(w->front().data<float>()[5], static_cast<float>(initialValue("w", 5)));
+  auto both = client->pullMany({"w", "bias"}, 0);
+  ASSERT_FALSE(bool(both));
+  EXPECT_NE(llvm::toString(both.takeError()).find(cluster.servers[1]->endpoint()),
+            std::string::npos);
+}
+
 TEST(PsClient, PullRowsAcrossShardsWithRepeatedUnsortedIndices) {
   TestCluster cluster(1);
   auto client = cluster.client();
