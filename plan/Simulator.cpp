@@ -15,6 +15,8 @@
 #include "plan/PlanVariables.h"
 #include "plan/PlanVerifier.h"
 #include "plan/Synchronization.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 
 namespace prism::plan {
@@ -85,6 +87,7 @@ struct Timeline {
   double compute = 0;        // the compute stream is free from
   double communicate = 0;    // the all-reduce stream is free from
   std::map<std::string, double> pushBytes; // by PS task: what the step's push carries
+  double stepPulledAt = -1; // when the step's whole variables came (-1: not pulled yet)
   double slowdown = 1; // its kernels' time over the profile's (cores shared with other workers)
   bool gpu = false;    // its devices are GPUs: kernels at the profile's GPU figures
   TaskPrediction prediction;
@@ -326,10 +329,8 @@ private:
     return it->second.rows_per_step();
   }
 
-  // A pull is a call the worker waits for (its shards' tasks answer in parallel); a push only
-  // records the gradient, which the step's one push call sends at the end.
-  void psOp(size_t r, const ir::Op &op, PsTransfer transfer, const Variable &v) {
-    Timeline &t = timelines_[r];
+  // What an op moves to and from each server holding a shard of `v`.
+  std::map<std::string, ShardTraffic> trafficByTask(PsTransfer transfer, const Variable &v) const {
     const double rows = movesRows(transfer) ? rowsOf(transfer, v) : 0;
     std::map<std::string, ShardTraffic> byTask;
     for (const Shard &s : v.shards()) {
@@ -337,13 +338,48 @@ private:
       byTask[s.task()].toPs += traffic.toPs;
       byTask[s.task()].fromPs += traffic.fromPs;
     }
+    return byTask;
+  }
+
+  // The variables the step pulls whole, as the runtime pulls them: one call per server at the
+  // step's first such pull (runtime/job/WorkerCommunication.h), what each server sends summed.
+  void planStepPulls() {
+    for (const auto &op : worker_.ops()) {
+      auto transfer = psTransferOf(op->name());
+      if (transfer != PsTransfer::Pull)
+        continue;
+      const Variable *v = variables_.lookup(op->operand(0)->name());
+      if (!v || !onParameterServers(*v) || llvm::is_contained(stepPullNames_, v->name()))
+        continue;
+      stepPullNames_.push_back(v->name());
+      for (const auto &[task, traffic] : trafficByTask(PsTransfer::Pull, *v)) {
+        stepPulls_[task].toPs += traffic.toPs;
+        stepPulls_[task].fromPs += traffic.fromPs;
+      }
+    }
+  }
+
+  // A pull is a call the worker waits for (its shards' tasks answer in parallel); the step's
+  // whole variables come in the call of its first such pull. A push only records the gradient,
+  // which the step's one push call sends at the end.
+  void psOp(size_t r, const ir::Op &op, PsTransfer transfer, const Variable &v) {
+    Timeline &t = timelines_[r];
     const double begin = std::max(t.compute, readyOf(t, op));
     if (transfer == PsTransfer::Push || transfer == PsTransfer::PushRows) {
-      for (const auto &[task, traffic] : byTask)
+      for (const auto &[task, traffic] : trafficByTask(transfer, v))
         t.pushBytes[task] += traffic.toPs;
       setResults(t, op, begin);
       return;
     }
+    if (transfer == PsTransfer::Pull && t.stepPulledAt >= 0) {
+      setResults(t, op, std::max(begin, t.stepPulledAt));
+      return;
+    }
+    if (transfer == PsTransfer::Pull && stepPullNames_.empty())
+      planStepPulls();
+    const bool whole = transfer == PsTransfer::Pull;
+    const std::map<std::string, ShardTraffic> byTask =
+        whole ? stepPulls_ : trafficByTask(transfer, v);
     double end = begin;
     double moved = 0;
     for (const auto &[task, traffic] : byTask) {
@@ -357,9 +393,11 @@ private:
     t.compute = end;
     t.prediction.communicationSeconds += end - begin;
     setResults(t, op, end);
-    const bool rowsPull = transfer == PsTransfer::PullRows;
-    span(t.prediction.task, "ps", (rowsPull ? "pull rows of " : "pull ") + v.name(),
-         rowsPull ? "ps_pull_rows" : "ps_pull", begin, end, moved);
+    if (whole)
+      t.stepPulledAt = end;
+    span(t.prediction.task, "ps",
+         whole ? "pull " + llvm::join(stepPullNames_, ", ") : "pull rows of " + v.name(),
+         whole ? "ps_pull" : "ps_pull_rows", begin, end, moved);
   }
 
   // Each worker waits for its all-reduces, then pushes; a server updates once the pushes of the
@@ -446,6 +484,8 @@ private:
   llvm::StringMap<const Variable *> variables_;
   std::map<std::string, int> hostOf_;
   std::map<std::string, TableEstimate> rowsOf_;
+  std::vector<std::string> stepPullNames_;        // what the step pulls whole, in order
+  std::map<std::string, ShardTraffic> stepPulls_; // by PS task: its call's bytes
   std::vector<std::string> workers_, servers_;
   std::vector<bool> gpuWorker_; // by worker index
   std::vector<Link> links_;

@@ -285,6 +285,41 @@ TEST(Simulator, PsPullAndPushAreCallsAndTheUpdateFollows) {
   EXPECT_EQ(server.bytesReceived, 32);
 }
 
+// The step pulls w (32 bytes) and v (16 bytes) whole in one call at its first pull, as the
+// runtime does: 1 ms latency, 48 bytes in 1.5 ms (0–2.5); the matmuls 2.5–4.5 and 4.5–6.5, the
+// second pull free. One call per variable would have made it 7.5 ms.
+TEST(Simulator, AStepPullsItsWholeVariablesInOneCall) {
+  auto worker = program("  var v : f32[2, 2] = zeros\n"
+                        "  %w.pulled = ps_pull(w) : f32[4, 2]\n"
+                        "  %logits = matmul(x, %w.pulled) : f32[B, 2]\n"
+                        "  %v.pulled = ps_pull(v) : f32[2, 2]\n"
+                        "  %out = matmul(%logits, %v.pulled) : f32[B, 2]\n");
+  Plan plan = makePlan(1, 1);
+  Variable *v = plan.add_variables();
+  v->set_name("v");
+  v->set_dtype("f32");
+  v->add_shape(2);
+  v->add_shape(2);
+  v->set_bytes(16);
+  v->set_trainable(true);
+  v->set_placement("ps");
+  Shard *shard = v->add_shards();
+  shard->set_task("ps:0");
+  shard->set_row_end(2);
+  Prediction p = simulate(plan, *worker);
+  EXPECT_NEAR(p.stepSeconds, 6.5 * kMs, 1e-12);
+  const TaskPrediction &w = task(p, "worker:0");
+  EXPECT_NEAR(w.communicationSeconds, 2.5 * kMs, 1e-12);
+  EXPECT_EQ(w.bytesReceived, 48);
+  int pulls = 0;
+  for (const SimulatedSpan &span : p.spans)
+    if (span.task == "worker:0" && span.category == "ps_pull") {
+      ++pulls;
+      EXPECT_EQ(span.name, "pull w, v");
+    }
+  EXPECT_EQ(pulls, 1);
+}
+
 // Two workers push 32 bytes each to one server at 6 ms: both arrive at 8; the server combines
 // them and updates once, 0.5 + 64 bytes at 0.5 ms per 32 = 1.5 ms (8–9.5).
 TEST(Simulator, SynchronousServerUpdatesOnceForAllPushes) {
