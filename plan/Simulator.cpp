@@ -96,8 +96,9 @@ struct Timeline {
 class StepSimulator {
 public:
   StepSimulator(const Plan &plan, const ir::Module &worker, const CostProfile &profile,
-                const SimulateOptions &options)
-      : plan_(plan), worker_(worker), profile_(profile), options_(options) {
+                const SimulateOptions &options, std::map<std::string, double> updateKernels)
+      : plan_(plan), worker_(worker), profile_(profile), options_(options),
+        updateKernels_(std::move(updateKernels)) {
     for (const Variable &v : plan.variables())
       variables_[v.name()] = &v;
     for (const Task &task : plan.cluster().tasks()) {
@@ -441,8 +442,12 @@ private:
       serverPredictions_.push_back(p);
     }
   }
+  // A server's update: combining what was pushed (per byte, as calibrated) and its update
+  // program's dense kernels.
   double apply(TaskPrediction &p, double begin, double bytes) {
-    const double seconds = profile_.ps.applyLatency + bytes * profile_.ps.applySecondsPerByte;
+    auto kernels = updateKernels_.find(p.task);
+    const double seconds = profile_.ps.applyLatency + bytes * profile_.ps.applySecondsPerByte +
+                           (kernels != updateKernels_.end() ? kernels->second : 0);
     p.computeSeconds += seconds;
     span(p.task, "apply", "apply step 0", "ps_apply", begin, begin + seconds);
     return begin + seconds;
@@ -478,6 +483,7 @@ private:
   const ir::Module &worker_;
   const CostProfile &profile_;
   const SimulateOptions options_;
+  const std::map<std::string, double> updateKernels_;     // by PS task: its update's dense kernels
   std::unordered_map<const ir::Value *, int> valueSlots_; // every op result's slot
   std::vector<int> operandSlots_; // the slots of the op being replayed's computed operands
   int resultSlot_ = 0;            // its first result's (the others follow)
@@ -496,6 +502,29 @@ private:
   double stepEnd_ = 0;
 };
 
+// What each server's update program costs its kernels once a step, at the profile's figures (as
+// a worker's kernels are costed): its dense updates, such as Adam over a whole variable. Reading
+// the combined gradients (`ps_gradient*`) and updates of pushed rows are the per-byte apply's.
+llvm::Expected<std::map<std::string, double>> serverUpdateKernels(const Plan &plan,
+                                                                  const CostProfile &profile) {
+  std::map<std::string, double> seconds;
+  for (const Task &task : plan.cluster().tasks()) {
+    const Program *program = task.role() == "ps" ? findProgram(plan, task.name()) : nullptr;
+    if (!program)
+      continue;
+    auto module = parseProgram(*program);
+    if (!module)
+      return module.takeError();
+    for (const auto &op : (*module)->ops()) {
+      const bool sparse = llvm::any_of(
+          op->operands(), [](const ir::Value *v) { return v->hasType() && v->type().sparse; });
+      if (!sparse && !op->name().startswith("ps_gradient"))
+        seconds[task.name()] += profile.kernel(op->name()).seconds(ir::opCost(*op, 1));
+    }
+  }
+  return seconds;
+}
+
 } // namespace
 
 llvm::Expected<Prediction> simulateStep(const Plan &plan, const ir::Module &worker,
@@ -504,7 +533,10 @@ llvm::Expected<Prediction> simulateStep(const Plan &plan, const ir::Module &work
   if (plan.run().global_batch() <= 0)
     return ir::makeError(ir::ErrorCode::Invalid,
                          "the plan has no global batch: partition it with --batch");
-  return StepSimulator(plan, worker, profile, options).run();
+  auto updateKernels = serverUpdateKernels(plan, profile);
+  if (!updateKernels)
+    return updateKernels.takeError();
+  return StepSimulator(plan, worker, profile, options, std::move(*updateKernels)).run();
 }
 
 llvm::Expected<Prediction> simulateStep(const Plan &plan, const CostProfile &profile,

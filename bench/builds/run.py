@@ -6,6 +6,7 @@ runtime change. `--cases` picks the plans that change touches:
               gradient; two workers' mlp bucket): all-reduces in place
   event-loop  plans whose workers share this machine's cores with Gloo's event loop: small
               all-reduce-bound steps, a large bucket, a hybrid plan, a compute-bound one
+  pulls       plans whose workers pull variables whole from parameter servers
 
   bench/builds/run.py --prism build/tools/prism --before OLD/tools/prism --cases in-place
                       [--repeat 3]
@@ -35,6 +36,12 @@ CASES = {
         ("embedding_classifier", "allreduce", "local:2", None, 500),
         ("embedding_classifier", "hybrid", "local:2,ps=1", None, 6000),
         ("cnn", "allreduce", "local:2", None, 250),
+    ],
+    "pulls": [
+        ("mlp", "ps", "local:1,ps=1", None, 4000),
+        ("mlp", "ps", "local:2,ps=1", None, 2000),
+        ("mlp", "ps", "local:4,ps=1", None, 1000),
+        ("cnn", "ps", "local:2,ps=1", None, 250),
     ],
 }
 

@@ -320,6 +320,33 @@ TEST(Simulator, AStepPullsItsWholeVariablesInOneCall) {
   EXPECT_EQ(pulls, 1);
 }
 
+// The server's update program costs its kernels besides the per-byte apply: apply_sgd over w,
+// 1 ms (the profile's default kernel), after 0.5 + 0.5 ms: the update runs 8–10 (reading the
+// combined gradient, `ps_gradient`, is the per-byte apply's).
+TEST(Simulator, TheServersUpdateKernelsAddToItsApply) {
+  auto worker = program("  %w.pulled = ps_pull(w) : f32[4, 2]\n"
+                        "  %logits = matmul(x, %w.pulled) : f32[B, 2]\n"
+                        "  %d.w = matmul(x, %logits, transpose_a = true) : f32[4, 2]\n"
+                        "  ps_push(w, %d.w)\n");
+  Plan plan = makePlan(1, 1);
+  Program *update = plan.add_programs();
+  update->set_name("ps:0");
+  update->add_tasks("ps:0");
+  update->set_ir("model t {\n"
+                 "  var w : f32[4, 2] = zeros\n"
+                 "  %d.w.ps = ps_gradient(w) : f32[4, 2]\n"
+                 "  apply_sgd(w, %d.w.ps, lr = 0.1)\n"
+                 "}\n");
+  Prediction p = simulate(plan, *worker);
+  EXPECT_NEAR(p.stepSeconds, 10 * kMs, 1e-12);
+  EXPECT_NEAR(task(p, "ps:0").computeSeconds, 2 * kMs, 1e-12);
+
+  update->set_ir("model t {\n  %x = relu(y) : f32[4]\n}\n"); // y is not defined
+  auto broken = simulateStep(plan, *worker, syntheticProfile());
+  ASSERT_FALSE(static_cast<bool>(broken));
+  EXPECT_NE(llvm::toString(broken.takeError()).find("<plan program ps:0>:2:"), std::string::npos);
+}
+
 // Two workers push 32 bytes each to one server at 6 ms: both arrive at 8; the server combines
 // them and updates once, 0.5 + 64 bytes at 0.5 ms per 32 = 1.5 ms (8–9.5).
 TEST(Simulator, SynchronousServerUpdatesOnceForAllPushes) {
