@@ -138,6 +138,12 @@ const char *kOverlapped =
     "  %h = relu(%logits) : f32[B, 2]\n"
     "  %u = relu(%d.w.mean) : f32[4, 2]\n";
 
+// w pulled from its server, two matmuls, its gradient pushed.
+const char *kPulledAndPushed = "  %w.pulled = ps_pull(w) : f32[4, 2]\n"
+                               "  %logits = matmul(x, %w.pulled) : f32[B, 2]\n"
+                               "  %d.w = matmul(x, %logits, transpose_a = true) : f32[4, 2]\n"
+                               "  ps_push(w, %d.w)\n";
+
 TEST(Simulator, AllReduceBucketOverlapsWithCompute) {
   auto worker = program(kOverlapped);
   Prediction p = simulate(makePlan(2, 0), *worker);
@@ -269,10 +275,7 @@ TEST(Simulator, LinksTakeTransfersInTheirFirstFreeTime) {
 // The pull: 1 ms latency, no bytes out, 32 bytes back in 1 ms (0–2); matmuls 2–4 and 4–6; the
 // push at the end: 1 ms + 32 bytes in 1 ms (6–8); the server's update 0.5 + 0.5 ms (8–9).
 TEST(Simulator, PsPullAndPushAreCallsAndTheUpdateFollows) {
-  auto worker = program("  %w.pulled = ps_pull(w) : f32[4, 2]\n"
-                        "  %logits = matmul(x, %w.pulled) : f32[B, 2]\n"
-                        "  %d.w = matmul(x, %logits, transpose_a = true) : f32[4, 2]\n"
-                        "  ps_push(w, %d.w)\n");
+  auto worker = program(kPulledAndPushed);
   Prediction p = simulate(makePlan(1, 1), *worker);
   EXPECT_NEAR(p.stepSeconds, 9 * kMs, 1e-12);
   const TaskPrediction &w = task(p, "worker:0");
@@ -324,10 +327,7 @@ TEST(Simulator, AStepPullsItsWholeVariablesInOneCall) {
 // 1 ms (the profile's default kernel), after 0.5 + 0.5 ms: the update runs 8–10 (reading the
 // combined gradient, `ps_gradient`, is the per-byte apply's).
 TEST(Simulator, TheServersUpdateKernelsAddToItsApply) {
-  auto worker = program("  %w.pulled = ps_pull(w) : f32[4, 2]\n"
-                        "  %logits = matmul(x, %w.pulled) : f32[B, 2]\n"
-                        "  %d.w = matmul(x, %logits, transpose_a = true) : f32[4, 2]\n"
-                        "  ps_push(w, %d.w)\n");
+  auto worker = program(kPulledAndPushed);
   Plan plan = makePlan(1, 1);
   Program *update = plan.add_programs();
   update->set_name("ps:0");
@@ -350,10 +350,7 @@ TEST(Simulator, TheServersUpdateKernelsAddToItsApply) {
 // Two workers push 32 bytes each to one server at 6 ms: both arrive at 8; the server combines
 // them and updates once, 0.5 + 64 bytes at 0.5 ms per 32 = 1.5 ms (8–9.5).
 TEST(Simulator, SynchronousServerUpdatesOnceForAllPushes) {
-  auto worker = program("  %w.pulled = ps_pull(w) : f32[4, 2]\n"
-                        "  %logits = matmul(x, %w.pulled) : f32[B, 2]\n"
-                        "  %d.w = matmul(x, %logits, transpose_a = true) : f32[4, 2]\n"
-                        "  ps_push(w, %d.w)\n");
+  auto worker = program(kPulledAndPushed);
   Prediction p = simulate(makePlan(2, 1), *worker);
   EXPECT_NEAR(p.stepSeconds, 9.5 * kMs, 1e-12);
   EXPECT_NEAR(task(p, "ps:0").computeSeconds, 1.5 * kMs, 1e-12);
