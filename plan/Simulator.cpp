@@ -106,8 +106,10 @@ public:
       if (task.role() == "worker") {
         workers_.push_back(task.name());
         gpuWorker_.push_back(onGpu(task));
-      } else if (task.role() == "ps")
+      } else if (task.role() == "ps") {
         servers_.push_back(task.name());
+        serving_[task.name()];
+      }
     }
     for (const Host &host : plan.cluster().hosts()) {
       Link link;
@@ -310,14 +312,20 @@ private:
     in.prediction.busySeconds += seconds;
     return arrived - seconds;
   }
-  // One message of `bytes` from task `from` to task `to`, sent at `begin`; returns its arrival.
+  // One message of `bytes` between a worker and a server, sent at `begin`; returns its arrival.
+  // Without a link between them (one host, or loopback addresses) it moves at the profile's PS
+  // rate, measured with one client: a server moves one such message at a time, so workers on
+  // one machine pulling from one server wait for each other.
   double message(const std::string &from, const std::string &to, double begin, double bytes) {
     const int a = hostOf_[from], b = hostOf_[to];
     const double bandwidth = linkBandwidth(a, b);
-    if (a == b) // between a host's own tasks: no link carries it
-      return begin + bytes / profile_.ps.bytesPerSecond;
-    begin = useLink(a, b, begin, bytes);
-    return begin + bytes / (bandwidth > 0 ? bandwidth : profile_.ps.bytesPerSecond);
+    if (a != b) // between a host's own tasks no link carries it
+      begin = useLink(a, b, begin, bytes);
+    if (bandwidth > 0)
+      return begin + bytes / bandwidth;
+    const double seconds = bytes / profile_.ps.bytesPerSecond;
+    auto server = serving_.find(serving_.count(from) ? from : to);
+    return server != serving_.end() ? server->second.fill(begin, seconds) : begin + seconds;
   }
 
   // The rows a row pull or push of `v` moves per step (the plan's estimate).
@@ -495,6 +503,7 @@ private:
   std::vector<std::string> workers_, servers_;
   std::vector<bool> gpuWorker_; // by worker index
   std::vector<Link> links_;
+  std::map<std::string, Direction> serving_; // by PS task: its messages without a link
   std::vector<Timeline> timelines_;
   std::vector<TaskPrediction> serverPredictions_;
   std::vector<SimulatedSpan> spans_;

@@ -347,12 +347,16 @@ TEST(Simulator, TheServersUpdateKernelsAddToItsApply) {
   EXPECT_NE(llvm::toString(broken.takeError()).find("<plan program ps:0>:2:"), std::string::npos);
 }
 
-// Two workers push 32 bytes each to one server at 6 ms: both arrive at 8; the server combines
-// them and updates once, 0.5 + 64 bytes at 0.5 ms per 32 = 1.5 ms (8–9.5).
+// Two workers on loopback pull from and push to one server, which moves one message at a time:
+// the answers to the pulls (32 bytes, 1 ms) take 1–2 and 2–3, so worker 1's matmuls run 3–7;
+// the pushes, sent at 6 and 7, arrive 7–8 and 8–9. The server combines them and updates once,
+// 0.5 + 64 bytes at 0.5 ms per 32 = 1.5 ms (9–10.5).
 TEST(Simulator, SynchronousServerUpdatesOnceForAllPushes) {
   auto worker = program(kPulledAndPushed);
   Prediction p = simulate(makePlan(2, 1), *worker);
-  EXPECT_NEAR(p.stepSeconds, 9.5 * kMs, 1e-12);
+  EXPECT_NEAR(p.stepSeconds, 10.5 * kMs, 1e-12);
+  EXPECT_NEAR(task(p, "worker:0").communicationSeconds, 4 * kMs, 1e-12);
+  EXPECT_NEAR(task(p, "worker:1").communicationSeconds, 5 * kMs, 1e-12);
   EXPECT_NEAR(task(p, "ps:0").computeSeconds, 1.5 * kMs, 1e-12);
 }
 
