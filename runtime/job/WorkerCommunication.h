@@ -108,6 +108,8 @@ public:
 private:
   // The only worker, holding the whole batch this step: its values are the mean already.
   bool aloneWithTheBatch() const;
+  // The step's first pull of one of setStepPulls's variables: pulls them all, returns this one.
+  llvm::Expected<Tensor> pullWithTheStep(llvm::StringRef variable);
   // A 16-bit bucket's staging: the weighted values, their wire form, what rounding left.
   struct HalfBuffer {
     std::vector<float> values;
@@ -124,10 +126,9 @@ private:
   bool inStep_ = false; // between beginStep and finishStep
   // This step's pulls so far, by "pull/variable" and "rows/variable": the round of the next one.
   std::map<std::string, int64_t> pullRounds_;
-  std::vector<std::string> stepPulls_;
+  std::vector<std::string> stepPulls_;       // setStepPulls's variables
   bool stepPulled_ = false;                  // this step's pulls were asked for
   std::map<std::string, Tensor> prefetched_; // what they brought, until each variable's pull
-  llvm::Expected<Tensor> pullWithTheStep(llvm::StringRef variable);
   int64_t step_ = 0, examples_ = 0, globalExamples_ = 0;
   bool localLoss_ = false;
   ps::PushOutcome pushOutcome_;
