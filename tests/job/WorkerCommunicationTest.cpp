@@ -20,14 +20,25 @@ std::unique_ptr<dist::Collective> soleRank(dist::CoordinatorClient &client) {
   return collective ? std::move(*collective) : nullptr;
 }
 
+// worker:0 of a one-worker job: the coordinator and the worker's registered client.
+class WorkerCommunication : public ::testing::Test {
+protected:
+  void SetUp() override {
+    coordinator = dist::testing::startCoordinator(1);
+    ASSERT_TRUE(coordinator);
+    client = std::make_unique<dist::CoordinatorClient>(
+        dist::testing::clientOptions(coordinator->address(), "worker:0"));
+    ASSERT_FALSE(bool(client->registerTask()));
+  }
+
+  decltype(dist::testing::startCoordinator(1)) coordinator;
+  std::unique_ptr<dist::CoordinatorClient> client;
+};
+
 } // namespace
 
-TEST(WorkerCommunication, ASoleWorkerWithTheWholeBatchKeepsItsValues) {
-  auto coordinator = dist::testing::startCoordinator(1);
-  ASSERT_TRUE(coordinator);
-  dist::CoordinatorClient client(dist::testing::clientOptions(coordinator->address(), "worker:0"));
-  ASSERT_FALSE(bool(client.registerTask()));
-  auto collective = soleRank(client);
+TEST_F(WorkerCommunication, ASoleWorkerWithTheWholeBatchKeepsItsValues) {
+  auto collective = soleRank(*client);
   ASSERT_TRUE(collective);
   job::WorkerCommunication communication(0, std::move(collective), nullptr);
   communication.beginStep(0, 8, 8);
@@ -48,7 +59,7 @@ TEST(WorkerCommunication, ASoleWorkerWithTheWholeBatchKeepsItsValues) {
   // Compressed gradients are coded even alone; the loss is not compressed.
   job::Compression halves;
   halves.precision = ir::ComputePrecision::BF16;
-  auto again = soleRank(client);
+  auto again = soleRank(*client);
   ASSERT_TRUE(again);
   job::WorkerCommunication compressed(0, std::move(again), nullptr, halves);
   compressed.beginStep(0, 8, 8);
@@ -76,13 +87,9 @@ void expectInitialValue(llvm::Expected<Tensor> value, const std::string &name) {
 
 } // namespace
 
-TEST(WorkerCommunication, AStepPullsItsWholeVariablesInOneCall) {
-  auto coordinator = dist::testing::startCoordinator(1);
-  ASSERT_TRUE(coordinator);
-  dist::CoordinatorClient client(dist::testing::clientOptions(coordinator->address(), "worker:0"));
-  ASSERT_FALSE(bool(client.registerTask()));
+TEST_F(WorkerCommunication, AStepPullsItsWholeVariablesInOneCall) {
   ps::testing::TestCluster servers(1);
-  auto collective = soleRank(client);
+  auto collective = soleRank(*client);
   ASSERT_TRUE(collective);
   job::WorkerCommunication communication(0, std::move(collective), servers.client());
   TraceRecorder trace("worker:0");
