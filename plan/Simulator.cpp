@@ -319,7 +319,7 @@ private:
   double message(const std::string &from, const std::string &to, double begin, double bytes) {
     const int a = hostOf_[from], b = hostOf_[to];
     const double bandwidth = linkBandwidth(a, b);
-    if (a != b) // between a host's own tasks no link carries it
+    if (a != b) // a link carries it only between two hosts
       begin = useLink(a, b, begin, bytes);
     if (bandwidth > 0)
       return begin + bytes / bandwidth;

@@ -27,11 +27,11 @@ using ReduceFunction = void (*)(void *, const void *, const void *, size_t);
 // priority. That loop polls the sockets; while a caller thread holds a connection's lock (writing
 // a segment in place), the loop finds the socket readable, cannot take the lock and polls again at
 // once (pytorch/gloo#246). With more busy threads than cores it takes the core from the thread it
-// waits for: mlp on two workers of a 2-core machine stepped in 3.3 to 3.7 ms, and in 1.6 to 1.7 ms
-// with the loop at nice 10 (1.1 to 1.5 at 19; BENCHMARKS.md, "Gloo's event loop"). At the lowest
-// priority the loop still runs at once on an idle core and yields to the threads that compute and
-// send. A thread inherits its creator's nice value, so the device is created on a helper thread
-// that lowers its own.
+// waits for: mlp on two workers of a 2-core machine stepped in 3.5 ms, and in 1.3 ms with the loop
+// at the lowest priority (BENCHMARKS.md, "Gloo's event loop at the lowest priority"). There the
+// loop still runs at once on an idle core, and yields to the threads that compute and send. A
+// thread inherits its creator's nice value, so the device is created on a helper thread that
+// lowers its own.
 std::shared_ptr<gloo::transport::Device>
 createLowPriorityDevice(const gloo::transport::tcp::attr &attributes) {
   std::shared_ptr<gloo::transport::Device> device;
