@@ -248,10 +248,16 @@ size_t indexOf(const std::string &event) {
   return static_cast<size_t>(it - events().begin());
 }
 
+// The module's variables initialized with `seed`.
+std::shared_ptr<runtime::VariableStore> initializedStore(const ir::Module &module, int seed = 3) {
+  auto store = std::make_shared<runtime::VariableStore>();
+  EXPECT_FALSE(bool(store->initialize(module, seed)));
+  return store;
+}
+
 TEST(CheckLater, AFlaggedLabelIsReportedAtItsLineAndNoVariableIsWritten) {
   auto module = testing::tinyModule();
-  auto store = std::make_shared<runtime::VariableStore>();
-  ASSERT_FALSE(bool(store->initialize(*module, 3)));
+  auto store = initializedStore(*module);
   auto executor = executorOn(*module, store);
   ASSERT_TRUE(executor);
   const std::vector<float> before = weights(*executor);
@@ -285,8 +291,7 @@ TEST(CheckLater, AFlaggedLabelIsReportedAtItsLineAndNoVariableIsWritten) {
 TEST(CheckLater, AnEvaluationStepChecksAtItsEnd) {
   auto module = testing::tinyModule("infer-shapes");
   ASSERT_TRUE(module);
-  auto store = std::make_shared<runtime::VariableStore>();
-  ASSERT_FALSE(bool(store->initialize(*module, 3)));
+  auto store = initializedStore(*module);
   auto executor = executorOn(*module, store);
   ASSERT_TRUE(executor);
   events().clear();
@@ -342,10 +347,8 @@ void expectAccumulationAsOnTheCpu(const ir::Module &module,
                                   std::vector<ir::DeviceId> towerDevices = {}) {
   runtime::ExecutorOptions options;
   options.accumulate = true;
-  auto cpuStore = std::make_shared<runtime::VariableStore>();
-  auto gpuStore = std::make_shared<runtime::VariableStore>();
-  ASSERT_FALSE(bool(cpuStore->initialize(module, 5)));
-  ASSERT_FALSE(bool(gpuStore->initialize(module, 5)));
+  auto cpuStore = initializedStore(module, 5);
+  auto gpuStore = initializedStore(module, 5);
   auto cpu = runtime::Executor::create(module, cpuStore, options);
   ASSERT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
   options.towerDevices = std::move(towerDevices);
@@ -441,8 +444,7 @@ TEST(DeviceUse, TrainingReportsTheDevicesMemoryAndCopies) {
 TEST(DeviceUse, AStepAfterTheFirstAllocatesNothing) {
   auto module = testing::tinyModule();
   ASSERT_TRUE(module);
-  auto store = std::make_shared<runtime::VariableStore>();
-  ASSERT_FALSE(bool(store->initialize(*module, 3)));
+  auto store = initializedStore(*module);
   auto executor = executorOn(*module, store);
   ASSERT_TRUE(executor);
   ASSERT_FALSE(bool(executor->step(feeds(2))));
@@ -493,10 +495,8 @@ std::vector<ir::DeviceId> gpus(std::initializer_list<int> indices) {
 // its own device's memory (Wrapped checks it). Returns the GPU executor.
 std::unique_ptr<runtime::Executor> expectTowersAsOnTheCpu(const ir::Module &module,
                                                           std::vector<ir::DeviceId> devices) {
-  auto cpuStore = std::make_shared<runtime::VariableStore>();
-  auto gpuStore = std::make_shared<runtime::VariableStore>();
-  EXPECT_FALSE(bool(cpuStore->initialize(module, 5)));
-  EXPECT_FALSE(bool(gpuStore->initialize(module, 5)));
+  auto cpuStore = initializedStore(module, 5);
+  auto gpuStore = initializedStore(module, 5);
   auto cpu = runtime::Executor::create(module, cpuStore);
   EXPECT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
   runtime::ExecutorOptions options;
@@ -584,8 +584,7 @@ TEST(InGraphTowers, DevicesThatDoNotFitTheTowersAreAnError) {
   auto module = towered(testing::kTinyModel, "tiny.prism", 2);
   ASSERT_TRUE(module);
   serveCudaFor(*module);
-  auto store = std::make_shared<runtime::VariableStore>();
-  ASSERT_FALSE(bool(store->initialize(*module, 5)));
+  auto store = initializedStore(*module, 5);
   runtime::ExecutorOptions options;
   options.device = ir::DeviceId{ir::DeviceKind::Cuda, 0};
   options.towerDevices = gpus({0, 1, 2});
@@ -626,13 +625,10 @@ TEST(InGraphTowers, TrainingReportsEveryDevice) {
 // op, and with captureSteps.
 std::pair<std::unique_ptr<runtime::Executor>, std::unique_ptr<runtime::Executor>>
 plainAndCaptured(const ir::Module &module) {
-  auto plainStore = std::make_shared<runtime::VariableStore>();
-  auto capturedStore = std::make_shared<runtime::VariableStore>();
-  EXPECT_FALSE(bool(plainStore->initialize(module, 3)));
-  EXPECT_FALSE(bool(capturedStore->initialize(module, 3)));
   runtime::ExecutorOptions options;
   options.captureSteps = true;
-  return {executorOn(module, plainStore), executorOn(module, capturedStore, options)};
+  return {executorOn(module, initializedStore(module)),
+          executorOn(module, initializedStore(module), options)};
 }
 
 // Steps as captured graphs (--cuda-graphs) on the host-memory GPU, which records kernels as a
@@ -674,8 +670,7 @@ TEST(CapturedSteps, ReplayedStepsTrainAsOpByOp) {
 TEST(CapturedSteps, AFlagRaisedInAReplayedStepStopsItBeforeTheUpdate) {
   auto module = testing::tinyModule();
   ASSERT_TRUE(module);
-  auto store = std::make_shared<runtime::VariableStore>();
-  ASSERT_FALSE(bool(store->initialize(*module, 3)));
+  auto store = initializedStore(*module);
   runtime::ExecutorOptions options;
   options.captureSteps = true;
   auto executor = executorOn(*module, store, options);
@@ -723,10 +718,8 @@ TEST(CapturedSteps, TowersOnTwoDevicesTrainAsOnTheCpu) {
     auto module = std::string(name) == "tiny" ? towered(testing::kTinyModel, "tiny.prism", 2)
                                               : towered(kBag, "bag.prism", 2);
     ASSERT_TRUE(module);
-    auto cpuStore = std::make_shared<runtime::VariableStore>();
-    auto gpuStore = std::make_shared<runtime::VariableStore>();
-    ASSERT_FALSE(bool(cpuStore->initialize(*module, 5)));
-    ASSERT_FALSE(bool(gpuStore->initialize(*module, 5)));
+    auto cpuStore = initializedStore(*module, 5);
+    auto gpuStore = initializedStore(*module, 5);
     auto cpu = runtime::Executor::create(*module, cpuStore);
     ASSERT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
     runtime::ExecutorOptions options;
@@ -775,8 +768,7 @@ TEST(CapturedSteps, TrainingReportsWhatItCaptured) {
 TEST(CapturedSteps, WhereStepsCannotBeCapturedItIsAnError) {
   auto module = testing::tinyModule();
   ASSERT_TRUE(module);
-  auto store = std::make_shared<runtime::VariableStore>();
-  ASSERT_FALSE(bool(store->initialize(*module, 3)));
+  auto store = initializedStore(*module);
   runtime::ExecutorOptions options;
   options.captureSteps = true;
   auto cpu = runtime::Executor::create(*module, store, options);
