@@ -1630,7 +1630,7 @@ private:
   // sparse_add: a's indices and rows, then b's.
   llvm::Error concatenate(const RuntimeValue &a, const RuntimeValue &b, RuntimeValue &out) {
     const int64_t rows = a.numRows() + b.numRows();
-    if (auto e = view(rows, out))
+    if (auto e = result_.view(rows, out))
       return e;
     auto copy = [&](void *to, const Tensor &from) {
       k::CopyArgs args{to, from.raw(), from.numBytes()};
@@ -1669,15 +1669,13 @@ private:
     auto total = device_->toHost(total_);
     if (!total)
       return total.takeError();
-    if (auto e = view(*total->data<int64_t>(), out))
+    if (auto e = result_.view(*total->data<int64_t>(), out))
       return e;
     a.outIndices = static_cast<long long *>(out.indices.raw());
     a.outRows = static_cast<float *>(out.dense.raw());
     a.op = 3;
     return launch(*backend_, "prism_sparse", tableRows_ * rowSize_, a);
   }
-
-  llvm::Error view(int64_t rows, RuntimeValue &out) { return result_.view(rows, out); }
 
   std::shared_ptr<GpuBackend> backend_;
   Device *device_;
