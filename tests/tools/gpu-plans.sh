@@ -127,8 +127,8 @@ expect_error "--tf32 makes a GPU's float32 matrix products use TF32; this progra
 expect_error "worker:0 failed: error: --tf32 makes a GPU's float32 matrix products use TF32" \
   "$prism" train "$models/mlp.prism" --tf32 --cluster local:1 --steps 1 --no-eval
 
-# --cuda-graphs records a GPU's kernels: on CPU devices it is an error naming it, and so is it with
-# --trace, which times each op.
+# --cuda-graphs records a GPU's kernels: on CPU devices it is an error naming it, from prism train
+# and from a job's worker.
 expect_error "--cuda-graphs records a GPU's kernels as CUDA graphs; this program runs on cpu:0, not a GPU" \
   "$prism" train "$models/mlp.prism" --cuda-graphs --steps 1 --no-eval
 expect_error "worker:0 failed: error: --cuda-graphs records a GPU's kernels as CUDA graphs" \
