@@ -483,6 +483,12 @@ std::unique_ptr<ir::Module> towered(const char *text, const char *file, int towe
       text, file, "infer-shapes,autodiff,lower-optimizer,replicate-in-graph", options);
 }
 
+// The tiny model or the bag of embeddings ("tiny", "bag") as two towers.
+std::unique_ptr<ir::Module> twoTowers(const std::string &name) {
+  return name == "tiny" ? towered(testing::kTinyModel, "tiny.prism", 2)
+                        : towered(kBag, "bag.prism", 2);
+}
+
 std::vector<ir::DeviceId> gpus(std::initializer_list<int> indices) {
   std::vector<ir::DeviceId> ids;
   for (int i : indices)
@@ -573,8 +579,7 @@ TEST(InGraphTowers, TowersNamingOneDeviceShareIt) {
 TEST(InGraphTowers, AccumulatedMicroStepsOnTwoDevicesAsOnTheCpu) {
   for (const char *name : {"tiny", "bag"}) {
     SCOPED_TRACE(name);
-    auto module = std::string(name) == "tiny" ? towered(testing::kTinyModel, "tiny.prism", 2)
-                                              : towered(kBag, "bag.prism", 2);
+    auto module = twoTowers(name);
     ASSERT_TRUE(module);
     expectAccumulationAsOnTheCpu(*module, gpus({0, 1}));
   }
@@ -621,12 +626,18 @@ TEST(InGraphTowers, TrainingReportsEveryDevice) {
   EXPECT_NE(text.find(" in 2 steps"), std::string::npos) << text;
 }
 
+// Executor options with steps as captured graphs (--cuda-graphs).
+runtime::ExecutorOptions capturing() {
+  runtime::ExecutorOptions options;
+  options.captureSteps = true;
+  return options;
+}
+
 // Two executors of `module` on the host-memory GPU from the same initial variables: steps op by
 // op, and with captureSteps.
 std::pair<std::unique_ptr<runtime::Executor>, std::unique_ptr<runtime::Executor>>
 plainAndCaptured(const ir::Module &module) {
-  runtime::ExecutorOptions options;
-  options.captureSteps = true;
+  runtime::ExecutorOptions options = capturing();
   return {executorOn(module, initializedStore(module)),
           executorOn(module, initializedStore(module), options)};
 }
@@ -671,8 +682,7 @@ TEST(CapturedSteps, AFlagRaisedInAReplayedStepStopsItBeforeTheUpdate) {
   auto module = testing::tinyModule();
   ASSERT_TRUE(module);
   auto store = initializedStore(*module);
-  runtime::ExecutorOptions options;
-  options.captureSteps = true;
+  runtime::ExecutorOptions options = capturing();
   auto executor = executorOn(*module, store, options);
   ASSERT_TRUE(executor);
   for (int s = 0; s < 3; ++s)
@@ -715,8 +725,7 @@ TEST(CapturedSteps, GraphsAreRecordedAgainWhenTheirMemoryMoved) {
 TEST(CapturedSteps, TowersOnTwoDevicesTrainAsOnTheCpu) {
   for (const char *name : {"tiny", "bag"}) {
     SCOPED_TRACE(name);
-    auto module = std::string(name) == "tiny" ? towered(testing::kTinyModel, "tiny.prism", 2)
-                                              : towered(kBag, "bag.prism", 2);
+    auto module = twoTowers(name);
     ASSERT_TRUE(module);
     auto cpuStore = initializedStore(*module, 5);
     auto gpuStore = initializedStore(*module, 5);
@@ -769,8 +778,7 @@ TEST(CapturedSteps, WhereStepsCannotBeCapturedItIsAnError) {
   auto module = testing::tinyModule();
   ASSERT_TRUE(module);
   auto store = initializedStore(*module);
-  runtime::ExecutorOptions options;
-  options.captureSteps = true;
+  runtime::ExecutorOptions options = capturing();
   auto cpu = runtime::Executor::create(*module, store, options);
   ASSERT_FALSE(bool(cpu));
   EXPECT_EQ(llvm::toString(cpu.takeError()),
