@@ -16,6 +16,19 @@ constexpr int64_t kLossBucket = -1;
 // travel as buckets -2, -3, ... in program order: each alone, in float32, read mid-step.
 constexpr int64_t kFirstReplicaMeanBucket = -2;
 
+// Whether a tensor of `bytes` in a bucket of several is all-reduced where it lies, by a collective
+// call of its own, among `ranks` ranks; the bucket's other tensors are gathered into one buffer
+// and reduced by one call (a bucket's only tensor is reduced where it lies). In place, a tensor
+// costs a pass over its bytes less (weighting it where it lies against gathering it weighted and
+// copying it back) and a call more, whose latency grows with the ranks: on loopback a pass takes
+// about 0.15 ns a byte and a call about 150 µs per hop of the ring: they break even at about 1 MiB
+// a hop; this rule asks for four times that. The runtime (runtime/job/WorkerCommunication.cpp) and
+// the simulator (plan/Simulator.cpp) both follow it.
+constexpr int64_t kInPlaceAllReduceBytesPerHop = int64_t{4} << 20;
+inline bool reducedInPlace(int64_t bytes, int64_t ranks) {
+  return bytes >= kInPlaceAllReduceBytesPerHop * (ranks > 1 ? ranks - 1 : 1);
+}
+
 // How dumps, traces and stall reports name a bucket: `loss`, `replica mean K` (K from 0), or
 // `bucket N`.
 inline std::string bucketName(int64_t bucket) {

@@ -7,6 +7,9 @@ runtime change. `--cases` picks the plans that change touches:
   event-loop  plans whose workers share this machine's cores with Gloo's event loop: small
               all-reduce-bound steps, a large bucket, a hybrid plan, a compute-bound one
   pulls       plans whose workers pull variables whole from parameter servers
+  large-tensors  plans whose all-reduce buckets hold tensors of 1 MiB and more beside smaller
+              ones (the embedding model's 26 MB bucket, lstm_lm's 10.8 MB, the transformer's
+              2.9 MB), and mlp, whose buckets do not change: large tensors reduced in place
 
   bench/builds/run.py --prism build/tools/prism --before OLD/tools/prism --cases in-place
                       [--repeat 3]
@@ -36,6 +39,12 @@ CASES = {
         ("embedding_classifier", "allreduce", "local:2", None, 500),
         ("embedding_classifier", "hybrid", "local:2,ps=1", None, 6000),
         ("cnn", "allreduce", "local:2", None, 250),
+    ],
+    "large-tensors": [
+        ("embedding_classifier", "allreduce", "local:2", None, 400),
+        ("lstm_lm", "allreduce", "local:2", None, 100),
+        ("transformer", "allreduce", "local:2", None, 600),
+        ("mlp", "allreduce", "local:2", None, 8000),
     ],
     "pulls": [
         ("mlp", "ps", "local:1,ps=1", None, 4000),

@@ -46,30 +46,54 @@ template <typename T> void scatter(const T *from, llvm::ArrayRef<Tensor *> tenso
   }
 }
 
+// Whether `t` is all-reduced where it lies within a bucket of `tensors` among `ranks`: the
+// bucket's only tensor, or a large one (ir::reducedInPlace) whose memory no other tensor of the
+// bucket shares (in place, such a tensor would be reduced twice, the second time the mean of
+// equal means: a call more, and a rounding).
+bool reducedInPlace(const Tensor *t, llvm::ArrayRef<Tensor *> tensors, int64_t ranks) {
+  if (tensors.size() == 1)
+    return true;
+  if (!ir::reducedInPlace(t->numBytes(), ranks))
+    return false;
+  return llvm::count_if(tensors, [&](const Tensor *u) { return u->raw() == t->raw(); }) == 1;
+}
+
 // The batch-weighted mean over the group, sum(b_i * g_i) / sum(b): each worker weights its
-// values by its share b_i / sum(b), so that the group's sum is the mean. A bucket of one tensor
-// (the all_reduce kernel's output, memory of its own) is weighted and all-reduced where it lies:
-// staging it through a buffer would only cost two more passes over its bytes. The tensors of a
-// larger bucket are gathered, weighted on the way, into `buffer` and copied back.
+// values by its share b_i / sum(b), so that the group's sum is the mean. A bucket's large tensors
+// (the all_reduce kernel's outputs, memory of their own) are weighted and all-reduced where they
+// lie, one call each; its other tensors are gathered, weighted on the way, into `buffer`, reduced
+// by one call and copied back (one alone is reduced where it lies). Every worker's bucket holds the
+// same shapes, so every worker makes the same calls in the same order.
 template <typename T>
 llvm::Error weightedMean(dist::Collective &collective, llvm::ArrayRef<Tensor *> tensors,
                          std::vector<T> &buffer, double fraction, double &inCollective) {
   const T weight = static_cast<T>(fraction);
-  if (tensors.size() == 1) {
-    T *data = tensors.front()->data<T>();
-    const auto n = static_cast<size_t>(tensors.front()->numElements());
+  auto inPlace = [&](Tensor *t) {
+    T *data = t->data<T>();
+    const auto n = static_cast<size_t>(t->numElements());
     for (size_t i = 0; i < n; ++i)
       data[i] *= weight;
     return timedAllReduce(collective, inCollective, data, n);
+  };
+  llvm::SmallVector<Tensor *, 8> staged;
+  for (Tensor *t : tensors) {
+    if (!reducedInPlace(t, tensors, collective.size()))
+      staged.push_back(t);
+    else if (auto e = inPlace(t))
+      return e;
   }
+  if (staged.empty())
+    return llvm::Error::success();
+  if (staged.size() == 1)
+    return inPlace(staged.front());
   size_t total = 0;
-  for (const Tensor *t : tensors)
+  for (const Tensor *t : staged)
     total += static_cast<size_t>(t->numElements());
   buffer.resize(total);
-  gatherWeighted(tensors, weight, buffer.data());
+  gatherWeighted<T>(staged, weight, buffer.data());
   if (auto e = timedAllReduce(collective, inCollective, buffer.data(), buffer.size()))
     return e;
-  scatter(buffer.data(), tensors);
+  scatter<T>(buffer.data(), staged);
   return llvm::Error::success();
 }
 
