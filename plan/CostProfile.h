@@ -25,10 +25,13 @@ struct KernelCost {
 };
 
 // A ring all-reduce of a bucket: latency + seconds_per_byte × the bytes each rank sends
-// (2(N−1)/N of the bucket).
+// (2(N−1)/N of the bucket), a latency per collective call; and the passes over the bucket's bytes
+// around the ring on the communication thread (weighting each worker's share in place, or
+// gathering into the staging buffer and copying back): staging_seconds_per_byte per pass.
 struct AllReduceCost {
   double latency = 0;
   double secondsPerByte = 0;
+  double stagingSecondsPerByte = 0;
 };
 
 // A parameter-server call (pull or push) on loopback: latency + bytes / bytes_per_second; and the

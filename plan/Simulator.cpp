@@ -149,25 +149,42 @@ private:
                        [](const std::string &d) { return llvm::StringRef(d).startswith("gpu:"); });
   }
 
-  // Workers on one machine (hosts of one address) share its cores: when they need more threads
-  // than it has, each runs its kernels that much slower than the profile, timed alone, says
-  // (processor sharing). Unknown cores (0) share nothing.
-  double coreSharing(size_t r) const {
+  // The machine a task runs on: its host's address (hosts of one address are one machine).
+  std::string machineOf(const std::string &task) const {
     const auto &hosts = plan_.cluster().hosts();
-    auto addressOf = [&](const std::string &task) -> std::string {
-      auto it = hostOf_.find(task);
-      return it != hostOf_.end() && it->second >= 0 && it->second < hosts.size()
-                 ? hosts[it->second].address()
-                 : task;
-    };
+    auto it = hostOf_.find(task);
+    return it != hostOf_.end() && it->second >= 0 && it->second < hosts.size()
+               ? hosts[it->second].address()
+               : task;
+  }
+
+  // The CPU workers on worker `r`'s machine (GPU workers run their kernels on their GPUs, not
+  // the machine's cores).
+  int cpuWorkersBeside(size_t r) const {
+    const std::string machine = machineOf(workers_[r]);
+    int workers = 0;
+    for (size_t w = 0; w < workers_.size(); ++w)
+      workers += !gpuWorker_[w] && machineOf(workers_[w]) == machine;
+    return workers;
+  }
+
+  // Workers on one machine share its cores: when they need more threads than it has, each runs
+  // its kernels that much slower than the profile, timed alone, says (processor sharing).
+  // Unknown cores (0) share nothing.
+  double coreSharing(size_t r) const {
     if (profile_.cores <= 0)
       return 1;
-    const std::string address = addressOf(workers_[r]);
-    int sharing = 0; // GPU workers run their kernels on their GPUs, not the machine's cores
-    for (size_t w = 0; w < workers_.size(); ++w)
-      sharing += !gpuWorker_[w] && addressOf(workers_[w]) == address;
-    const double threads = static_cast<double>(sharing) * std::max(1, profile_.threads);
+    const double threads = static_cast<double>(cpuWorkersBeside(r)) * std::max(1, profile_.threads);
     return std::max(1.0, threads / profile_.cores);
+  }
+
+  // Likewise for a CPU worker's part of a collective on loopback (the ring's hops, its wake-ups,
+  // the passes over a bucket): the profile timed two ranks on a machine of at least two cores, a
+  // core each; a machine holding more workers than cores moves its ring that much slower.
+  double communicationSharing(size_t r) const {
+    if (profile_.cores <= 0 || gpuWorker_[r])
+      return 1;
+    return std::max(1.0, static_cast<double>(cpuWorkersBeside(r)) / profile_.cores);
   }
 
   void step(const ir::Op &op) {
@@ -233,10 +250,44 @@ private:
     return 0;
   }
 
+  // The collective calls a bucket takes and the bytes of the passes the communication thread
+  // makes over it around them, as the runtime reduces it (ir::reducedInPlace): a large
+  // tensor, or a bucket's only one, is weighted where it lies (a pass) and reduced by a call of
+  // its own; the others are gathered, weighted, into one buffer, reduced by one call and copied
+  // back (two passes). A compressed bucket is gathered whole.
+  struct BucketWork {
+    int calls = 0;
+    double passBytes = 0;
+  };
+  BucketWork bucketWork(const ir::Op &op) const {
+    const bool compressed = !plan_.run().compress().empty() && op.attrs.getInt("bucket") >= 0;
+    BucketWork work;
+    double gathered = 0;
+    size_t gatheredTensors = 0;
+    for (const ir::Value *v : op.operands()) {
+      const auto bytes =
+          static_cast<double>(v->type().numElements(localBatch_) * ir::dtypeBytes(v->type().dtype));
+      if (!compressed &&
+          (op.numOperands() == 1 || ir::reducedInPlace(static_cast<int64_t>(bytes),
+                                                       static_cast<int64_t>(workers_.size())))) {
+        ++work.calls;
+        work.passBytes += bytes;
+      } else {
+        gathered += bytes;
+        ++gatheredTensors;
+      }
+    }
+    if (gatheredTensors > 0) {
+      ++work.calls;
+      work.passBytes += gatheredTensors == 1 && !compressed ? gathered : 2 * gathered;
+    }
+    return work;
+  }
+
   // A ring all-reduce: it starts when every rank produced the bucket's last gradient and the
   // stream finished the bucket before; each rank sends 2(N−1)/N of it to the next rank, in
-  // 2(N−1) steps. The profile's latency was fitted on two ranks (2 steps): N ranks take N−1
-  // times that.
+  // 2(N−1) steps, in each of the bucket's calls. The profile's latency was fitted on two ranks
+  // (2 steps): N ranks take N−1 times that per call.
   void allReduce(const ir::Op &op) {
     const size_t n = timelines_.size();
     double begin = 0;
@@ -245,7 +296,9 @@ private:
     const double ring = ringAllReduceBytes(bucketBytes(op), static_cast<int64_t>(n));
     // The ring moves at its slowest pair: a link between hosts, NVLink between two GPUs of one
     // host, or the profile's loopback rate.
-    double perByte = 0;
+    // Hops at the loopback rate, the ring's wake-ups and the passes over the bucket slow down
+    // on machines with more workers than cores (communicationSharing).
+    double perByte = 0, sharing = 1;
     for (size_t r = 0; n > 1 && r < n; ++r) {
       const size_t next = (r + 1) % n;
       const int from = hostOf_[workers_[r]], to = hostOf_[workers_[next]];
@@ -253,9 +306,15 @@ private:
       if (bandwidth > 0)
         begin = std::max({begin, links_[from].out.end(), links_[to].in.end()});
       perByte = std::max(perByte, ringSecondsPerByte(r, next));
+      sharing = std::max(sharing, communicationSharing(r));
     }
+    const BucketWork work = bucketWork(op);
     const double seconds =
-        n < 2 ? 0 : profile_.allReduce.latency * static_cast<double>(n - 1) + ring * perByte;
+        n < 2 ? 0
+              : sharing * (profile_.allReduce.latency * static_cast<double>(work.calls) *
+                               static_cast<double>(n - 1) +
+                           work.passBytes * profile_.allReduce.stagingSecondsPerByte) +
+                    ring * perByte;
     for (size_t r = 0; n > 1 && r < n; ++r) {
       const int from = hostOf_[workers_[r]], to = hostOf_[workers_[(r + 1) % n]];
       if (from != to)
@@ -275,14 +334,15 @@ private:
     }
   }
 
-  // Seconds per byte of the ring's hop from worker `r` to worker `next`.
+  // Seconds per byte of the ring's hop from worker `r` to worker `next`: a link's, NVLink's, or
+  // the profile's loopback rate as the machine's cores allow (communicationSharing).
   double ringSecondsPerByte(size_t r, size_t next) const {
     const int from = hostOf_.at(workers_[r]), to = hostOf_.at(workers_[next]);
     if (const double bandwidth = linkBandwidth(from, to); bandwidth > 0)
       return 1 / bandwidth;
     if (from == to && gpuWorker_[r] && gpuWorker_[next] && profile_.gpu.nvlinkBytesPerSecond > 0)
       return 1 / profile_.gpu.nvlinkBytesPerSecond;
-    return profile_.allReduce.secondsPerByte;
+    return profile_.allReduce.secondsPerByte * communicationSharing(r);
   }
 
   // Bytes per second between two hosts' tasks on their links; 0 when the profile's loopback

@@ -157,6 +157,38 @@ TEST(Simulator, AllReduceBucketOverlapsWithCompute) {
   EXPECT_EQ(w.bytesReceived, 32);
 }
 
+// A bucket's calls and passes, as the runtime reduces it (ir::reducedInPlace): on two workers
+// its 4 MiB tensor is weighted where it lies (a pass over 4,194,304 bytes) and reduced by a call
+// of its own, its two 32-byte tensors gathered and copied back (two passes over 64 bytes) and
+// reduced by one call. With 1 ms a call per hop, nothing per byte on the ring and 1 ms per MiB a
+// pass, that is 2 ms + 4,194,432 / 1,048,576 ms. The large tensor alone: a call and a pass, 5 ms.
+// On three workers (8 MiB a tensor for two hops) the whole bucket is gathered: a call over two
+// hops and two passes over 4,194,368 bytes; compressed, too, on two.
+TEST(Simulator, ABucketsLargeTensorsAreReducedByCallsOfTheirOwn) {
+  auto worker = program("  var big : f32[1048576] = zeros\n"
+                        "  var s : f32[8] = zeros\n"
+                        "  %big.mean, %w.mean, %s.mean = all_reduce(big, w, s, group = workers, "
+                        "bucket = 0) : f32[1048576], f32[4, 2], f32[8]\n");
+  auto alone =
+      program("  var big : f32[1048576] = zeros\n"
+              "  %big.mean = all_reduce(big, group = workers, bucket = 0) : f32[1048576]\n");
+  CostProfile profile = syntheticProfile();
+  profile.allReduce = {1 * kMs, 0, 1 * kMs / (1 << 20)};
+  auto step = [&](const Plan &plan, const ir::Module &program) {
+    auto p = simulateStep(plan, program, profile);
+    EXPECT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+    return p ? p->stepSeconds : 0.0;
+  };
+  Plan plan = makePlan(2, 0);
+  EXPECT_NEAR(step(plan, *worker), (2 + 4194432.0 / 1048576) * kMs, 1e-12);
+  EXPECT_NEAR(step(plan, *alone), 5 * kMs, 1e-12);
+  EXPECT_NEAR(step(makePlan(3, 0), *worker), (2 + 2 * 4194368.0 / 1048576) * kMs, 1e-12);
+  plan.mutable_run()->set_compress("bf16");
+  EXPECT_NEAR(step(plan, *worker), (1 + 2 * 4194368.0 / 1048576) * kMs, 1e-12);
+  // One worker holding the whole batch makes no call.
+  EXPECT_NEAR(step(makePlan(1, 0), *worker), 0, 1e-12);
+}
+
 // A slower link: hosts at 128 kbit/s (16,000 bytes/s) carry the ring's 32 bytes in 2 ms, so the
 // bucket takes 1 + 2 ms (4–7) and the relu of the mean runs 7–8.
 TEST(Simulator, ASlowerLinkDelaysTheBucket) {
@@ -239,6 +271,22 @@ TEST(Simulator, RingLatencyGrowsWithTheRanks) {
   auto worker = program(kOverlapped);
   Prediction p = simulate(makePlan(4, 0), *worker);
   EXPECT_NEAR(p.stepSeconds, 9.5 * kMs, 1e-12);
+}
+
+// Four single-threaded CPU workers on one machine of 2 cores: their kernels run at half speed
+// (the matmuls 0–4 and 4–8), and so does their ring on loopback, timed with a core per rank:
+// 2 × (3 × 1 ms + 1.5 ms) = 9 ms, 8–17; the relu of the mean 17–19. On 4 cores, as above: 9.5 ms.
+TEST(Simulator, RanksSharingAMachinesCoresSlowTheRing) {
+  auto worker = program(kOverlapped);
+  auto step = [&](int cores) {
+    CostProfile profile = syntheticProfile();
+    profile.cores = cores;
+    auto p = simulateStep(makePlan(4, 0), *worker, profile);
+    EXPECT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+    return p ? p->stepSeconds : 0.0;
+  };
+  EXPECT_NEAR(step(2), 19 * kMs, 1e-12);
+  EXPECT_NEAR(step(4), 9.5 * kMs, 1e-12);
 }
 
 // A link's direction takes a transfer in its first free time, not behind the ones placed before
@@ -385,6 +433,10 @@ TEST(CostProfile, RoundTripsThroughJson) {
   EXPECT_EQ(read->kernel("relu").latency, 1 * kMs);
   EXPECT_EQ(read->allReduce.secondsPerByte, p.allReduce.secondsPerByte);
   EXPECT_EQ(read->ps.bytesPerSecond, p.ps.bytesPerSecond);
+  p.allReduce.stagingSecondsPerByte = 3e-10;
+  read = parseProfile(profileToJson(p), "p.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->allReduce.stagingSecondsPerByte, 3e-10);
   EXPECT_EQ(read->cores, 0);
   p.cores = 16;
   read = parseProfile(profileToJson(p), "p.json");
@@ -447,7 +499,21 @@ TEST(CostProfile, ErrorsNameTheFileAndTheField) {
   e = errorOf(gpu.replace(at, nvlink.size(), "\"nvlink\""));
   EXPECT_NE(e.find("bad.json: field 'gpu.nvlink_bytes_per_second': missing"), std::string::npos)
       << e;
+  e = errorOf(replaced("\"staging_seconds_per_byte\": 0.0", "\"staging_seconds_per_byte\": []"));
+  EXPECT_NE(e.find("'all_reduce.staging_seconds_per_byte'"), std::string::npos) << e;
   EXPECT_NE(errorOf("{"), "no error");
+}
+
+// A profile written before the staging pass was measured has the built-in figure.
+TEST(CostProfile, StagingIsOptional) {
+  std::string text = profileToJson(syntheticProfile());
+  const std::string field = ",\n    \"staging_seconds_per_byte\": 0.0";
+  size_t at = text.find(field);
+  ASSERT_NE(at, std::string::npos) << text;
+  auto read = parseProfile(text.erase(at, field.size()), "old.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->allReduce.stagingSecondsPerByte,
+            defaultProfile().allReduce.stagingSecondsPerByte);
 }
 
 TEST(CostProfile, DefaultIsUsable) {

@@ -9,7 +9,7 @@ trap 'rm -rf "$work"' EXIT
 # shellcheck source=../job/expect-error.sh
 source "$(dirname "$0")/../job/expect-error.sh"
 "$prism" partition "$models/mlp.prism" --cluster local:2 --strategy allreduce --batch 32 \
-  -o "$work/plan.pb" >/dev/null
+  --profile "$(dirname "$0")/synthetic-profile.json" -o "$work/plan.pb" >/dev/null
 sed 's/"seconds_per_byte": 1e-09/"seconds_per_byte": "fast"/' \
   "$(dirname "$0")/synthetic-profile.json" >"$work/bad.json"
 expect_error "$work/bad.json: field 'all_reduce.seconds_per_byte'" \
