@@ -295,9 +295,9 @@ private:
       begin = std::max({begin, t.communicate, readyOf(t, op)});
     const double ring = ringAllReduceBytes(bucketBytes(op), static_cast<int64_t>(n));
     // The ring moves at its slowest pair: a link between hosts, NVLink between two GPUs of one
-    // host, or the profile's loopback rate.
-    // Hops at the loopback rate, the ring's wake-ups and the passes over the bucket slow down
-    // on machines with more workers than cores (communicationSharing).
+    // host, or the profile's loopback rate. Hops at the loopback rate, the ring's wake-ups and
+    // the passes over the bucket slow down on machines with more workers than cores
+    // (communicationSharing).
     double perByte = 0, sharing = 1;
     for (size_t r = 0; n > 1 && r < n; ++r) {
       const size_t next = (r + 1) % n;
