@@ -296,6 +296,8 @@ std::string Cluster::describe() const {
     text += "  " + host.name + " " + host.address + " [" + llvm::join(devices, ", ") + "]";
     if (host.bandwidthBitsPerSec != 0)
       text += " " + formatBandwidth(host.bandwidthBitsPerSec);
+    if (!host.machine.empty())
+      text += " on machine " + host.machine;
     text += ":";
     for (const Task *task : tasksOnHost(static_cast<int>(h)))
       text += " " + task->name + "@" + std::to_string(task->port);

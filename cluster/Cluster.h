@@ -43,11 +43,17 @@ struct Host {
   int psTasks = 0;
   uint64_t bandwidthBitsPerSec = 0; // 0 = unknown
   int basePort = 0;                 // first port of this host's tasks; 0 = assigned per address
+  // The machine the host runs on, when hosts of different addresses share one (network
+  // namespaces, containers): they share its cores. Empty: its address names it.
+  std::string machine;
+
+  // The machine's name: `machine`, else the address (hosts of one address are one machine).
+  const std::string &machineName() const { return machine.empty() ? address : machine; }
 
   friend bool operator==(const Host &a, const Host &b) {
     return a.name == b.name && a.address == b.address && a.devices == b.devices &&
            a.psTasks == b.psTasks && a.bandwidthBitsPerSec == b.bandwidthBitsPerSec &&
-           a.basePort == b.basePort;
+           a.basePort == b.basePort && a.machine == b.machine;
   }
 };
 

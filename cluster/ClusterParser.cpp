@@ -17,7 +17,8 @@ namespace prism::cluster {
 namespace {
 
 constexpr llvm::StringLiteral kShorthandSource = "<cluster>";
-constexpr llvm::StringLiteral kHostKeys = "name, address, devices, ps, bandwidth, base_port";
+constexpr llvm::StringLiteral kHostKeys =
+    "name, address, devices, ps, bandwidth, base_port, machine";
 constexpr llvm::StringLiteral kBandwidthForms =
     "expected bits/s, or a number with a unit bit, kbit, mbit, gbit or tbit, such as 10gbit";
 constexpr llvm::StringLiteral kAddressForms =
@@ -156,6 +157,11 @@ public:
     for (Host &host : spec.hosts)
       if (host.bandwidthBitsPerSec == 0)
         host.bandwidthBitsPerSec = networkBandwidth;
+    // A host that names no machine is on the one its address's other hosts name, if any.
+    for (Host &host : spec.hosts)
+      for (const Host &other : spec.hosts)
+        if (host.machine.empty() && other.address == host.address)
+          host.machine = other.machine;
     return spec;
   }
 
@@ -271,7 +277,7 @@ private:
 
     Host host;
     std::optional<int> ps;
-    ir::SourceLoc basePortLoc;
+    ir::SourceLoc basePortLoc, machineLoc;
     bool hasName = false, hasAddress = false, hasDevices = false;
     std::set<std::string> seen;
     for (const auto &entry : node) {
@@ -326,6 +332,15 @@ private:
           return port.takeError();
         host.basePort = *port;
         basePortLoc = loc;
+      } else if (*key == "machine") {
+        auto machine = scalar(value, loc, "'machine' of " + label);
+        if (!machine)
+          return machine.takeError();
+        if (!isGoodHostName(*machine))
+          return error(loc, "bad machine name '" + *machine + "' in " + label +
+                                " (use letters, digits, '.', '_' and '-')");
+        host.machine = *machine;
+        machineLoc = loc;
       } else {
         return error(keyLoc,
                      "unknown key '" + *key + "' in " + label + " (expected " + kHostKeys + ")");
@@ -337,6 +352,13 @@ private:
       return error(hostLoc, label + " has no 'address'");
     if (!hasDevices)
       host.devices.push_back(Device{DeviceKind::Cpu, 0});
+    // Hosts of one address are one machine: where two of them name it, the names agree.
+    for (const Host &other : spec.hosts)
+      if (other.address == host.address && !other.machine.empty() && !host.machine.empty() &&
+          other.machine != host.machine)
+        return error(machineLoc, "machine '" + host.machine + "' of " + label +
+                                     " differs from machine '" + other.machine + "' of host '" +
+                                     other.name + "' at the same address " + host.address);
     spec.hosts.push_back(std::move(host));
     spec.hostLocations.push_back(hostLoc);
     spec.basePortLocations.push_back(basePortLoc);

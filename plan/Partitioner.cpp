@@ -314,6 +314,7 @@ void fillCluster(const cluster::Cluster &cluster, Cluster &out) {
     for (const cluster::Device &d : host.devices)
       h->add_devices(d.str());
     h->set_bandwidth_bits_per_sec(host.bandwidthBitsPerSec);
+    h->set_machine(host.machine);
   }
   for (const cluster::Task &task : cluster.tasks) {
     Task *t = out.add_tasks();

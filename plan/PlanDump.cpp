@@ -512,7 +512,10 @@ void printHeader(const Plan &plan, llvm::raw_ostream &os) {
   header.add({"cluster", count(roles["worker"], "worker", "workers") + ", " +
                              count(roles["ps"], "parameter server", "parameter servers") + ", " +
                              count(roles["coordinator"], "coordinator", "coordinators") + " on " +
-                             count(plan.cluster().hosts_size(), "host", "hosts")});
+                             count(plan.cluster().hosts_size(), "host", "hosts") +
+                             (countMachines(plan) < plan.cluster().hosts_size()
+                                  ? " of " + count(countMachines(plan), "machine", "machines")
+                                  : "")});
   std::string batch = std::to_string(plan.run().global_batch()) + " global, " +
                       std::to_string(perWorker) + " per worker";
   if (plan.run().accumulate() > 1) {
@@ -861,7 +864,8 @@ std::string printJson(PlanView &view, const TaskView *only) {
       hosts.push_back({{"name", h.name()},
                        {"address", h.address()},
                        {"devices", list(h.devices())},
-                       {"bandwidth_bits_per_sec", h.bandwidth_bits_per_sec()}});
+                       {"bandwidth_bits_per_sec", h.bandwidth_bits_per_sec()},
+                       {"machine", machineOf(h)}});
   Json variables = Json::array();
   for (const Variable &v : plan.variables())
     if (!only || only->variables.count(v.name()))
@@ -995,6 +999,8 @@ void printDotHosts(const PlanView &view, const DotScope &scope, llvm::raw_ostrea
     std::string label = host.name() + "\n" + host.address();
     if (host.bandwidth_bits_per_sec())
       label += ", " + cluster::formatBandwidth(host.bandwidth_bits_per_sec());
+    if (!host.machine().empty())
+      label += "\nmachine " + host.machine();
     std::string body;
     for (const TaskView &t : view.tasks)
       if (t.task->host() == h && scope.shown.count(t.task->name()))

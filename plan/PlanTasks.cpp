@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <set>
 
 namespace prism::plan {
 
@@ -44,6 +45,23 @@ std::vector<std::string> taskGpus(const Task &task) {
     if (llvm::StringRef(device).startswith("gpu:"))
       gpus.push_back(device);
   return gpus;
+}
+
+const std::string &machineOf(const Host &host) {
+  return host.machine().empty() ? host.address() : host.machine();
+}
+
+std::string machineOfTask(const Plan &plan, const Task &task) {
+  const auto &hosts = plan.cluster().hosts();
+  return task.host() >= 0 && task.host() < hosts.size() ? machineOf(hosts[task.host()])
+                                                        : task.name();
+}
+
+int countMachines(const Plan &plan) {
+  std::set<std::string> machines;
+  for (const Host &host : plan.cluster().hosts())
+    machines.insert(machineOf(host));
+  return static_cast<int>(machines.size());
 }
 
 } // namespace prism::plan

@@ -1,5 +1,6 @@
 // Questions about a plan's tasks that the runtime and the tools ask: find one, count a role,
-// whether the job stays on loopback, the job's token, a task's name as a file name, its GPUs.
+// whether the job stays on loopback, the job's token, a task's name as a file name, its GPUs,
+// the machine it runs on.
 #pragma once
 
 #include <string>
@@ -22,5 +23,12 @@ std::string jobToken(const Plan &plan);
 std::string taskFileName(llvm::StringRef task);
 // A task's GPUs: its `gpu:N` devices, in order (empty for a task on CPUs).
 std::vector<std::string> taskGpus(const Task &task);
+// The machine a host runs on: its `machine`, else its address (hosts of one address are one
+// machine); hosts of one machine share its cores.
+const std::string &machineOf(const Host &host);
+// The machine of a task's host; the task's own name when its host is not in the plan.
+std::string machineOfTask(const Plan &plan, const Task &task);
+// How many machines the plan's hosts are on.
+int countMachines(const Plan &plan);
 
 } // namespace prism::plan

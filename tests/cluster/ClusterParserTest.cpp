@@ -80,6 +80,21 @@ TEST(ClusterParserTest, ReadsPortsBandwidthsAndLocalhost) {
   EXPECT_EQ(spec.hosts[2].basePort, 7001);
 }
 
+TEST(ClusterParserTest, HostsOfOneAddressShareTheMachineOneOfThemNames) {
+  ClusterSpec spec = parseOrDie(parseClusterYaml("hosts:\n"
+                                                 "  - {name: a, address: 10.0.0.1, machine: box}\n"
+                                                 "  - {name: b, address: 10.0.0.2, machine: box}\n"
+                                                 "  - {name: c, address: 10.0.0.1}\n"
+                                                 "  - {name: d, address: 10.0.0.3}\n",
+                                                 "c.yaml"));
+  ASSERT_EQ(spec.hosts.size(), 4u);
+  EXPECT_EQ(spec.hosts[0].machineName(), "box");
+  EXPECT_EQ(spec.hosts[1].machineName(), "box");
+  EXPECT_EQ(spec.hosts[2].machine, "box"); // a's address
+  EXPECT_EQ(spec.hosts[3].machine, "");
+  EXPECT_EQ(spec.hosts[3].machineName(), "10.0.0.3");
+}
+
 TEST(ClusterParserTest, JsonAndYamlDescribeTheSameHosts) {
   ClusterSpec yaml = parseOrDie(readClusterFile(inputPath("two_hosts.yaml")));
   ClusterSpec json = parseOrDie(readClusterFile(inputPath("two_hosts.json")));
@@ -195,7 +210,7 @@ TEST(ClusterParserTest, ParsesDevicesAndBandwidths) {
 TEST(ClusterParserErrorTest, UnknownKeys) {
   EXPECT_EQ(yamlError(std::string(kHostsHeader) + "    devics: [cpu:0]\n"),
             "bad.yaml:4:5: error: unknown key 'devics' in host 'h0' (expected name, address, "
-            "devices, ps, bandwidth, base_port)");
+            "devices, ps, bandwidth, base_port, machine)");
   EXPECT_EQ(yamlError(std::string(kHostsHeader) + "hots: 1\n"),
             "bad.yaml:4:1: error: unknown key 'hots' at the top level (expected hosts, network, "
             "port)");
@@ -221,7 +236,18 @@ TEST(ClusterParserErrorTest, HostNames) {
             "bad.yaml:2:11: error: 'name' of host #1 must be a single value, not a list");
   EXPECT_EQ(yamlError("hosts:\n  - h0\n"),
             "bad.yaml:2:5: error: host #1 must be a map with keys name, address, devices, ps, "
-            "bandwidth, base_port");
+            "bandwidth, base_port, machine");
+}
+
+TEST(ClusterParserErrorTest, Machines) {
+  EXPECT_EQ(yamlError("hosts:\n  - {name: h0, address: 127.0.0.2, machine: a b}\n"),
+            "bad.yaml:2:45: error: bad machine name 'a b' in host 'h0' (use letters, digits, '.', "
+            "'_' and '-')");
+  EXPECT_EQ(yamlError("hosts:\n"
+                      "  - {name: h0, address: 10.0.0.1, machine: m1}\n"
+                      "  - {name: h1, address: 10.0.0.1, machine: m2}\n"),
+            "bad.yaml:3:44: error: machine 'm2' of host 'h1' differs from machine 'm1' of host "
+            "'h0' at the same address 10.0.0.1");
 }
 
 TEST(ClusterParserErrorTest, Devices) {
@@ -320,7 +346,7 @@ TEST(ClusterParserErrorTest, JsonMistakesAreLocatedLikeYamlOnes) {
   EXPECT_EQ(errorOf(parseClusterJson("{\"hosts\":[{\"name\":\"h0\",\"adress\":\"127.0.0.2\"}]}",
                                      "c.json")),
             "c.json:1:24: error: unknown key 'adress' in host 'h0' (expected name, address, "
-            "devices, ps, bandwidth, base_port)");
+            "devices, ps, bandwidth, base_port, machine)");
 }
 
 TEST(ClusterParserErrorTest, ResourceInfo) {

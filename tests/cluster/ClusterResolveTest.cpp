@@ -242,7 +242,7 @@ TEST(ClusterResolveTest, PortsRunningOut) {
   // 58534 parameter servers.
   ClusterSpec crowded;
   crowded.source = "built";
-  crowded.hosts.push_back(Host{"h0", "127.0.0.1", {Device{}}, 58535, 0, 0});
+  crowded.hosts.push_back(Host{"h0", "127.0.0.1", {Device{}}, 58535, 0, 0, ""});
   auto cluster = Cluster::resolve(crowded, Replication::InGraph);
   ASSERT_FALSE(bool(cluster));
   EXPECT_EQ(llvm::toString(cluster.takeError()),
@@ -259,7 +259,7 @@ TEST(ClusterResolveTest, RefusesSpecsBuiltWithoutHostsOrDevices) {
 
   ClusterSpec deviceless;
   deviceless.source = "built";
-  deviceless.hosts.push_back(Host{"h0", "127.0.0.1", {}, 0, 0, 0});
+  deviceless.hosts.push_back(Host{"h0", "127.0.0.1", {}, 0, 0, 0, ""});
   auto noDevice = Cluster::resolve(deviceless, Replication::InGraph);
   ASSERT_FALSE(bool(noDevice));
   EXPECT_EQ(llvm::toString(noDevice.takeError()), "built: error: host 'h0' has no worker device");

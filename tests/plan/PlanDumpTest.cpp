@@ -452,6 +452,23 @@ TEST(PlanDumpTest, DotRendersWithAClusterPerHost) {
   EXPECT_TRUE(renders(one, why)) << why << "\n" << one;
 }
 
+// Hosts of two addresses on one machine (network namespaces): the header counts the machine,
+// JSON gives each host's machine (its address when the cluster names none), DOT labels it.
+TEST(PlanDumpTest, HostsSharingAMachineSayIt) {
+  Plan plan = samplePlan();
+  nlohmann::json before = nlohmann::json::parse(dump(plan, DumpFormat::Json));
+  EXPECT_EQ(before["hosts"][1]["machine"], "10.0.0.2");
+  EXPECT_EQ(dump(plan, DumpFormat::Text).find(" machine"), std::string::npos);
+  for (Host &host : *plan.mutable_cluster()->mutable_hosts())
+    host.set_machine("box");
+  std::string text = dump(plan, DumpFormat::Text);
+  EXPECT_NE(text.find("on 2 hosts of 1 machine\n"), std::string::npos) << text;
+  nlohmann::json j = nlohmann::json::parse(dump(plan, DumpFormat::Json));
+  EXPECT_EQ(j["hosts"][0]["machine"], "box");
+  EXPECT_EQ(j["hosts"][1]["machine"], "box");
+  EXPECT_NE(dump(plan, DumpFormat::Dot).find("machine box"), std::string::npos);
+}
+
 TEST(PlanDumpTest, JobTokenAppearsInNoOutput) {
   Plan plan = samplePlan();
   for (DumpFormat format : {DumpFormat::Text, DumpFormat::Json, DumpFormat::Dot})
