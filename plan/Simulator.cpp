@@ -5,6 +5,7 @@
 #include "plan/Simulator.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <unordered_map>
 
@@ -12,6 +13,7 @@
 #include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
 #include "plan/CommunicationCost.h"
+#include "plan/PlanTasks.h"
 #include "plan/PlanVariables.h"
 #include "plan/PlanVerifier.h"
 #include "plan/Synchronization.h"
@@ -52,6 +54,20 @@ public:
       occupy(from, gapEnd);
       from = gapEnd;
     }
+  }
+  // Where fill() would end, leaving it as it is.
+  double endOfFill(double from, double seconds) const {
+    if (seconds <= 0)
+      return from;
+    auto next = busy_.upper_bound(from);
+    if (next != busy_.begin() && std::prev(next)->second > from)
+      from = std::prev(next)->second;
+    while (next != busy_.end() && next->first - from < seconds) {
+      seconds -= std::max(0.0, next->first - from);
+      from = std::max(from, next->second);
+      ++next;
+    }
+    return from + seconds;
   }
   // When it is free for good.
   double end() const { return busy_.empty() ? 0 : busy_.rbegin()->second; }
@@ -103,6 +119,7 @@ public:
       variables_[v.name()] = &v;
     for (const Task &task : plan.cluster().tasks()) {
       hostOf_[task.name()] = task.host();
+      machineOf_[task.name()] = machineOfTask(plan, task);
       if (task.role() == "worker") {
         workers_.push_back(task.name());
         gpuWorker_.push_back(onGpu(task));
@@ -118,6 +135,8 @@ public:
         link.bytesPerSecond = static_cast<double>(host.bandwidth_bits_per_sec()) / 8;
       links_.push_back(link);
     }
+    for (size_t w = 0; w < workers_.size(); ++w)
+      cpuWorkersOn_[machineOf(workers_[w])] += !gpuWorker_[w];
     const int64_t n = std::max<int64_t>(1, static_cast<int64_t>(workers_.size()));
     localBatch_ = ceilDiv(plan.run().global_batch(), n);
     towerBatch_ = ceilDiv(localBatch_, std::max(1, plan.run().towers_per_worker()));
@@ -149,24 +168,29 @@ private:
                        [](const std::string &d) { return llvm::StringRef(d).startswith("gpu:"); });
   }
 
-  // The machine a task runs on: its host's address (hosts of one address are one machine).
-  std::string machineOf(const std::string &task) const {
-    const auto &hosts = plan_.cluster().hosts();
-    auto it = hostOf_.find(task);
-    return it != hostOf_.end() && it->second >= 0 && it->second < hosts.size()
-               ? hosts[it->second].address()
-               : task;
+  // The machine a task runs on (hosts of one machine share its cores).
+  const std::string &machineOf(const std::string &task) const { return machineOf_.at(task); }
+
+  // A machine's cores as the PS calls' CPU work finds them: a call's part runs on the core that
+  // frees first. Unknown cores (0) are as many as the calls need.
+  double onCores(const std::string &task, double from, double seconds) {
+    if (profile_.cores <= 0)
+      return from + seconds;
+    std::vector<Direction> &cores = cores_[machineOf(task)];
+    cores.resize(static_cast<size_t>(profile_.cores));
+    Direction *first = &cores.front();
+    double end = std::numeric_limits<double>::infinity();
+    for (Direction &core : cores)
+      if (const double e = core.endOfFill(from, seconds); e < end) {
+        end = e;
+        first = &core;
+      }
+    return first->fill(from, seconds);
   }
 
   // The CPU workers on worker `r`'s machine (GPU workers run their kernels on their GPUs, not
   // the machine's cores).
-  int cpuWorkersBeside(size_t r) const {
-    const std::string machine = machineOf(workers_[r]);
-    int workers = 0;
-    for (size_t w = 0; w < workers_.size(); ++w)
-      workers += !gpuWorker_[w] && machineOf(workers_[w]) == machine;
-    return workers;
-  }
+  int cpuWorkersBeside(size_t r) const { return cpuWorkersOn_.at(machineOf(workers_[r])); }
 
   // Workers on one machine share its cores: when they need more threads than it has, each runs
   // its kernels that much slower than the profile, timed alone, says (processor sharing).
@@ -428,6 +452,14 @@ private:
     }
   }
 
+  // A PS call's CPU work on one side, half its calibrated latency (measured between two tasks of
+  // an idle machine, the caller's and the server's parts one after the other), on the cores of
+  // `task`'s machine from `from`; returns when it is done. A call costs its latency on machines
+  // with cores to spare, and more where the calls of the tasks beside it take their cores.
+  double callWork(const std::string &task, double from) {
+    return onCores(task, from, profile_.ps.latency / 2);
+  }
+
   // A pull is a call the worker waits for (its shards' tasks answer in parallel); the step's
   // whole variables come in the call of its first such pull. A push only records the gradient,
   // which the step's one push call sends at the end.
@@ -453,8 +485,9 @@ private:
     double moved = 0;
     for (const auto &[task, traffic] : byTask) {
       const double request =
-          message(t.prediction.task, task, begin + profile_.ps.latency, traffic.toPs);
-      end = std::max(end, message(task, t.prediction.task, request, traffic.fromPs));
+          message(t.prediction.task, task, callWork(t.prediction.task, begin), traffic.toPs);
+      end =
+          std::max(end, message(task, t.prediction.task, callWork(task, request), traffic.fromPs));
       t.prediction.bytesSent += traffic.toPs;
       t.prediction.bytesReceived += traffic.fromPs;
       moved += traffic.toPs + traffic.fromPs;
@@ -477,7 +510,8 @@ private:
       const double begin = std::max(t.compute, t.communicate);
       double end = begin;
       for (const auto &[task, bytes] : t.pushBytes) {
-        const double arrival = message(t.prediction.task, task, begin + profile_.ps.latency, bytes);
+        const double arrival = callWork(
+            task, message(t.prediction.task, task, callWork(t.prediction.task, begin), bytes));
         arrivals[task].emplace_back(arrival, bytes);
         end = std::max(end, arrival);
         t.prediction.bytesSent += bytes;
@@ -517,8 +551,9 @@ private:
     const double seconds = profile_.ps.applyLatency + bytes * profile_.ps.applySecondsPerByte +
                            (kernels != updateKernels_.end() ? kernels->second : 0);
     p.computeSeconds += seconds;
-    span(p.task, "apply", "apply step 0", "ps_apply", begin, begin + seconds);
-    return begin + seconds;
+    const double end = onCores(p.task, begin, seconds);
+    span(p.task, "apply", "apply step 0", "ps_apply", end - seconds, end);
+    return end;
   }
 
   Prediction predict() {
@@ -557,6 +592,9 @@ private:
   int resultSlot_ = 0;            // its first result's (the others follow)
   llvm::StringMap<const Variable *> variables_;
   std::map<std::string, int> hostOf_;
+  std::map<std::string, std::string> machineOf_;        // by task
+  std::map<std::string, int> cpuWorkersOn_;             // by machine
+  std::map<std::string, std::vector<Direction>> cores_; // by machine: PS calls' CPU work
   std::map<std::string, TableEstimate> rowsOf_;
   std::vector<std::string> stepPullNames_;        // what the step pulls whole, in order
   std::map<std::string, ShardTraffic> stepPulls_; // by PS task: its call's bytes

@@ -2,6 +2,8 @@
 // worked out by hand from the profile's figures.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "frontends/text/Parser.h"
 #include "plan/CostProfile.h"
 #include "plan/Simulator.h"
@@ -108,9 +110,10 @@ TEST(Simulator, ComputeOnlyIsTheSumOfTheKernels) {
   EXPECT_NEAR(task(p, "worker:0").idleSeconds, 0, 1e-12);
 }
 
-// Two workers of 2 threads on one 2-core machine (both hosts on 127.0.0.1) need 4 threads: each
-// runs its kernels at half the speed the profile measured alone, 6 ms instead of 3. With 4
-// cores, on machines of their own, or with cores unknown, they do not slow down.
+// Two workers of 2 threads on one 2-core machine (both hosts on 127.0.0.1, or hosts of two
+// addresses that name one `machine`) need 4 threads: each runs its kernels at half the speed the
+// profile measured alone, 6 ms instead of 3. With 4 cores, on machines of their own, or with
+// cores unknown, they do not slow down.
 TEST(Simulator, WorkersOnOneMachineShareItsCores) {
   auto worker = program("  %logits = matmul(x, w) : f32[B, 2]\n"
                         "  %loss = softmax_cross_entropy(%logits, y) : f32[]\n");
@@ -125,6 +128,10 @@ TEST(Simulator, WorkersOnOneMachineShareItsCores) {
   EXPECT_NEAR(step(makePlan(2, 0), 2), 6 * kMs, 1e-12);
   EXPECT_NEAR(step(makePlan(2, 0), 4), 3 * kMs, 1e-12);
   EXPECT_NEAR(step(makePlan(2, 0, 1000000), 2), 3 * kMs, 1e-12); // 10.0.0.1 and 10.0.0.2
+  Plan namespaces = makePlan(2, 0, 1000000); // 10.0.0.1 and 10.0.0.2 on one machine
+  for (Host &host : *namespaces.mutable_cluster()->mutable_hosts())
+    host.set_machine("box");
+  EXPECT_NEAR(step(namespaces, 2), 6 * kMs, 1e-12);
   EXPECT_NEAR(step(makePlan(2, 0), 0), 3 * kMs, 1e-12);
   EXPECT_NEAR(step(makePlan(1, 0), 2), 3 * kMs, 1e-12);
 }
@@ -334,6 +341,46 @@ TEST(Simulator, PsPullAndPushAreCallsAndTheUpdateFollows) {
   const TaskPrediction &server = task(p, "ps:0");
   EXPECT_NEAR(server.computeSeconds, 1 * kMs, 1e-12);
   EXPECT_EQ(server.bytesReceived, 32);
+}
+
+// Two workers and their server on three hosts (10.0.0.1–3) over 1 Gbit links (32 bytes in
+// 0.256 µs). A pull's CPU work, half the 1 ms latency at the worker and half at the server, runs
+// on a core of its side's machine. On one machine of one core ("box") the two pulls take it in
+// turn: worker 0's 0–1 ms, worker 1's 1–2. On machines of their own of a core each, only the
+// server's halves queue: worker 1's ends at 1.5. With cores unknown both take 1 ms, worker 1's
+// answer leaving h2 after worker 0's.
+TEST(Simulator, PsCallsShareTheCoresOfTheirMachine) {
+  auto worker = program("  %w.pulled = ps_pull(w) : f32[4, 2]\n");
+  auto pulls = [&](bool oneMachine, int cores) {
+    Plan plan = makePlan(2, 1, 1000000000);
+    Host *server = plan.mutable_cluster()->add_hosts();
+    server->set_name("h2");
+    server->set_address("10.0.0.3");
+    server->set_bandwidth_bits_per_sec(1000000000);
+    for (Task &t : *plan.mutable_cluster()->mutable_tasks())
+      if (t.role() == "ps")
+        t.set_host(2);
+    if (oneMachine)
+      for (Host &host : *plan.mutable_cluster()->mutable_hosts())
+        host.set_machine("box");
+    CostProfile profile = syntheticProfile();
+    profile.cores = cores;
+    auto p = simulateStep(plan, *worker, profile);
+    EXPECT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+    return p ? std::make_pair(task(*p, "worker:0").communicationSeconds,
+                              task(*p, "worker:1").communicationSeconds)
+             : std::make_pair(0.0, 0.0);
+  };
+  constexpr double kWire = 32 * 8 / 1e9;
+  auto [first, second] = pulls(true, 1);
+  EXPECT_NEAR(first, 1 * kMs + kWire, 1e-12);
+  EXPECT_NEAR(second, 2 * kMs + kWire, 1e-12);
+  std::tie(first, second) = pulls(false, 1);
+  EXPECT_NEAR(first, 1 * kMs + kWire, 1e-12);
+  EXPECT_NEAR(second, 1.5 * kMs + kWire, 1e-12);
+  std::tie(first, second) = pulls(true, 0);
+  EXPECT_NEAR(first, 1 * kMs + kWire, 1e-12);
+  EXPECT_NEAR(second, 1 * kMs + 2 * kWire, 1e-12);
 }
 
 // The step pulls w (32 bytes) and v (16 bytes) whole in one call at its first pull, as the
