@@ -1,19 +1,20 @@
 #!/usr/bin/python3
 """Automatic choices against hand-picked plans: each model on 4 hosts (network namespaces from
-tests/netns/hosts.sh, root only) over 1 Gbit links, a worker (1 thread) and a parameter server per
-host, compiled with every strategy x partitions {1, 2, 4} (bucket 25 MiB; a server holds one
-row range of a table, so 4 servers take at most 4), with today's
-default of before (hybrid, partitions by size, 25 MiB) and with the automatic choices
-(`--strategy auto --partitions auto --bucket-mb auto`, the defaults), then trained; plans that
-place every variable and bucket alike are run once. Also the search's own cost: `prism partition`
-at 64 workers with `--partitions auto` against a fixed count. Prints markdown tables for
-BENCHMARKS.md (commands and progress on stderr).
+tests/netns/hosts.sh, root only, a tbf bucket of --burst; the cluster file says they share one
+machine) over 1 Gbit links, a worker (1 thread) and a parameter server per host, compiled with
+every strategy x partitions {1, 2, 4} (bucket 25 MiB; a server holds one row range of a table,
+so 4 servers take at most 4), with the default of before (hybrid, partitions by size, 25 MiB) and
+with the automatic choices (`--strategy auto --partitions auto --bucket-mb auto`, the defaults),
+then trained; plans that place every variable and bucket alike are run once. Also the search's
+own cost: `prism partition` at 64 workers with `--partitions auto` against a fixed count. Prints
+markdown tables for BENCHMARKS.md (commands and progress on stderr).
 
 The automatic choices predict with --profile, or a profile this script measures first with
 `prism calibrate -o` (on this machine; the cluster file gives the links' bandwidth).
 
 Usage: bench/auto/run.py [--prism build/tools/prism] [--models embedding_classifier,mlp]
-                         [--steps N] [--repeat R] [--batch B] [--rate 1gbit] [--profile P]
+                         [--steps N] [--repeat R] [--batch B] [--rate 1gbit] [--burst 64kb]
+                         [--profile P]
 """
 import argparse
 import json
@@ -94,8 +95,8 @@ def report_model(a, name, runs, alias, decisions):
     rate = lambda label: median[alias.get(label, label)]  # noqa: E731
     hand = [l for l, _ in configs() if l not in ("auto", "default of before (hybrid, by size)")]
     best = max(hand, key=rate)
-    print(f"### {name} on {HOSTS} hosts over {a.rate} links, a worker (1 thread) and a PS per "
-          f"host; global batch {a.batch}; {a.steps} steps per run, first {a.warmup} left out, "
+    print(f"### {name} on {HOSTS} hosts of one machine over {a.rate} links (tbf bucket "
+          f"{a.burst}), a worker (1 thread) and a PS per host; global batch {a.batch}; {a.steps} steps per run, first {a.warmup} left out, "
           f"{a.repeat} runs per plan\n")
     print(f"Automatic choices: {chosen_text(decisions)}.\n")
     print("| plan | samples/s (median) | spread | vs best hand-picked | step ms measured | "
@@ -159,6 +160,10 @@ def main():
     p.add_argument("--warmup", type=int, default=5, help="steps left out of samples/s")
     p.add_argument("--batch", type=int, default=256, help="global batch (default 256)")
     p.add_argument("--rate", default="1gbit", help="link rate (tc tbf)")
+    p.add_argument("--burst", default="64kb",
+                   help="tc tbf's bucket (default 64kb: 0.5 ms at 1 Gbit, as a real link's "
+                        "queue lets a step's messages through at the rate; hosts.sh's 512kb "
+                        "lets most of them through at the veth's speed)")
     p.add_argument("--profile", default="", help="cost profile (default: measured first)")
     p.add_argument("--netns-prefix", default=os.environ.get("PRISM_NETNS_PREFIX", "prism-auto-"))
     p.add_argument("--timeout", type=int, default=1200, help="seconds per command")
@@ -176,9 +181,10 @@ def main():
             if not profile:
                 profile = os.path.join(tmp, "profile.json")
                 common.run([a.prism, "calibrate", "-o", profile], timeout=1200)
-            with common.Hosts(HOSTS, a.rate, a.netns_prefix) as hosts:
+            with common.Hosts(HOSTS, a.rate, a.netns_prefix, a.burst) as hosts:
                 cluster = os.path.join(tmp, "cluster.yaml")
-                common.cluster_yaml(hosts, set(range(hosts.n)), cluster)  # a PS per host
+                # A PS per host; the hosts share this machine's cores.
+                common.cluster_yaml(hosts, set(range(hosts.n)), cluster, machine="this-machine")
                 for name in a.models.split(","):
                     report_model(a, name, *bench_model(a, name, cluster, profile, hosts, tmp))
     except common.Failed as e:

@@ -215,9 +215,11 @@ def loopback(a, tmp):
 class Hosts:
     """tests/netns/hosts.sh up/down, always brought down."""
 
-    def __init__(self, n, rate, prefix):
+    def __init__(self, n, rate, prefix, burst=None):
         self.n, self.rate = n, rate
         self.env = dict(ENV, PRISM_NETNS_PREFIX=prefix)
+        if burst:  # tc tbf's bucket (hosts.sh's default otherwise)
+            self.env["PRISM_NETNS_BURST"] = burst
         self.prefix = prefix
         self.up = False
 
@@ -257,11 +259,14 @@ def a_subnet():
     return os.environ.get("PRISM_NETNS_SUBNET", "10.77.0")
 
 
-def cluster_yaml(hosts, ps_hosts, path):
+def cluster_yaml(hosts, ps_hosts, path, machine=None):
+    """The namespaces as hosts; `machine` names the one machine they all run on."""
     with open(path, "w") as f:
         f.write("hosts:\n")
         for i in range(hosts.n):
             f.write(f"  - name: h{i}\n    address: {hosts.addr(i)}\n    devices: [cpu:0]\n")
+            if machine:
+                f.write(f"    machine: {machine}\n")
             if i in ps_hosts:
                 f.write("    ps: 1\n")
         f.write(f"network: {{ bandwidth: {hosts.rate} }}\n")
