@@ -74,6 +74,19 @@ Plan makePlan(int workers, int servers, uint64_t bitsPerSecond = 0) {
   return plan;
 }
 
+// Adds a host after the workers' (hN on 10.0.0.N+1 for N hosts before it) and moves the
+// parameter servers to it.
+void moveServersToAHostOfTheirOwn(Plan &plan, uint64_t bitsPerSecond) {
+  const int index = plan.cluster().hosts_size();
+  Host *server = plan.mutable_cluster()->add_hosts();
+  server->set_name("h" + std::to_string(index));
+  server->set_address("10.0.0." + std::to_string(index + 1));
+  server->set_bandwidth_bits_per_sec(bitsPerSecond);
+  for (Task &t : *plan.mutable_cluster()->mutable_tasks())
+    if (t.role() == "ps")
+      t.set_host(index);
+}
+
 std::unique_ptr<ir::Module> program(const std::string &ops) {
   const std::string text = "model t {\n"
                            "  input x : f32[B, 4]\n"
@@ -309,13 +322,7 @@ TEST(Simulator, LinksTakeTransfersInTheirFirstFreeTime) {
                         "  %logits = matmul(%h, %w.pulled) : f32[B, 2]\n");
   Plan plan = makePlan(3, 1, 256000);
   plan.mutable_cluster()->mutable_hosts(1)->set_address("10.0.0.1");
-  Host *server = plan.mutable_cluster()->add_hosts();
-  server->set_name("h3");
-  server->set_address("10.0.0.4");
-  server->set_bandwidth_bits_per_sec(256000);
-  for (Task &t : *plan.mutable_cluster()->mutable_tasks())
-    if (t.role() == "ps")
-      t.set_host(3);
+  moveServersToAHostOfTheirOwn(plan, 256000);
   CostProfile profile = syntheticProfile();
   profile.cores = 1;
   auto p = simulateStep(plan, *worker, profile);
@@ -353,13 +360,7 @@ TEST(Simulator, PsCallsShareTheCoresOfTheirMachine) {
   auto worker = program("  %w.pulled = ps_pull(w) : f32[4, 2]\n");
   auto pulls = [&](bool oneMachine, int cores) {
     Plan plan = makePlan(2, 1, 1000000000);
-    Host *server = plan.mutable_cluster()->add_hosts();
-    server->set_name("h2");
-    server->set_address("10.0.0.3");
-    server->set_bandwidth_bits_per_sec(1000000000);
-    for (Task &t : *plan.mutable_cluster()->mutable_tasks())
-      if (t.role() == "ps")
-        t.set_host(2);
+    moveServersToAHostOfTheirOwn(plan, 1000000000);
     if (oneMachine)
       for (Host &host : *plan.mutable_cluster()->mutable_hosts())
         host.set_machine("box");
