@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "ir/Collectives.h"
@@ -135,8 +136,11 @@ public:
         link.bytesPerSecond = static_cast<double>(host.bandwidth_bits_per_sec()) / 8;
       links_.push_back(link);
     }
-    for (size_t w = 0; w < workers_.size(); ++w)
+    for (size_t w = 0; w < workers_.size(); ++w) {
       cpuWorkersOn_[machineOf(workers_[w])] += !gpuWorker_[w];
+      if (gpuWorker_[w])
+        gpuMachines_.insert(machineOf(workers_[w]));
+    }
     const int64_t n = std::max<int64_t>(1, static_cast<int64_t>(workers_.size()));
     localBatch_ = ceilDiv(plan.run().global_batch(), n);
     towerBatch_ = ceilDiv(localBatch_, std::max(1, plan.run().towers_per_worker()));
@@ -172,11 +176,13 @@ private:
   const std::string &machineOf(const std::string &task) const { return machineOf_.at(task); }
 
   // A machine's cores as the PS calls' CPU work finds them: a call's part runs on the core that
-  // frees first. Unknown cores (0) are as many as the calls need.
+  // frees first. Unknown cores (0) are as many as the calls need, and so are a GPU machine's
+  // (the profile's cores are those of the CPU machine it was measured on).
   double onCores(const std::string &task, double from, double seconds) {
-    if (profile_.cores <= 0)
+    const std::string &machine = machineOf(task);
+    if (profile_.cores <= 0 || gpuMachines_.count(machine))
       return from + seconds;
-    std::vector<Direction> &cores = cores_[machineOf(task)];
+    std::vector<Direction> &cores = cores_[machine];
     cores.resize(static_cast<size_t>(profile_.cores));
     Direction *first = &cores.front();
     double end = std::numeric_limits<double>::infinity();
@@ -595,6 +601,7 @@ private:
   std::map<std::string, std::string> machineOf_;        // by task
   std::map<std::string, int> cpuWorkersOn_;             // by machine
   std::map<std::string, std::vector<Direction>> cores_; // by machine: PS calls' CPU work
+  std::set<std::string> gpuMachines_;                   // machines with GPU workers
   std::map<std::string, TableEstimate> rowsOf_;
   std::vector<std::string> stepPullNames_;        // what the step pulls whole, in order
   std::map<std::string, ShardTraffic> stepPulls_; // by PS task: its call's bytes

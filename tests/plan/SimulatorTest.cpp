@@ -355,12 +355,16 @@ TEST(Simulator, PsPullAndPushAreCallsAndTheUpdateFollows) {
 // on a core of its side's machine. On one machine of one core ("box") the two pulls take it in
 // turn: worker 0's 0–1 ms, worker 1's 1–2. On machines of their own of a core each, only the
 // server's halves queue: worker 1's ends at 1.5. With cores unknown both take 1 ms, worker 1's
-// answer leaving h2 after worker 0's.
+// answer leaving h2 after worker 0's; and so on a machine of GPU workers, whose cores the
+// profile (measured on a CPU machine) does not give.
 TEST(Simulator, PsCallsShareTheCoresOfTheirMachine) {
   auto worker = program("  %w.pulled = ps_pull(w) : f32[4, 2]\n");
-  auto pulls = [&](bool oneMachine, int cores) {
+  auto pulls = [&](bool oneMachine, int cores, bool gpus = false) {
     Plan plan = makePlan(2, 1, 1000000000);
     moveServersToAHostOfTheirOwn(plan, 1000000000);
+    for (Task &t : *plan.mutable_cluster()->mutable_tasks())
+      if (gpus && t.role() == "worker")
+        t.add_devices("gpu:0");
     if (oneMachine)
       for (Host &host : *plan.mutable_cluster()->mutable_hosts())
         host.set_machine("box");
@@ -379,9 +383,11 @@ TEST(Simulator, PsCallsShareTheCoresOfTheirMachine) {
   std::tie(first, second) = pulls(false, 1);
   EXPECT_NEAR(first, 1 * kMs + kWire, 1e-12);
   EXPECT_NEAR(second, 1.5 * kMs + kWire, 1e-12);
-  std::tie(first, second) = pulls(true, 0);
-  EXPECT_NEAR(first, 1 * kMs + kWire, 1e-12);
-  EXPECT_NEAR(second, 1 * kMs + 2 * kWire, 1e-12);
+  for (auto [cores, gpus] : {std::make_pair(0, false), std::make_pair(1, true)}) {
+    std::tie(first, second) = pulls(true, cores, gpus);
+    EXPECT_NEAR(first, 1 * kMs + kWire, 1e-12) << cores;
+    EXPECT_NEAR(second, 1 * kMs + 2 * kWire, 1e-12) << cores;
+  }
 }
 
 // The step pulls w (32 bytes) and v (16 bytes) whole in one call at its first pull, as the
