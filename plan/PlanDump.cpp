@@ -601,12 +601,14 @@ std::vector<std::string> communicationRow(const PlanView &view, const Task &task
   return {c.op, of, with, maybeBytes(c.total(&Peer::sent)), maybeBytes(c.total(&Peer::received))};
 }
 
-// The other tasks of the same machine (address) on one of `task`'s GPUs.
+// The other tasks of the same machine (an address, or hosts naming one `machine`) on one of
+// `task`'s GPUs.
 std::vector<std::string> sharingGpu(const PlanView &view, const Task &task) {
   std::vector<std::string> others;
   std::vector<std::string> mine = taskGpus(task);
+  const std::string machine = machineOfTask(view.plan, task);
   for (const TaskView &t : view.tasks) {
-    if (t.task == &task || t.task->address() != task.address())
+    if (t.task == &task || machineOfTask(view.plan, *t.task) != machine)
       continue;
     for (const std::string &gpu : taskGpus(*t.task))
       if (llvm::is_contained(mine, gpu)) {

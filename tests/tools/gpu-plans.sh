@@ -48,6 +48,28 @@ assert tasks["worker:0"]["shares_gpu_with"] == ["worker:1"], tasks["worker:0"]
 assert tasks["worker:1"]["gpu_communication"] == "host", tasks["worker:1"]
 assert tasks["coordinator:0"]["gpu_communication"] is None'
 
+# Two hosts of different addresses naming one machine, each with its gpu:0: one GPU, shared.
+for machine in "" "    machine: box"; do
+  cat > "$work/machine.yaml" <<EOF
+hosts:
+  - name: a
+    address: 10.0.0.1
+    devices: [gpu:0]
+$machine
+  - name: b
+    address: 10.0.0.2
+    devices: [gpu:0]
+$machine
+EOF
+  "$prism" partition "$models/mlp.prism" --cluster "$work/machine.yaml" -o "$work/machine.pb"
+  if [ -n "$machine" ]; then
+    "$prism" dump "$work/machine.pb" | grep -q "shares gpu:0 with worker:1"
+  elif "$prism" dump "$work/machine.pb" | grep -q "shares gpu:0"; then
+    echo "hosts of two addresses naming no machine share their gpu:0" >&2
+    exit 1
+  fi
+done
+
 # The CPU plan has no host<->device bytes.
 "$prism" partition "$models/mlp.prism" --cluster local:2 -o "$work/cpu.pb"
 if "$prism" dump "$work/cpu.pb" | grep -q "host<->device"; then
