@@ -96,8 +96,8 @@ def report_model(a, name, runs, alias, decisions):
     hand = [l for l, _ in configs() if l not in ("auto", "default of before (hybrid, by size)")]
     best = max(hand, key=rate)
     print(f"### {name} on {HOSTS} hosts of one machine over {a.rate} links (tbf bucket "
-          f"{a.burst}), a worker (1 thread) and a PS per host; global batch {a.batch}; {a.steps} steps per run, first {a.warmup} left out, "
-          f"{a.repeat} runs per plan\n")
+          f"{a.burst}), a worker (1 thread) and a PS per host; global batch {a.batch}; "
+          f"{a.steps} steps per run, first {a.warmup} left out, {a.repeat} runs per plan\n")
     print(f"Automatic choices: {chosen_text(decisions)}.\n")
     print("| plan | samples/s (median) | spread | vs best hand-picked | step ms measured | "
           "predicted | simulator error |")
