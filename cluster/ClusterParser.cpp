@@ -87,6 +87,15 @@ void applyPsDefault(std::vector<Host> &hosts, const std::vector<std::optional<in
     hosts[h].psTasks = psGiven[h] ? *psGiven[h] : (anyGiven ? 0 : 1);
 }
 
+// Puts the machine default in place once every host is read: a host that names no machine is on
+// the one its address's other hosts name, if any (hosts of one address are one machine).
+void applyMachineDefault(std::vector<Host> &hosts) {
+  for (Host &host : hosts)
+    for (const Host &other : hosts)
+      if (host.machine.empty() && other.address == host.address)
+        host.machine = other.machine;
+}
+
 ir::SourceLoc toLoc(const YAML::Mark &mark) {
   if (mark.is_null() || mark.line < 0 || mark.column < 0)
     return {};
@@ -157,11 +166,7 @@ public:
     for (Host &host : spec.hosts)
       if (host.bandwidthBitsPerSec == 0)
         host.bandwidthBitsPerSec = networkBandwidth;
-    // A host that names no machine is on the one its address's other hosts name, if any.
-    for (Host &host : spec.hosts)
-      for (const Host &other : spec.hosts)
-        if (host.machine.empty() && other.address == host.address)
-          host.machine = other.machine;
+    applyMachineDefault(spec.hosts);
     return spec;
   }
 
@@ -262,6 +267,28 @@ private:
     return llvm::Error::success();
   }
 
+  llvm::Expected<std::string> machineName(const YAML::Node &value, ir::SourceLoc loc,
+                                          const std::string &label) const {
+    auto machine = scalar(value, loc, "'machine' of " + label);
+    if (machine && !isGoodHostName(*machine))
+      return error(loc, "bad machine name '" + *machine + "' in " + label +
+                            " (use letters, digits, '.', '_' and '-')");
+    return machine;
+  }
+
+  // Hosts of one address are one machine: where `host` and one read before it both name it,
+  // the names agree.
+  llvm::Error sameMachineAtOneAddress(const std::vector<Host> &before, const Host &host,
+                                      const std::string &label, ir::SourceLoc machineLoc) const {
+    for (const Host &other : before)
+      if (other.address == host.address && !other.machine.empty() && !host.machine.empty() &&
+          other.machine != host.machine)
+        return error(machineLoc, "machine '" + host.machine + "' of " + label +
+                                     " differs from machine '" + other.machine + "' of host '" +
+                                     other.name + "' at the same address " + host.address);
+    return llvm::Error::success();
+  }
+
   llvm::Error readHost(const YAML::Node &node, int position, ir::SourceLoc hostsLoc,
                        ClusterSpec &spec, std::vector<std::optional<int>> &psGiven,
                        std::map<std::string, int> &firstLineOfName) {
@@ -333,12 +360,9 @@ private:
         host.basePort = *port;
         basePortLoc = loc;
       } else if (*key == "machine") {
-        auto machine = scalar(value, loc, "'machine' of " + label);
+        auto machine = machineName(value, loc, label);
         if (!machine)
           return machine.takeError();
-        if (!isGoodHostName(*machine))
-          return error(loc, "bad machine name '" + *machine + "' in " + label +
-                                " (use letters, digits, '.', '_' and '-')");
         host.machine = *machine;
         machineLoc = loc;
       } else {
@@ -352,13 +376,8 @@ private:
       return error(hostLoc, label + " has no 'address'");
     if (!hasDevices)
       host.devices.push_back(Device{DeviceKind::Cpu, 0});
-    // Hosts of one address are one machine: where two of them name it, the names agree.
-    for (const Host &other : spec.hosts)
-      if (other.address == host.address && !other.machine.empty() && !host.machine.empty() &&
-          other.machine != host.machine)
-        return error(machineLoc, "machine '" + host.machine + "' of " + label +
-                                     " differs from machine '" + other.machine + "' of host '" +
-                                     other.name + "' at the same address " + host.address);
+    if (llvm::Error err = sameMachineAtOneAddress(spec.hosts, host, label, machineLoc))
+      return err;
     spec.hosts.push_back(std::move(host));
     spec.hostLocations.push_back(hostLoc);
     spec.basePortLocations.push_back(basePortLoc);

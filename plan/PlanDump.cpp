@@ -509,12 +509,13 @@ void printHeader(const Plan &plan, llvm::raw_ostream &os) {
      << ", version " << plan.version() << "\n";
   Table header;
   header.add({"strategy", plan.strategy() + ", " + plan.replication() + " replication"});
+  const int machines = countMachines(plan);
   header.add({"cluster", count(roles["worker"], "worker", "workers") + ", " +
                              count(roles["ps"], "parameter server", "parameter servers") + ", " +
                              count(roles["coordinator"], "coordinator", "coordinators") + " on " +
                              count(plan.cluster().hosts_size(), "host", "hosts") +
-                             (countMachines(plan) < plan.cluster().hosts_size()
-                                  ? " of " + count(countMachines(plan), "machine", "machines")
+                             (machines < plan.cluster().hosts_size()
+                                  ? " of " + count(machines, "machine", "machines")
                                   : "")});
   std::string batch = std::to_string(plan.run().global_batch()) + " global, " +
                       std::to_string(perWorker) + " per worker";
