@@ -4,12 +4,16 @@ on local:1 and local:2 (--workers), the step time `prism simulate --profile P` p
 the one `prism train --cluster local:N` measures. Prints a markdown table for BENCHMARKS.md
 (commands and progress on stderr).
 
-The profile is measured first (`prism calibrate -o`), unless --profile names one. A measured
-step is the median of the steps' time differences (the metrics' "time") after --warmup steps, in
-each of --repeat runs of --steps steps; the table gives the median over runs and their spread.
+The profile is measured first (`prism calibrate -o`), unless --profile names one; with
+--calibrate-each, again right before each case, so that a case's prediction and its runs see the
+machine in the same state (a shared virtual machine's speed drifts by a quarter within minutes).
+A measured step is the median of the steps' time differences (the metrics' "time") after --warmup
+steps, in each of --repeat runs of --steps steps; the table gives the median over runs and their
+spread, and the share of the CPU time the hypervisor took from this machine during the runs
+(steal, /proc/stat).
 
-Usage: bench/simulate/run.py [--prism build/tools/prism] [--profile P] [--steps 200]
-                             [--repeat 3] [--batch 64] [--workers 1,2]
+Usage: bench/simulate/run.py [--prism build/tools/prism] [--profile P] [--calibrate-each]
+                             [--steps 200] [--repeat 3] [--batch 64] [--workers 1,2]
 """
 import argparse
 import json
@@ -66,35 +70,68 @@ def measured(args, model, strategy, spec, work):
     return statistics.median(steps)
 
 
+def cpu_times():
+    """(steal, all) jiffies of this machine so far, or None where /proc/stat has no steal."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except OSError:
+        return None
+    return (fields[7], sum(fields[:8])) if len(fields) >= 8 else None
+
+
+def steal_share(before, after):
+    if not before or not after or after[1] == before[1]:
+        return "-"
+    return f"{(after[0] - before[0]) / (after[1] - before[1]) * 100:.0f}%"
+
+
+def calibrate(args, path):
+    run([args.prism, "calibrate", "--threads", "1", "-o", path])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prism", default=os.path.join(ROOT, "build", "tools", "prism"))
     parser.add_argument("--profile", default="")
+    parser.add_argument("--calibrate-each", action="store_true",
+                        help="calibrate again right before each case")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--workers", default="1,2")
     args = parser.parse_args()
+    if args.calibrate_each and args.profile:
+        sys.exit("--calibrate-each measures its own profiles; --profile names one to keep")
     with tempfile.TemporaryDirectory() as work:
         if not args.profile:
             args.profile = os.path.join(work, "profile.json")
-            run([args.prism, "calibrate", "--threads", "1", "-o", args.profile])
+            calibrate(args, args.profile)
         profile = json.load(open(args.profile))
-        print(f"profile: {profile['machine']}, batch {args.batch}, {args.steps} steps x "
+        when = ", calibrated again before each case" if args.calibrate_each else ""
+        print(f"profile: {profile['machine']}{when}, batch {args.batch}, {args.steps} steps x "
               f"{args.repeat} runs per case\n")
         print("| model | strategy | cluster | predicted ms | measured ms (median, spread) "
-              "| error |")
-        print("| --- | --- | --- | ---: | ---: | ---: |")
+              "| error | steal |")
+        print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
+        errors = []
         for workers in [int(w) for w in args.workers.split(",")]:
             for model, strategy, ps in CASES:
                 spec = cluster(workers, ps)
+                if args.calibrate_each:
+                    calibrate(args, args.profile)
                 p = predicted(args, model, strategy, spec)
+                before = cpu_times()
                 runs = [measured(args, model, strategy, spec, work) for _ in range(args.repeat)]
+                steal = steal_share(before, cpu_times())
                 m = statistics.median(runs)
+                errors.append(abs(p - m) / m)
                 print(f"| {model} | {strategy} | {spec} | {p * 1e3:.2f} | {m * 1e3:.2f} "
                       f"({min(runs) * 1e3:.2f}-{max(runs) * 1e3:.2f}) | "
-                      f"{abs(p - m) / m * 100:.0f}% |", flush=True)
+                      f"{errors[-1] * 100:.0f}% | {steal} |", flush=True)
+        print(f"\nmedian error {statistics.median(errors) * 100:.1f}% over {len(errors)} cases; "
+              f"within 10% in {sum(e <= 0.10 for e in errors)}")
 
 
 if __name__ == "__main__":
