@@ -65,6 +65,9 @@ CostProfile defaultProfile() {
   // Staging: one pass (read and write) over a bucket larger than the caches at 5 GB/s.
   p.allReduce = {1e-4, 1e-9, 2e-10};
   p.ps = {3e-4, 4e8, 2e-5, 2e-9};
+  // A batch of images kept as bytes and scaled as they are copied out, gathered from a data set
+  // larger than the caches: about 1 GB/s of the batch's float32 bytes.
+  p.data = {5e-6, 1e-9};
   return p;
 }
 
@@ -214,7 +217,18 @@ llvm::Error parseCommunication(const Reader &r, const Json &root, CostProfile &p
     return r.fail("ps.bytes_per_second", "must be positive");
   if (auto e = r.number(*ps, "ps", "apply_latency", p.ps.applyLatency))
     return e;
-  return r.number(*ps, "ps", "apply_seconds_per_byte", p.ps.applySecondsPerByte);
+  if (auto e = r.number(*ps, "ps", "apply_seconds_per_byte", p.ps.applySecondsPerByte))
+    return e;
+  // Optional: profiles written before it was measured leave it out (the built-in figures).
+  p.data = defaultProfile().data;
+  auto data = root.find("data");
+  if (data == root.end())
+    return llvm::Error::success();
+  if (!data->is_object())
+    return r.fail("data", "expected an object");
+  if (auto e = r.number(*data, "data", "latency", p.data.latency))
+    return e;
+  return r.number(*data, "data", "seconds_per_byte", p.data.secondsPerByte);
 }
 
 Json kernelJson(const KernelCost &k) {
@@ -286,7 +300,8 @@ std::string profileToJson(const CostProfile &p) {
        {{"latency", p.ps.latency},
         {"bytes_per_second", p.ps.bytesPerSecond},
         {"apply_latency", p.ps.applyLatency},
-        {"apply_seconds_per_byte", p.ps.applySecondsPerByte}}}};
+        {"apply_seconds_per_byte", p.ps.applySecondsPerByte}}},
+      {"data", {{"latency", p.data.latency}, {"seconds_per_byte", p.data.secondsPerByte}}}};
   // The nominal GPU is the default: only other figures are written (prism calibrate measures no
   // GPU).
   if (p.gpu.name != nominalGpu().name)

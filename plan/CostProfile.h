@@ -43,6 +43,16 @@ struct PsCost {
   double applySecondsPerByte = 0;
 };
 
+// Assembling a worker's batch at the start of its step (gathering its examples from the data
+// set, converting as they are copied): latency + seconds_per_byte × the batch's bytes (every
+// model input at the worker's batch). It runs on the worker's compute thread before its first
+// kernel, as the trainer does.
+struct DataCost {
+  double latency = 0;
+  double secondsPerByte = 0;
+  double seconds(double bytes) const { return latency + secondsPerByte * bytes; }
+};
+
 // A GPU device class, used for the kernels of workers whose devices are GPUs, and for the ring's
 // hops between two GPUs of one host (NVLink). No GPU is measured here: the default is
 // nominalGpu(), from published figures (docs/simulate.md).
@@ -68,6 +78,7 @@ struct CostProfile {
   std::map<std::string, KernelCost> kernels; // by op name
   AllReduceCost allReduce;
   PsCost ps;
+  DataCost data;
   GpuCost gpu = nominalGpu(); // the profile's optional "gpu" section replaces it
 
   const KernelCost &kernel(llvm::StringRef op) const;

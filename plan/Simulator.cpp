@@ -146,6 +146,9 @@ public:
     towerBatch_ = ceilDiv(localBatch_, std::max(1, plan.run().towers_per_worker()));
     for (const TableEstimate &t : plan.estimate().tables())
       rowsOf_[t.variable()] = t;
+    for (const auto &input : worker.inputs())
+      batchBytes_ += static_cast<double>(input->type().numElements(localBatch_) *
+                                         ir::dtypeBytes(input->type().dtype));
     // Results are numbered once, so a worker's timeline is a vector, not a map per worker.
     for (const auto &op : worker.ops())
       for (unsigned i = 0; i < op->numResults(); ++i)
@@ -160,6 +163,8 @@ public:
   }
 
   Prediction run() {
+    for (size_t r = 0; r < timelines_.size(); ++r)
+      loadBatch(r);
     for (const auto &op : worker_.ops())
       step(*op);
     finishStep();
@@ -215,6 +220,17 @@ private:
     if (profile_.cores <= 0 || gpuWorker_[r])
       return 1;
     return std::max(1.0, static_cast<double>(cpuWorkersBeside(r)) / profile_.cores);
+  }
+
+  // The trainer assembles the worker's batch before its first kernel, on the same thread: CPU
+  // work on the host's cores, slowed as its kernels are where workers share them.
+  void loadBatch(size_t r) {
+    Timeline &t = timelines_[r];
+    const double seconds = profile_.data.seconds(batchBytes_) * (t.gpu ? 1 : t.slowdown);
+    t.compute = seconds;
+    t.prediction.computeSeconds += seconds;
+    if (options_.spans)
+      span(t.prediction.task, "steps", "load batch", "data", 0, seconds);
   }
 
   void step(const ir::Op &op) {
@@ -613,6 +629,7 @@ private:
   std::vector<TaskPrediction> serverPredictions_;
   std::vector<SimulatedSpan> spans_;
   int64_t localBatch_ = 0, towerBatch_ = 0;
+  double batchBytes_ = 0; // a worker's batch: its inputs' bytes at localBatch_
   double stepEnd_ = 0;
 };
 

@@ -3,6 +3,7 @@
 // (plan/CostProfile.h; docs/simulate.md "Calibrating").
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <future>
@@ -22,6 +23,8 @@
 #include "plan/Partitioner.h"
 #include "plan/PlanVerifier.h"
 #include "plan/ProfileFit.h"
+#include "runtime/data/BatchIterator.h"
+#include "runtime/data/FashionMnist.h"
 #include "runtime/dist/AllReduceTiming.h"
 #include "runtime/dist/Collective.h"
 #include "runtime/dist/Coordinator.h"
@@ -354,6 +357,47 @@ llvm::Error timeParameterServer(const Workload &w, Samples &calls, Samples &appl
   return llvm::Error::success();
 }
 
+// Assembling batches as the trainer does (runtime/data/BatchIterator.h) from a data set of
+// Fashion-MNIST's size and kind, held in memory: 60,000 random 28x28 images kept as bytes and
+// scaled as they are copied out, with their labels. The batch's median time per size against its
+// bytes (float32 images and int32 labels) gives the profile's `data` figures.
+llvm::Expected<Samples> timeBatches(const Workload &w) {
+  constexpr int64_t kExamples = 60000, kSide = 28;
+  std::mt19937 gen(11);
+  std::vector<uint8_t> pixels(static_cast<size_t>(kExamples * kSide * kSide));
+  for (size_t i = 0; i < pixels.size(); i += sizeof(uint32_t)) { // four pixels a draw
+    const uint32_t draw = static_cast<uint32_t>(gen());
+    std::memcpy(&pixels[i], &draw, std::min(sizeof(draw), pixels.size() - i));
+  }
+  std::vector<int32_t> labels(static_cast<size_t>(kExamples));
+  for (int32_t &l : labels)
+    l = static_cast<int32_t>(gen() % runtime::data::kFashionMnistClasses);
+  const runtime::data::ImageDataset dataset("calibration images", kSide, kSide, 1,
+                                            std::move(pixels), std::move(labels));
+  Samples samples;
+  for (int64_t batch : w.batches) {
+    runtime::data::BatchOptions options;
+    options.batchSize = batch;
+    auto batches = runtime::data::BatchIterator::create(dataset, options);
+    if (!batches)
+      return batches.takeError();
+    std::vector<double> times;
+    double bytes = 0;
+    // Every batch of the epoch's first part, each of examples not read since the start.
+    const int64_t count = std::min<int64_t>(batches->numBatches(), 4 * w.repeats);
+    for (int64_t step = 0; step < count; ++step) {
+      const auto started = Clock::now();
+      const runtime::data::Batch b = batches->batch(step);
+      times.push_back(seconds(Clock::now() - started));
+      bytes = 0;
+      for (const auto &[key, tensor] : b.tensors)
+        bytes += static_cast<double>(tensor.numBytes());
+    }
+    samples.push_back({0, bytes, median(times)});
+  }
+  return samples;
+}
+
 std::string cpuModel() {
   std::ifstream cpuinfo("/proc/cpuinfo");
   for (std::string line; std::getline(cpuinfo, line);)
@@ -395,6 +439,13 @@ llvm::Expected<plan::CostProfile> calibrate(const CalibrateArgs &args, llvm::raw
   profile.ps = {call.latency, call.secondsPerByte > 0 ? 1 / call.secondsPerByte : 1e12,
                 apply.latency, apply.secondsPerByte};
   log << llvm::format("  parameter server %21.2f s\n", seconds(Clock::now() - started));
+  started = Clock::now();
+  auto batches = timeBatches(w);
+  if (!batches)
+    return ir::withContext(batches.takeError(), "timing batches");
+  const plan::AllReduceCost data = plan::fitLatencyPerByte(*batches);
+  profile.data = {data.latency, data.secondsPerByte};
+  log << llvm::format("  batches %30.2f s\n", seconds(Clock::now() - started));
   return profile;
 }
 
@@ -420,12 +471,13 @@ int runCalibrate(const CalibrateArgs &args) {
     return reportError(ir::withContext(std::move(e), "writing the profile " + output));
   llvm::outs() << llvm::format("wrote %s in %.1f s: %zu kernel families, all-reduce %.1f us + "
                                "%.3f ns/B (staging %.3f ns/B a pass), ps call %.1f us at %.0f "
-                               "MB/s\n",
+                               "MB/s, batches %.1f us + %.3f ns/B\n",
                                output.c_str(), seconds(Clock::now() - started),
                                profile->kernels.size() + 1, profile->allReduce.latency * 1e6,
                                profile->allReduce.secondsPerByte * 1e9,
                                profile->allReduce.stagingSecondsPerByte * 1e9,
-                               profile->ps.latency * 1e6, profile->ps.bytesPerSecond / 1e6);
+                               profile->ps.latency * 1e6, profile->ps.bytesPerSecond / 1e6,
+                               profile->data.latency * 1e6, profile->data.secondsPerByte * 1e9);
   return 0;
 }
 

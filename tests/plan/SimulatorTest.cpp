@@ -4,6 +4,8 @@
 
 #include <tuple>
 
+#include <nlohmann/json.hpp>
+
 #include "frontends/text/Parser.h"
 #include "plan/CostProfile.h"
 #include "plan/Simulator.h"
@@ -121,6 +123,42 @@ TEST(Simulator, ComputeOnlyIsTheSumOfTheKernels) {
   EXPECT_NEAR(p.samplesPerSecond, 8 / (3 * kMs), 1e-6);
   EXPECT_NEAR(task(p, "worker:0").computeSeconds, 3 * kMs, 1e-12);
   EXPECT_NEAR(task(p, "worker:0").idleSeconds, 0, 1e-12);
+}
+
+// The trainer assembles a worker's batch before its first kernel: 8 examples of x f32[4] and
+// y i32[] are 8 * (16 + 4) = 160 bytes, at 1 ms + 1 ms per 160 bytes, 2 ms. The kernels follow
+// (3 ms); on a one-core machine shared by two workers the batch takes twice as long, as the
+// kernels do.
+TEST(Simulator, TheBatchIsAssembledBeforeTheFirstKernel) {
+  auto worker = program("  %logits = matmul(x, w) : f32[B, 2]\n"
+                        "  %loss = softmax_cross_entropy(%logits, y) : f32[]\n");
+  CostProfile profile = syntheticProfile();
+  profile.data = {1 * kMs, 1 * kMs / 160};
+  SimulateOptions options;
+  options.spans = true;
+  auto p = simulateStep(makePlan(1, 0), *worker, profile, options);
+  ASSERT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+  EXPECT_NEAR(p->stepSeconds, 5 * kMs, 1e-12);
+  EXPECT_NEAR(task(*p, "worker:0").computeSeconds, 5 * kMs, 1e-12);
+  int loads = 0;
+  for (const SimulatedSpan &s : p->spans) {
+    if (s.category == "data") {
+      ++loads;
+      EXPECT_EQ(s.track, "steps");
+      EXPECT_EQ(s.name, "load batch");
+      EXPECT_NEAR(s.begin, 0, 1e-12);
+      EXPECT_NEAR(s.end, 2 * kMs, 1e-12);
+    } else if (s.name == "matmul %logits") {
+      EXPECT_NEAR(s.begin, 2 * kMs, 1e-12);
+    }
+  }
+  EXPECT_EQ(loads, 1);
+  Plan shared = makePlan(2, 0);
+  shared.mutable_run()->set_global_batch(16); // 8 examples each
+  profile.cores = 1;
+  p = simulateStep(shared, *worker, profile);
+  ASSERT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+  EXPECT_NEAR(task(*p, "worker:1").computeSeconds, 2 * (2 + 3) * kMs, 1e-12);
 }
 
 // Two workers of 2 threads on one 2-core machine (both hosts on 127.0.0.1, or hosts of two
@@ -493,9 +531,12 @@ TEST(CostProfile, RoundTripsThroughJson) {
   EXPECT_EQ(read->allReduce.stagingSecondsPerByte, 3e-10);
   EXPECT_EQ(read->cores, 0);
   p.cores = 16;
+  p.data = {4e-6, 7e-10};
   read = parseProfile(profileToJson(p), "p.json");
   ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
   EXPECT_EQ(read->cores, 16);
+  EXPECT_EQ(read->data.latency, 4e-6);
+  EXPECT_EQ(read->data.secondsPerByte, 7e-10);
 }
 
 // A profile's "gpu" section replaces the nominal GPU, and is written back; without it the
@@ -555,6 +596,14 @@ TEST(CostProfile, ErrorsNameTheFileAndTheField) {
       << e;
   e = errorOf(replaced("\"staging_seconds_per_byte\": 0.0", "\"staging_seconds_per_byte\": []"));
   EXPECT_NE(e.find("'all_reduce.staging_seconds_per_byte'"), std::string::npos) << e;
+  const std::string data = "\"data\": {\n    \"latency\": 0.0,\n    \"seconds_per_byte\": 0.0\n  }";
+  e = errorOf(replaced(data, "\"data\": {\"latency\": 0.0, \"seconds_per_byte\": \"slow\"}"));
+  EXPECT_NE(e.find("bad.json: field 'data.seconds_per_byte': expected a non-negative number, "
+                   "got \"slow\""),
+            std::string::npos)
+      << e;
+  e = errorOf(replaced(data, "\"data\": 3"));
+  EXPECT_NE(e.find("bad.json: field 'data': expected an object"), std::string::npos) << e;
   EXPECT_NE(errorOf("{"), "no error");
 }
 
@@ -568,6 +617,20 @@ TEST(CostProfile, StagingIsOptional) {
   ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
   EXPECT_EQ(read->allReduce.stagingSecondsPerByte,
             defaultProfile().allReduce.stagingSecondsPerByte);
+}
+
+// A profile written before batches were timed has the built-in figures for them.
+TEST(CostProfile, DataIsOptional) {
+  CostProfile p = syntheticProfile();
+  p.data = {1e-3, 1e-3};
+  nlohmann::json json = nlohmann::json::parse(profileToJson(p));
+  ASSERT_TRUE(json.contains("data"));
+  json.erase("data");
+  auto read = parseProfile(json.dump(), "old.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->data.latency, defaultProfile().data.latency);
+  EXPECT_EQ(read->data.secondsPerByte, defaultProfile().data.secondsPerByte);
+  EXPECT_GT(read->data.secondsPerByte, 0);
 }
 
 TEST(CostProfile, DefaultIsUsable) {

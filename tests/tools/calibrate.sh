@@ -24,6 +24,8 @@ for name, k in kernels.items():
 assert not any(n == "all_reduce" or n.startswith("ps_") for n in kernels), sorted(kernels)
 assert p["all_reduce"]["latency"] + p["all_reduce"]["seconds_per_byte"] > 0, p["all_reduce"]
 assert p["ps"]["bytes_per_second"] > 0, p["ps"]
+# Batches are assembled from a data set in memory: a copy costs something per byte.
+assert p["data"]["seconds_per_byte"] > 0 and p["data"]["latency"] >= 0, p["data"]
 PY
 out=$("$prism" simulate "$models/mlp.prism" --cluster local:2 --strategy allreduce --batch 64 \
   --profile "$work/profile.json")
