@@ -5,14 +5,17 @@ the one `prism train --cluster local:N` measures. Prints a markdown table for BE
 (commands and progress on stderr).
 
 The profile is measured first (`prism calibrate -o`), unless --profile names one; with
---calibrate-each, again right before each case, so that a case's prediction and its runs see the
-machine in the same state (a shared virtual machine's speed drifts by a quarter within minutes).
-A measured step is the median of the steps' time differences (the metrics' "time") after --warmup
-steps, in each of --repeat runs of --steps steps; the table gives the median over runs and their
-spread, and the share of the CPU time the hypervisor took from this machine during the runs
-(steal, /proc/stat).
+--calibrate-each case, again right before each case, and with --calibrate-each run, before each
+run, so that a prediction and the run it is held against see the machine in the same state (a
+shared virtual machine's speed drifts by a quarter within minutes). A measured step is the median
+of the steps' time differences (the metrics' "time") after --warmup steps, in each of --repeat
+runs of --steps steps; the table gives the median over runs and their spread, and the share of
+the CPU time the hypervisor took from this machine during the case (steal, /proc/stat). The error
+is |predicted - measured| / measured of the medians, or with --calibrate-each run the median of
+each run's error against its own prediction.
 
-Usage: bench/simulate/run.py [--prism build/tools/prism] [--profile P] [--calibrate-each]
+Usage: bench/simulate/run.py [--prism build/tools/prism] [--profile P]
+                             [--calibrate-each case|run] [--quick-calibration]
                              [--steps 200] [--repeat 3] [--batch 64] [--workers 1,2]
 """
 import argparse
@@ -87,15 +90,19 @@ def steal_share(before, after):
 
 
 def calibrate(args, path):
-    run([args.prism, "calibrate", "--threads", "1", "-o", path])
+    run([args.prism, "calibrate", "--threads", "1", "-o", path] +
+        (["--quick"] if args.quick_calibration else []))
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prism", default=os.path.join(ROOT, "build", "tools", "prism"))
     parser.add_argument("--profile", default="")
-    parser.add_argument("--calibrate-each", action="store_true",
-                        help="calibrate again right before each case")
+    parser.add_argument("--calibrate-each", choices=["case", "run"], default=None,
+                        help="calibrate again right before each case, or before each run (the "
+                        "error is then the median of each run's against its own prediction)")
+    parser.add_argument("--quick-calibration", action="store_true",
+                        help="calibrate with --quick (a few seconds)")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=3)
@@ -109,29 +116,49 @@ def main():
             args.profile = os.path.join(work, "profile.json")
             calibrate(args, args.profile)
         profile = json.load(open(args.profile))
-        when = ", calibrated again before each case" if args.calibrate_each else ""
-        print(f"profile: {profile['machine']}{when}, batch {args.batch}, {args.steps} steps x "
-              f"{args.repeat} runs per case\n")
-        print("| model | strategy | cluster | predicted ms | measured ms (median, spread) "
-              "| error | steal |")
+        when = (f", calibrated again before each {args.calibrate_each}"
+                if args.calibrate_each else "")
+        quick = " (--quick)" if args.quick_calibration else ""
+        print(f"profile: {profile['machine']}{quick}{when}, batch {args.batch}, {args.steps} "
+              f"steps x {args.repeat} runs per case\n")
+        print("| model | strategy | cluster | predicted ms (median, spread) | measured ms (median, "
+              "spread) | error | steal |")
         print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
         errors = []
         for workers in [int(w) for w in args.workers.split(",")]:
             for model, strategy, ps in CASES:
-                spec = cluster(workers, ps)
-                if args.calibrate_each:
-                    calibrate(args, args.profile)
-                p = predicted(args, model, strategy, spec)
-                before = cpu_times()
-                runs = [measured(args, model, strategy, spec, work) for _ in range(args.repeat)]
-                steal = steal_share(before, cpu_times())
-                m = statistics.median(runs)
-                errors.append(abs(p - m) / m)
-                print(f"| {model} | {strategy} | {spec} | {p * 1e3:.2f} | {m * 1e3:.2f} "
-                      f"({min(runs) * 1e3:.2f}-{max(runs) * 1e3:.2f}) | "
-                      f"{errors[-1] * 100:.0f}% | {steal} |", flush=True)
+                errors.append(case(args, model, strategy, cluster(workers, ps), work))
         print(f"\nmedian error {statistics.median(errors) * 100:.1f}% over {len(errors)} cases; "
               f"within 10% in {sum(e <= 0.10 for e in errors)}")
+
+
+def spread(values):
+    return (f"{statistics.median(values) * 1e3:.2f} "
+            f"({min(values) * 1e3:.2f}-{max(values) * 1e3:.2f})")
+
+
+def case(args, model, strategy, spec, work):
+    """Predicts and measures one case, prints its row, and returns its error."""
+    if args.calibrate_each == "case":
+        calibrate(args, args.profile)
+    before = cpu_times()
+    predictions, runs = [], []
+    for i in range(args.repeat):
+        if args.calibrate_each == "run" or i == 0:
+            if args.calibrate_each == "run":
+                calibrate(args, args.profile)
+            p = predicted(args, model, strategy, spec)
+        predictions.append(p)
+        runs.append(measured(args, model, strategy, spec, work))
+    steal = steal_share(before, cpu_times())
+    if args.calibrate_each == "run":  # each run against the prediction made right before it
+        error = statistics.median(abs(p - m) / m for p, m in zip(predictions, runs))
+    else:
+        m = statistics.median(runs)
+        error = abs(predictions[0] - m) / m
+    print(f"| {model} | {strategy} | {spec} | {spread(predictions)} | {spread(runs)} | "
+          f"{error * 100:.0f}% | {steal} |", flush=True)
+    return error
 
 
 if __name__ == "__main__":
