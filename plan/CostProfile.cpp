@@ -217,9 +217,11 @@ llvm::Error parseCommunication(const Reader &r, const Json &root, CostProfile &p
     return r.fail("ps.bytes_per_second", "must be positive");
   if (auto e = r.number(*ps, "ps", "apply_latency", p.ps.applyLatency))
     return e;
-  if (auto e = r.number(*ps, "ps", "apply_seconds_per_byte", p.ps.applySecondsPerByte))
-    return e;
-  // Optional: profiles written before it was measured leave it out (the built-in figures).
+  return r.number(*ps, "ps", "apply_seconds_per_byte", p.ps.applySecondsPerByte);
+}
+
+// Optional: profiles written before batches were timed leave it out (the built-in figures).
+llvm::Error parseData(const Reader &r, const Json &root, CostProfile &p) {
   p.data = defaultProfile().data;
   auto data = root.find("data");
   if (data == root.end())
@@ -271,6 +273,8 @@ llvm::Expected<CostProfile> parseProfile(llvm::StringRef text, llvm::StringRef f
   if (auto e = parseKernels(r, root, p))
     return std::move(e);
   if (auto e = parseCommunication(r, root, p))
+    return std::move(e);
+  if (auto e = parseData(r, root, p))
     return std::move(e);
   if (auto e = parseGpu(r, root, p))
     return std::move(e);

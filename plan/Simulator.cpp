@@ -223,10 +223,10 @@ private:
   }
 
   // The trainer assembles the worker's batch before its first kernel, on the same thread: CPU
-  // work on the host's cores, slowed as its kernels are where workers share them.
+  // work, slowed as a CPU worker's kernels are where workers share the machine's cores.
   void loadBatch(size_t r) {
     Timeline &t = timelines_[r];
-    const double seconds = profile_.data.seconds(batchBytes_) * (t.gpu ? 1 : t.slowdown);
+    const double seconds = profile_.data.seconds(batchBytes_) * t.slowdown;
     t.compute = seconds;
     t.prediction.computeSeconds += seconds;
     if (options_.spans)
