@@ -133,7 +133,7 @@ runtime::Feeds randomFeeds(const ir::Module &m, int64_t batch) {
 }
 
 // Runs `steps` training steps of `program` at `batch` after one untimed step, and adds each op's
-// mean time with its cost rule's flops and bytes to `byOp` (by op name).
+// median time with its cost rule's flops and bytes to `byOp` (by op name).
 llvm::Error timeOps(const ir::Module &program, int64_t batch, int steps, int threads,
                     std::map<std::string, Samples> &byOp) {
   auto store = std::make_shared<runtime::VariableStore>();
@@ -157,16 +157,16 @@ llvm::Error timeOps(const ir::Module &program, int64_t batch, int steps, int thr
     auto &entry = ops[runtime::opTraceName(*op)];
     entry = {op.get(), entry.second + 1};
   }
-  std::map<std::string, std::pair<double, int>> total; // timed steps only
+  // Each op's time in each timed step. Its median, not its mean: a step the machine took from
+  // the program (another process, the hypervisor) would stretch the mean, and the simulator's
+  // step is held against the median step of a run.
+  std::map<std::string, std::vector<double>> times;
   const auto spans = trace.recorded();
   const size_t firstTimed = spans.size() / (steps + 1);
   for (size_t i = firstTimed; i < spans.size(); ++i)
-    if (std::string(spans[i].category) == "op") {
-      auto &t = total[spans[i].name];
-      t.first += spans[i].durationMicros * 1e-6;
-      ++t.second;
-    }
-  for (const auto &[name, t] : total) {
+    if (std::string(spans[i].category) == "op")
+      times[spans[i].name].push_back(spans[i].durationMicros * 1e-6);
+  for (const auto &[name, t] : times) {
     auto it = ops.find(name);
     if (it == ops.end() || it->second.second != 1)
       continue; // not one op of the program: its cost rule is unknown
@@ -175,7 +175,7 @@ llvm::Error timeOps(const ir::Module &program, int64_t batch, int steps, int thr
       continue; // communication: the profile's all_reduce and ps figures cost it
     const ir::OpCost cost = ir::opCost(*it->second.first, batch);
     byOp[op.str()].push_back(
-        {static_cast<double>(cost.flops), static_cast<double>(cost.bytes), t.first / t.second});
+        {static_cast<double>(cost.flops), static_cast<double>(cost.bytes), median(t)});
   }
   return llvm::Error::success();
 }
@@ -383,7 +383,8 @@ llvm::Expected<Samples> timeBatches(const Workload &w) {
       return batches.takeError();
     std::vector<double> times;
     double bytes = 0;
-    // Every batch of the epoch's first part, each of examples not read since the start.
+    // The epoch's first batches, shuffled as in training: each gathers examples no batch before
+    // it read, from a data set larger than the caches, as a step does.
     const int64_t count = std::min<int64_t>(batches->numBatches(), 4 * w.repeats);
     for (int64_t step = 0; step < count; ++step) {
       const auto started = Clock::now();
