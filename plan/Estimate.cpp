@@ -32,6 +32,18 @@ double bytesOf(const ir::TensorType &type, int64_t batch) {
   return static_cast<double>(type.numElements(batch, batch)) * ir::dtypeBytes(type.dtype);
 }
 
+} // namespace
+
+double inputBytes(const ir::Module &worker, int64_t batch) {
+  double bytes = 0;
+  for (const auto &input : worker.inputs())
+    if (input->value->hasType())
+      bytes += bytesOf(input->value->type(), batch);
+  return bytes;
+}
+
+namespace {
+
 int64_t ceilDiv(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
@@ -271,15 +283,6 @@ WorkerCompute workerCompute(const ir::Module &worker, const WorkerBatches &batch
     compute.activationsOfLocalBatch += activationBytes(*op, batches.of(*op));
   }
   return compute;
-}
-
-// The bytes of a worker's inputs (its batch) per step.
-double inputBytes(const ir::Module &worker, int64_t batch) {
-  double bytes = 0;
-  for (const auto &input : worker.inputs())
-    if (input->value->hasType())
-      bytes += bytesOf(input->value->type(), batch);
-  return bytes;
 }
 
 // A worker whose in-graph towers run on its GPUs (tower t on its t-th device, the shared ops and

@@ -15,6 +15,9 @@ namespace prism::plan {
 // range · (1 − (1 − 1/range)^draws).
 double expectedDistinct(double range, double draws);
 
+// The bytes of a worker's inputs (its batch) per step at `batch` examples.
+double inputBytes(const ir::Module &worker, int64_t batch);
+
 // Fills plan.estimate from the worker program and the PS programs (in PS task order).
 // `rowsPerStep`, when set, is the distinct rows a worker reads per step from each PS table;
 // otherwise indices are taken as uniform draws over the table's rows (an upper bound for the

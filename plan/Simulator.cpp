@@ -14,6 +14,7 @@
 #include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
 #include "plan/CommunicationCost.h"
+#include "plan/Estimate.h"
 #include "plan/PlanTasks.h"
 #include "plan/PlanVariables.h"
 #include "plan/PlanVerifier.h"
@@ -146,9 +147,7 @@ public:
     towerBatch_ = ceilDiv(localBatch_, std::max(1, plan.run().towers_per_worker()));
     for (const TableEstimate &t : plan.estimate().tables())
       rowsOf_[t.variable()] = t;
-    for (const auto &input : worker.inputs())
-      batchBytes_ += static_cast<double>(input->type().numElements(localBatch_) *
-                                         ir::dtypeBytes(input->type().dtype));
+    batchBytes_ = inputBytes(worker, localBatch_);
     // Results are numbered once, so a worker's timeline is a vector, not a map per worker.
     for (const auto &op : worker.ops())
       for (unsigned i = 0; i < op->numResults(); ++i)
