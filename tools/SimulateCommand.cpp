@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/Internal.h"
 #include "cluster/ClusterParser.h"
 #include "ir/Diagnostic.h"
 #include "plan/AutoParallel.h"
@@ -15,6 +16,7 @@
 #include "plan/PlanFile.h"
 #include "plan/Simulator.h"
 #include "runtime/exec/Trace.h"
+#include "runtime/job/RowsPerStep.h"
 #include "tools/Commands.h"
 #include "tools/OutputFile.h"
 #include "tools/Partition.h"
@@ -30,6 +32,7 @@ namespace {
 struct SimulateArgs {
   std::string file;
   std::string traceOut;
+  std::string data; // a model's; empty: its data statement's, if it has one
   bool json = false;
   CompileArgs compile;
   ScaleArgs scale;
@@ -39,12 +42,16 @@ bool isModelFile(llvm::StringRef path) {
   return path.endswith(".prism") || path.endswith(".onnx");
 }
 
-// The plan to simulate: read, or compiled from a model with the flags of `prism partition`.
+// The plan to simulate: read, or compiled from a model as `prism train` compiles it: with the
+// flags of `prism partition`, and the rows its steps read sampled from its data.
 llvm::Expected<plan::Plan> planOf(const SimulateArgs &args) {
   if (!isModelFile(args.file)) {
     if (!args.compile.cluster.empty())
       return ir::makeError("option --cluster: applies to a model (.prism), and " + args.file +
                            " is a plan: its cluster is in it");
+    if (!args.data.empty())
+      return ir::makeError("option --data: applies to a model (.prism), and " + args.file +
+                           " is a plan: its estimate holds the rows its steps read");
     return plan::readPlan(args.file);
   }
   if (args.compile.cluster.empty())
@@ -58,7 +65,16 @@ llvm::Expected<plan::Plan> planOf(const SimulateArgs &args) {
   auto cluster = cluster::loadCluster(args.compile.cluster, args.compile.replicationKind());
   if (!cluster)
     return cluster.takeError();
-  auto result = plan::partition(std::move(*model), *cluster, *options);
+  // A model without a data statement trains on what `prism train --data` names; without it
+  // the rows are uniform draws.
+  std::string data = args.data;
+  if (data.empty() && (*model)->data) {
+    auto named = api::dataFor("", **model);
+    if (!named)
+      return named.takeError();
+    data = *named;
+  }
+  auto result = runtime::job::partitionWithData(std::move(*model), *cluster, *options, data);
   if (!result)
     return result.takeError();
   return std::move(result->plan);
@@ -163,6 +179,9 @@ int runSimulate(const SimulateArgs &args) {
     if (!isModelFile(args.file))
       return reportError(ir::makeError("option --scale: applies to a model (.prism, .onnx), and " +
                                        args.file + " is a plan"));
+    if (!args.data.empty())
+      return reportError(ir::makeError("option --data: not with --scale, whose clusters' plans "
+                                       "take the rows a step reads as uniform draws"));
     std::string source;
     auto profile = profileOf(args, source);
     if (!profile)
@@ -202,6 +221,11 @@ void registerSimulateCommand(CLI::App &app) {
   cmd->add_option("--trace-out", args->traceOut,
                   "Write the predicted step as a Chrome trace (as `--trace` and `prism trace "
                   "merge` write measured ones)");
+  cmd->add_option("--data", args->data,
+                  "A model's data set, whose batches give the rows its steps read from tables, "
+                  "as prism train samples them (default: the one the model names; without one, "
+                  "uniform draws): fashion-mnist[:DIR], zipf:VOCAB[,tokens=T,classes=C], "
+                  "text:FILE, npy:DIR");
   cmd->add_flag("--json", args->json, "Print the prediction as JSON");
   args->scale.addOptions(*cmd);
   cmd->callback([args]() {
