@@ -86,10 +86,12 @@ ShardTraffic psShardTraffic(const RunConfig &run, PsTransfer transfer, const Var
     traffic.toPs = fraction * static_cast<double>(v.bytes()) * scale;
     break;
   case PsTransfer::PullRows: // the indices out, the rows back
+    traffic.rows = rows * fraction;
     traffic.toPs = rows * fraction * kIndexBytes;
     traffic.fromPs = rows * fraction * rowBytes(v) * scale;
     break;
   case PsTransfer::PushRows: // the rows with their indices
+    traffic.rows = rows * fraction;
     traffic.toPs = rows * fraction * (rowBytes(v) * scale + kIndexBytes);
     break;
   }

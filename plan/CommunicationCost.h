@@ -50,6 +50,7 @@ bool movesRows(PsTransfer transfer);
 struct ShardTraffic {
   double toPs = 0;
   double fromPs = 0;
+  double rows = 0; // row ops: the shard's part of the rows
 };
 ShardTraffic psShardTraffic(const RunConfig &run, PsTransfer transfer, const Variable &v,
                             const Shard &shard, double rows = 0);

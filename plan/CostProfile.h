@@ -34,13 +34,16 @@ struct AllReduceCost {
   double stagingSecondsPerByte = 0;
 };
 
-// A parameter-server call (pull or push) on loopback: latency + bytes / bytes_per_second; and the
-// server's update of what a step's pushes brought: apply_latency + apply_seconds_per_byte × bytes.
+// A parameter-server call (pull or push) on loopback: latency + bytes / bytes_per_second, and a
+// row pull's or push's seconds_per_row × its distinct rows on top (the indices, the server's
+// gather or scatter of rows, the client's bookkeeping); and the server's update of what a step's
+// pushes brought: apply_latency + apply_seconds_per_byte × bytes.
 struct PsCost {
   double latency = 0;
   double bytesPerSecond = 0;
   double applyLatency = 0;
   double applySecondsPerByte = 0;
+  double secondsPerRow = 0;
 };
 
 // Assembling a worker's batch at the start of its step (gathering its examples from the data

@@ -147,4 +147,18 @@ AllReduceCost fitLatencyPerByte(llvm::ArrayRef<TimingSample> samples) {
   return {c[0], c[2]};
 }
 
+double fitSecondsPerRow(llvm::ArrayRef<TimingSample> rowCalls, const AllReduceCost &call) {
+  // Minimizes Σ ((c × rows − beyond) / seconds)²: c = Σ rows × beyond / s² over Σ rows² / s².
+  double num = 0, den = 0;
+  for (const TimingSample &s : rowCalls) {
+    if (s.seconds <= 0 || s.flops <= 0)
+      continue;
+    const double beyond = s.seconds - (call.latency + s.bytes * call.secondsPerByte);
+    const double w = 1 / (s.seconds * s.seconds);
+    num += w * s.flops * beyond;
+    den += w * s.flops * s.flops;
+  }
+  return den > 0 ? std::max(0.0, num / den) : 0;
+}
+
 } // namespace prism::plan

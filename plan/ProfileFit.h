@@ -31,4 +31,9 @@ std::array<double, 3> fitNonNegative(llvm::ArrayRef<TimingSample> samples);
 // The same for communication: seconds = latency + bytes × seconds_per_byte.
 AllReduceCost fitLatencyPerByte(llvm::ArrayRef<TimingSample> samples);
 
+// Row calls (their rows as `flops`): the seconds per row beyond what `call` gives a call of their
+// bytes, least squares through 0 on errors relative to each call's time; 0 when the rows cost
+// nothing beyond their bytes.
+double fitSecondsPerRow(llvm::ArrayRef<TimingSample> rowCalls, const AllReduceCost &call);
+
 } // namespace prism::plan

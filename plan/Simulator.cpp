@@ -105,6 +105,7 @@ struct Timeline {
   double compute = 0;        // the compute stream is free from
   double communicate = 0;    // the all-reduce stream is free from
   std::map<std::string, double> pushBytes; // by PS task: what the step's push carries
+  std::map<std::string, double> pushRows;  // by PS task: the rows in it
   double stepPulledAt = -1; // when the step's whole variables came (-1: not pulled yet)
   double slowdown = 1; // its kernels' time over the profile's (cores shared with other workers)
   bool gpu = false;    // its devices are GPUs: kernels at the profile's GPU figures
@@ -451,6 +452,7 @@ private:
       ShardTraffic traffic = psShardTraffic(plan_.run(), transfer, v, s, rows);
       byTask[s.task()].toPs += traffic.toPs;
       byTask[s.task()].fromPs += traffic.fromPs;
+      byTask[s.task()].rows += traffic.rows;
     }
     return byTask;
   }
@@ -473,12 +475,13 @@ private:
     }
   }
 
-  // A PS call's CPU work on one side, half its calibrated latency (measured between two tasks of
-  // an idle machine, the caller's and the server's parts one after the other), on the cores of
-  // `task`'s machine from `from`; returns when it is done. A call costs its latency on machines
-  // with cores to spare, and more where the calls of the tasks beside it take their cores.
-  double callWork(const std::string &task, double from) {
-    return onCores(task, from, profile_.ps.latency / 2);
+  // A PS call's CPU work on one side, half its calibrated latency and per-row work for `rows`
+  // rows (measured between two tasks of an idle machine, the caller's and the server's parts one
+  // after the other), on the cores of `task`'s machine from `from`; returns when it is done. A
+  // call costs its latency on machines with cores to spare, and more where the calls of the
+  // tasks beside it take their cores.
+  double callWork(const std::string &task, double from, double rows) {
+    return onCores(task, from, (profile_.ps.latency + rows * profile_.ps.secondsPerRow) / 2);
   }
 
   // A pull is a call the worker waits for (its shards' tasks answer in parallel); the step's
@@ -488,8 +491,10 @@ private:
     Timeline &t = timelines_[r];
     const double begin = std::max(t.compute, readyOf(t, op));
     if (transfer == PsTransfer::Push || transfer == PsTransfer::PushRows) {
-      for (const auto &[task, traffic] : trafficByTask(transfer, v))
+      for (const auto &[task, traffic] : trafficByTask(transfer, v)) {
         t.pushBytes[task] += traffic.toPs;
+        t.pushRows[task] += traffic.rows;
+      }
       setResults(t, op, begin);
       return;
     }
@@ -505,10 +510,10 @@ private:
     double end = begin;
     double moved = 0;
     for (const auto &[task, traffic] : byTask) {
-      const double request =
-          message(t.prediction.task, task, callWork(t.prediction.task, begin), traffic.toPs);
-      end =
-          std::max(end, message(task, t.prediction.task, callWork(task, request), traffic.fromPs));
+      const double request = message(
+          t.prediction.task, task, callWork(t.prediction.task, begin, traffic.rows), traffic.toPs);
+      end = std::max(end, message(task, t.prediction.task, callWork(task, request, traffic.rows),
+                                  traffic.fromPs));
       t.prediction.bytesSent += traffic.toPs;
       t.prediction.bytesReceived += traffic.fromPs;
       moved += traffic.toPs + traffic.fromPs;
@@ -531,8 +536,10 @@ private:
       const double begin = std::max(t.compute, t.communicate);
       double end = begin;
       for (const auto &[task, bytes] : t.pushBytes) {
+        const double rows = t.pushRows[task];
         const double arrival = callWork(
-            task, message(t.prediction.task, task, callWork(t.prediction.task, begin), bytes));
+            task, message(t.prediction.task, task, callWork(t.prediction.task, begin, rows), bytes),
+            rows);
         arrivals[task].emplace_back(arrival, bytes);
         end = std::max(end, arrival);
         t.prediction.bytesSent += bytes;

@@ -63,6 +63,7 @@ struct Workload {
   std::vector<size_t> messageBytes; // all-reduces
   std::vector<size_t> psBytes;      // PS pulls and pushes (each also an update)
   int repeats = 0;                  // per message size
+  std::vector<int64_t> psRows;      // row pulls and pushes: distinct rows a call moves
 };
 
 Workload workloadOf(bool quick) {
@@ -72,13 +73,15 @@ Workload workloadOf(bool quick) {
             6,
             {4, 4096, 262144, 1 << 20, 4 << 20},
             {4, 4096, 262144, 1 << 20},
-            10};
+            10,
+            {64, 1024}};
   return {{"mlp", "cnn", "embedding_classifier", "lstm_lm", "transformer"},
           {16, 64, 128},
           10,
           {4, 1024, 16384, 262144, 1 << 20, 4 << 20, 16 << 20},
           {4, 1024, 16384, 262144, 1 << 20, 4 << 20},
-          15};
+          15,
+          {64, 256, 1024, 4096}};
 }
 
 double seconds(Clock::duration d) {
@@ -289,11 +292,82 @@ llvm::Expected<Samples> timeAllReduces(const Workload &w, double &stagingSeconds
   return mine;
 }
 
-// A parameter server on 127.0.0.1 holding a variable per message size, and one worker's client:
-// each step pulls a variable and pushes its gradient (the push returns once the server applied
-// it, so its time less the apply is the call's). Adds call samples to `calls` and update samples
-// to `applies`.
-llvm::Error timeParameterServer(const Workload &w, Samples &calls, Samples &applies) {
+// A training step's PS calls follow its kernels: the caller computes while the server's threads
+// wait. Each call is timed after this much of the caller's work, as it comes in a step (on this
+// machine's virtual cores, a small call took 100-300 us back to back and 450-600 us after 1-3 ms
+// of work: the waiting threads had gone to sleep).
+constexpr auto kCallGap = std::chrono::milliseconds(1);
+
+// Keeps this thread busy for `duration`.
+void busyFor(Clock::duration duration) {
+  const auto until = Clock::now() + duration;
+  volatile uint64_t sink = 0;
+  while (Clock::now() < until)
+    for (int i = 0; i < 1000; ++i)
+      sink = sink + static_cast<uint64_t>(i);
+}
+
+// `call()` after kCallGap of this thread's work; `took` is its time.
+template <typename Call> auto afterWork(Call &&call, double &took) {
+  busyFor(kCallGap);
+  const auto started = Clock::now();
+  auto result = call();
+  took = seconds(Clock::now() - started);
+  return result;
+}
+
+// The table of row pulls and pushes: the embedding model's shape (100,000 rows of 64 floats).
+constexpr int64_t kTableRows = 100000, kTableWidth = 64;
+const char *const kTableName = "table";
+
+// Row pulls and pushes of the table (kTableName) through `client`, from `step` on: for each
+// count of w.psRows, distinct rows drawn at random anew each time (a step's rows are seldom the
+// last step's), the median of w.repeats pulls and of as many pushes less their update (`applied`:
+// the server's update times, by step). Samples carry the rows as flops and the bytes each way.
+llvm::Error timeRowCalls(const Workload &w, runtime::ps::PsClient &client,
+                         const std::vector<double> &applied, int64_t step, Samples &rowCalls) {
+  std::mt19937_64 gen(13);
+  std::vector<int64_t> order(static_cast<size_t>(kTableRows));
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = static_cast<int64_t>(i);
+  for (int64_t rows : w.psRows) {
+    runtime::Tensor gradient(ir::DType::F32, {rows, kTableWidth});
+    std::fill_n(gradient.data<float>(), gradient.numElements(), 1e-3f);
+    const double bytes = static_cast<double>(rows) * (kTableWidth * 4 + sizeof(int64_t));
+    std::vector<double> pulls, pushes;
+    for (int i = 0; i <= w.repeats; ++i, ++step) {
+      runtime::Tensor indices(ir::DType::I64, {rows});
+      for (int64_t k = 0; k < rows; ++k) { // the first `rows` of a shuffle
+        const auto pick = static_cast<size_t>(k) + gen() % (order.size() - static_cast<size_t>(k));
+        std::swap(order[static_cast<size_t>(k)], order[pick]);
+        indices.data<int64_t>()[k] = order[static_cast<size_t>(k)];
+      }
+      double pulled_s = 0, pushed_s = 0;
+      auto pulled = afterWork([&] { return client.pullRows(kTableName, indices, step); }, pulled_s);
+      if (!pulled)
+        return pulled.takeError();
+      const std::vector<runtime::ps::Gradient> gradients = {
+          runtime::ps::Gradient::ofRows(kTableName, indices, gradient)};
+      if (auto e = afterWork([&] { return client.push(step, 1.0, 0, gradients); }, pushed_s))
+        return e;
+      if (i == 0 || applied.size() != static_cast<size_t>(step + 1))
+        continue; // the first call of each count sets up buffers
+      pulls.push_back(pulled_s);
+      pushes.push_back(std::max(0.0, pushed_s - applied.back()));
+    }
+    rowCalls.push_back({static_cast<double>(rows), bytes, median(pulls)});
+    rowCalls.push_back({static_cast<double>(rows), bytes, median(pushes)});
+  }
+  return llvm::Error::success();
+}
+
+// A parameter server on 127.0.0.1 holding a variable per message size and a table, and one
+// worker's client. Each step pulls a variable and pushes its gradient (the push returns once the
+// server applied it, so its time less the apply is the call's); then each step pulls and pushes
+// distinct random rows of the table. Adds call samples to `calls`, update samples to `applies`
+// and row calls to `rowCalls` (their rows as flops).
+llvm::Error timeParameterServer(const Workload &w, Samples &calls, Samples &applies,
+                                Samples &rowCalls) {
   using namespace runtime::ps;
   auto store = std::make_shared<runtime::VariableStore>();
   auto applied = std::make_shared<std::vector<double>>(); // seconds, by step
@@ -304,7 +378,16 @@ llvm::Error timeParameterServer(const Workload &w, Samples &calls, Samples &appl
   options.apply = [store, applied](int64_t, const GradientSet &gradients) -> llvm::Error {
     const auto started = Clock::now();
     for (const auto &[name, g] : gradients) { // SGD, as the servers' update programs do
-      float *v = store->find(name)->data<float>();
+      runtime::Tensor *variable = store->find(name);
+      float *v = variable->data<float>();
+      if (g.isSparse()) { // its rows only
+        const int64_t width = variable->numElements() / variable->shape().front();
+        const float *rows = g.rows.data<float>();
+        for (int64_t i = 0; i < g.indices.numElements(); ++i)
+          for (int64_t j = 0; j < width; ++j)
+            v[g.indices.data<int64_t>()[i] * width + j] -= 0.01f * rows[i * width + j];
+        continue;
+      }
       const float *d = g.dense.data<float>();
       for (int64_t i = 0; i < g.dense.numElements(); ++i)
         v[i] -= 0.01f * d[i];
@@ -312,8 +395,6 @@ llvm::Error timeParameterServer(const Workload &w, Samples &calls, Samples &appl
     applied->push_back(seconds(Clock::now() - started));
     return llvm::Error::success();
   };
-  PsClientOptions clientOptions;
-  clientOptions.jobToken = "calibrate";
   for (size_t bytes : w.psBytes) {
     const int64_t n = std::max<int64_t>(1, static_cast<int64_t>(bytes / sizeof(float)));
     const std::string name = "v" + std::to_string(bytes);
@@ -322,9 +403,16 @@ llvm::Error timeParameterServer(const Workload &w, Samples &calls, Samples &appl
     std::fill_n(value.data<float>(), n, 0.5f);
     store->set(name, std::move(value));
   }
+  runtime::Tensor table(ir::DType::F32, {kTableRows, kTableWidth});
+  std::fill_n(table.data<float>(), table.numElements(), 0.5f);
+  store->set(kTableName, std::move(table));
+  options.shards.push_back(
+      PsShard{kTableName, ir::DType::F32, 0, kTableRows, {kTableRows, kTableWidth}});
   auto server = ParameterServer::start(options);
   if (!server)
     return server.takeError();
+  PsClientOptions clientOptions;
+  clientOptions.jobToken = "calibrate";
   for (const PsShard &shard : options.shards)
     clientOptions.variables[shard.name] = {
         ir::DType::F32, shard.fullShape, {{(*server)->endpoint(), 0, shard.rowEnd}}};
@@ -333,18 +421,18 @@ llvm::Error timeParameterServer(const Workload &w, Samples &calls, Samples &appl
     return client.takeError();
   int64_t step = 0;
   for (const PsShard &shard : options.shards) {
+    if (shard.name == kTableName)
+      continue;
     const double bytes = static_cast<double>(shard.rowEnd * 4);
     std::vector<double> pulls, pushes;
     for (int i = 0; i <= w.repeats; ++i, ++step) {
-      auto started = Clock::now();
-      auto pulled = (*client)->pull(shard.name, step);
+      double pulled_s = 0, pushed_s = 0;
+      auto pulled = afterWork([&] { return (*client)->pull(shard.name, step); }, pulled_s);
       if (!pulled)
         return pulled.takeError();
-      const double pulled_s = seconds(Clock::now() - started);
-      started = Clock::now();
-      if (auto e = (*client)->push(step, 1.0, 0, {Gradient::ofDense(shard.name, *pulled)}))
+      const std::vector<Gradient> gradients = {Gradient::ofDense(shard.name, *pulled)};
+      if (auto e = afterWork([&] { return (*client)->push(step, 1.0, 0, gradients); }, pushed_s))
         return e;
-      const double pushed_s = seconds(Clock::now() - started);
       if (i == 0 || applied->size() != static_cast<size_t>(step + 1))
         continue; // the first call of each size sets up buffers
       pulls.push_back(pulled_s);
@@ -354,7 +442,7 @@ llvm::Error timeParameterServer(const Workload &w, Samples &calls, Samples &appl
     calls.push_back({0, bytes, median(pulls)});
     calls.push_back({0, bytes, median(pushes)});
   }
-  return llvm::Error::success();
+  return timeRowCalls(w, **client, *applied, step, rowCalls);
 }
 
 // Assembling batches as the trainer does (runtime/data/BatchIterator.h) from a data set of
@@ -423,7 +511,7 @@ llvm::Expected<plan::CostProfile> calibrate(const CalibrateArgs &args, llvm::raw
   profile.cores = static_cast<int>(std::thread::hardware_concurrency());
   if (auto e = measureKernels(args, w, profile, log))
     return std::move(e);
-  Samples calls, applies;
+  Samples calls, applies, rowCalls;
   auto started = Clock::now();
   double staging = 0;
   auto allReduces = timeAllReduces(w, staging);
@@ -433,12 +521,12 @@ llvm::Expected<plan::CostProfile> calibrate(const CalibrateArgs &args, llvm::raw
   profile.allReduce.stagingSecondsPerByte = staging;
   log << llvm::format("  all-reduce %27.2f s\n", seconds(Clock::now() - started));
   started = Clock::now();
-  if (auto e = timeParameterServer(w, calls, applies))
+  if (auto e = timeParameterServer(w, calls, applies, rowCalls))
     return ir::withContext(std::move(e), "timing a parameter server");
   const plan::AllReduceCost call = plan::fitLatencyPerByte(calls);
   const plan::AllReduceCost apply = plan::fitLatencyPerByte(applies);
   profile.ps = {call.latency, call.secondsPerByte > 0 ? 1 / call.secondsPerByte : 1e12,
-                apply.latency, apply.secondsPerByte};
+                apply.latency, apply.secondsPerByte, plan::fitSecondsPerRow(rowCalls, call)};
   log << llvm::format("  parameter server %21.2f s\n", seconds(Clock::now() - started));
   started = Clock::now();
   auto batches = timeBatches(w);
@@ -470,15 +558,15 @@ int runCalibrate(const CalibrateArgs &args) {
     return reportError(profile.takeError());
   if (auto e = plan::writeProfile(*profile, output))
     return reportError(ir::withContext(std::move(e), "writing the profile " + output));
-  llvm::outs() << llvm::format("wrote %s in %.1f s: %zu kernel families, all-reduce %.1f us + "
-                               "%.3f ns/B (staging %.3f ns/B a pass), ps call %.1f us at %.0f "
-                               "MB/s, batches %.1f us + %.3f ns/B\n",
-                               output.c_str(), seconds(Clock::now() - started),
-                               profile->kernels.size() + 1, profile->allReduce.latency * 1e6,
-                               profile->allReduce.secondsPerByte * 1e9,
-                               profile->allReduce.stagingSecondsPerByte * 1e9,
-                               profile->ps.latency * 1e6, profile->ps.bytesPerSecond / 1e6,
-                               profile->data.latency * 1e6, profile->data.secondsPerByte * 1e9);
+  llvm::outs() << llvm::format(
+      "wrote %s in %.1f s: %zu kernel families, all-reduce %.1f us + "
+      "%.3f ns/B (staging %.3f ns/B a pass), ps call %.1f us at %.0f "
+      "MB/s + %.2f us a row, batches %.1f us + %.3f ns/B\n",
+      output.c_str(), seconds(Clock::now() - started), profile->kernels.size() + 1,
+      profile->allReduce.latency * 1e6, profile->allReduce.secondsPerByte * 1e9,
+      profile->allReduce.stagingSecondsPerByte * 1e9, profile->ps.latency * 1e6,
+      profile->ps.bytesPerSecond / 1e6, profile->ps.secondsPerRow * 1e6,
+      profile->data.latency * 1e6, profile->data.secondsPerByte * 1e9);
   return 0;
 }
 

@@ -51,6 +51,21 @@ TEST(ProfileFit, LatencyPerByte) {
   EXPECT_NEAR(c.secondsPerByte, 2e-10, 1e-15);
 }
 
+// Row calls of 64 to 4096 rows at 2 us a row beyond a call of their bytes (50 us + 2 ns/B): the
+// fit recovers the 2 us; calls no dearer than their bytes, or none, give 0.
+TEST(ProfileFit, SecondsPerRow) {
+  const AllReduceCost call{5e-5, 2e-9};
+  std::vector<TimingSample> rows, cheap;
+  for (double n : {64.0, 256.0, 1024.0, 4096.0}) {
+    const double bytes = n * 264;
+    rows.push_back({n, bytes, call.latency + bytes * call.secondsPerByte + n * 2e-6});
+    cheap.push_back({n, bytes, 0.5 * (call.latency + bytes * call.secondsPerByte)});
+  }
+  EXPECT_NEAR(fitSecondsPerRow(rows, call), 2e-6, 1e-15);
+  EXPECT_EQ(fitSecondsPerRow(cheap, call), 0);
+  EXPECT_EQ(fitSecondsPerRow({}, call), 0);
+}
+
 TEST(ProfileFit, EmptyAndConstantColumns) {
   EXPECT_EQ(fitRoofline({}).latency, 0);
   // No flops anywhere: that term is 0 and the rest still fits.

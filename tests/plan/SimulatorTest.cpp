@@ -500,6 +500,29 @@ TEST(Simulator, SynchronousServerUpdatesOnceForAllPushes) {
   EXPECT_NEAR(task(p, "ps:0").computeSeconds, 1.5 * kMs, 1e-12);
 }
 
+// A row pull and a row push move the plan's estimated rows, 3 of w's (8 bytes each, their
+// indices 8): the pull 0.5 ms at the worker, 24 B of indices (0.75 ms), 0.5 ms at the server,
+// 24 B of rows (0.75 ms): 2.5 ms; gather_grad 1 ms; the push 0.5 + 48 B (1.5 ms) + 0.5: 2.5 ms.
+// At 1 ms a row (ps.seconds_per_row), half on each side, each call takes 3 ms more.
+TEST(Simulator, RowCallsCostTheirRows) {
+  auto worker = program("  %rows = ps_pull_rows(w, y) : f32[B, 2]\n"
+                        "  %g.w = gather_grad(%rows, y, num_rows = 4) : sparse f32[4, 2]\n"
+                        "  ps_push_rows(w, %g.w)\n");
+  Plan plan = makePlan(1, 1);
+  TableEstimate *table = plan.mutable_estimate()->add_tables();
+  table->set_variable("w");
+  table->set_rows_per_step(3);
+  auto communication = [&](double secondsPerRow) {
+    CostProfile profile = syntheticProfile();
+    profile.ps.secondsPerRow = secondsPerRow;
+    auto p = simulateStep(plan, *worker, profile);
+    EXPECT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+    return p ? task(*p, "worker:0").communicationSeconds : 0.0;
+  };
+  EXPECT_NEAR(communication(0), 5 * kMs, 1e-12);
+  EXPECT_NEAR(communication(1 * kMs), 11 * kMs, 1e-12);
+}
+
 TEST(Simulator, SpansFollowTheMeasuredTracks) {
   auto worker = program(kOverlapped);
   Prediction p = simulate(makePlan(2, 0), *worker);
@@ -537,6 +560,10 @@ TEST(CostProfile, RoundTripsThroughJson) {
   EXPECT_EQ(read->cores, 16);
   EXPECT_EQ(read->data.latency, 4e-6);
   EXPECT_EQ(read->data.secondsPerByte, 7e-10);
+  p.ps.secondsPerRow = 3e-7;
+  read = parseProfile(profileToJson(p), "p.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->ps.secondsPerRow, 3e-7);
 }
 
 // A profile's "gpu" section replaces the nominal GPU, and is written back; without it the
@@ -631,6 +658,26 @@ TEST(CostProfile, DataIsOptional) {
   EXPECT_EQ(read->data.latency, defaultProfile().data.latency);
   EXPECT_EQ(read->data.secondsPerByte, defaultProfile().data.secondsPerByte);
   EXPECT_GT(read->data.secondsPerByte, 0);
+}
+
+// A profile written before row calls were timed has the built-in per-row figure; a bad one is
+// an error naming the field.
+TEST(CostProfile, SecondsPerRowIsOptional) {
+  CostProfile p = syntheticProfile();
+  p.ps.secondsPerRow = 1e-3;
+  nlohmann::json json = nlohmann::json::parse(profileToJson(p));
+  ASSERT_TRUE(json["ps"].contains("seconds_per_row"));
+  json["ps"]["seconds_per_row"] = -1;
+  EXPECT_NE(errorOf(json.dump())
+                .find("bad.json: field 'ps.seconds_per_row': expected a "
+                      "non-negative number, got -1"),
+            std::string::npos)
+      << errorOf(json.dump());
+  json["ps"].erase("seconds_per_row");
+  auto read = parseProfile(json.dump(), "old.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->ps.secondsPerRow, defaultProfile().ps.secondsPerRow);
+  EXPECT_GT(read->ps.secondsPerRow, 0);
 }
 
 TEST(CostProfile, DefaultIsUsable) {

@@ -24,6 +24,9 @@ for name, k in kernels.items():
 assert not any(n == "all_reduce" or n.startswith("ps_") for n in kernels), sorted(kernels)
 assert p["all_reduce"]["latency"] + p["all_reduce"]["seconds_per_byte"] > 0, p["all_reduce"]
 assert p["ps"]["bytes_per_second"] > 0, p["ps"]
+# Row pulls and pushes were timed: their per-row figure is there (0 where rows cost no more than
+# their bytes).
+assert p["ps"]["seconds_per_row"] >= 0, p["ps"]
 # Batches are assembled from a data set in memory: a copy costs something per byte.
 assert p["data"]["seconds_per_byte"] > 0 and p["data"]["latency"] >= 0, p["data"]
 PY
