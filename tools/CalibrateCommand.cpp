@@ -47,6 +47,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Samples = std::vector<plan::TimingSample>;
 
+// A training step's PS calls and all-reduces follow its kernels: the callers compute while the
+// other side's threads wait. Each call is timed after this much of the callers' work, as in a step
+// (on this machine's virtual cores, a small call took 100-300 us back to back and 450-600 us after
+// 1-3 ms of work: the waiting threads had gone to sleep).
+constexpr auto kCallGap = std::chrono::milliseconds(1);
+
 struct CalibrateArgs {
   int threads = runtime::job::JobOptions().threads;
   bool quick = false;
@@ -270,7 +276,7 @@ llvm::Expected<Samples> timeAllReduces(const Workload &w, double &stagingSeconds
       return group.takeError();
     Samples samples;
     for (size_t bytes : w.messageBytes) {
-      auto times = timeAllReduces(**group, bytes, w.repeats);
+      auto times = timeAllReduces(**group, bytes, w.repeats, kCallGap);
       if (!times)
         return times.takeError();
       const size_t sent = std::max<size_t>(1, bytes / sizeof(float)) * sizeof(float);
@@ -292,24 +298,9 @@ llvm::Expected<Samples> timeAllReduces(const Workload &w, double &stagingSeconds
   return mine;
 }
 
-// A training step's PS calls follow its kernels: the caller computes while the server's threads
-// wait. Each call is timed after this much of the caller's work, as it comes in a step (on this
-// machine's virtual cores, a small call took 100-300 us back to back and 450-600 us after 1-3 ms
-// of work: the waiting threads had gone to sleep).
-constexpr auto kCallGap = std::chrono::milliseconds(1);
-
-// Keeps this thread busy for `duration`.
-void busyFor(Clock::duration duration) {
-  const auto until = Clock::now() + duration;
-  volatile uint64_t sink = 0;
-  while (Clock::now() < until)
-    for (int i = 0; i < 1000; ++i)
-      sink = sink + static_cast<uint64_t>(i);
-}
-
 // `call()` after kCallGap of this thread's work; `took` is its time.
 template <typename Call> auto afterWork(Call &&call, double &took) {
-  busyFor(kCallGap);
+  runtime::dist::busyFor(kCallGap);
   const auto started = Clock::now();
   auto result = call();
   took = seconds(Clock::now() - started);

@@ -6,7 +6,16 @@
 
 namespace prism::runtime::dist {
 
-llvm::Expected<std::vector<double>> timeAllReduces(Collective &group, size_t bytes, int repeats) {
+void busyFor(std::chrono::microseconds duration) {
+  const auto until = std::chrono::steady_clock::now() + duration;
+  volatile uint64_t sink = 0;
+  while (std::chrono::steady_clock::now() < until)
+    for (uint64_t i = 0; i < 1000; ++i)
+      sink = sink + i;
+}
+
+llvm::Expected<std::vector<double>> timeAllReduces(Collective &group, size_t bytes, int repeats,
+                                                   std::chrono::microseconds workBefore) {
   using Clock = std::chrono::steady_clock;
   std::vector<float> data(std::max<size_t>(1, bytes / sizeof(float)), 1.0f);
   std::vector<double> times;
@@ -14,6 +23,8 @@ llvm::Expected<std::vector<double>> timeAllReduces(Collective &group, size_t byt
   for (int i = 0; i <= repeats; ++i) {
     if (auto e = group.barrier())
       return std::move(e);
+    if (workBefore.count() > 0)
+      busyFor(workBefore);
     const auto started = Clock::now();
     if (auto e = group.allReduceSum(data.data(), data.size()))
       return std::move(e);

@@ -2,7 +2,9 @@
 // `prism bench-allreduce` reports.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "runtime/dist/Collective.h"
@@ -13,7 +15,14 @@ namespace prism::runtime::dist {
 // Every rank of `group` calls it with the same arguments, at the same point. One untimed
 // all-reduce of `bytes` (as float32 elements; the first of a size sets up Gloo's buffers), then
 // `repeats` timed ones, each entered after a barrier so that it times the collective, not the
-// ranks' arrival. Returns their durations in seconds, as this rank saw them.
-llvm::Expected<std::vector<double>> timeAllReduces(Collective &group, size_t bytes, int repeats);
+// ranks' arrival, and after `workBefore` of each rank's own work when it is given (as a training
+// step's all-reduces follow its kernels). Returns their durations in seconds, as this rank saw
+// them.
+llvm::Expected<std::vector<double>>
+timeAllReduces(Collective &group, size_t bytes, int repeats,
+               std::chrono::microseconds workBefore = std::chrono::microseconds(0));
+
+// Keeps this thread busy (computing, not waiting) for `duration`.
+void busyFor(std::chrono::microseconds duration);
 
 } // namespace prism::runtime::dist
