@@ -28,10 +28,15 @@ struct KernelCost {
 // (2(N−1)/N of the bucket), a latency per collective call; and the passes over the bucket's bytes
 // around the ring on the communication thread (weighting each worker's share in place, or
 // gathering into the staging buffer and copying back): staging_seconds_per_byte per pass.
+// `latency` is a call's on a machine whose cores are all busy (calls back to back);
+// `wakeLatency` one's after the ranks' own work on a machine with cores to spare, whose waiting
+// threads went to sleep meanwhile (as a step's all-reduces follow its kernels); 0: not measured,
+// such calls cost `latency` too.
 struct AllReduceCost {
   double latency = 0;
   double secondsPerByte = 0;
   double stagingSecondsPerByte = 0;
+  double wakeLatency = 0;
 };
 
 // A parameter-server call (pull or push) on loopback: latency + bytes / bytes_per_second, and a

@@ -355,10 +355,16 @@ private:
       sharing = std::max(sharing, communicationSharing(r));
     }
     const BucketWork work = bucketWork(op);
+    // Where a machine holds more workers than cores, none of them is idle and its ranks' threads
+    // are awake: a call's latency is the back-to-back one (slowed by the sharing). Elsewhere the
+    // ranks' threads slept while the workers computed, and a call pays for their waking (where
+    // the profile measured it).
+    const double latency = sharing > 1 || profile_.allReduce.wakeLatency <= 0
+                               ? profile_.allReduce.latency
+                               : profile_.allReduce.wakeLatency;
     const double seconds =
         n < 2 ? 0
-              : sharing * (profile_.allReduce.latency * static_cast<double>(work.calls) *
-                               static_cast<double>(n - 1) +
+              : sharing * (latency * static_cast<double>(work.calls) * static_cast<double>(n - 1) +
                            work.passBytes * profile_.allReduce.stagingSecondsPerByte) +
                     ring * perByte;
     for (size_t r = 0; n > 1 && r < n; ++r) {

@@ -48,9 +48,10 @@ using Clock = std::chrono::steady_clock;
 using Samples = std::vector<plan::TimingSample>;
 
 // A training step's PS calls and all-reduces follow its kernels: the callers compute while the
-// other side's threads wait. Each call is timed after this much of the callers' work, as in a step
-// (on this machine's virtual cores, a small call took 100-300 us back to back and 450-600 us after
-// 1-3 ms of work: the waiting threads had gone to sleep).
+// other side's threads wait. Each call is timed after this much of the callers' work, as in a
+// step (on this machine's virtual cores, a small call took 100-300 us back to back and 450-600 us
+// after 1-3 ms of work: the waiting threads had gone to sleep); all-reduces back to back too, as
+// on a machine whose cores are all busy.
 constexpr auto kCallGap = std::chrono::milliseconds(1);
 
 struct CalibrateArgs {
@@ -248,10 +249,16 @@ llvm::Expected<double> timeStagingPass(runtime::dist::Collective &group, int rep
   return median(times) / static_cast<double>(kBytes);
 }
 
+// All-reduces timed back to back, and each after kCallGap of each rank's work.
+struct AllReduceSamples {
+  Samples backToBack, afterWork;
+};
+
 // Times `repeats` all-reduces of each size between two ranks (threads of this process, over
-// Gloo on 127.0.0.1, meeting through an in-process coordinator), as rank 0 sees them; samples
-// carry the bytes each rank sends in the ring. Sets `stagingSecondsPerByte` (timeStagingPass).
-llvm::Expected<Samples> timeAllReduces(const Workload &w, double &stagingSecondsPerByte) {
+// Gloo on 127.0.0.1, meeting through an in-process coordinator), as rank 0 sees them, back to back
+// and after the ranks' work; samples carry the bytes each rank sends in the ring. Sets
+// `stagingSecondsPerByte` (timeStagingPass).
+llvm::Expected<AllReduceSamples> timeAllReduces(const Workload &w, double &stagingSecondsPerByte) {
   using namespace runtime::dist;
   constexpr int kRanks = 2;
   CoordinatorOptions options;
@@ -261,7 +268,7 @@ llvm::Expected<Samples> timeAllReduces(const Workload &w, double &stagingSeconds
   auto coordinator = Coordinator::start(std::move(options));
   if (!coordinator)
     return coordinator.takeError();
-  auto rank = [&](int r) -> llvm::Expected<Samples> {
+  auto rank = [&](int r) -> llvm::Expected<AllReduceSamples> {
     CoordinatorClientOptions client;
     client.address = (*coordinator)->address();
     client.jobToken = "calibrate";
@@ -274,14 +281,18 @@ llvm::Expected<Samples> timeAllReduces(const Workload &w, double &stagingSeconds
                                     std::chrono::seconds(30));
     if (!group)
       return group.takeError();
-    Samples samples;
+    AllReduceSamples samples;
     for (size_t bytes : w.messageBytes) {
-      auto times = timeAllReduces(**group, bytes, w.repeats, kCallGap);
+      const size_t sent = std::max<size_t>(1, bytes / sizeof(float)) * sizeof(float);
+      const double ring = plan::ringAllReduceBytes(static_cast<double>(sent), kRanks);
+      auto times = timeAllReduces(**group, bytes, w.repeats);
       if (!times)
         return times.takeError();
-      const size_t sent = std::max<size_t>(1, bytes / sizeof(float)) * sizeof(float);
-      samples.push_back(
-          {0, plan::ringAllReduceBytes(static_cast<double>(sent), kRanks), median(*times)});
+      samples.backToBack.push_back({0, ring, median(*times)});
+      times = timeAllReduces(**group, bytes, w.repeats, kCallGap);
+      if (!times)
+        return times.takeError();
+      samples.afterWork.push_back({0, ring, median(*times)});
     }
     auto staging = timeStagingPass(**group, w.repeats);
     if (!staging)
@@ -508,8 +519,9 @@ llvm::Expected<plan::CostProfile> calibrate(const CalibrateArgs &args, llvm::raw
   auto allReduces = timeAllReduces(w, staging);
   if (!allReduces)
     return ir::withContext(allReduces.takeError(), "timing all-reduces");
-  profile.allReduce = plan::fitLatencyPerByte(*allReduces);
+  profile.allReduce = plan::fitLatencyPerByte(allReduces->backToBack);
   profile.allReduce.stagingSecondsPerByte = staging;
+  profile.allReduce.wakeLatency = plan::fitLatencyPerByte(allReduces->afterWork).latency;
   log << llvm::format("  all-reduce %27.2f s\n", seconds(Clock::now() - started));
   started = Clock::now();
   if (auto e = timeParameterServer(w, calls, applies, rowCalls))
@@ -550,13 +562,13 @@ int runCalibrate(const CalibrateArgs &args) {
   if (auto e = plan::writeProfile(*profile, output))
     return reportError(ir::withContext(std::move(e), "writing the profile " + output));
   llvm::outs() << llvm::format(
-      "wrote %s in %.1f s: %zu kernel families, all-reduce %.1f us + "
+      "wrote %s in %.1f s: %zu kernel families, all-reduce %.1f us (%.1f after work) + "
       "%.3f ns/B (staging %.3f ns/B a pass), ps call %.1f us at %.0f "
       "MB/s + %.2f us a row, batches %.1f us + %.3f ns/B\n",
       output.c_str(), seconds(Clock::now() - started), profile->kernels.size() + 1,
-      profile->allReduce.latency * 1e6, profile->allReduce.secondsPerByte * 1e9,
-      profile->allReduce.stagingSecondsPerByte * 1e9, profile->ps.latency * 1e6,
-      profile->ps.bytesPerSecond / 1e6, profile->ps.secondsPerRow * 1e6,
+      profile->allReduce.latency * 1e6, profile->allReduce.wakeLatency * 1e6,
+      profile->allReduce.secondsPerByte * 1e9, profile->allReduce.stagingSecondsPerByte * 1e9,
+      profile->ps.latency * 1e6, profile->ps.bytesPerSecond / 1e6, profile->ps.secondsPerRow * 1e6,
       profile->data.latency * 1e6, profile->data.secondsPerByte * 1e9);
   return 0;
 }

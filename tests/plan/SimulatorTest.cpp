@@ -347,6 +347,24 @@ TEST(Simulator, RanksSharingAMachinesCoresSlowTheRing) {
   EXPECT_NEAR(step(4), 9.5 * kMs, 1e-12);
 }
 
+// A call's latency after the ranks' work (wake_latency, 2 ms here) where the machine has cores to
+// spare: four workers on 4 cores pay it, 3 × 2 ms + 1.5 ms = 7.5 ms of ring (the 9.5 ms step
+// above, with the 1 ms latency, becomes 12.5); on 2 cores, none idle, the back-to-back 1 ms,
+// shared: 19 ms as above.
+TEST(Simulator, RanksWithCoresToSparePayTheWakeLatency) {
+  auto worker = program(kOverlapped);
+  auto step = [&](int cores) {
+    CostProfile profile = syntheticProfile();
+    profile.cores = cores;
+    profile.allReduce.wakeLatency = 2 * kMs;
+    auto p = simulateStep(makePlan(4, 0), *worker, profile);
+    EXPECT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+    return p ? p->stepSeconds : 0.0;
+  };
+  EXPECT_NEAR(step(4), 12.5 * kMs, 1e-12);
+  EXPECT_NEAR(step(2), 19 * kMs, 1e-12);
+}
+
 // A link's direction takes a transfer in its first free time, not behind the ones placed before
 // it in replay order. Workers 0 and 1 share one single-core machine (hosts h0 and h1 on
 // 10.0.0.1) and run at half speed; worker 2 (10.0.0.3) alone; the server on h3. Links at 32
@@ -552,6 +570,10 @@ TEST(CostProfile, RoundTripsThroughJson) {
   read = parseProfile(profileToJson(p), "p.json");
   ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
   EXPECT_EQ(read->allReduce.stagingSecondsPerByte, 3e-10);
+  p.allReduce.wakeLatency = 5e-4;
+  read = parseProfile(profileToJson(p), "p.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->allReduce.wakeLatency, 5e-4);
   EXPECT_EQ(read->cores, 0);
   p.cores = 16;
   p.data = {4e-6, 7e-10};
@@ -644,6 +666,19 @@ TEST(CostProfile, StagingIsOptional) {
   ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
   EXPECT_EQ(read->allReduce.stagingSecondsPerByte,
             defaultProfile().allReduce.stagingSecondsPerByte);
+}
+
+// A profile written before the wake latency was measured costs calls its latency either way.
+TEST(CostProfile, WakeLatencyIsOptional) {
+  CostProfile p = syntheticProfile();
+  p.allReduce.latency = 3e-4;
+  p.allReduce.wakeLatency = 9e-4;
+  nlohmann::json json = nlohmann::json::parse(profileToJson(p));
+  ASSERT_TRUE(json["all_reduce"].contains("wake_latency"));
+  json["all_reduce"].erase("wake_latency");
+  auto read = parseProfile(json.dump(), "old.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->allReduce.wakeLatency, 3e-4);
 }
 
 // A profile written before batches were timed has the built-in figures for them.
