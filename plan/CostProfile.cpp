@@ -66,9 +66,9 @@ CostProfile defaultProfile() {
   // A call after the ranks' work as one back to back (calibrations of a 2-core Intel Xeon VM
   // measured 140-220 us back to back and 260-480 us after 1 ms of work).
   p.allReduce = {1e-4, 1e-9, 2e-10, 1e-4};
-  // A row pull or push: 0.1 us a row beyond its bytes (calibrations of a 2-core Intel Xeon VM
-  // measured 0.04-0.26 us).
-  p.ps = {3e-4, 4e8, 2e-5, 2e-9, 1e-7};
+  // A row pull or push costs its bytes and nothing per row: not measured (calibrations of a 2-core
+  // Intel Xeon VM measured 0.04-0.26 us a row).
+  p.ps = {3e-4, 4e8, 2e-5, 2e-9, 0};
   // A batch of images kept as bytes and scaled as they are copied out, gathered from a data set
   // larger than the caches: about 1 GB/s of the batch's float32 bytes.
   p.data = {5e-6, 1e-9};
