@@ -318,14 +318,45 @@ template <typename Call> auto afterWork(Call &&call, double &took) {
   return result;
 }
 
+// The times of a size's timed calls: pulls, pushes less the server's update, and the updates.
+struct CallTimes {
+  std::vector<double> pulls, pushes, applies;
+};
+
+// `repeats` + 1 steps from `step` on (advanced past them), each `prepare()` (untimed), then
+// `pull(step)` and `push(step, pulled)` after the caller's work (afterWork); the first step's calls
+// set up buffers and are not kept. A push returns once the server applied it, so its time less the
+// update (`applied`: the server's update times, by step) is the call's.
+template <typename Prepare, typename Pull, typename Push>
+llvm::Expected<CallTimes> timePullsAndPushes(int repeats, int64_t &step,
+                                             const std::vector<double> &applied, Prepare &&prepare,
+                                             Pull &&pull, Push &&push) {
+  CallTimes times;
+  for (int i = 0; i <= repeats; ++i, ++step) {
+    prepare();
+    double pulled_s = 0, pushed_s = 0;
+    auto pulled = afterWork([&] { return pull(step); }, pulled_s);
+    if (!pulled)
+      return pulled.takeError();
+    if (auto e = afterWork([&] { return push(step, *pulled); }, pushed_s))
+      return std::move(e);
+    if (i == 0 || applied.size() != static_cast<size_t>(step + 1))
+      continue;
+    times.pulls.push_back(pulled_s);
+    times.pushes.push_back(std::max(0.0, pushed_s - applied.back()));
+    times.applies.push_back(applied.back());
+  }
+  return times;
+}
+
 // The table of row pulls and pushes: the embedding model's shape (100,000 rows of 64 floats).
 constexpr int64_t kTableRows = 100000, kTableWidth = 64;
 const char *const kTableName = "table";
 
 // Row pulls and pushes of the table (kTableName) through `client`, from `step` on: for each
 // count of w.psRows, distinct rows drawn at random anew each time (a step's rows are seldom the
-// last step's), the median of w.repeats pulls and of as many pushes less their update (`applied`:
-// the server's update times, by step). Samples carry the rows as flops and the bytes each way.
+// last step's), the median of w.repeats pulls and of as many pushes (timePullsAndPushes).
+// Samples carry the rows as flops and the bytes each way.
 llvm::Error timeRowCalls(const Workload &w, runtime::ps::PsClient &client,
                          const std::vector<double> &applied, int64_t step, Samples &rowCalls) {
   std::mt19937_64 gen(13);
@@ -336,29 +367,24 @@ llvm::Error timeRowCalls(const Workload &w, runtime::ps::PsClient &client,
     runtime::Tensor gradient(ir::DType::F32, {rows, kTableWidth});
     std::fill_n(gradient.data<float>(), gradient.numElements(), 1e-3f);
     const double bytes = static_cast<double>(rows) * (kTableWidth * 4 + sizeof(int64_t));
-    std::vector<double> pulls, pushes;
-    for (int i = 0; i <= w.repeats; ++i, ++step) {
-      runtime::Tensor indices(ir::DType::I64, {rows});
+    runtime::Tensor indices(ir::DType::I64, {rows});
+    auto draw = [&] {
       for (int64_t k = 0; k < rows; ++k) { // the first `rows` of a shuffle
         const auto pick = static_cast<size_t>(k) + gen() % (order.size() - static_cast<size_t>(k));
         std::swap(order[static_cast<size_t>(k)], order[pick]);
         indices.data<int64_t>()[k] = order[static_cast<size_t>(k)];
       }
-      double pulled_s = 0, pushed_s = 0;
-      auto pulled = afterWork([&] { return client.pullRows(kTableName, indices, step); }, pulled_s);
-      if (!pulled)
-        return pulled.takeError();
-      const std::vector<runtime::ps::Gradient> gradients = {
-          runtime::ps::Gradient::ofRows(kTableName, indices, gradient)};
-      if (auto e = afterWork([&] { return client.push(step, 1.0, 0, gradients); }, pushed_s))
-        return e;
-      if (i == 0 || applied.size() != static_cast<size_t>(step + 1))
-        continue; // the first call of each count sets up buffers
-      pulls.push_back(pulled_s);
-      pushes.push_back(std::max(0.0, pushed_s - applied.back()));
-    }
-    rowCalls.push_back({static_cast<double>(rows), bytes, median(pulls)});
-    rowCalls.push_back({static_cast<double>(rows), bytes, median(pushes)});
+    };
+    auto pull = [&](int64_t at) { return client.pullRows(kTableName, indices, at); };
+    auto push = [&](int64_t at, const runtime::Tensor &) {
+      return client.push(at, 1.0, 0,
+                         {runtime::ps::Gradient::ofRows(kTableName, indices, gradient)});
+    };
+    auto times = timePullsAndPushes(w.repeats, step, applied, draw, pull, push);
+    if (!times)
+      return times.takeError();
+    rowCalls.push_back({static_cast<double>(rows), bytes, median(times->pulls)});
+    rowCalls.push_back({static_cast<double>(rows), bytes, median(times->pushes)});
   }
   return llvm::Error::success();
 }
@@ -426,23 +452,18 @@ llvm::Error timeParameterServer(const Workload &w, Samples &calls, Samples &appl
     if (shard.name == kTableName)
       continue;
     const double bytes = static_cast<double>(shard.rowEnd * 4);
-    std::vector<double> pulls, pushes;
-    for (int i = 0; i <= w.repeats; ++i, ++step) {
-      double pulled_s = 0, pushed_s = 0;
-      auto pulled = afterWork([&] { return (*client)->pull(shard.name, step); }, pulled_s);
-      if (!pulled)
-        return pulled.takeError();
-      const std::vector<Gradient> gradients = {Gradient::ofDense(shard.name, *pulled)};
-      if (auto e = afterWork([&] { return (*client)->push(step, 1.0, 0, gradients); }, pushed_s))
-        return e;
-      if (i == 0 || applied->size() != static_cast<size_t>(step + 1))
-        continue; // the first call of each size sets up buffers
-      pulls.push_back(pulled_s);
-      pushes.push_back(std::max(0.0, pushed_s - applied->back()));
-      applies.push_back({0, bytes, applied->back()});
-    }
-    calls.push_back({0, bytes, median(pulls)});
-    calls.push_back({0, bytes, median(pushes)});
+    auto times = timePullsAndPushes(
+        w.repeats, step, *applied, [] {},
+        [&](int64_t at) { return (*client)->pull(shard.name, at); },
+        [&](int64_t at, const runtime::Tensor &pulled) {
+          return (*client)->push(at, 1.0, 0, {Gradient::ofDense(shard.name, pulled)});
+        });
+    if (!times)
+      return times.takeError();
+    for (double seconds : times->applies)
+      applies.push_back({0, bytes, seconds});
+    calls.push_back({0, bytes, median(times->pulls)});
+    calls.push_back({0, bytes, median(times->pushes)});
   }
   return timeRowCalls(w, **client, *applied, step, rowCalls);
 }
