@@ -32,6 +32,13 @@ const KernelCost &CostProfile::kernel(llvm::StringRef op) const {
   return it == kernels.end() ? defaultKernel : it->second;
 }
 
+const LinkCost *CostProfile::link(uint64_t bitsPerSec) const {
+  for (const LinkCost &l : links)
+    if (l.bandwidthBitsPerSec == bitsPerSec)
+      return &l;
+  return nullptr;
+}
+
 const KernelCost &GpuCost::kernel(llvm::StringRef op) const {
   auto it = kernels.find(op.str());
   return it == kernels.end() ? defaultKernel : it->second;
@@ -268,6 +275,40 @@ std::string hostName() {
   return name;
 }
 
+// Optional: profiles measured without --cluster have no measured links.
+llvm::Error parseLinks(const Reader &r, const Json &root, CostProfile &p) {
+  auto links = root.find("links");
+  if (links == root.end())
+    return llvm::Error::success();
+  if (!links->is_array())
+    return r.fail("links", "expected an array");
+  for (size_t i = 0; i < links->size(); ++i) {
+    const Json &entry = (*links)[i];
+    const std::string path = "links[" + std::to_string(i) + "]";
+    if (!entry.is_object())
+      return r.fail(path, "expected an object");
+    LinkCost link;
+    auto bandwidth = entry.find("bandwidth_bits_per_sec");
+    if (bandwidth == entry.end() || !bandwidth->is_number_unsigned() ||
+        bandwidth->get<uint64_t>() == 0)
+      return r.fail(path + ".bandwidth_bits_per_sec", "expected a positive integer");
+    link.bandwidthBitsPerSec = bandwidth->get<uint64_t>();
+    if (p.link(link.bandwidthBitsPerSec))
+      return r.fail(path + ".bandwidth_bits_per_sec",
+                    "a second entry for " + std::to_string(link.bandwidthBitsPerSec));
+    auto ranks = entry.find("ranks");
+    if (ranks == entry.end() || !ranks->is_number_integer() || ranks->get<int64_t>() < 2)
+      return r.fail(path + ".ranks", "expected an integer of at least 2");
+    link.ranks = static_cast<int>(ranks->get<int64_t>());
+    if (auto e = r.number(entry, path, "latency", link.latency))
+      return e;
+    if (auto e = r.number(entry, path, "seconds_per_byte", link.secondsPerByte))
+      return e;
+    p.links.push_back(link);
+  }
+  return llvm::Error::success();
+}
+
 } // namespace
 
 llvm::Expected<CostProfile> parseProfile(llvm::StringRef text, llvm::StringRef file) {
@@ -292,6 +333,8 @@ llvm::Expected<CostProfile> parseProfile(llvm::StringRef text, llvm::StringRef f
   if (auto e = parseData(r, root, p))
     return std::move(e);
   if (auto e = parseGpu(r, root, p))
+    return std::move(e);
+  if (auto e = parseLinks(r, root, p))
     return std::move(e);
   return p;
 }
@@ -329,6 +372,15 @@ std::string profileToJson(const CostProfile &p) {
     root["gpu"] = {{"name", p.gpu.name},
                    {"kernels", kernelTableJson(p.gpu.defaultKernel, p.gpu.kernels)},
                    {"nvlink_bytes_per_second", p.gpu.nvlinkBytesPerSecond}};
+  if (!p.links.empty()) {
+    Json links = Json::array();
+    for (const LinkCost &l : p.links)
+      links.push_back({{"bandwidth_bits_per_sec", l.bandwidthBitsPerSec},
+                       {"ranks", l.ranks},
+                       {"latency", l.latency},
+                       {"seconds_per_byte", l.secondsPerByte}});
+    root["links"] = std::move(links);
+  }
   return root.dump(2) + "\n";
 }
 

@@ -3,8 +3,10 @@
 // format and the built-in default.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "ir/OpTable.h"
 #include "llvm/ADT/StringRef.h"
@@ -76,6 +78,20 @@ struct GpuCost {
 // tensor cores), HBM3 3.35 TB/s, 5 us per kernel launch, NVLink 900 GB/s (450 GB/s each way).
 GpuCost nominalGpu();
 
+// A ring all-reduce over links between hosts of one bandwidth, measured through them (`prism
+// calibrate --cluster`): one rank on each of `ranks` hosts, the ring's latency per call and its
+// seconds per byte each rank sends. Where hosts' links have that bandwidth the simulator moves
+// every byte between them at the measured rate (the ring's and the parameter servers' messages)
+// and the ring pays the measured latency, in place of the nominal bandwidth and the loopback
+// latency: on links whose kernel work shares the ranks' cores (network namespaces of one
+// machine), a byte costs more than the wire's rate says.
+struct LinkCost {
+  uint64_t bandwidthBitsPerSec = 0; // the links' nominal bandwidth, as the cluster file gives it
+  int ranks = 2;                    // the ring measured (one rank per host)
+  double latency = 0;               // per call of the ring of `ranks`
+  double secondsPerByte = 0;        // per byte each rank sends
+};
+
 struct CostProfile {
   std::string host; // the machine it was measured on ("built-in" for the default)
   std::string cpu;  // its processor's model name
@@ -87,9 +103,12 @@ struct CostProfile {
   AllReduceCost allReduce;
   PsCost ps;
   DataCost data;
-  GpuCost gpu = nominalGpu(); // the profile's optional "gpu" section replaces it
+  GpuCost gpu = nominalGpu();  // the profile's optional "gpu" section replaces it
+  std::vector<LinkCost> links; // measured link classes, by bandwidth; optional
 
   const KernelCost &kernel(llvm::StringRef op) const;
+  // The measured links of `bitsPerSec`, or null.
+  const LinkCost *link(uint64_t bitsPerSec) const;
 };
 
 // The figures used without a measured profile (docs/simulate.md says where they come from).

@@ -94,7 +94,8 @@ private:
 // A host's link, each direction on its own (full duplex). Hosts on 127.0.0.1 and hosts of
 // unknown bandwidth move bytes at the profile's loopback figures, without a queue.
 struct Link {
-  double bytesPerSecond = 0; // 0: loopback figures
+  double bytesPerSecond = 0;  // 0: loopback figures
+  uint64_t bitsPerSecond = 0; // the nominal bandwidth, as the cluster gives it
   Direction out, in;
   LinkPrediction prediction;
 };
@@ -134,8 +135,10 @@ public:
     for (const Host &host : plan.cluster().hosts()) {
       Link link;
       link.prediction.host = host.name();
-      if (host.address().rfind("127.", 0) != 0)
-        link.bytesPerSecond = static_cast<double>(host.bandwidth_bits_per_sec()) / 8;
+      if (host.address().rfind("127.", 0) != 0) {
+        link.bitsPerSecond = host.bandwidth_bits_per_sec();
+        link.bytesPerSecond = static_cast<double>(link.bitsPerSecond) / 8;
+      }
       links_.push_back(link);
     }
     for (size_t w = 0; w < workers_.size(); ++w) {
@@ -345,6 +348,7 @@ private:
     // the passes over the bucket slow down on machines with more workers than cores
     // (communicationSharing).
     double perByte = 0, sharing = 1;
+    const LinkCost *measured = nullptr; // the slowest measured link class the ring crosses
     for (size_t r = 0; n > 1 && r < n; ++r) {
       const size_t next = (r + 1) % n;
       const int from = hostOf_[workers_[r]], to = hostOf_[workers_[next]];
@@ -353,19 +357,24 @@ private:
         begin = std::max({begin, links_[from].out.end(), links_[to].in.end()});
       perByte = std::max(perByte, ringSecondsPerByte(r, next));
       sharing = std::max(sharing, communicationSharing(r));
+      if (const LinkCost *link = measuredLink(from, to);
+          link && (!measured || unitLatency(*link) > unitLatency(*measured)))
+        measured = link;
     }
     const BucketWork work = bucketWork(op);
+    const double calls = static_cast<double>(work.calls) * static_cast<double>(n - 1);
     // Where a machine holds more workers than cores, none of them is idle and its ranks' threads
     // are awake: a call's latency is the back-to-back one (slowed by the sharing). Elsewhere the
     // ranks' threads slept while the workers computed, and a call pays for their waking (where
-    // the profile measured it).
+    // the profile measured it). A ring over measured links pays their latency, which was
+    // measured through them with the machines' cores as they are.
     const double latency = sharing > 1 || profile_.allReduce.wakeLatency <= 0
                                ? profile_.allReduce.latency
                                : profile_.allReduce.wakeLatency;
+    const double latencies = measured ? unitLatency(*measured) * calls : sharing * latency * calls;
     const double seconds =
         n < 2 ? 0
-              : sharing * (latency * static_cast<double>(work.calls) * static_cast<double>(n - 1) +
-                           work.passBytes * profile_.allReduce.stagingSecondsPerByte) +
+              : latencies + sharing * work.passBytes * profile_.allReduce.stagingSecondsPerByte +
                     ring * perByte;
     for (size_t r = 0; n > 1 && r < n; ++r) {
       const int from = hostOf_[workers_[r]], to = hostOf_[workers_[(r + 1) % n]];
@@ -386,8 +395,22 @@ private:
     }
   }
 
-  // Seconds per byte of the ring's hop from worker `r` to worker `next`: a link's, NVLink's, or
-  // the profile's loopback rate as the machine's cores allow (communicationSharing).
+  // The profile's ring measured over links of the bandwidth between hosts `from` and `to`, or
+  // null (one host, a loopback or unknown link, or a bandwidth not measured).
+  const LinkCost *measuredLink(int from, int to) const {
+    if (from == to || links_[from].bitsPerSecond == 0 || links_[to].bitsPerSecond == 0)
+      return nullptr;
+    return profile_.link(std::min(links_[from].bitsPerSecond, links_[to].bitsPerSecond));
+  }
+  // A measured ring's latency per call and hop pair: it was measured on `ranks` ranks, which
+  // take ranks − 1 of them (as the loopback latency, fitted on two ranks, is one).
+  static double unitLatency(const LinkCost &link) {
+    return link.latency / static_cast<double>(std::max(1, link.ranks - 1));
+  }
+
+  // Seconds per byte of the ring's hop from worker `r` to worker `next`: a link's
+  // (linkBandwidth), NVLink's, or the profile's loopback rate as the machine's cores allow
+  // (communicationSharing).
   double ringSecondsPerByte(size_t r, size_t next) const {
     const int from = hostOf_.at(workers_[r]), to = hostOf_.at(workers_[next]);
     if (const double bandwidth = linkBandwidth(from, to); bandwidth > 0)
@@ -397,13 +420,18 @@ private:
     return profile_.allReduce.secondsPerByte * communicationSharing(r);
   }
 
-  // Bytes per second between two hosts' tasks on their links; 0 when the profile's loopback
-  // figures apply (one host, or a loopback or unknown link).
+  // Bytes per second between two hosts' tasks on their links: as the profile measured links of
+  // their bandwidth (a ring through them: `prism calibrate --cluster`), else the bandwidth; 0
+  // when the profile's loopback figures apply (one host, or a loopback or unknown link).
   double linkBandwidth(int from, int to) const {
     if (from == to)
       return 0;
     const double a = links_[from].bytesPerSecond, b = links_[to].bytesPerSecond;
-    return a > 0 && b > 0 ? std::min(a, b) : 0;
+    if (a <= 0 || b <= 0)
+      return 0;
+    if (const LinkCost *link = measuredLink(from, to); link && link->secondsPerByte > 0)
+      return 1 / link->secondsPerByte;
+    return std::min(a, b);
   }
   // Takes `bytes` from host `from` to host `to` from `begin`: it leaves in the sender's outgoing
   // direction's free time, and is taken in in the receiver's incoming direction's free time from

@@ -1,6 +1,7 @@
-// `prism calibrate [--threads T] [--quick] [-o FILE]`: measures this machine's kernels, Gloo
-// all-reduce and parameter server on loopback, and writes the cost profile `prism simulate` reads
-// (plan/CostProfile.h; docs/simulate.md "Calibrating").
+// `prism calibrate [--threads T] [--quick] [-o FILE] [--cluster C [--launcher L]]`: measures this
+// machine's kernels, Gloo all-reduce and parameter server on loopback, and a ring through each
+// bandwidth of the cluster's links (CalibrateLinks.h), and writes the cost profile `prism
+// simulate` reads (plan/CostProfile.h; docs/simulate.md "Calibrating").
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -34,6 +35,7 @@
 #include "runtime/job/JobOptions.h"
 #include "runtime/ps/ParameterServer.h"
 #include "runtime/ps/PsClient.h"
+#include "tools/CalibrateLinks.h"
 #include "tools/Commands.h"
 #include "tools/Partition.h"
 #include "llvm/Support/FileSystem.h"
@@ -59,6 +61,8 @@ struct CalibrateArgs {
   bool quick = false;
   std::string output;
   std::string models = PRISM_MODELS_DIR;
+  std::string cluster;  // --cluster: its links are measured too
+  std::string launcher; // --launcher: how a rank starts on a host
 };
 
 // What one run measures: the models and batch sizes whose ops are timed, the steps timed at
@@ -525,7 +529,9 @@ std::string hostName() {
   return name;
 }
 
-llvm::Expected<plan::CostProfile> calibrate(const CalibrateArgs &args, llvm::raw_ostream &log) {
+// `rings`: the cluster's links to time too, or null.
+llvm::Expected<plan::CostProfile> calibrate(const CalibrateArgs &args, const LinkRings *rings,
+                                            llvm::raw_ostream &log) {
   const Workload w = workloadOf(args.quick);
   plan::CostProfile profile;
   profile.host = hostName();
@@ -559,6 +565,14 @@ llvm::Expected<plan::CostProfile> calibrate(const CalibrateArgs &args, llvm::raw
   const plan::AllReduceCost data = plan::fitLatencyPerByte(*batches);
   profile.data = {data.latency, data.secondsPerByte};
   log << llvm::format("  batches %30.2f s\n", seconds(Clock::now() - started));
+  if (rings) {
+    started = Clock::now();
+    auto links = measureLinks(*rings, {args.launcher, args.quick}, log);
+    if (!links)
+      return links.takeError();
+    profile.links = std::move(*links);
+    log << llvm::format("  links %32.2f s\n", seconds(Clock::now() - started));
+  }
   return profile;
 }
 
@@ -574,10 +588,18 @@ int runCalibrate(const CalibrateArgs &args) {
   if (!dir.empty() && (llvm::sys::fs::create_directories(dir) || !llvm::sys::fs::is_directory(dir)))
     return reportError(
         ir::makeError("cannot write the profile " + output + ": " + dir + " is not a directory"));
+  // The cluster is read first too: its errors need no measuring.
+  llvm::Optional<LinkRings> rings;
+  if (!args.cluster.empty()) {
+    auto read = linkRings(args.cluster);
+    if (!read)
+      return reportError(read.takeError());
+    rings = std::move(*read);
+  }
   llvm::errs() << "calibrating " << (args.quick ? "(quick) " : "") << "with " << args.threads
                << " thread(s)\n";
   const auto started = Clock::now();
-  auto profile = calibrate(args, llvm::errs());
+  auto profile = calibrate(args, rings ? &*rings : nullptr, llvm::errs());
   if (!profile)
     return reportError(profile.takeError());
   if (auto e = plan::writeProfile(*profile, output))
@@ -609,6 +631,14 @@ void registerCalibrateCommand(CLI::App &app) {
                   "prism simulate reads)");
   cmd->add_option("--models", args->models, "The models whose ops are timed")
       ->capture_default_str();
+  auto *cluster = cmd->add_option(
+      "--cluster", args->cluster,
+      "Also time a ring all-reduce through each bandwidth of this cluster's links (a rank on each "
+      "of its hosts, at most " +
+          std::to_string(kMaxLinkRanks) + ")");
+  cmd->add_option("--launcher", args->launcher,
+                  "How a rank starts on a host, as prism run --launcher ({host}, {address})")
+      ->needs(cluster);
   cmd->callback([args]() {
     if (int status = runCalibrate(*args))
       throw CLI::RuntimeError(status);

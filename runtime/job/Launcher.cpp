@@ -75,16 +75,6 @@ std::string replaceAll(std::string text, const std::string &from, const std::str
   return text;
 }
 
-// The program tasks run: $PRISM_TASK_PROGRAM when set (a wrapper that starts prism through its
-// own loader and libraries, as scripts/gpu-bundle makes), else this process's executable.
-std::string selfExecutable() {
-  if (const char *program = std::getenv("PRISM_TASK_PROGRAM"); program && *program)
-    return program;
-  char path[4096];
-  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-  return n > 0 ? std::string(path, static_cast<size_t>(n)) : std::string("prism");
-}
-
 std::string describeStatus(int status) {
   if (WIFEXITED(status))
     return "exited with status " + std::to_string(WEXITSTATUS(status));
@@ -215,19 +205,12 @@ llvm::Expected<std::unique_ptr<dist::Coordinator>> startCoordinator(const plan::
 // The process of `task`: `prism task ...`, local or through the launcher prefix.
 std::vector<std::string> taskArgv(const plan::Plan &plan, const plan::Task &task,
                                   const TaskCommand &command, const JobOptions &options) {
-  const std::string &launcher = options.launcher;
   std::vector<std::string> argv = {
-      options.taskProgram.empty() ? selfExecutable() : options.taskProgram, kTaskSubcommand};
+      options.taskProgram.empty() ? taskProgram() : options.taskProgram, kTaskSubcommand};
   for (std::string &arg : command.toArgs())
     argv.push_back(std::move(arg));
-  if (launcher.empty())
-    return argv;
   const plan::Host &host = plan.cluster().hosts(task.host());
-  std::string shell =
-      replaceAll(replaceAll(launcher, "{host}", host.name()), "{address}", host.address());
-  for (const std::string &a : argv)
-    shell += " " + shellQuote(a);
-  return {"/bin/sh", "-c", shell};
+  return onHost(options.launcher, host.name(), host.address(), std::move(argv));
 }
 
 // Starts every task but the coordinator (the one `fault` names injects it); when one cannot
@@ -637,6 +620,24 @@ llvm::Error runPlan(const plan::Plan &plan, const std::string &planPath,
                                      : "the checkpoint in " + *next)
                  << "\n";
   }
+}
+
+std::string taskProgram() {
+  if (const char *program = std::getenv("PRISM_TASK_PROGRAM"); program && *program)
+    return program;
+  char path[4096];
+  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  return n > 0 ? std::string(path, static_cast<size_t>(n)) : std::string("prism");
+}
+
+std::vector<std::string> onHost(const std::string &launcher, const std::string &hostName,
+                                const std::string &address, std::vector<std::string> argv) {
+  if (launcher.empty())
+    return argv;
+  std::string shell = replaceAll(replaceAll(launcher, "{host}", hostName), "{address}", address);
+  for (const std::string &a : argv)
+    shell += " " + shellQuote(a);
+  return {"/bin/sh", "-c", shell};
 }
 
 } // namespace prism::runtime::job

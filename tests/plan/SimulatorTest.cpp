@@ -2,6 +2,7 @@
 // worked out by hand from the profile's figures.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
@@ -257,6 +258,41 @@ TEST(Simulator, ASlowerLinkDelaysTheBucket) {
   EXPECT_EQ(p.links[0].bytesOut, 32);
   EXPECT_EQ(p.links[0].bytesIn, 32);
   EXPECT_NEAR(p.links[0].busySeconds, 4 * kMs, 1e-12); // 2 ms out and 2 ms in
+}
+
+// Links whose ring the profile measured (`prism calibrate --cluster`) move bytes at the measured
+// rate and the ring pays the measured latency. The 128 kbit/s links measured at 8 bytes per ms
+// with a 3 ms latency on two ranks: the ring's 32 bytes take 4 ms after 3, the bucket 4–11, the
+// relu of the mean 11–12; each direction of a link is busy 4 ms. Measured on four ranks, the
+// 3 ms are three hop pairs' (1 ms each): the bucket takes 1 + 4 ms, the step 10. A measurement
+// of other links (1 Gbit) leaves these at their bandwidth: 8 ms as above.
+TEST(Simulator, MeasuredLinksTakeTheMeasuredRateAndLatency) {
+  auto worker = program(kOverlapped);
+  CostProfile profile = syntheticProfile();
+  profile.links = {{128000, 2, 3 * kMs, 1 * kMs / 8}};
+  auto run = [&](const Plan &plan, const ir::Module &program) {
+    auto p = simulateStep(plan, program, profile);
+    EXPECT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+    return p ? std::move(*p) : Prediction();
+  };
+  Prediction p = run(makePlan(2, 0, 128000), *worker);
+  EXPECT_NEAR(p.stepSeconds, 12 * kMs, 1e-12);
+  ASSERT_EQ(p.links.size(), 2u);
+  EXPECT_NEAR(p.links[0].busySeconds, 8 * kMs, 1e-12);
+  profile.links = {{128000, 4, 3 * kMs, 1 * kMs / 8}};
+  EXPECT_NEAR(run(makePlan(2, 0, 128000), *worker).stepSeconds, 10 * kMs, 1e-12);
+  profile.links = {{1000000000, 2, 3 * kMs, 1 * kMs / 8}};
+  EXPECT_NEAR(run(makePlan(2, 0, 128000), *worker).stepSeconds, 8 * kMs, 1e-12);
+  // A PS call over a measured link: the pull's 1 ms latency, then the 32 bytes back at 8 per ms
+  // (0–5); the matmuls 5–9; the push's 1 ms and 32 bytes (9–14); the update (14–15). At the
+  // links' 16 bytes per ms: 0–3, 3–7, 7–10, 10–11.
+  auto pulled = program(kPulledAndPushed);
+  Plan plan = makePlan(1, 1, 128000);
+  moveServersToAHostOfTheirOwn(plan, 128000);
+  profile.links = {{128000, 2, 3 * kMs, 1 * kMs / 8}};
+  EXPECT_NEAR(run(plan, *pulled).stepSeconds, 15 * kMs, 1e-12);
+  profile.links.clear();
+  EXPECT_NEAR(run(plan, *pulled).stepSeconds, 11 * kMs, 1e-12);
 }
 
 // `hosts` hosts (10.0.0.1, ...) of `gpus` GPU workers each, links at `bitsPerSecond`, the
@@ -712,6 +748,58 @@ TEST(CostProfile, SecondsPerRowIsOptional) {
   auto read = parseProfile(json.dump(), "old.json");
   ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
   EXPECT_EQ(read->ps.secondsPerRow, defaultProfile().ps.secondsPerRow);
+}
+
+// Measured links are written as a "links" array, and read back; a profile without them has none.
+TEST(CostProfile, LinksRoundTrip) {
+  CostProfile p = syntheticProfile();
+  EXPECT_EQ(profileToJson(p).find("\"links\""), std::string::npos);
+  p.links = {{1000000000, 4, 2e-4, 1.1e-8}, {100000000, 2, 3e-4, 8.5e-8}};
+  auto read = parseProfile(profileToJson(p), "p.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  ASSERT_EQ(read->links.size(), 2u);
+  const LinkCost *gigabit = read->link(1000000000);
+  ASSERT_NE(gigabit, nullptr);
+  EXPECT_EQ(gigabit->ranks, 4);
+  EXPECT_EQ(gigabit->latency, 2e-4);
+  EXPECT_EQ(gigabit->secondsPerByte, 1.1e-8);
+  EXPECT_EQ(read->link(100000000)->secondsPerByte, 8.5e-8);
+  EXPECT_EQ(read->link(10000000), nullptr);
+}
+
+TEST(CostProfile, LinkErrorsNameTheEntryAndTheField) {
+  CostProfile p = syntheticProfile();
+  p.links = {{1000000000, 4, 2e-4, 1.1e-8}};
+  const nlohmann::json good = nlohmann::json::parse(profileToJson(p));
+  auto errorWith = [&](const std::function<void(nlohmann::json &)> &edit) {
+    nlohmann::json json = good;
+    edit(json);
+    return errorOf(json.dump());
+  };
+  EXPECT_NE(errorWith([](nlohmann::json &j) {
+              j["links"] = 3;
+            }).find("bad.json: field 'links': expected an array"),
+            std::string::npos);
+  EXPECT_NE(errorWith([](nlohmann::json &j) {
+              j["links"][0]["bandwidth_bits_per_sec"] = 0;
+            }).find("field 'links[0].bandwidth_bits_per_sec': expected a positive integer"),
+            std::string::npos);
+  EXPECT_NE(errorWith([](nlohmann::json &j) {
+              j["links"][0]["ranks"] = 1;
+            }).find("field 'links[0].ranks': expected an integer of at least 2"),
+            std::string::npos);
+  EXPECT_NE(errorWith([](nlohmann::json &j) {
+              j["links"][0]["latency"] = -1;
+            }).find("field 'links[0].latency': expected a non-negative number, got -1"),
+            std::string::npos);
+  EXPECT_NE(errorWith([](nlohmann::json &j) {
+              j["links"][0].erase("seconds_per_byte");
+            }).find("field 'links[0].seconds_per_byte': missing"),
+            std::string::npos);
+  EXPECT_NE(errorWith([](nlohmann::json &j) {
+              j["links"].push_back(j["links"][0]);
+            }).find("field 'links[1].bandwidth_bits_per_sec': a second entry for 1000000000"),
+            std::string::npos);
 }
 
 TEST(CostProfile, DefaultIsUsable) {

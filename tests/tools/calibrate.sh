@@ -45,4 +45,21 @@ expect_error "$work/file" "$prism" calibrate --quick -o "$work/file/p.json" --mo
 expect_error "option --threads: expected at least 1, got 0" "$prism" calibrate --threads 0
 expect_error "option --models: $work/none is not a directory" \
   "$prism" calibrate --models "$work/none"
+# --cluster: its links are timed through the hosts (tests/netns/calibrate_links_test.sh); a
+# cluster without links is an error before measuring, and so is --launcher without --cluster. A
+# rank that cannot start names its host, and no profile is written.
+expect_error "option --cluster: local:2 has no links to measure" \
+  "$prism" calibrate --quick --cluster local:2 -o "$work/none.json"
+expect_error "--launcher requires --cluster" \
+  "$prism" calibrate --quick --launcher "ip netns exec {host}" -o "$work/none.json"
+cat >"$work/hosts.yaml" <<'YAML'
+hosts:
+  - { name: left, address: 10.99.0.1, devices: [cpu:0] }
+  - { name: right, address: 10.99.0.2, devices: [cpu:0] }
+network: { bandwidth: 1gbit }
+YAML
+expect_error "timing a ring over the links of 1gbit: the rank on left exited with status 3" \
+  "$prism" calibrate --quick --models "$models" --cluster "$work/hosts.yaml" \
+  --launcher "echo no such host {host} >&2; exit 3;" -o "$work/none.json"
+[ ! -e "$work/none.json" ]
 echo ok

@@ -1,0 +1,233 @@
+// Ring all-reduces timed through a cluster's links (CalibrateLinks.h): `prism bench-allreduce`
+// ranks on the hosts, each writing a JSON line per size, fitted as the loopback all-reduce is.
+#include "tools/CalibrateLinks.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "cluster/ClusterParser.h"
+#include "ir/Diagnostic.h"
+#include "plan/CommunicationCost.h"
+#include "plan/ProfileFit.h"
+#include "runtime/job/Launcher.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+
+namespace prism::tools {
+namespace {
+
+// What each rank runs: the sizes, the window per size, and the bound on each collective.
+struct RingWork {
+  std::vector<size_t> bytes;
+  double seconds = 0;
+  int collectiveTimeout = 30;
+};
+
+RingWork ringWorkOf(bool quick) {
+  if (quick)
+    return {{64 << 10, 1 << 20}, 0.5, 30};
+  return {{64 << 10, 256 << 10, 1 << 20, 4 << 20}, 2, 30};
+}
+
+// A rank's process and the files its output goes to, removed when it goes.
+struct RankProcess {
+  std::string host;
+  llvm::SmallString<128> out, err;
+  llvm::sys::ProcessInfo process;
+  ~RankProcess() {
+    if (!out.empty())
+      llvm::sys::fs::remove(out);
+    if (!err.empty())
+      llvm::sys::fs::remove(err);
+  }
+};
+
+std::string readText(llvm::StringRef path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  return buffer ? (*buffer)->getBuffer().str() : std::string();
+}
+
+// The last few lines of `text`, indented, for an error.
+std::string lastLines(const std::string &text) {
+  llvm::SmallVector<llvm::StringRef, 16> lines;
+  llvm::StringRef(text).rtrim().split(lines, '\n', -1, /*KeepEmpty=*/false);
+  std::string tail;
+  for (size_t i = lines.size() > 4 ? lines.size() - 4 : 0; i < lines.size(); ++i)
+    tail += "\n    " + lines[i].str();
+  return tail;
+}
+
+llvm::Error start(RankProcess &rank, const std::vector<std::string> &argv) {
+  if (auto ec = llvm::sys::fs::createTemporaryFile("prism-calibrate-rank", "out", rank.out))
+    return ir::makeError("cannot make a file for a rank's output: " + ec.message());
+  if (auto ec = llvm::sys::fs::createTemporaryFile("prism-calibrate-rank", "err", rank.err))
+    return ir::makeError("cannot make a file for a rank's errors: " + ec.message());
+  std::vector<llvm::StringRef> args(argv.begin(), argv.end());
+  const llvm::Optional<llvm::StringRef> redirects[] = {llvm::StringRef(""), rank.out.str(),
+                                                       rank.err.str()};
+  std::string message;
+  bool failed = false;
+  rank.process =
+      llvm::sys::ExecuteNoWait(argv.front(), args, llvm::None, redirects, 0, &message, &failed);
+  if (failed)
+    return ir::makeError("cannot start a rank on " + rank.host + " (" + argv.front() +
+                         "): " + message);
+  return llvm::Error::success();
+}
+
+// Waits for every rank until `seconds` have passed in all (then they are killed); the first
+// failure names its host and its last words.
+llvm::Error waitForAll(std::vector<std::unique_ptr<RankProcess>> &ranks, unsigned seconds) {
+  llvm::Error first = llvm::Error::success();
+  for (auto &rank : ranks) {
+    std::string message;
+    const llvm::sys::ProcessInfo done =
+        llvm::sys::Wait(rank->process, std::max(1u, seconds), false, &message);
+    if (done.ReturnCode == 0 || first)
+      continue;
+    const std::string why = done.ReturnCode == -2
+                                ? "did not finish within " + std::to_string(seconds) + " s"
+                                : "exited with status " + std::to_string(done.ReturnCode);
+    first = ir::makeError("the rank on " + rank->host + " " + why + lastLines(readText(rank->err)));
+  }
+  return first;
+}
+
+// Each size's slowest rank's median, as samples of the bytes each rank sends in the ring.
+llvm::Expected<std::vector<plan::TimingSample>>
+readTimes(const std::vector<std::unique_ptr<RankProcess>> &ranks) {
+  std::map<size_t, double> slowest;
+  for (const auto &rank : ranks) {
+    llvm::SmallVector<llvm::StringRef, 8> lines;
+    const std::string text = readText(rank->out);
+    llvm::StringRef(text).split(lines, '\n', -1, false);
+    for (llvm::StringRef line : lines) {
+      auto json = nlohmann::json::parse(line.begin(), line.end(), nullptr, false);
+      if (json.is_discarded() || !json.contains("bytes") || !json.contains("median_s"))
+        return ir::makeError("the rank on " + rank->host + " printed '" + line +
+                             "', not a size's times");
+      auto bytes = json["bytes"].get<size_t>();
+      slowest[bytes] = std::max(slowest[bytes], json["median_s"].get<double>());
+    }
+  }
+  std::vector<plan::TimingSample> samples;
+  for (const auto &[bytes, seconds] : slowest)
+    samples.push_back({0, static_cast<double>(bytes), seconds});
+  return samples;
+}
+
+// One ring over `hosts` (indices into cluster.hosts, one per address).
+llvm::Expected<plan::LinkCost> measureRing(const LinkCalibration &calibration,
+                                           const cluster::Cluster &cluster,
+                                           const std::vector<int> &hosts, const RingWork &work) {
+  const cluster::Host &first = cluster.hosts[hosts.front()];
+  const auto onFirst = cluster.tasksOnHost(hosts.front());
+  const std::string coordinator =
+      first.address + ":" +
+      std::to_string(onFirst.empty() ? cluster::kDefaultBasePort : onFirst.front()->port);
+  std::vector<std::string> sizes;
+  for (size_t b : work.bytes)
+    sizes.push_back(std::to_string(b));
+  const int ranks = static_cast<int>(hosts.size());
+  std::vector<std::unique_ptr<RankProcess>> processes;
+  for (int r = 0; r < ranks; ++r) {
+    const cluster::Host &host = cluster.hosts[hosts[r]];
+    auto rank = std::make_unique<RankProcess>();
+    rank->host = host.name;
+    std::vector<std::string> argv = {runtime::job::taskProgram(),
+                                     "bench-allreduce",
+                                     "--rank",
+                                     std::to_string(r),
+                                     "--ranks",
+                                     std::to_string(ranks),
+                                     "--coordinator",
+                                     coordinator,
+                                     "--bind",
+                                     host.address,
+                                     "--bytes",
+                                     llvm::join(sizes, ","),
+                                     "--seconds",
+                                     std::to_string(work.seconds),
+                                     "--timeout",
+                                     std::to_string(work.collectiveTimeout)};
+    llvm::Error e = start(*rank, runtime::job::onHost(calibration.launcher, host.name, host.address,
+                                                      std::move(argv)));
+    processes.push_back(std::move(rank));
+    if (e) {
+      processes.pop_back();
+      llvm::consumeError(waitForAll(processes, 1));
+      return std::move(e);
+    }
+  }
+  // The windows, each size's probe and the rendezvous, with room to spare.
+  const auto bound = static_cast<unsigned>(
+      2 * (static_cast<double>(work.bytes.size()) * work.seconds + work.collectiveTimeout) + 10);
+  if (auto e = waitForAll(processes, bound))
+    return std::move(e);
+  auto samples = readTimes(processes);
+  if (!samples)
+    return samples.takeError();
+  if (samples->size() != work.bytes.size())
+    return ir::makeError("the ranks timed " + std::to_string(samples->size()) + " of " +
+                         std::to_string(work.bytes.size()) + " sizes");
+  for (plan::TimingSample &s : *samples)
+    s.bytes = plan::ringAllReduceBytes(s.bytes, ranks);
+  const plan::AllReduceCost fit = plan::fitLatencyPerByte(*samples);
+  plan::LinkCost link;
+  link.bandwidthBitsPerSec = first.bandwidthBitsPerSec;
+  link.ranks = ranks;
+  link.latency = fit.latency;
+  link.secondsPerByte = fit.secondsPerByte;
+  return link;
+}
+
+} // namespace
+
+llvm::Expected<LinkRings> linkRings(llvm::StringRef clusterSpec) {
+  auto cluster = cluster::loadCluster(clusterSpec, cluster::Replication::BetweenGraph);
+  if (!cluster)
+    return ir::withContext(cluster.takeError(), "option --cluster");
+  LinkRings rings{std::move(*cluster), {}};
+  std::map<uint64_t, std::vector<std::string>> addresses;
+  for (size_t h = 0; h < rings.cluster.hosts.size(); ++h) {
+    const cluster::Host &host = rings.cluster.hosts[h];
+    if (host.bandwidthBitsPerSec == 0 || llvm::StringRef(host.address).startswith("127."))
+      continue;
+    auto &seen = addresses[host.bandwidthBitsPerSec];
+    if (llvm::is_contained(seen, host.address) || static_cast<int>(seen.size()) >= kMaxLinkRanks)
+      continue;
+    seen.push_back(host.address);
+    rings.hosts[host.bandwidthBitsPerSec].push_back(static_cast<int>(h));
+  }
+  for (auto it = rings.hosts.begin(); it != rings.hosts.end();)
+    it = it->second.size() < 2 ? rings.hosts.erase(it) : std::next(it);
+  if (rings.hosts.empty())
+    return ir::makeError("option --cluster: " + clusterSpec +
+                         " has no links to measure: no two hosts of one bandwidth on addresses "
+                         "other than 127.x");
+  return rings;
+}
+
+llvm::Expected<std::vector<plan::LinkCost>>
+measureLinks(const LinkRings &rings, const LinkCalibration &calibration, llvm::raw_ostream &log) {
+  const RingWork work = ringWorkOf(calibration.quick);
+  std::vector<plan::LinkCost> links;
+  for (const auto &[bandwidth, hosts] : rings.hosts) {
+    const std::string name = cluster::formatBandwidth(bandwidth);
+    auto link = measureRing(calibration, rings.cluster, hosts, work);
+    if (!link)
+      return ir::withContext(link.takeError(), "timing a ring over the links of " + name);
+    log << llvm::format("  links of %s: a ring of %d, %.1f us + %.3f ns/B\n", name.c_str(),
+                        link->ranks, link->latency * 1e6, link->secondsPerByte * 1e9);
+    links.push_back(*link);
+  }
+  return links;
+}
+
+} // namespace prism::tools

@@ -1,0 +1,43 @@
+// `prism calibrate --cluster C [--launcher L]`: ring all-reduces timed through the links between
+// a cluster's hosts, one measurement per link bandwidth (plan::LinkCost; docs/simulate.md
+// "Calibrating").
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cluster/Cluster.h"
+#include "plan/CostProfile.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace prism::tools {
+
+struct LinkCalibration {
+  std::string launcher; // as `prism run --launcher`: a prefix with {host} and {address}
+  bool quick = false;   // fewer sizes, shorter windows
+};
+
+// The rings to time: per bandwidth of the cluster's hosts, one host per address (at most
+// kMaxLinkRanks), in file order; a bandwidth that fewer than two addresses have has no ring.
+// Loopback hosts (127.x) and hosts of unknown bandwidth have no links to measure.
+struct LinkRings {
+  cluster::Cluster cluster;
+  std::map<uint64_t, std::vector<int>> hosts; // by bandwidth: indices into cluster.hosts
+};
+
+// Reads `--cluster`; an error when it has no two hosts of one bandwidth on addresses other than
+// 127.x.
+llvm::Expected<LinkRings> linkRings(llvm::StringRef cluster);
+
+// Times each ring: one `prism bench-allreduce` rank on each of its hosts, started through the
+// launcher, the coordinator on the first host's first port; a ring's figures are fitted as the
+// loopback all-reduce's are (plan::LinkCost).
+llvm::Expected<std::vector<plan::LinkCost>>
+measureLinks(const LinkRings &rings, const LinkCalibration &calibration, llvm::raw_ostream &log);
+
+constexpr int kMaxLinkRanks = 8;
+
+} // namespace prism::tools
