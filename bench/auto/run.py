@@ -10,11 +10,13 @@ own cost: `prism partition` at 64 workers with `--partitions auto` against a fix
 markdown tables for BENCHMARKS.md (commands and progress on stderr).
 
 The automatic choices predict with --profile, or a profile this script measures first with
-`prism calibrate -o` (on this machine; the cluster file gives the links' bandwidth).
+`prism calibrate -o P --cluster C --launcher 'ip netns exec PREFIX{host}'` (on this machine, a
+ring through the namespaces' links measured too; --loopback-profile leaves that out, and the
+links are then costed at the bandwidth the cluster file gives).
 
 Usage: bench/auto/run.py [--prism build/tools/prism] [--models embedding_classifier,mlp]
                          [--steps N] [--repeat R] [--batch B] [--rate 1gbit] [--burst 64kb]
-                         [--profile P]
+                         [--profile P] [--loopback-profile]
 """
 import argparse
 import json
@@ -164,7 +166,10 @@ def main():
                    help="tc tbf's bucket (default 64kb: 0.5 ms at 1 Gbit, as a real link's "
                         "queue lets a step's messages through at the rate; hosts.sh's 512kb "
                         "lets most of them through at the veth's speed)")
-    p.add_argument("--profile", default="", help="cost profile (default: measured first)")
+    p.add_argument("--profile", default="",
+                   help="cost profile (default: measured first, with the hosts' links)")
+    p.add_argument("--loopback-profile", action="store_true",
+                   help="measure the profile without --cluster (the links at their bandwidth)")
     p.add_argument("--netns-prefix", default=os.environ.get("PRISM_NETNS_PREFIX", "prism-auto-"))
     p.add_argument("--timeout", type=int, default=1200, help="seconds per command")
     p.add_argument("--cost-only", action="store_true", help="only the search's own cost")
@@ -177,14 +182,20 @@ def main():
         if os.geteuid() != 0:
             sys.exit("run.py: network namespaces need root")
         with tempfile.TemporaryDirectory(prefix="prism-bench-") as tmp:
-            profile = a.profile
-            if not profile:
-                profile = os.path.join(tmp, "profile.json")
-                common.run([a.prism, "calibrate", "-o", profile], timeout=1200)
             with common.Hosts(HOSTS, a.rate, a.netns_prefix, a.burst) as hosts:
                 cluster = os.path.join(tmp, "cluster.yaml")
                 # A PS per host; the hosts share this machine's cores.
                 common.cluster_yaml(hosts, set(range(hosts.n)), cluster, machine="this-machine")
+                profile = a.profile
+                if not profile:
+                    # The links too: a ring through the namespaces, one rank per host.
+                    profile = os.path.join(tmp, "profile.json")
+                    calibrate = [a.prism, "calibrate", "-o", profile]
+                    if not a.loopback_profile:
+                        calibrate += ["--cluster", cluster, "--launcher",
+                                      f"ip netns exec {hosts.prefix}{{host}}"]
+                    out = common.run(calibrate, timeout=1200)
+                    print("Calibration: " + "; ".join(l.strip() for l in out.splitlines()) + "\n")
                 for name in a.models.split(","):
                     report_model(a, name, *bench_model(a, name, cluster, profile, hosts, tmp))
     except common.Failed as e:
