@@ -16,6 +16,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Program.h"
 
@@ -153,7 +154,7 @@ llvm::Expected<plan::LinkCost> measureRing(const LinkCalibration &calibration,
                                      "--bytes",
                                      llvm::join(sizes, ","),
                                      "--seconds",
-                                     std::to_string(work.seconds),
+                                     llvm::formatv("{0}", work.seconds).str(),
                                      "--timeout",
                                      std::to_string(work.collectiveTimeout)};
     llvm::Error e = start(*rank, runtime::job::onHost(calibration.launcher, host.name, host.address,
