@@ -614,9 +614,7 @@ int runCalibrate(const CalibrateArgs &args) {
       profile->ps.latency * 1e6, profile->ps.bytesPerSecond / 1e6, profile->ps.secondsPerRow * 1e6,
       profile->data.latency * 1e6, profile->data.secondsPerByte * 1e9);
   for (const plan::LinkCost &link : profile->links)
-    llvm::outs() << llvm::format("  links of %s: a ring of %d, %.1f us + %.3f ns/B\n",
-                                 cluster::formatBandwidth(link.bandwidthBitsPerSec).c_str(),
-                                 link.ranks, link.latency * 1e6, link.secondsPerByte * 1e9);
+    llvm::outs() << "  " << describeLink(link) << "\n";
   return 0;
 }
 

@@ -190,6 +190,15 @@ llvm::Expected<plan::LinkCost> measureRing(const LinkCalibration &calibration,
 
 } // namespace
 
+std::string describeLink(const plan::LinkCost &link) {
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::format(
+      "links of %s: a ring of %d, %.1f us + %.3f ns/B (the wire: %.3f ns/B)",
+      cluster::formatBandwidth(link.bandwidthBitsPerSec).c_str(), link.ranks, link.latency * 1e6,
+      link.secondsPerByte * 1e9, 8e9 / static_cast<double>(link.bandwidthBitsPerSec));
+  return text;
+}
+
 llvm::Expected<LinkRings> linkRings(llvm::StringRef clusterSpec) {
   auto cluster = cluster::loadCluster(clusterSpec, cluster::Replication::BetweenGraph);
   if (!cluster)
@@ -224,8 +233,7 @@ measureLinks(const LinkRings &rings, const LinkCalibration &calibration, llvm::r
     auto link = measureRing(calibration, rings.cluster, hosts, work);
     if (!link)
       return ir::withContext(link.takeError(), "timing a ring over the links of " + name);
-    log << llvm::format("  links of %s: a ring of %d, %.1f us + %.3f ns/B\n", name.c_str(),
-                        link->ranks, link->latency * 1e6, link->secondsPerByte * 1e9);
+    log << "  " << describeLink(*link) << "\n";
     links.push_back(*link);
   }
   return links;

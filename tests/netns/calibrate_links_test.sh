@@ -2,8 +2,8 @@
 # prism calibrate --cluster over 3 hosts (network namespaces) on 100mbit links (a 64 kB tbf
 # bucket, so that a megabyte meets the rate): a rank in each host's namespace through
 # --launcher; the profile's links hold one ring of 3 at 100 Mbit/s, which moves no byte faster
-# than the links' 80 ns (less a fifth for the bucket's burst) and not five times slower; prism
-# simulate reads the profile for a plan on those hosts.
+# than the links' 80 ns (less a fifth for the bucket's burst), and not 20 times slower (a loaded
+# machine made it 4 times); prism simulate reads the profile for a plan on those hosts.
 #
 # Usage: calibrate_links_test.sh [PRISM]   (else $PRISM, else build/tools/prism)
 # Exit: 0 pass, 1 fail, 77 skip (not root, or no network namespaces here).
@@ -43,7 +43,7 @@ assert len(links) == 1, links
 link = links[0]
 assert link["bandwidth_bits_per_sec"] == 100_000_000 and link["ranks"] == 3, link
 wire = 8 / 100e6  # seconds per byte at 100 Mbit/s
-assert 0.8 * wire <= link["seconds_per_byte"] <= 5 * wire, (link["seconds_per_byte"], wire)
+assert 0.8 * wire <= link["seconds_per_byte"] <= 20 * wire, (link["seconds_per_byte"], wire)
 assert link["latency"] >= 0, link
 PY
 run 60 "$PRISM" simulate "$ROOT/models/mlp.prism" --cluster "$TMP/cluster.yaml" \
