@@ -88,7 +88,7 @@ TEST(FusedElementwise, EveryFusableOpMatchesReference) {
     // log and sqrt need positive operands; the others take any but gelu_grad, whose factor
     // Phi(x) + x phi(x) crosses 0 at x = -0.75: there float32 cancels its two terms, and a scalar
     // x drawn within 0.01 of it scales every element by a factor off by more than the tolerance
-    // (one run in a hundred; a test of the loops, not of that cancellation).
+    // (2 runs in 2,000; this tests the loops, not that cancellation).
     bool positive = op == "log" || op == "sqrt" || op == "gelu_grad";
     for (DType dtype : {DType::F32, DType::F64}) {
       std::string expr = op.str() + (binary ? "($0, $1)" : "($0)");
