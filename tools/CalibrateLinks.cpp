@@ -110,7 +110,9 @@ readTimes(const std::vector<std::unique_ptr<RankProcess>> &ranks) {
     llvm::StringRef(text).split(lines, '\n', -1, false);
     for (llvm::StringRef line : lines) {
       auto json = nlohmann::json::parse(line.begin(), line.end(), nullptr, false);
-      if (json.is_discarded() || !json.contains("bytes") || !json.contains("median_s"))
+      if (json.is_discarded() || !json.is_object() || !json.contains("bytes") ||
+          !json["bytes"].is_number_unsigned() || !json.contains("median_s") ||
+          !json["median_s"].is_number())
         return ir::makeError("the rank on " + rank->host + " printed '" + line +
                              "', not a size's times");
       auto bytes = json["bytes"].get<size_t>();

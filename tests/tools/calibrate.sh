@@ -62,4 +62,10 @@ expect_error "timing a ring over the links of 1gbit: the rank on left exited wit
   "$prism" calibrate --quick --models "$models" --cluster "$work/hosts.yaml" \
   --launcher "echo no such host {host} >&2; exit 3;" -o "$work/none.json"
 [ ! -e "$work/none.json" ]
+# A rank that prints something other than its sizes' times (here the launcher's own words, its
+# {host} replaced by the host's name).
+expect_error "the rank on left printed 'hello from left', not a size's times" \
+  "$prism" calibrate --quick --models "$models" --cluster "$work/hosts.yaml" \
+  --launcher "echo 'hello from {host}'; exit 0;" -o "$work/none.json"
+[ ! -e "$work/none.json" ]
 echo ok
