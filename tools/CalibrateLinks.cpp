@@ -3,6 +3,7 @@
 #include "tools/CalibrateLinks.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <memory>
 
@@ -85,11 +86,14 @@ llvm::Error start(RankProcess &rank, const std::vector<std::string> &argv) {
 // Waits for every rank until `seconds` have passed in all (then they are killed); the first
 // failure names its host and its last words.
 llvm::Error waitForAll(std::vector<std::unique_ptr<RankProcess>> &ranks, unsigned seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   llvm::Error first = llvm::Error::success();
   for (auto &rank : ranks) {
+    const auto left = std::chrono::duration_cast<std::chrono::seconds>(
+        deadline - std::chrono::steady_clock::now());
     std::string message;
-    const llvm::sys::ProcessInfo done =
-        llvm::sys::Wait(rank->process, std::max(1u, seconds), false, &message);
+    const llvm::sys::ProcessInfo done = llvm::sys::Wait(
+        rank->process, static_cast<unsigned>(std::max<int64_t>(1, left.count())), false, &message);
     if (done.ReturnCode == 0 || first)
       continue;
     const std::string why = done.ReturnCode == -2
