@@ -42,6 +42,12 @@ public:
   // The same for 16-bit floats (`precision` BF16 or FP16, runtime/HalfFloat.h): each hop adds
   // in float32 and rounds the partial sum back to 16 bits (compressed all-reduce).
   llvm::Error allReduceSum(uint16_t *data, size_t count, ir::ComputePrecision precision);
+  // Σ over the ranks of each rank's `weight` × its `data`, into every rank's `data` (ranks may
+  // pass different weights): a ring like allReduceSum's that weights this rank's values where
+  // it first reads them, before sending them or as it adds them to what it received, so no pass
+  // of its own goes over the buffer (WeightedRing.cpp).
+  llvm::Error allReduceWeighted(float *data, size_t count, float weight);
+  llvm::Error allReduceWeighted(double *data, size_t count, double weight);
   // Returns once every rank has entered it.
   llvm::Error barrier();
   // Every rank's `bytes` at `data` become rank `root`'s.
@@ -57,6 +63,8 @@ private:
   template <typename T>
   llvm::Error allReduceSumOf(T *data, size_t count, const char *typeName,
                              std::function<void(void *, const void *, const void *, size_t)> sum);
+  template <typename T>
+  llvm::Error allReduceWeightedOf(T *data, size_t count, T weight, const char *typeName);
   llvm::Error failure(const llvm::Twine &operation, const std::exception &exception) const;
 
   std::string groupName_;

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <limits>
 #include <map>
 
 #include "DistTestSupport.h"
@@ -119,6 +120,80 @@ TEST(CollectiveTest, ThreeRanksAllReduceHalfFloats) {
     return std::string("success");
   });
   EXPECT_EQ(messages, std::vector<std::string>(3, "success"));
+}
+
+// Rank r's weight in the weighted all-reduce tests: all different, none a power of two.
+double testWeight(int rank) {
+  return (rank + 1.0) / 7.0;
+}
+
+// Σ_r w_r · x_r through allReduceWeighted against the same sum in double, for counts shorter
+// than the ring's segments (some empty), uneven ones and large ones, interleaved with plain
+// sums on the same group; "" when right.
+template <typename T> std::string checkWeightedAllReduce(Collective &collective) {
+  const int ranks = collective.size();
+  for (size_t count : {size_t(1), size_t(2), size_t(5), size_t(7), size_t(1000), size_t(1000003)}) {
+    std::vector<T> data(count);
+    for (size_t i = 0; i < count; ++i)
+      data[i] = static_cast<T>(testing::testValue(collective.rank(), i));
+    const T weight = static_cast<T>(testWeight(collective.rank()));
+    if (llvm::Error error = collective.allReduceWeighted(data.data(), count, weight))
+      return llvm::toString(std::move(error));
+    for (size_t i = 0; i < count; ++i) {
+      double expected = 0, magnitude = 0;
+      for (int rank = 0; rank < ranks; ++rank) {
+        const double term = static_cast<double>(static_cast<T>(testWeight(rank))) *
+                            static_cast<double>(static_cast<T>(testing::testValue(rank, i)));
+        expected += term;
+        magnitude += std::abs(term);
+      }
+      // A rounded product per rank and size - 1 rounded additions.
+      const double epsilon = std::numeric_limits<T>::epsilon();
+      if (std::abs(static_cast<double>(data[i]) - expected) > 2 * ranks * epsilon * magnitude)
+        return "rank " + std::to_string(collective.rank()) + " of " + std::to_string(ranks) +
+               ", element " + std::to_string(i) + " of " + std::to_string(count) + ": " +
+               std::to_string(data[i]) + ", expected " + std::to_string(expected);
+    }
+    if (std::string problem = testing::checkFloatAllReduce(collective, count); !problem.empty())
+      return "a plain sum after the weighted one: " + problem;
+  }
+  return "";
+}
+
+TEST(CollectiveTest, WeightedAllReduceOnTwoThreeAndFourRanks) {
+  for (int ranks : {2, 3, 4}) {
+    auto coordinator = testing::startCoordinator(ranks);
+    ASSERT_TRUE(coordinator);
+    auto messages = onEachRank(*coordinator, ranks, [ranks](int rank, CoordinatorClient &client) {
+      auto collective = Collective::create(client, "weighted", rank, ranks, "127.0.0.1", 30s);
+      if (!collective)
+        return llvm::toString(collective.takeError());
+      if (std::string problem = checkWeightedAllReduce<float>(**collective); !problem.empty())
+        return problem;
+      if (std::string problem = checkWeightedAllReduce<double>(**collective); !problem.empty())
+        return problem;
+      return message((*collective)->barrier());
+    });
+    EXPECT_EQ(messages, std::vector<std::string>(static_cast<size_t>(ranks), "success"))
+        << ranks << " ranks";
+  }
+}
+
+// One rank holds the whole sum: its values times its weight.
+TEST(CollectiveTest, WeightedAllReduceOfOneRankIsItsWeightedValues) {
+  auto coordinator = testing::startCoordinator(1);
+  ASSERT_TRUE(coordinator);
+  auto messages = onEachRank(*coordinator, 1, [](int rank, CoordinatorClient &client) {
+    auto collective = Collective::create(client, "alone", rank, 1, "127.0.0.1", 10s);
+    if (!collective)
+      return llvm::toString(collective.takeError());
+    std::vector<float> data = {1.0f, -2.0f, 3.5f};
+    if (llvm::Error error = (*collective)->allReduceWeighted(data.data(), data.size(), 0.25f))
+      return llvm::toString(std::move(error));
+    return data == std::vector<float>{0.25f, -0.5f, 0.875f} ? std::string("success")
+                                                            : std::string("not weighted");
+  });
+  EXPECT_EQ(messages, std::vector<std::string>{"success"});
 }
 
 TEST(CollectiveTest, OneRankGroupIsItsOwnSum) {
