@@ -301,9 +301,9 @@ private:
 
   // The collective calls a bucket takes and the bytes of the passes the communication thread
   // makes over it around them, as the runtime reduces it (ir::reducedInPlace): a large
-  // tensor, or a bucket's only one, is weighted where it lies (a pass) and reduced by a call of
-  // its own; the others are gathered, weighted, into one buffer, reduced by one call and copied
-  // back (two passes). A compressed bucket is gathered whole.
+  // tensor, or a bucket's only one, is reduced where it lies by a call of its own, the weighted
+  // ring weighting it as it goes (no pass); the others are gathered, weighted, into one buffer,
+  // reduced by one call and copied back (two passes). A compressed bucket is gathered whole.
   struct BucketWork {
     int calls = 0;
     double passBytes = 0;
@@ -320,7 +320,6 @@ private:
           (op.numOperands() == 1 || ir::reducedInPlace(static_cast<int64_t>(bytes),
                                                        static_cast<int64_t>(workers_.size())))) {
         ++work.calls;
-        work.passBytes += bytes;
       } else {
         gathered += bytes;
         ++gatheredTensors;
@@ -328,7 +327,7 @@ private:
     }
     if (gatheredTensors > 0) {
       ++work.calls;
-      work.passBytes += gatheredTensors == 1 && !compressed ? gathered : 2 * gathered;
+      work.passBytes += gatheredTensors == 1 && !compressed ? 0 : 2 * gathered;
     }
     return work;
   }

@@ -20,13 +20,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// `reduce()`, adding the seconds it took to `seconds`.
+template <typename Reduce> llvm::Error timed(double &seconds, Reduce &&reduce) {
+  const auto started = Clock::now();
+  llvm::Error e = reduce();
+  seconds += std::chrono::duration<double>(Clock::now() - started).count();
+  return e;
+}
+
 // Sums `data` over the group, adding the seconds the call took to `seconds`.
 template <typename... Args>
 llvm::Error timedAllReduce(dist::Collective &collective, double &seconds, Args... args) {
-  const auto started = Clock::now();
-  llvm::Error e = collective.allReduceSum(args...);
-  seconds += std::chrono::duration<double>(Clock::now() - started).count();
-  return e;
+  return timed(seconds, [&] { return collective.allReduceSum(args...); });
 }
 
 // Copies the tensors' elements into one buffer, in order, each times `weight`.
@@ -60,20 +65,20 @@ bool reducedInPlace(const Tensor *t, llvm::ArrayRef<Tensor *> tensors, int64_t r
 
 // The batch-weighted mean over the group, sum(b_i * g_i) / sum(b): each worker weights its
 // values by its share b_i / sum(b), so that the group's sum is the mean. A bucket's large tensors
-// (the all_reduce kernel's outputs, memory of their own) are weighted and all-reduced where they
-// lie, one call each; its other tensors are gathered, weighted on the way, into `buffer`, reduced
-// by one call and copied back (one alone is reduced where it lies). Every worker's bucket holds the
-// same shapes, so every worker makes the same calls in the same order.
+// (the all_reduce kernel's outputs, memory of their own) are all-reduced where they lie, one call
+// each, by the weighted ring, which weights them as it first reads them; its other tensors are
+// gathered, weighted on the way, into `buffer`, reduced by one call and copied back (one alone is
+// reduced where it lies). Every worker's bucket holds the same shapes, so every worker makes the
+// same calls in the same order.
 template <typename T>
 llvm::Error weightedMean(dist::Collective &collective, llvm::ArrayRef<Tensor *> tensors,
                          std::vector<T> &buffer, double fraction, double &inCollective) {
   const T weight = static_cast<T>(fraction);
   auto inPlace = [&](Tensor *t) {
-    T *data = t->data<T>();
-    const auto n = static_cast<size_t>(t->numElements());
-    for (size_t i = 0; i < n; ++i)
-      data[i] *= weight;
-    return timedAllReduce(collective, inCollective, data, n);
+    return timed(inCollective, [&] {
+      return collective.allReduceWeighted(t->data<T>(), static_cast<size_t>(t->numElements()),
+                                          weight);
+    });
   };
   llvm::SmallVector<Tensor *, 8> staged;
   for (Tensor *t : tensors) {
@@ -336,7 +341,7 @@ llvm::Error WorkerCommunication::allReduce(llvm::StringRef group, int64_t bucket
       span.addArg("bytes", static_cast<double>(wireBytes));
       inCollective_ = 0;
       llvm::Error e = job();
-      // The rest of the span is staging: weighting, gathering, copying back, 16-bit coding.
+      // The rest of the span is staging: gathering (weighted), copying back, 16-bit coding.
       span.addArg("collective_us", inCollective_ * 1e6);
       return e;
     };

@@ -217,10 +217,10 @@ TEST(Simulator, AllReduceBucketOverlapsWithCompute) {
 }
 
 // A bucket's calls and passes, as the runtime reduces it (ir::reducedInPlace): on two workers
-// its 4 MiB tensor is weighted where it lies (a pass over 4,194,304 bytes) and reduced by a call
-// of its own, its two 32-byte tensors gathered and copied back (two passes over 64 bytes) and
-// reduced by one call. With 1 ms a call per hop, nothing per byte on the ring and 1 ms per MiB a
-// pass, that is 2 ms + 4,194,432 / 1,048,576 ms. The large tensor alone: a call and a pass, 5 ms.
+// its 4 MiB tensor is reduced where it lies by a call of its own (the weighted ring weights it
+// as it goes: no pass), its two 32-byte tensors gathered and copied back (two passes over 64
+// bytes) and reduced by one call. With 1 ms a call per hop, nothing per byte on the ring and 1 ms
+// per MiB a pass, that is 2 ms + 128 / 1,048,576 ms. The large tensor alone: a call, 1 ms.
 // On three workers (8 MiB a tensor for two hops) the whole bucket is gathered: a call over two
 // hops and two passes over 4,194,368 bytes; compressed, too, on two.
 TEST(Simulator, ABucketsLargeTensorsAreReducedByCallsOfTheirOwn) {
@@ -239,8 +239,8 @@ TEST(Simulator, ABucketsLargeTensorsAreReducedByCallsOfTheirOwn) {
     return p ? p->stepSeconds : 0.0;
   };
   Plan plan = makePlan(2, 0);
-  EXPECT_NEAR(step(plan, *worker), (2 + 4194432.0 / 1048576) * kMs, 1e-12);
-  EXPECT_NEAR(step(plan, *alone), 5 * kMs, 1e-12);
+  EXPECT_NEAR(step(plan, *worker), (2 + 128.0 / 1048576) * kMs, 1e-12);
+  EXPECT_NEAR(step(plan, *alone), 1 * kMs, 1e-12);
   EXPECT_NEAR(step(makePlan(3, 0), *worker), (2 + 2 * 4194368.0 / 1048576) * kMs, 1e-12);
   plan.mutable_run()->set_compress("bf16");
   EXPECT_NEAR(step(plan, *worker), (1 + 2 * 4194368.0 / 1048576) * kMs, 1e-12);
