@@ -43,9 +43,10 @@ public:
   // in float32 and rounds the partial sum back to 16 bits (compressed all-reduce).
   llvm::Error allReduceSum(uint16_t *data, size_t count, ir::ComputePrecision precision);
   // Σ over the ranks of each rank's `weight` × its `data`, into every rank's `data` (ranks may
-  // pass different weights): a ring like allReduceSum's that weights this rank's values where
-  // it first reads them, before sending them or as it adds them to what it received, so no pass
-  // of its own goes over the buffer (WeightedRing.cpp).
+  // pass different weights): a ring like allReduceSum's that weights each rank's values where it
+  // first reads them, as a rank adds them to the partial sum it received (or, for the chunk a rank
+  // sends first, as the next rank adds them to its own, having received the sender's weight
+  // first), so no pass of its own goes over the buffer (WeightedRing.cpp).
   llvm::Error allReduceWeighted(float *data, size_t count, float weight);
   llvm::Error allReduceWeighted(double *data, size_t count, double weight);
   // Returns once every rank has entered it.

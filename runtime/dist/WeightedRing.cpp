@@ -2,18 +2,21 @@
 // with each rank's weight applied where the ring first reads its values, so no pass of its own
 // goes over the buffer.
 //
-// The buffer is cut into 2 × size segments, two per rank's chunk, so that one segment's addition
-// overlaps the next one's transfer. Reduce-scatter: at step s (0 ≤ s < size − 1) rank r sends
-// chunk r − s to rank r + 1 and receives chunk r − s − 1 from rank r − 1 (chunks mod size). The
-// chunk it sends at step 0 is its own: it weights those values right before they leave. Every
-// other chunk it receives exactly once, a partial sum of weighted values, and adds its own values
-// weighted: x ← w·x + received, which is then what it sends at the next step. After size − 1
-// steps rank r holds the whole sum of chunk r + 1. All-gather: at step s rank r sends chunk
-// r + 1 − s and receives chunk r − s in place, the chunk it forwards next.
+// Gloo's ring schedule: the buffer is cut into segments of at most 1 MiB (at least two per rank),
+// so that a segment's addition overlaps the next one's transfer while both stay in the caches;
+// rank c's chunk is the c-th run of segments_per_rank of them. Reduce-scatter: at step s
+// (0 ≤ s < size − 1) rank r sends chunk r − s to rank r + 1 and receives chunk r − s − 1 from
+// rank r − 1 (chunks mod size), a segment at a time, two in flight. The chunk it sends at step 0
+// is its own, as it is: first each rank sends its weight to the next, so the receiver weights
+// those values, x ← w·x + w_left·received. Every other chunk a rank receives once, a partial sum
+// of weighted values: x ← w·x + received. Either is then what it sends at the next step. After
+// size − 1 steps rank r holds the whole sum of chunk r + 1. All-gather: at step s rank r sends
+// chunk r + 1 − s and receives chunk r − s in place, the chunk it forwards next.
 #include <gloo/context.h>
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <memory>
@@ -21,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/cpu/kernels/TargetClones.h"
 #include "runtime/dist/Collective.h"
 
 namespace prism::runtime::dist {
@@ -29,15 +33,27 @@ namespace {
 // Gloo's own collectives use the slot prefixes 1-8 (gloo/types.h).
 constexpr uint8_t kWeightedRingSlotPrefix = 0x50;
 
-template <typename T> void scaleInPlace(T *__restrict x, size_t n, T weight) {
+// The ring's loops over values, vectorized for the CPU it runs on (this file is built with -O3:
+// runtime/dist/CMakeLists.txt).
+template <typename T> PRISM_TARGET_CLONES void scaleInPlace(T *__restrict x, size_t n, T weight) {
   for (size_t i = 0; i < n; ++i)
     x[i] *= weight;
 }
 
+// x ← weight·x + received
 template <typename T>
-void addWeighted(T *__restrict x, const T *__restrict received, size_t n, T weight) {
+PRISM_TARGET_CLONES void addWeighted(T *__restrict x, const T *__restrict received, size_t n,
+                                     T weight) {
   for (size_t i = 0; i < n; ++i)
     x[i] = weight * x[i] + received[i];
+}
+
+// x ← weight·x + theirs·received
+template <typename T>
+PRISM_TARGET_CLONES void addBothWeighted(T *__restrict x, const T *__restrict received, size_t n,
+                                         T weight, T theirs) {
+  for (size_t i = 0; i < n; ++i)
+    x[i] = weight * x[i] + theirs * received[i];
 }
 
 // A wait that an abort ended (Gloo throws on a timeout or a broken pair) leaves the ring out of
@@ -47,21 +63,33 @@ void check(bool completed, const char *what) {
     throw std::runtime_error(std::string("a ring ") + what + " was aborted");
 }
 
+// Gloo's ring takes segments of at most this many bytes (gloo::AllreduceOptions): one stays in
+// the caches from its arrival to its addition.
+constexpr size_t kMaxSegmentBytes = size_t{1} << 20;
+
 template <typename T> class WeightedRing {
 public:
   WeightedRing(gloo::Context &context, T *data, size_t count, T weight,
                std::chrono::milliseconds timeout)
       : ranks_(static_cast<size_t>(context.size)), rank_(static_cast<size_t>(context.rank)),
         data_(data), count_(count), weight_(weight), timeout_(timeout),
-        longest_((count + 2 * ranks_ - 1) / (2 * ranks_)), scratch_(2 * longest_),
-        right_(static_cast<int>((rank_ + 1) % ranks_)),
+        segmentLength_(std::min((count + 2 * ranks_ - 1) / (2 * ranks_),
+                                std::max<size_t>(1, kMaxSegmentBytes / sizeof(T)))),
+        perRank_(
+            roundUp(std::max((count + segmentLength_ - 1) / segmentLength_, 2 * ranks_), ranks_) /
+            ranks_),
+        scratch_(2 * segmentLength_), right_(static_cast<int>((rank_ + 1) % ranks_)),
         left_(static_cast<int>((rank_ + ranks_ - 1) % ranks_)),
         slot_(gloo::Slot::build(kWeightedRingSlotPrefix, 0)),
+        weightSlot_(gloo::Slot::build(kWeightedRingSlotPrefix, 1)), weightPair_{weight, T(0)},
         out_(context.createUnboundBuffer(data, count * sizeof(T))),
-        tmp_(context.createUnboundBuffer(scratch_.data(), scratch_.size() * sizeof(T))) {}
+        tmp_(context.createUnboundBuffer(scratch_.data(), scratch_.size() * sizeof(T))),
+        weights_(context.createUnboundBuffer(weightPair_, sizeof(weightPair_))) {}
 
   void run() {
-    const size_t transfers = 2 * (ranks_ - 1); // steps × the two halves of a chunk
+    weights_->recv(left_, weightSlot_, sizeof(T), sizeof(T));
+    weights_->send(right_, weightSlot_, 0, sizeof(T));
+    const size_t transfers = (ranks_ - 1) * perRank_; // steps × segments a chunk
     for (size_t k = 0; k < transfers; ++k) {
       if (k >= 2)
         finishReduce(k - 2);
@@ -79,11 +107,18 @@ public:
   }
 
 private:
-  // Transfer k of a phase moves half k % 2 of a chunk at step k / 2.
-  size_t segment(size_t chunk, size_t k) const { return 2 * (chunk % ranks_) + k % 2; }
-  size_t begin(size_t s) const { return count_ * s / (2 * ranks_); }
-  size_t length(size_t s) const { return begin(s + 1) - begin(s); }
-  size_t step(size_t k) const { return k / 2; }
+  static size_t roundUp(size_t n, size_t multiple) {
+    return (n + multiple - 1) / multiple * multiple;
+  }
+
+  // Transfer k of a phase moves segment k % perRank_ of a chunk at step k / perRank_; a
+  // segment past the buffer's end is empty.
+  size_t segment(size_t chunk, size_t k) const {
+    return (chunk % ranks_) * perRank_ + k % perRank_;
+  }
+  size_t begin(size_t s) const { return std::min(count_, s * segmentLength_); }
+  size_t length(size_t s) const { return std::min(count_, begin(s) + segmentLength_) - begin(s); }
+  size_t step(size_t k) const { return k / perRank_; }
 
   size_t reduceSent(size_t k) const { return segment(rank_ + ranks_ - step(k), k); }
   size_t reduceReceived(size_t k) const { return segment(rank_ + 2 * ranks_ - step(k) - 1, k); }
@@ -93,20 +128,25 @@ private:
   void startReduce(size_t k) {
     const size_t received = reduceReceived(k), sent = reduceSent(k);
     if (length(received) > 0)
-      tmp_->recv(left_, slot_, (k % 2) * longest_ * sizeof(T), length(received) * sizeof(T));
-    if (length(sent) > 0) {
-      if (step(k) == 0) // this rank's own chunk, read here for the first time
-        scaleInPlace(data_ + begin(sent), length(sent), weight_);
+      tmp_->recv(left_, slot_, (k % 2) * segmentLength_ * sizeof(T), length(received) * sizeof(T));
+    if (length(sent) > 0)
       out_->send(right_, slot_, begin(sent) * sizeof(T), length(sent) * sizeof(T));
-    }
   }
 
   void finishReduce(size_t k) {
+    if (k == 0) { // the left rank's weight came first on the same connection
+      check(weights_->waitRecv(timeout_), "receive of a weight");
+      check(weights_->waitSend(timeout_), "send of a weight");
+    }
     const size_t received = reduceReceived(k);
     if (length(received) > 0) {
       check(tmp_->waitRecv(timeout_), "receive");
-      addWeighted(data_ + begin(received), scratch_.data() + (k % 2) * longest_, length(received),
-                  weight_);
+      T *x = data_ + begin(received);
+      const T *theirs = scratch_.data() + (k % 2) * segmentLength_;
+      if (step(k) == 0) // the left rank's own values, as they are
+        addBothWeighted(x, theirs, length(received), weight_, weightPair_[1]);
+      else
+        addWeighted(x, theirs, length(received), weight_);
     }
     if (length(reduceSent(k)) > 0)
       check(out_->waitSend(timeout_), "send");
@@ -132,11 +172,13 @@ private:
   const size_t count_;
   const T weight_;
   const std::chrono::milliseconds timeout_;
-  const size_t longest_; // elements of the longest segment
+  const size_t segmentLength_; // elements a segment
+  const size_t perRank_;       // segments a chunk
   std::vector<T> scratch_;
   const int right_, left_;
-  const uint64_t slot_;
-  std::unique_ptr<gloo::transport::UnboundBuffer> out_, tmp_;
+  const uint64_t slot_, weightSlot_;
+  T weightPair_[2]; // this rank's weight, sent right; the left rank's, received
+  std::unique_ptr<gloo::transport::UnboundBuffer> out_, tmp_, weights_;
 };
 
 } // namespace
