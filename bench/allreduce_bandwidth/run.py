@@ -15,17 +15,21 @@ markdown tables for BENCHMARKS.md (commands and progress on stderr).
   Raw Gloo: `prism bench-allreduce` (runtime/dist/AllReduceTiming.h, the loop `prism calibrate`
     times with): two processes, the same sizes, each all-reduce after a barrier, --seconds per
     size; bytes / the slower rank's median time.
-  Prism's staging: worker:0's span less its time inside Gloo (the span's `collective_us`):
-    weighting, gathering into and copying out of the flat buffer.
+  Prism's staging: worker:0's span less its time inside the ring (the span's `collective_us`):
+    gathering into and copying out of the flat buffer (the weighted ring weights the values as
+    it reduces them).
   --before PATH: the same runs with another prism binary (an earlier build), for a before/after.
   Each pair alternates --repeat times; the tables give the median of the runs' figures and their
     spread (min–max).
   Networks: loopback (127.0.0.1), and (root only, for `ip netns`) two network namespaces joined
     by 1gbit tbf links (tests/netns/hosts.sh), one worker or rank in each.
+  --model embedding: models/embedding_classifier.prism instead (global batch 64, --bucket-mb 25,
+    zipf data over its 100,000-row table): one bucket of 26,038,440 B, the table's dense gradient
+    with the rest, reduced where it lies.
 
 Usage: bench/allreduce_bandwidth/run.py [--prism build/tools/prism] [--before PRISM]
                                         [--repeat R] [--seconds S] [--skip-netns]
-                                        [--skip-loopback]
+                                        [--skip-loopback] [--model mlp1024|embedding]
 """
 import argparse
 import json
@@ -42,8 +46,12 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "bench", "distributed"))
 import run as common  # noqa: E402  (bench/distributed/run.py: commands, hosts, formatting)
 
-MODEL = os.path.join(ROOT, "bench", "models", "mlp1024.prism")
-BATCH, BUCKET_MB, DATA = 128, "4", "fashion-mnist"
+# --model: (file, global batch, --bucket-mb, --data)
+MODELS = {"mlp1024": (os.path.join(ROOT, "bench", "models", "mlp1024.prism"), 128, "4",
+                      "fashion-mnist"),
+          "embedding": (os.path.join(ROOT, "models", "embedding_classifier.prism"), 64, "25",
+                        "zipf:100000,tokens=20,classes=10")}
+MODEL, BATCH, BUCKET_MB, DATA = MODELS["mlp1024"]
 
 
 def bucket_times(trace_dir, warmup):
@@ -147,7 +155,7 @@ def measure(a, tmp, label, cluster, steps, addrs, prefixes=([], []), launcher=No
 
 
 def table(a, label, steps, results):
-    print(f"### {label}: mlp1024, 2 workers, global batch {BATCH}, --bucket-mb {BUCKET_MB}, "
+    print(f"### {label}: {a.model}, 2 workers, global batch {BATCH}, --bucket-mb {BUCKET_MB}, "
           f"{steps} steps per run, {a.repeat} alternating runs each\n")
     before = " | `--before` MB/s | before / raw" if a.before else ""
     print(f"| bucket | bytes | Prism MB/s | raw Gloo MB/s | Prism / raw (medians) | "
@@ -181,7 +189,11 @@ def main():
     p.add_argument("--skip-loopback", action="store_true", help="1gbit namespaces only")
     p.add_argument("--netns-prefix", default=os.environ.get("PRISM_NETNS_PREFIX", "prism-arbw-"))
     p.add_argument("--timeout", type=int, default=900, help="seconds per command")
+    p.add_argument("--model", choices=sorted(MODELS), default="mlp1024",
+                   help="whose buckets (default mlp1024)")
     a = p.parse_args()
+    global MODEL, BATCH, BUCKET_MB, DATA
+    MODEL, BATCH, BUCKET_MB, DATA = MODELS[a.model]
     common.begin(a, "bench/allreduce_bandwidth/run.py")
     if a.before:
         a.before = os.path.abspath(a.before)

@@ -44,6 +44,14 @@ template <typename T> void gatherWeighted(llvm::ArrayRef<Tensor *> tensors, T we
   }
 }
 
+// Copies the tensors' elements into one buffer, in order.
+template <typename T> void gather(llvm::ArrayRef<Tensor *> tensors, T *to) {
+  for (const Tensor *t : tensors) {
+    std::memcpy(to, t->data<T>(), static_cast<size_t>(t->numBytes()));
+    to += t->numElements();
+  }
+}
+
 template <typename T> void scatter(const T *from, llvm::ArrayRef<Tensor *> tensors) {
   for (Tensor *t : tensors) {
     std::memcpy(t->data<T>(), from, static_cast<size_t>(t->numBytes()));
@@ -64,21 +72,21 @@ bool reducedInPlace(const Tensor *t, llvm::ArrayRef<Tensor *> tensors, int64_t r
 }
 
 // The batch-weighted mean over the group, sum(b_i * g_i) / sum(b): each worker weights its
-// values by its share b_i / sum(b), so that the group's sum is the mean. A bucket's large tensors
-// (the all_reduce kernel's outputs, memory of their own) are all-reduced where they lie, one call
-// each, by the weighted ring, which weights them as it first reads them; its other tensors are
-// gathered, weighted on the way, into `buffer`, reduced by one call and copied back (one alone is
-// reduced where it lies). Every worker's bucket holds the same shapes, so every worker makes the
-// same calls in the same order.
+// values by its share b_i / sum(b), so that the group's sum is the mean; the weighted ring
+// (Collective::allReduceWeighted) weights them as it first reads them, so weighting takes no pass
+// of its own. A bucket's large tensors (the all_reduce kernel's outputs, memory of their own) are
+// all-reduced where they lie, one call each; its other tensors are copied into `buffer`, reduced
+// by one call and copied back (one alone is reduced where it lies). Every worker's bucket holds
+// the same shapes, so every worker makes the same calls in the same order.
 template <typename T>
 llvm::Error weightedMean(dist::Collective &collective, llvm::ArrayRef<Tensor *> tensors,
                          std::vector<T> &buffer, double fraction, double &inCollective) {
   const T weight = static_cast<T>(fraction);
+  auto reduce = [&](T *data, size_t count) {
+    return timed(inCollective, [&] { return collective.allReduceWeighted(data, count, weight); });
+  };
   auto inPlace = [&](Tensor *t) {
-    return timed(inCollective, [&] {
-      return collective.allReduceWeighted(t->data<T>(), static_cast<size_t>(t->numElements()),
-                                          weight);
-    });
+    return reduce(t->data<T>(), static_cast<size_t>(t->numElements()));
   };
   llvm::SmallVector<Tensor *, 8> staged;
   for (Tensor *t : tensors) {
@@ -95,8 +103,8 @@ llvm::Error weightedMean(dist::Collective &collective, llvm::ArrayRef<Tensor *> 
   for (const Tensor *t : staged)
     total += static_cast<size_t>(t->numElements());
   buffer.resize(total);
-  gatherWeighted<T>(staged, weight, buffer.data());
-  if (auto e = timedAllReduce(collective, inCollective, buffer.data(), buffer.size()))
+  gather<T>(staged, buffer.data());
+  if (auto e = reduce(buffer.data(), buffer.size()))
     return e;
   scatter<T>(buffer.data(), staged);
   return llvm::Error::success();
@@ -341,7 +349,7 @@ llvm::Error WorkerCommunication::allReduce(llvm::StringRef group, int64_t bucket
       span.addArg("bytes", static_cast<double>(wireBytes));
       inCollective_ = 0;
       llvm::Error e = job();
-      // The rest of the span is staging: gathering (weighted), copying back, 16-bit coding.
+      // The rest of the span is staging: gathering, copying back, 16-bit coding.
       span.addArg("collective_us", inCollective_ * 1e6);
       return e;
     };
