@@ -89,24 +89,23 @@ public:
   void run() {
     weights_->recv(left_, weightSlot_, sizeof(T), sizeof(T));
     weights_->send(right_, weightSlot_, 0, sizeof(T));
-    const size_t transfers = (ranks_ - 1) * perRank_; // steps × segments a chunk
-    for (size_t k = 0; k < transfers; ++k) {
-      if (k >= 2)
-        finishReduce(k - 2);
-      startReduce(k);
-    }
-    finishReduce(transfers - 2);
-    finishReduce(transfers - 1);
-    for (size_t k = 0; k < transfers; ++k) {
-      if (k >= 2)
-        finishGather(k - 2);
-      startGather(k);
-    }
-    finishGather(transfers - 2);
-    finishGather(transfers - 1);
+    pipelined([this](size_t k) { startReduce(k); }, [this](size_t k) { finishReduce(k); });
+    pipelined([this](size_t k) { startGather(k); }, [this](size_t k) { finishGather(k); });
   }
 
 private:
+  // A phase's transfers in order, two in flight: transfer k starts once k − 2 finished.
+  template <typename Start, typename Finish> void pipelined(Start &&start, Finish &&finish) {
+    const size_t transfers = (ranks_ - 1) * perRank_; // steps × segments a chunk
+    for (size_t k = 0; k < transfers; ++k) {
+      if (k >= 2)
+        finish(k - 2);
+      start(k);
+    }
+    finish(transfers - 2);
+    finish(transfers - 1);
+  }
+
   static size_t roundUp(size_t n, size_t multiple) {
     return (n + multiple - 1) / multiple * multiple;
   }

@@ -160,19 +160,26 @@ template <typename T> std::string checkWeightedAllReduce(Collective &collective)
   return "";
 }
 
+// onEachRank with a group of `ranks` made for each: what `body(group)` returned on each rank, or
+// the error that kept the group from forming.
+std::vector<std::string> inGroup(int ranks, const std::function<std::string(Collective &)> &body) {
+  auto coordinator = testing::startCoordinator(ranks);
+  if (!coordinator)
+    return {"no coordinator"};
+  return onEachRank(*coordinator, ranks, [&](int rank, CoordinatorClient &client) {
+    auto group = Collective::create(client, "group", rank, ranks, "127.0.0.1", 30s);
+    return group ? body(**group) : llvm::toString(group.takeError());
+  });
+}
+
 TEST(CollectiveTest, WeightedAllReduceOnTwoThreeAndFourRanks) {
   for (int ranks : {2, 3, 4}) {
-    auto coordinator = testing::startCoordinator(ranks);
-    ASSERT_TRUE(coordinator);
-    auto messages = onEachRank(*coordinator, ranks, [ranks](int rank, CoordinatorClient &client) {
-      auto collective = Collective::create(client, "weighted", rank, ranks, "127.0.0.1", 30s);
-      if (!collective)
-        return llvm::toString(collective.takeError());
-      if (std::string problem = checkWeightedAllReduce<float>(**collective); !problem.empty())
+    auto messages = inGroup(ranks, [](Collective &group) {
+      if (std::string problem = checkWeightedAllReduce<float>(group); !problem.empty())
         return problem;
-      if (std::string problem = checkWeightedAllReduce<double>(**collective); !problem.empty())
+      if (std::string problem = checkWeightedAllReduce<double>(group); !problem.empty())
         return problem;
-      return message((*collective)->barrier());
+      return message(group.barrier());
     });
     EXPECT_EQ(messages, std::vector<std::string>(static_cast<size_t>(ranks), "success"))
         << ranks << " ranks";
@@ -181,14 +188,9 @@ TEST(CollectiveTest, WeightedAllReduceOnTwoThreeAndFourRanks) {
 
 // One rank holds the whole sum: its values times its weight.
 TEST(CollectiveTest, WeightedAllReduceOfOneRankIsItsWeightedValues) {
-  auto coordinator = testing::startCoordinator(1);
-  ASSERT_TRUE(coordinator);
-  auto messages = onEachRank(*coordinator, 1, [](int rank, CoordinatorClient &client) {
-    auto collective = Collective::create(client, "alone", rank, 1, "127.0.0.1", 10s);
-    if (!collective)
-      return llvm::toString(collective.takeError());
+  auto messages = inGroup(1, [](Collective &group) {
     std::vector<float> data = {1.0f, -2.0f, 3.5f};
-    if (llvm::Error error = (*collective)->allReduceWeighted(data.data(), data.size(), 0.25f))
+    if (llvm::Error error = group.allReduceWeighted(data.data(), data.size(), 0.25f))
       return llvm::toString(std::move(error));
     return data == std::vector<float>{0.25f, -0.5f, 0.875f} ? std::string("success")
                                                             : std::string("not weighted");
