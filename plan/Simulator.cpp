@@ -302,8 +302,8 @@ private:
   // The collective calls a bucket takes and the bytes of the passes the communication thread
   // makes over it around them, as the runtime reduces it (ir::reducedInPlace): a large
   // tensor, or a bucket's only one, is reduced where it lies by a call of its own, the weighted
-  // ring weighting it as it goes (no pass); the others are gathered, weighted, into one buffer,
-  // reduced by one call and copied back (two passes). A compressed bucket is gathered whole.
+  // ring weighting it as it goes (no pass); the others are gathered into one buffer, reduced by
+  // one call and copied back (two passes). A compressed bucket is gathered whole.
   struct BucketWork {
     int calls = 0;
     double passBytes = 0;
