@@ -19,8 +19,8 @@ constexpr int64_t kFirstReplicaMeanBucket = -2;
 // Whether a tensor of `bytes` in a bucket of several is all-reduced where it lies, by a collective
 // call of its own, among `ranks` ranks; the bucket's other tensors are gathered into one buffer
 // and reduced by one call (a bucket's only tensor is reduced where it lies). In place, a tensor
-// costs two passes over its bytes less (the weighted ring weights it as it goes, where gathering
-// weights it into the buffer and then copies it back) and a call more, whose latency grows with
+// costs two passes over its bytes less (gathering copies it into the buffer and back; the
+// weighted ring weights either as it goes) and a call more, whose latency grows with
 // the ranks: on loopback a pass takes about 0.15 ns a byte and a call about 150 µs per hop of the
 // ring: they break even at about 0.5 MiB a hop; this rule asks for eight times that. The runtime
 // (runtime/job/WorkerCommunication.cpp) and the simulator (plan/Simulator.cpp) both follow it.
