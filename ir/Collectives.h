@@ -16,15 +16,16 @@ constexpr int64_t kLossBucket = -1;
 // travel as buckets -2, -3, ... in program order: each alone, in float32, read mid-step.
 constexpr int64_t kFirstReplicaMeanBucket = -2;
 
-// Whether a tensor of `bytes` in a bucket of several is all-reduced where it lies, by a collective
-// call of its own, among `ranks` ranks; the bucket's other tensors are gathered into one buffer
-// and reduced by one call (a bucket's only tensor is reduced where it lies). In place, a tensor
-// costs two passes over its bytes less (gathering copies it into the buffer and back; the
-// weighted ring weights either as it goes) and a call more, whose latency grows with
-// the ranks: on loopback a pass takes about 0.15 ns a byte and a call about 150 µs per hop of the
-// ring: they break even at about 0.5 MiB a hop; this rule asks for eight times that. The runtime
-// (runtime/job/WorkerCommunication.cpp) and the simulator (plan/Simulator.cpp) both follow it.
-constexpr int64_t kInPlaceAllReduceBytesPerHop = int64_t{4} << 20;
+// Whether a tensor of `bytes` in a bucket of several is all-reduced where it lies among `ranks`
+// ranks: the bucket's call reduces such tensors as spans of its buffer, and gathers the others
+// into one buffer of its own, copied back after the call (a bucket's only tensor, or the only
+// one left, is reduced where it lies too). In place, a tensor costs two passes over its bytes
+// less (the weighted ring weights either as it goes) and, where a span ends inside a chunk of
+// the ring, a message more in each of the ring's 2(ranks − 1) steps: on loopback a pass takes
+// about 0.2 ns a byte and a message about 50 µs, so they break even at about 0.25 MiB a hop;
+// this rule asks for four times that. The runtime (runtime/job/WorkerCommunication.cpp) and the
+// simulator (plan/Simulator.cpp) both follow it.
+constexpr int64_t kInPlaceAllReduceBytesPerHop = int64_t{1} << 20;
 inline bool reducedInPlace(int64_t bytes, int64_t ranks) {
   return bytes >= kInPlaceAllReduceBytesPerHop * (ranks > 1 ? ranks - 1 : 1);
 }

@@ -300,10 +300,10 @@ private:
   }
 
   // The collective calls a bucket takes and the bytes of the passes the communication thread
-  // makes over it around them, as the runtime reduces it (ir::reducedInPlace): a large
-  // tensor, or a bucket's only one, is reduced where it lies by a call of its own, the weighted
-  // ring weighting it as it goes (no pass); the others are gathered into one buffer, reduced by
-  // one call and copied back (two passes). A compressed bucket is gathered whole.
+  // makes over it around them, as the runtime reduces it (ir::reducedInPlace): one call, its
+  // large tensors (or its only one, or the only one left) reduced where they lie, the weighted
+  // ring weighting them as it goes (no pass); the others gathered into one buffer and copied back
+  // (two passes). A compressed bucket is gathered whole. A bucket of no elements takes no call.
   struct BucketWork {
     int calls = 0;
     double passBytes = 0;
@@ -311,24 +311,21 @@ private:
   BucketWork bucketWork(const ir::Op &op) const {
     const bool compressed = !plan_.run().compress().empty() && op.attrs.getInt("bucket") >= 0;
     BucketWork work;
-    double gathered = 0;
+    double gathered = 0, total = 0;
     size_t gatheredTensors = 0;
     for (const ir::Value *v : op.operands()) {
       const auto bytes =
           static_cast<double>(v->type().numElements(localBatch_) * ir::dtypeBytes(v->type().dtype));
-      if (!compressed &&
-          (op.numOperands() == 1 || ir::reducedInPlace(static_cast<int64_t>(bytes),
+      total += bytes;
+      if (compressed ||
+          (op.numOperands() > 1 && !ir::reducedInPlace(static_cast<int64_t>(bytes),
                                                        static_cast<int64_t>(workers_.size())))) {
-        ++work.calls;
-      } else {
         gathered += bytes;
         ++gatheredTensors;
       }
     }
-    if (gatheredTensors > 0) {
-      ++work.calls;
-      work.passBytes += gatheredTensors == 1 && !compressed ? 0 : 2 * gathered;
-    }
+    work.calls = total > 0 ? 1 : 0;
+    work.passBytes = gatheredTensors > 1 || compressed ? 2 * gathered : 0;
     return work;
   }
 

@@ -10,6 +10,7 @@
 
 #include "ir/Precision.h"
 #include "runtime/dist/CoordinatorClient.h"
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 
 namespace gloo {
@@ -17,6 +18,12 @@ class Context;
 } // namespace gloo
 
 namespace prism::runtime::dist {
+
+// `count` elements at `data`: a piece of a buffer that a collective call reads and writes.
+template <typename T> struct WeightedSpan {
+  T *data = nullptr;
+  size_t count = 0;
+};
 
 // Every rank of a group calls the same operations in the same order, one at a time. After an
 // error the group is broken (a peer may be gone or out of step): discard it.
@@ -46,9 +53,17 @@ public:
   // pass different weights): a ring like allReduceSum's that weights each rank's values where it
   // first reads them, as a rank adds them to the partial sum it received (or, for the chunk a rank
   // sends first, as the next rank adds them to its own, having received the sender's weight
-  // first), so no pass of its own goes over the buffer (WeightedRing.cpp).
-  llvm::Error allReduceWeighted(float *data, size_t count, float weight);
-  llvm::Error allReduceWeighted(double *data, size_t count, double weight);
+  // first), so no pass of its own goes over the buffer (WeightedRing.cpp). The buffer may be
+  // several spans, one after another (a bucket's tensors where they lie); every rank passes
+  // spans of the same counts in the same order.
+  llvm::Error allReduceWeighted(llvm::ArrayRef<WeightedSpan<float>> spans, float weight);
+  llvm::Error allReduceWeighted(llvm::ArrayRef<WeightedSpan<double>> spans, double weight);
+  llvm::Error allReduceWeighted(float *data, size_t count, float weight) {
+    return allReduceWeighted(WeightedSpan<float>{data, count}, weight);
+  }
+  llvm::Error allReduceWeighted(double *data, size_t count, double weight) {
+    return allReduceWeighted(WeightedSpan<double>{data, count}, weight);
+  }
   // Returns once every rank has entered it.
   llvm::Error barrier();
   // Every rank's `bytes` at `data` become rank `root`'s.
@@ -65,7 +80,8 @@ private:
   llvm::Error allReduceSumOf(T *data, size_t count, const char *typeName,
                              std::function<void(void *, const void *, const void *, size_t)> sum);
   template <typename T>
-  llvm::Error allReduceWeightedOf(T *data, size_t count, T weight, const char *typeName);
+  llvm::Error allReduceWeightedOf(llvm::ArrayRef<WeightedSpan<T>> spans, T weight,
+                                  const char *typeName);
   llvm::Error failure(const llvm::Twine &operation, const std::exception &exception) const;
 
   std::string groupName_;

@@ -2,9 +2,10 @@
 // with each rank's weight applied where the ring first reads its values, so no pass of its own
 // goes over the buffer.
 //
-// Gloo's ring schedule: the buffer is cut into segments of at most 1 MiB (at least two per rank),
-// so that a segment's addition overlaps the next one's transfer while both stay in the caches;
-// rank c's chunk is the c-th run of segments_per_rank of them. Reduce-scatter: at step s
+// Gloo's ring schedule: the buffer (one span or several, one after another) is cut into segments
+// of at most 1 MiB (at least two per rank), so that a segment's addition overlaps the next one's
+// transfer while both stay in the caches; rank c's chunk is the c-th run of them, and a segment
+// lies within one span (a span's end cuts one short). Reduce-scatter: at step s
 // (0 ≤ s < size − 1) rank r sends chunk r − s to rank r + 1 and receives chunk r − s − 1 from
 // rank r − 1 (chunks mod size), a segment at a time, two in flight. The chunk it sends at step 0
 // is its own, as it is: first each rank sends its weight to the next, so the receiver weights
@@ -26,6 +27,7 @@
 
 #include "runtime/cpu/kernels/TargetClones.h"
 #include "runtime/dist/Collective.h"
+#include "llvm/ADT/SmallVector.h"
 
 namespace prism::runtime::dist {
 namespace {
@@ -69,22 +71,22 @@ constexpr size_t kMaxSegmentBytes = size_t{1} << 20;
 
 template <typename T> class WeightedRing {
 public:
-  WeightedRing(gloo::Context &context, T *data, size_t count, T weight,
+  // `spans` (none empty) are the buffer, one after another.
+  WeightedRing(gloo::Context &context, llvm::ArrayRef<WeightedSpan<T>> spans, T weight,
                std::chrono::milliseconds timeout)
       : ranks_(static_cast<size_t>(context.size)), rank_(static_cast<size_t>(context.rank)),
-        data_(data), count_(count), weight_(weight), timeout_(timeout),
-        segmentLength_(std::min((count + 2 * ranks_ - 1) / (2 * ranks_),
-                                std::max<size_t>(1, kMaxSegmentBytes / sizeof(T)))),
-        perRank_(
-            roundUp(std::max((count + segmentLength_ - 1) / segmentLength_, 2 * ranks_), ranks_) /
-            ranks_),
-        scratch_(2 * segmentLength_), right_(static_cast<int>((rank_ + 1) % ranks_)),
+        spans_(spans.begin(), spans.end()), weight_(weight), timeout_(timeout),
+        right_(static_cast<int>((rank_ + 1) % ranks_)),
         left_(static_cast<int>((rank_ + ranks_ - 1) % ranks_)),
         slot_(gloo::Slot::build(kWeightedRingSlotPrefix, 0)),
-        weightSlot_(gloo::Slot::build(kWeightedRingSlotPrefix, 1)), weightPair_{weight, T(0)},
-        out_(context.createUnboundBuffer(data, count * sizeof(T))),
-        tmp_(context.createUnboundBuffer(scratch_.data(), scratch_.size() * sizeof(T))),
-        weights_(context.createUnboundBuffer(weightPair_, sizeof(weightPair_))) {}
+        weightSlot_(gloo::Slot::build(kWeightedRingSlotPrefix, 1)), weightPair_{weight, T(0)} {
+    cutSegments();
+    scratch_.resize(2 * segmentLength_);
+    for (const WeightedSpan<T> &span : spans_)
+      outs_.push_back(context.createUnboundBuffer(span.data, span.count * sizeof(T)));
+    tmp_ = context.createUnboundBuffer(scratch_.data(), scratch_.size() * sizeof(T));
+    weights_ = context.createUnboundBuffer(weightPair_, sizeof(weightPair_));
+  }
 
   void run() {
     weights_->recv(left_, weightSlot_, sizeof(T), sizeof(T));
@@ -94,6 +96,43 @@ public:
   }
 
 private:
+  // A contiguous piece of one span, sent in one message; an empty one is no message.
+  struct Segment {
+    size_t span = 0, begin = 0, length = 0;
+  };
+
+  // Rank c's chunk is the c-th run of chunkLength elements of the whole buffer (the spans one
+  // after another), chunkLength a whole number of segmentLength_; its segments are its pieces
+  // within each span, cut every segmentLength_ elements. Every chunk gets perRank_ segments, the
+  // most any has and at least two, those it lacks empty: with two transfers in flight, the
+  // segment a rank forwards at transfer k it received at k − perRank_, which has finished. One
+  // span is cut as Gloo's ring cuts its buffer.
+  void cutSegments() {
+    size_t count = 0;
+    for (const WeightedSpan<T> &span : spans_)
+      count += span.count;
+    segmentLength_ = std::min((count + 2 * ranks_ - 1) / (2 * ranks_),
+                              std::max<size_t>(1, kMaxSegmentBytes / sizeof(T)));
+    const size_t segments = std::max((count + segmentLength_ - 1) / segmentLength_, 2 * ranks_);
+    const size_t chunkLength = (segments + ranks_ - 1) / ranks_ * segmentLength_;
+    std::vector<std::vector<Segment>> chunks(ranks_);
+    size_t at = 0; // the first element of the span, in the whole buffer
+    for (size_t s = 0; s < spans_.size(); at += spans_[s].count, ++s)
+      for (size_t i = 0; i < spans_[s].count;) {
+        const size_t chunk = (at + i) / chunkLength;
+        const size_t end =
+            std::min({spans_[s].count, i + segmentLength_, (chunk + 1) * chunkLength - at});
+        chunks[chunk].push_back({s, i, end - i});
+        i = end;
+      }
+    perRank_ = 2;
+    for (const auto &chunk : chunks)
+      perRank_ = std::max(perRank_, chunk.size());
+    segments_.assign(ranks_ * perRank_, Segment{});
+    for (size_t c = 0; c < ranks_; ++c)
+      std::copy(chunks[c].begin(), chunks[c].end(), segments_.begin() + c * perRank_);
+  }
+
   // A phase's transfers in order, two in flight: transfer k starts once k − 2 finished.
   template <typename Start, typename Finish> void pipelined(Start &&start, Finish &&finish) {
     const size_t transfers = (ranks_ - 1) * perRank_; // steps × segments a chunk
@@ -106,30 +145,30 @@ private:
     finish(transfers - 1);
   }
 
-  static size_t roundUp(size_t n, size_t multiple) {
-    return (n + multiple - 1) / multiple * multiple;
+  // Transfer k of a phase moves segment k % perRank_ of a chunk at step k / perRank_.
+  const Segment &segment(size_t chunk, size_t k) const {
+    return segments_[(chunk % ranks_) * perRank_ + k % perRank_];
   }
-
-  // Transfer k of a phase moves segment k % perRank_ of a chunk at step k / perRank_; a
-  // segment past the buffer's end is empty.
-  size_t segment(size_t chunk, size_t k) const {
-    return (chunk % ranks_) * perRank_ + k % perRank_;
-  }
-  size_t begin(size_t s) const { return std::min(count_, s * segmentLength_); }
-  size_t length(size_t s) const { return std::min(count_, begin(s) + segmentLength_) - begin(s); }
   size_t step(size_t k) const { return k / perRank_; }
+  T *values(const Segment &s) const { return spans_[s.span].data + s.begin; }
 
-  size_t reduceSent(size_t k) const { return segment(rank_ + ranks_ - step(k), k); }
-  size_t reduceReceived(size_t k) const { return segment(rank_ + 2 * ranks_ - step(k) - 1, k); }
-  size_t gatherSent(size_t k) const { return segment(rank_ + 1 + ranks_ - step(k), k); }
-  size_t gatherReceived(size_t k) const { return segment(rank_ + ranks_ - step(k), k); }
+  const Segment &reduceSent(size_t k) const { return segment(rank_ + ranks_ - step(k), k); }
+  const Segment &reduceReceived(size_t k) const {
+    return segment(rank_ + 2 * ranks_ - step(k) - 1, k);
+  }
+  const Segment &gatherSent(size_t k) const { return segment(rank_ + 1 + ranks_ - step(k), k); }
+  const Segment &gatherReceived(size_t k) const { return segment(rank_ + ranks_ - step(k), k); }
+
+  void send(const Segment &s) {
+    if (s.length > 0)
+      outs_[s.span]->send(right_, slot_, s.begin * sizeof(T), s.length * sizeof(T));
+  }
 
   void startReduce(size_t k) {
-    const size_t received = reduceReceived(k), sent = reduceSent(k);
-    if (length(received) > 0)
-      tmp_->recv(left_, slot_, (k % 2) * segmentLength_ * sizeof(T), length(received) * sizeof(T));
-    if (length(sent) > 0)
-      out_->send(right_, slot_, begin(sent) * sizeof(T), length(sent) * sizeof(T));
+    const Segment &received = reduceReceived(k);
+    if (received.length > 0)
+      tmp_->recv(left_, slot_, (k % 2) * segmentLength_ * sizeof(T), received.length * sizeof(T));
+    send(reduceSent(k));
   }
 
   void finishReduce(size_t k) {
@@ -137,75 +176,85 @@ private:
       check(weights_->waitRecv(timeout_), "receive of a weight");
       check(weights_->waitSend(timeout_), "send of a weight");
     }
-    const size_t received = reduceReceived(k);
-    if (length(received) > 0) {
+    const Segment &received = reduceReceived(k);
+    if (received.length > 0) {
       check(tmp_->waitRecv(timeout_), "receive");
-      T *x = data_ + begin(received);
       const T *theirs = scratch_.data() + (k % 2) * segmentLength_;
       if (step(k) == 0) // the left rank's own values, as they are
-        addBothWeighted(x, theirs, length(received), weight_, weightPair_[1]);
+        addBothWeighted(values(received), theirs, received.length, weight_, weightPair_[1]);
       else
-        addWeighted(x, theirs, length(received), weight_);
+        addWeighted(values(received), theirs, received.length, weight_);
     }
-    if (length(reduceSent(k)) > 0)
-      check(out_->waitSend(timeout_), "send");
+    if (const Segment &sent = reduceSent(k); sent.length > 0)
+      check(outs_[sent.span]->waitSend(timeout_), "send");
   }
 
   void startGather(size_t k) {
-    const size_t received = gatherReceived(k), sent = gatherSent(k);
-    if (length(received) > 0)
-      out_->recv(left_, slot_, begin(received) * sizeof(T), length(received) * sizeof(T));
-    if (length(sent) > 0)
-      out_->send(right_, slot_, begin(sent) * sizeof(T), length(sent) * sizeof(T));
+    if (const Segment &received = gatherReceived(k); received.length > 0)
+      outs_[received.span]->recv(left_, slot_, received.begin * sizeof(T),
+                                 received.length * sizeof(T));
+    send(gatherSent(k));
   }
 
   void finishGather(size_t k) {
-    if (length(gatherReceived(k)) > 0)
-      check(out_->waitRecv(timeout_), "receive");
-    if (length(gatherSent(k)) > 0)
-      check(out_->waitSend(timeout_), "send");
+    if (const Segment &received = gatherReceived(k); received.length > 0)
+      check(outs_[received.span]->waitRecv(timeout_), "receive");
+    if (const Segment &sent = gatherSent(k); sent.length > 0)
+      check(outs_[sent.span]->waitSend(timeout_), "send");
   }
 
   const size_t ranks_, rank_;
-  T *const data_;
-  const size_t count_;
+  const std::vector<WeightedSpan<T>> spans_;
   const T weight_;
   const std::chrono::milliseconds timeout_;
-  const size_t segmentLength_; // elements a segment
-  const size_t perRank_;       // segments a chunk
+  size_t segmentLength_ = 0; // elements a segment, at most
+  size_t perRank_ = 0;       // segments a chunk
+  std::vector<Segment> segments_;
   std::vector<T> scratch_;
   const int right_, left_;
   const uint64_t slot_, weightSlot_;
   T weightPair_[2]; // this rank's weight, sent right; the left rank's, received
-  std::unique_ptr<gloo::transport::UnboundBuffer> out_, tmp_, weights_;
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> outs_; // a span each
+  std::unique_ptr<gloo::transport::UnboundBuffer> tmp_, weights_;
 };
 
 } // namespace
 
 template <typename T>
-llvm::Error Collective::allReduceWeightedOf(T *data, size_t count, T weight, const char *typeName) {
-  if (count == 0)
+llvm::Error Collective::allReduceWeightedOf(llvm::ArrayRef<WeightedSpan<T>> spans, T weight,
+                                            const char *typeName) {
+  llvm::SmallVector<WeightedSpan<T>, 8> nonEmpty;
+  size_t count = 0;
+  for (const WeightedSpan<T> &span : spans)
+    if (span.count > 0) {
+      nonEmpty.push_back(span);
+      count += span.count;
+    }
+  if (nonEmpty.empty())
     return llvm::Error::success();
   if (size_ == 1) {
     if (weight != T(1))
-      scaleInPlace(data, count, weight);
+      for (const WeightedSpan<T> &span : nonEmpty)
+        scaleInPlace(span.data, span.count, weight);
     return llvm::Error::success();
   }
   try {
-    WeightedRing<T>(*context_, data, count, weight, timeout_).run();
+    WeightedRing<T>(*context_, nonEmpty, weight, timeout_).run();
   } catch (const std::exception &exception) {
-    return failure("weighted all-reduce of " + llvm::Twine(count) + " " + typeName + "s",
+    return failure("weighted all-reduce of " + llvm::Twine(count) + " " + typeName + "s in " +
+                       llvm::Twine(nonEmpty.size()) + " span(s)",
                    exception);
   }
   return llvm::Error::success();
 }
 
-llvm::Error Collective::allReduceWeighted(float *data, size_t count, float weight) {
-  return allReduceWeightedOf(data, count, weight, "float");
+llvm::Error Collective::allReduceWeighted(llvm::ArrayRef<WeightedSpan<float>> spans, float weight) {
+  return allReduceWeightedOf(spans, weight, "float");
 }
 
-llvm::Error Collective::allReduceWeighted(double *data, size_t count, double weight) {
-  return allReduceWeightedOf(data, count, weight, "double");
+llvm::Error Collective::allReduceWeighted(llvm::ArrayRef<WeightedSpan<double>> spans,
+                                          double weight) {
+  return allReduceWeightedOf(spans, weight, "double");
 }
 
 } // namespace prism::runtime::dist

@@ -61,8 +61,7 @@ template <typename T> void scatter(const T *from, llvm::ArrayRef<Tensor *> tenso
 
 // Whether `t` is all-reduced where it lies within a bucket of `tensors` among `ranks`: the
 // bucket's only tensor, or a large one (ir::reducedInPlace) whose memory no other tensor of the
-// bucket shares (in place, such a tensor would be reduced twice, the second time the mean of
-// equal means: a call more, and a rounding).
+// bucket shares (in place, such a tensor would be reduced twice in one call: a sum of means).
 bool reducedInPlace(const Tensor *t, llvm::ArrayRef<Tensor *> tensors, int64_t ranks) {
   if (tensors.size() == 1)
     return true;
@@ -74,39 +73,37 @@ bool reducedInPlace(const Tensor *t, llvm::ArrayRef<Tensor *> tensors, int64_t r
 // The batch-weighted mean over the group, sum(b_i * g_i) / sum(b): each worker weights its
 // values by its share b_i / sum(b), so that the group's sum is the mean; the weighted ring
 // (Collective::allReduceWeighted) weights them as it first reads them, so weighting takes no pass
-// of its own. A bucket's large tensors (the all_reduce kernel's outputs, memory of their own) are
-// all-reduced where they lie, one call each; its other tensors are copied into `buffer`, reduced
-// by one call and copied back (one alone is reduced where it lies). Every worker's bucket holds
-// the same shapes, so every worker makes the same calls in the same order.
+// of its own. One call reduces the bucket: its large tensors (the all_reduce kernel's outputs,
+// memory of their own) where they lie, its other tensors copied into `buffer` and back (one
+// alone is reduced where it lies too). Every worker's bucket holds the same shapes, so every
+// worker passes the same spans in the same order.
 template <typename T>
 llvm::Error weightedMean(dist::Collective &collective, llvm::ArrayRef<Tensor *> tensors,
                          std::vector<T> &buffer, double fraction, double &inCollective) {
-  const T weight = static_cast<T>(fraction);
-  auto reduce = [&](T *data, size_t count) {
-    return timed(inCollective, [&] { return collective.allReduceWeighted(data, count, weight); });
-  };
-  auto inPlace = [&](Tensor *t) {
-    return reduce(t->data<T>(), static_cast<size_t>(t->numElements()));
-  };
+  llvm::SmallVector<dist::WeightedSpan<T>, 8> spans;
   llvm::SmallVector<Tensor *, 8> staged;
   for (Tensor *t : tensors) {
-    if (!reducedInPlace(t, tensors, collective.size()))
+    if (reducedInPlace(t, tensors, collective.size()))
+      spans.push_back({t->data<T>(), static_cast<size_t>(t->numElements())});
+    else
       staged.push_back(t);
-    else if (auto e = inPlace(t))
-      return e;
   }
-  if (staged.empty())
-    return llvm::Error::success();
-  if (staged.size() == 1)
-    return inPlace(staged.front());
   size_t total = 0;
   for (const Tensor *t : staged)
     total += static_cast<size_t>(t->numElements());
-  buffer.resize(total);
-  gather<T>(staged, buffer.data());
-  if (auto e = reduce(buffer.data(), buffer.size()))
+  if (staged.size() == 1) {
+    spans.push_back({staged.front()->data<T>(), total});
+    staged.clear();
+  } else if (!staged.empty()) {
+    buffer.resize(total);
+    gather<T>(staged, buffer.data());
+    spans.push_back({buffer.data(), total});
+  }
+  if (auto e = timed(inCollective,
+                     [&] { return collective.allReduceWeighted(spans, static_cast<T>(fraction)); }))
     return e;
-  scatter<T>(buffer.data(), staged);
+  if (!staged.empty())
+    scatter<T>(buffer.data(), staged);
   return llvm::Error::success();
 }
 

@@ -127,17 +127,38 @@ double testWeight(int rank) {
   return (rank + 1.0) / 7.0;
 }
 
+// The spans the weighted all-reduce tests cut a buffer of `count` into: the whole buffer, or
+// pieces of lengths 1, 3, 0 and 2 (cut short at the end), then a quarter of it, then a fifth of
+// the rest and the rest, so that spans begin and end inside the ring's chunks and segments.
+template <typename T> std::vector<WeightedSpan<T>> spansOf(T *data, size_t count, bool split) {
+  if (!split)
+    return {{data, count}};
+  std::vector<WeightedSpan<T>> spans;
+  size_t at = 0;
+  auto take = [&](size_t n) {
+    n = std::min(n, count - at);
+    spans.push_back({data + at, n});
+    at += n;
+  };
+  for (size_t n : {size_t(1), size_t(3), size_t(0), size_t(2), count / 4})
+    take(n);
+  take((count - at) / 5);
+  take(count - at);
+  return spans;
+}
+
 // Σ_r w_r · x_r through allReduceWeighted against the same sum in double, for counts shorter
-// than the ring's segments (some empty), uneven ones and large ones, interleaved with plain
-// sums on the same group; "" when right.
-template <typename T> std::string checkWeightedAllReduce(Collective &collective) {
+// than the ring's segments (some empty), uneven ones and large ones, in one span or several,
+// interleaved with plain sums on the same group; "" when right.
+template <typename T> std::string checkWeightedAllReduce(Collective &collective, bool split) {
   const int ranks = collective.size();
   for (size_t count : {size_t(1), size_t(2), size_t(5), size_t(7), size_t(1000), size_t(1000003)}) {
     std::vector<T> data(count);
     for (size_t i = 0; i < count; ++i)
       data[i] = static_cast<T>(testing::testValue(collective.rank(), i));
     const T weight = static_cast<T>(testWeight(collective.rank()));
-    if (llvm::Error error = collective.allReduceWeighted(data.data(), count, weight))
+    if (llvm::Error error =
+            collective.allReduceWeighted(spansOf(data.data(), count, split), weight))
       return llvm::toString(std::move(error));
     for (size_t i = 0; i < count; ++i) {
       double expected = 0, magnitude = 0;
@@ -151,8 +172,9 @@ template <typename T> std::string checkWeightedAllReduce(Collective &collective)
       const double epsilon = std::numeric_limits<T>::epsilon();
       if (std::abs(static_cast<double>(data[i]) - expected) > 2 * ranks * epsilon * magnitude)
         return "rank " + std::to_string(collective.rank()) + " of " + std::to_string(ranks) +
-               ", element " + std::to_string(i) + " of " + std::to_string(count) + ": " +
-               std::to_string(data[i]) + ", expected " + std::to_string(expected);
+               ", element " + std::to_string(i) + " of " + std::to_string(count) +
+               (split ? " (in spans)" : "") + ": " + std::to_string(data[i]) + ", expected " +
+               std::to_string(expected);
     }
     if (std::string problem = testing::checkFloatAllReduce(collective, count); !problem.empty())
       return "a plain sum after the weighted one: " + problem;
@@ -175,10 +197,12 @@ std::vector<std::string> inGroup(int ranks, const std::function<std::string(Coll
 TEST(CollectiveTest, WeightedAllReduceOnTwoThreeAndFourRanks) {
   for (int ranks : {2, 3, 4}) {
     auto messages = inGroup(ranks, [](Collective &group) {
-      if (std::string problem = checkWeightedAllReduce<float>(group); !problem.empty())
-        return problem;
-      if (std::string problem = checkWeightedAllReduce<double>(group); !problem.empty())
-        return problem;
+      for (bool split : {false, true}) {
+        if (std::string problem = checkWeightedAllReduce<float>(group, split); !problem.empty())
+          return problem;
+        if (std::string problem = checkWeightedAllReduce<double>(group, split); !problem.empty())
+          return problem;
+      }
       return message(group.barrier());
     });
     EXPECT_EQ(messages, std::vector<std::string>(static_cast<size_t>(ranks), "success"))
@@ -186,11 +210,12 @@ TEST(CollectiveTest, WeightedAllReduceOnTwoThreeAndFourRanks) {
   }
 }
 
-// One rank holds the whole sum: its values times its weight.
+// One rank holds the whole sum: its values times its weight, in each span.
 TEST(CollectiveTest, WeightedAllReduceOfOneRankIsItsWeightedValues) {
   auto messages = inGroup(1, [](Collective &group) {
     std::vector<float> data = {1.0f, -2.0f, 3.5f};
-    if (llvm::Error error = group.allReduceWeighted(data.data(), data.size(), 0.25f))
+    const std::vector<WeightedSpan<float>> spans = {{data.data(), 1}, {data.data() + 1, 2}};
+    if (llvm::Error error = group.allReduceWeighted(spans, 0.25f))
       return llvm::toString(std::move(error));
     return data == std::vector<float>{0.25f, -0.5f, 0.875f} ? std::string("success")
                                                             : std::string("not weighted");

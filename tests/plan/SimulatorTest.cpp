@@ -217,20 +217,20 @@ TEST(Simulator, AllReduceBucketOverlapsWithCompute) {
 }
 
 // A bucket's calls and passes, as the runtime reduces it (ir::reducedInPlace): on two workers
-// its 4 MiB tensor is reduced where it lies by a call of its own (the weighted ring weights it
-// as it goes: no pass), its two 32-byte tensors gathered and copied back (two passes over 64
-// bytes) and reduced by one call. With 1 ms a call per hop, nothing per byte on the ring and 1 ms
-// per MiB a pass, that is 2 ms + 128 / 1,048,576 ms. The large tensor alone: a call, 1 ms.
-// On three workers (8 MiB a tensor for two hops) the whole bucket is gathered: a call over two
-// hops and two passes over 4,194,368 bytes; compressed, too, on two.
-TEST(Simulator, ABucketsLargeTensorsAreReducedByCallsOfTheirOwn) {
-  auto worker = program("  var big : f32[1048576] = zeros\n"
+// one call, its 1 MiB tensor reduced where it lies (the weighted ring weights it as it goes: no
+// pass), its two 32-byte tensors gathered and copied back (two passes over 64 bytes). With 1 ms a
+// call per hop, nothing per byte on the ring and 1 ms per MiB a pass, that is 1 ms + 128 /
+// 1,048,576 ms. The large tensor alone: a call, 1 ms. On three workers (2 MiB a tensor for two
+// hops) the whole bucket is gathered: a call over two hops and two passes over 1,048,640 bytes;
+// compressed, too, on two.
+TEST(Simulator, ABucketsLargeTensorsAreReducedWhereTheyLie) {
+  auto worker = program("  var big : f32[262144] = zeros\n"
                         "  var s : f32[8] = zeros\n"
                         "  %big.mean, %w.mean, %s.mean = all_reduce(big, w, s, group = workers, "
-                        "bucket = 0) : f32[1048576], f32[4, 2], f32[8]\n");
+                        "bucket = 0) : f32[262144], f32[4, 2], f32[8]\n");
   auto alone =
-      program("  var big : f32[1048576] = zeros\n"
-              "  %big.mean = all_reduce(big, group = workers, bucket = 0) : f32[1048576]\n");
+      program("  var big : f32[262144] = zeros\n"
+              "  %big.mean = all_reduce(big, group = workers, bucket = 0) : f32[262144]\n");
   CostProfile profile = syntheticProfile();
   profile.allReduce = {1 * kMs, 0, 1 * kMs / (1 << 20)};
   auto step = [&](const Plan &plan, const ir::Module &program) {
@@ -239,11 +239,11 @@ TEST(Simulator, ABucketsLargeTensorsAreReducedByCallsOfTheirOwn) {
     return p ? p->stepSeconds : 0.0;
   };
   Plan plan = makePlan(2, 0);
-  EXPECT_NEAR(step(plan, *worker), (2 + 128.0 / 1048576) * kMs, 1e-12);
+  EXPECT_NEAR(step(plan, *worker), (1 + 128.0 / 1048576) * kMs, 1e-12);
   EXPECT_NEAR(step(plan, *alone), 1 * kMs, 1e-12);
-  EXPECT_NEAR(step(makePlan(3, 0), *worker), (2 + 2 * 4194368.0 / 1048576) * kMs, 1e-12);
+  EXPECT_NEAR(step(makePlan(3, 0), *worker), (2 + 2 * 1048640.0 / 1048576) * kMs, 1e-12);
   plan.mutable_run()->set_compress("bf16");
-  EXPECT_NEAR(step(plan, *worker), (1 + 2 * 4194368.0 / 1048576) * kMs, 1e-12);
+  EXPECT_NEAR(step(plan, *worker), (1 + 2 * 1048640.0 / 1048576) * kMs, 1e-12);
   // One worker holding the whole batch makes no call.
   EXPECT_NEAR(step(makePlan(1, 0), *worker), 0, 1e-12);
 }
