@@ -22,6 +22,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/MathExtras.h"
 
 namespace prism::plan {
 namespace {
@@ -105,20 +106,30 @@ struct Timeline {
   std::vector<double> ready; // op results, by slot (valueSlots_): when they are computed
   double compute = 0;        // the compute stream is free from
   double communicate = 0;    // the all-reduce stream is free from
-  std::map<std::string, double> pushBytes; // by PS task: what the step's push carries
-  std::map<std::string, double> pushRows;  // by PS task: the rows in it
+  std::map<std::string, double> pushBytes;  // by PS task: what the step's push carries
+  std::map<std::string, double> pushRows;   // by PS task: the rows in it
+  std::map<std::string, double> applyBytes; // by PS task: its bytes as its update reads them
   double stepPulledAt = -1; // when the step's whole variables came (-1: not pulled yet)
   double slowdown = 1; // its kernels' time over the profile's (cores shared with other workers)
   bool gpu = false;    // its devices are GPUs: kernels at the profile's GPU figures
   TaskPrediction prediction;
 };
 
+// What the servers' update programs cost besides the per-byte apply (serverUpdates).
+struct ServerUpdates {
+  std::map<std::string, double> kernelSeconds; // by PS task: its dense updates' kernels
+  // By variable updated from pushed rows: its update's bytes per pushed byte over the
+  // calibration's SGD, 1 + 2 × the variables it writes (the variable and its state slots), over
+  // 3 (SGD writes the variable only).
+  std::map<std::string, double> rowUpdateFactor;
+};
+
 class StepSimulator {
 public:
   StepSimulator(const Plan &plan, const ir::Module &worker, const CostProfile &profile,
-                const SimulateOptions &options, std::map<std::string, double> updateKernels)
+                const SimulateOptions &options, ServerUpdates updates)
       : plan_(plan), worker_(worker), profile_(profile), options_(options),
-        updateKernels_(std::move(updateKernels)) {
+        updates_(std::move(updates)) {
     for (const Variable &v : plan.variables())
       variables_[v.name()] = &v;
     for (const Task &task : plan.cluster().tasks()) {
@@ -521,9 +532,15 @@ private:
     Timeline &t = timelines_[r];
     const double begin = std::max(t.compute, readyOf(t, op));
     if (transfer == PsTransfer::Push || transfer == PsTransfer::PushRows) {
+      auto factor = updates_.rowUpdateFactor.find(v.name());
+      const double applied =
+          transfer == PsTransfer::PushRows && factor != updates_.rowUpdateFactor.end()
+              ? factor->second
+              : 1;
       for (const auto &[task, traffic] : trafficByTask(transfer, v)) {
         t.pushBytes[task] += traffic.toPs;
         t.pushRows[task] += traffic.rows;
+        t.applyBytes[task] += traffic.toPs * applied;
       }
       setResults(t, op, begin);
       return;
@@ -561,7 +578,11 @@ private:
   // Each worker waits for its all-reduces, then pushes; a server updates once the pushes of the
   // step arrived (each push on arrival in asynchronous training).
   void finishStep() {
-    std::map<std::string, std::vector<std::pair<double, double>>> arrivals; // (time, bytes)
+    struct Arrival {
+      double time, bytes, applyBytes;
+      bool operator<(const Arrival &o) const { return time < o.time; }
+    };
+    std::map<std::string, std::vector<Arrival>> arrivals; // by PS task
     for (Timeline &t : timelines_) {
       const double begin = std::max(t.compute, t.communicate);
       double end = begin;
@@ -570,7 +591,7 @@ private:
         const double arrival = callWork(
             task, message(t.prediction.task, task, callWork(t.prediction.task, begin, rows), bytes),
             rows);
-        arrivals[task].emplace_back(arrival, bytes);
+        arrivals[task].push_back({arrival, bytes, t.applyBytes[task]});
         end = std::max(end, arrival);
         t.prediction.bytesSent += bytes;
       }
@@ -587,12 +608,12 @@ private:
       auto &pushes = arrivals[server];
       std::sort(pushes.begin(), pushes.end());
       double free = 0, combined = 0, last = 0;
-      for (const auto &[arrival, bytes] : pushes) {
-        p.bytesReceived += bytes;
-        combined += bytes;
-        last = arrival;
+      for (const Arrival &push : pushes) {
+        p.bytesReceived += push.bytes;
+        combined += push.applyBytes;
+        last = push.time;
         if (async) {
-          free = apply(p, std::max(free, arrival), bytes);
+          free = apply(p, std::max(free, push.time), push.applyBytes);
           combined = 0;
         }
       }
@@ -602,12 +623,13 @@ private:
       serverPredictions_.push_back(p);
     }
   }
-  // A server's update: combining what was pushed (per byte, as calibrated) and its update
+  // A server's update: combining what was pushed and updating pushed rows (per byte, as
+  // calibrated; `bytes` as the update reads them: ServerUpdates::rowUpdateFactor) and its update
   // program's dense kernels.
   double apply(TaskPrediction &p, double begin, double bytes) {
-    auto kernels = updateKernels_.find(p.task);
+    auto kernels = updates_.kernelSeconds.find(p.task);
     const double seconds = profile_.ps.applyLatency + bytes * profile_.ps.applySecondsPerByte +
-                           (kernels != updateKernels_.end() ? kernels->second : 0);
+                           (kernels != updates_.kernelSeconds.end() ? kernels->second : 0);
     p.computeSeconds += seconds;
     const double end = onCores(p.task, begin, seconds);
     span(p.task, "apply", "apply step 0", "ps_apply", end - seconds, end);
@@ -644,7 +666,7 @@ private:
   const ir::Module &worker_;
   const CostProfile &profile_;
   const SimulateOptions options_;
-  const std::map<std::string, double> updateKernels_;     // by PS task: its update's dense kernels
+  const ServerUpdates updates_;
   std::unordered_map<const ir::Value *, int> valueSlots_; // every op result's slot
   std::vector<int> operandSlots_; // the slots of the op being replayed's computed operands
   int resultSlot_ = 0;            // its first result's (the others follow)
@@ -671,10 +693,11 @@ private:
 
 // What each server's update program costs its kernels once a step, at the profile's figures (as
 // a worker's kernels are costed): its dense updates, such as Adam over a whole variable. Reading
-// the combined gradients (`ps_gradient*`) and updates of pushed rows are the per-byte apply's.
-llvm::Expected<std::map<std::string, double>> serverUpdateKernels(const Plan &plan,
-                                                                  const CostProfile &profile) {
-  std::map<std::string, double> seconds;
+// the combined gradients (`ps_gradient*`) and updates of pushed rows are the per-byte apply's,
+// which `prism calibrate` times with SGD: a row update that writes state slots too (lazy Adam
+// writes the row, m and v) reads and writes that many bytes more per pushed byte.
+llvm::Expected<ServerUpdates> serverUpdates(const Plan &plan, const CostProfile &profile) {
+  ServerUpdates updates;
   for (const Task &task : plan.cluster().tasks()) {
     const Program *program = task.role() == "ps" ? findProgram(plan, task.name()) : nullptr;
     if (!program)
@@ -685,11 +708,17 @@ llvm::Expected<std::map<std::string, double>> serverUpdateKernels(const Plan &pl
     for (const auto &op : (*module)->ops()) {
       const bool sparse = llvm::any_of(
           op->operands(), [](const ir::Value *v) { return v->hasType() && v->type().sparse; });
-      if (!sparse && !op->name().startswith("ps_gradient"))
-        seconds[task.name()] += profile.kernel(op->name()).seconds(ir::opCost(*op, 1));
+      const ir::OpDef *def = ir::lookupOp(op->name());
+      if (sparse && def && def->has(ir::kOptimizerUpdate) && op->numOperands() > 0) {
+        const auto written = static_cast<double>(llvm::countPopulation(def->writtenOperands));
+        updates.rowUpdateFactor[op->operand(0)->name()] = (1 + 2 * written) / 3;
+      } else if (!sparse && !op->name().startswith("ps_gradient")) {
+        updates.kernelSeconds[task.name()] +=
+            profile.kernel(op->name()).seconds(ir::opCost(*op, 1));
+      }
     }
   }
-  return seconds;
+  return updates;
 }
 
 } // namespace
@@ -700,10 +729,10 @@ llvm::Expected<Prediction> simulateStep(const Plan &plan, const ir::Module &work
   if (plan.run().global_batch() <= 0)
     return ir::makeError(ir::ErrorCode::Invalid,
                          "the plan has no global batch: partition it with --batch");
-  auto updateKernels = serverUpdateKernels(plan, profile);
-  if (!updateKernels)
-    return updateKernels.takeError();
-  return StepSimulator(plan, worker, profile, options, std::move(*updateKernels)).run();
+  auto updates = serverUpdates(plan, profile);
+  if (!updates)
+    return updates.takeError();
+  return StepSimulator(plan, worker, profile, options, std::move(*updates)).run();
 }
 
 llvm::Expected<Prediction> simulateStep(const Plan &plan, const CostProfile &profile,
