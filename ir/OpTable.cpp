@@ -188,6 +188,12 @@ OpCost opCost(const Op &op, int64_t batch) {
   return ops::elementwiseCost(in, out, attrs, batch);
 }
 
+bool isRowUpdate(const Op &op) {
+  return op.def().has(kOptimizerUpdate) && llvm::any_of(op.operands(), [](const Value *v) {
+           return v->hasType() && v->type().sparse;
+         });
+}
+
 Value *GradientContext::emit(llvm::StringRef opName, llvm::ArrayRef<Value *> operands,
                              AttrMap attrs) {
   const OpDef *def = lookupOp(opName);

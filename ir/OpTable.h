@@ -153,6 +153,9 @@ llvm::Error checkSignature(const OpDef &def, unsigned numOperands, const AttrMap
 llvm::Expected<llvm::SmallVector<TensorType, 1>> inferResultTypes(const Op &op);
 
 OpCost opCost(const Op &op, int64_t batch);
+// Whether `op` is an optimizer update from a sparse gradient (lazy updates): it touches the rows
+// the gradient holds, a step's, where its cost rule (opCost) counts the whole variable.
+bool isRowUpdate(const Op &op);
 
 // What a gradient rule sees: the forward op, the gradients flowing into its results, and a way
 // to emit backward ops. It records one gradient per operand (or none).

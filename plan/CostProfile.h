@@ -28,8 +28,8 @@ struct KernelCost {
 
 // A ring all-reduce of a bucket: latency + seconds_per_byte × the bytes each rank sends
 // (2(N−1)/N of the bucket), a latency per collective call; and the passes over the bucket's bytes
-// around the ring on the communication thread (weighting each worker's share in place, or
-// gathering into the staging buffer and copying back): staging_seconds_per_byte per pass.
+// around the ring on the communication thread (a gathered bucket's copies into its buffer and
+// back; the ring weights each worker's share as it goes): staging_seconds_per_byte per pass.
 // `latency` is a call's on a machine whose cores are all busy (calls back to back);
 // `wakeLatency` one's after the ranks' own work on a machine with cores to spare, whose waiting
 // threads went to sleep meanwhile (as a step's all-reduces follow its kernels); 0: not measured,

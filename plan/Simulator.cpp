@@ -162,6 +162,10 @@ public:
     towerBatch_ = ceilDiv(localBatch_, std::max(1, plan.run().towers_per_worker()));
     for (const TableEstimate &t : plan.estimate().tables())
       rowsOf_[t.variable()] = t;
+    for (const auto &op : worker.ops())
+      if (op->name() == "gather" && op->numOperands() > 1 && op->operand(1)->hasType())
+        gatheredIndices_[op->operand(0)->name()] +=
+            static_cast<double>(op->operand(1)->type().numElements(localBatch_));
     batchBytes_ = inputBytes(worker, localBatch_);
     // Results are numbered once, so a worker's timeline is a vector, not a map per worker.
     for (const auto &op : worker.ops())
@@ -281,12 +285,36 @@ private:
       t.ready[resultSlot_ + i] = at;
   }
 
+  // An op's cost rule at `batch`; an update from a sparse gradient (ir::isRowUpdate) touches
+  // the rows a step reads, not the whole table the rule counts: the plan's estimate of a table
+  // on servers, else uniform draws of every worker's indices of its `gather`s (a table all-reduced
+  // is updated in the rows any worker read).
+  ir::OpCost costOf(const ir::Op &op, int64_t batch) const {
+    ir::OpCost cost = ir::opCost(op, batch);
+    if (!ir::isRowUpdate(op) || op.numOperands() == 0 || !op.operand(0)->hasType())
+      return cost;
+    const std::string &name = op.operand(0)->name();
+    const ir::TensorType &table = op.operand(0)->type();
+    if (table.dims.empty() || table.dims.front() <= 0)
+      return cost;
+    const auto tableRows = static_cast<double>(table.dims.front());
+    double rows = tableRows;
+    if (auto estimate = rowsOf_.find(name); estimate != rowsOf_.end())
+      rows = estimate->second.rows_per_step();
+    else if (auto indices = gatheredIndices_.find(name); indices != gatheredIndices_.end())
+      rows = expectedDistinct(tableRows, indices->second * static_cast<double>(timelines_.size()));
+    const double share = std::min(1.0, rows / tableRows);
+    cost.flops *= share;
+    cost.bytes *= share;
+    return cost;
+  }
+
   void computeOp(size_t r, const ir::Op &op) {
     Timeline &t = timelines_[r];
     const int64_t batch = op.attrs.has(ir::kDeviceAttr) ? towerBatch_ : localBatch_;
     const double begin = std::max(t.compute, readyOf(t, op));
     const KernelCost &kernel = t.gpu ? profile_.gpu.kernel(op.name()) : profile_.kernel(op.name());
-    const double seconds = kernel.seconds(ir::opCost(op, batch)) * t.slowdown;
+    const double seconds = kernel.seconds(costOf(op, batch)) * t.slowdown;
     t.compute = begin + seconds;
     t.prediction.computeSeconds += seconds;
     setResults(t, op, t.compute);
@@ -677,6 +705,7 @@ private:
   std::map<std::string, std::vector<Direction>> cores_; // by machine: PS calls' CPU work
   std::set<std::string> gpuMachines_;                   // machines with GPU workers
   std::map<std::string, TableEstimate> rowsOf_;
+  std::map<std::string, double> gatheredIndices_; // by table: a worker's indices of its gathers
   std::vector<std::string> stepPullNames_;        // what the step pulls whole, in order
   std::map<std::string, ShardTraffic> stepPulls_; // by PS task: its call's bytes
   std::vector<std::string> workers_, servers_;
@@ -708,9 +737,8 @@ llvm::Expected<ServerUpdates> serverUpdates(const Plan &plan, const CostProfile 
     for (const auto &op : (*module)->ops()) {
       const bool sparse = llvm::any_of(
           op->operands(), [](const ir::Value *v) { return v->hasType() && v->type().sparse; });
-      const ir::OpDef *def = ir::lookupOp(op->name());
-      if (sparse && def && def->has(ir::kOptimizerUpdate) && op->numOperands() > 0) {
-        const auto written = static_cast<double>(llvm::countPopulation(def->writtenOperands));
+      if (ir::isRowUpdate(*op) && op->numOperands() > 0) {
+        const auto written = static_cast<double>(llvm::countPopulation(op->def().writtenOperands));
         updates.rowUpdateFactor[op->operand(0)->name()] = (1 + 2 * written) / 3;
       } else if (!sparse && !op->name().startswith("ps_gradient")) {
         updates.kernelSeconds[task.name()] +=

@@ -187,6 +187,8 @@ llvm::Error timeOps(const ir::Module &program, int64_t batch, int steps, int thr
     const llvm::StringRef op = it->second.first->name();
     if (op == "all_reduce" || op.startswith("ps_"))
       continue; // communication: the profile's all_reduce and ps figures cost it
+    if (ir::isRowUpdate(*it->second.first))
+      continue; // its rule counts the whole table, the update the rows of a step's batch
     const ir::OpCost cost = ir::opCost(*it->second.first, batch);
     byOp[op.str()].push_back(
         {static_cast<double>(cost.flops), static_cast<double>(cost.bytes), median(t)});
