@@ -25,7 +25,7 @@ markdown tables for BENCHMARKS.md (commands and progress on stderr).
     by 1gbit tbf links (tests/netns/hosts.sh), one worker or rank in each.
   --model embedding: models/embedding_classifier.prism instead (global batch 64, --bucket-mb 25,
     zipf data over its 100,000-row table): one bucket of 26,038,440 B, the table's dense gradient
-    with the rest, reduced where it lies.
+    (reduced where it lies) and the rest (gathered), in one call.
 
 Usage: bench/allreduce_bandwidth/run.py [--prism build/tools/prism] [--before PRISM]
                                         [--repeat R] [--seconds S] [--skip-netns]
