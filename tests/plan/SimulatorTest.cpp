@@ -555,18 +555,27 @@ TEST(Simulator, SynchronousServerUpdatesOnceForAllPushes) {
   EXPECT_NEAR(task(p, "ps:0").computeSeconds, 1.5 * kMs, 1e-12);
 }
 
+// A worker that pulls rows of w (its table) and pushes their gradient.
+constexpr const char *kRowsPulledAndPushed =
+    "  %rows = ps_pull_rows(w, y) : f32[B, 2]\n"
+    "  %g.w = gather_grad(%rows, y, num_rows = 4) : sparse f32[4, 2]\n"
+    "  ps_push_rows(w, %g.w)\n";
+
+// `plan` with an estimate of `rows` of w a step.
+Plan withRowsPerStep(Plan plan, double rows) {
+  TableEstimate *table = plan.mutable_estimate()->add_tables();
+  table->set_variable("w");
+  table->set_rows_per_step(rows);
+  return plan;
+}
+
 // A row pull and a row push move the plan's estimated rows, 3 of w's (8 bytes each, their
 // indices 8): the pull 0.5 ms at the worker, 24 B of indices (0.75 ms), 0.5 ms at the server,
 // 24 B of rows (0.75 ms): 2.5 ms; gather_grad 1 ms; the push 0.5 + 48 B (1.5 ms) + 0.5: 2.5 ms.
 // At 1 ms a row (ps.seconds_per_row), half on each side, each call takes 3 ms more.
 TEST(Simulator, RowCallsCostTheirRows) {
-  auto worker = program("  %rows = ps_pull_rows(w, y) : f32[B, 2]\n"
-                        "  %g.w = gather_grad(%rows, y, num_rows = 4) : sparse f32[4, 2]\n"
-                        "  ps_push_rows(w, %g.w)\n");
-  Plan plan = makePlan(1, 1);
-  TableEstimate *table = plan.mutable_estimate()->add_tables();
-  table->set_variable("w");
-  table->set_rows_per_step(3);
+  auto worker = program(kRowsPulledAndPushed);
+  Plan plan = withRowsPerStep(makePlan(1, 1), 3);
   auto communication = [&](double secondsPerRow) {
     CostProfile profile = syntheticProfile();
     profile.ps.secondsPerRow = secondsPerRow;
@@ -584,13 +593,8 @@ TEST(Simulator, RowCallsCostTheirRows) {
 // ms; lazy Adam also reads and writes m and v (7 bytes per pushed byte), 0.5 + 0.75 × 7 / 3 =
 // 2.25 ms. A dense update's kernels stay the profile's (TheServersUpdateKernelsAddToItsApply).
 TEST(Simulator, RowUpdatesThatWriteStateSlotsReadMoreOfTheServer) {
-  auto worker = program("  %rows = ps_pull_rows(w, y) : f32[B, 2]\n"
-                        "  %g.w = gather_grad(%rows, y, num_rows = 4) : sparse f32[4, 2]\n"
-                        "  ps_push_rows(w, %g.w)\n");
-  Plan plan = makePlan(1, 1);
-  TableEstimate *table = plan.mutable_estimate()->add_tables();
-  table->set_variable("w");
-  table->set_rows_per_step(3);
+  auto worker = program(kRowsPulledAndPushed);
+  Plan plan = withRowsPerStep(makePlan(1, 1), 3);
   Program *update = plan.add_programs();
   update->set_name("ps:0");
   update->add_tasks("ps:0");
@@ -633,9 +637,7 @@ TEST(Simulator, AWorkersRowUpdateCostsTheRowsAStepReads) {
     return p ? task(*p, "worker:0").computeSeconds : 0.0;
   };
   EXPECT_NEAR(compute(), (2 + 4 * (1 - std::pow(0.75, 8))) * kMs, 1e-9);
-  TableEstimate *table = plan.mutable_estimate()->add_tables();
-  table->set_variable("w");
-  table->set_rows_per_step(1);
+  plan = withRowsPerStep(plan, 1);
   EXPECT_NEAR(compute(), 3 * kMs, 1e-9);
 }
 
