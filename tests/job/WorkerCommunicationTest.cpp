@@ -92,15 +92,15 @@ std::string checkMean(const Tensor &t, const std::string &name) {
 
 } // namespace
 
-// Large tensors (ir::reducedInPlace: 4 MiB and up on two ranks) are reduced where they lie, the
-// rest through the bucket's buffer; a tensor that appears twice in a bucket comes out as the mean
-// too.
+// Large tensors (ir::reducedInPlace: 1 MiB and up on two ranks) are reduced where they lie, the
+// rest through the bucket's buffer, spans of one call; a tensor that appears twice in a bucket
+// comes out as the mean too.
 TEST(WorkerCommunicationTwoRanks, BucketsMixingLargeAndSmallTensorsGetTheWeightedMean) {
   auto coordinator = dist::testing::startCoordinator(2);
   ASSERT_TRUE(coordinator);
   const int64_t large = ir::kInPlaceAllReduceBytesPerHop / 4 + 3, small = 5;
   ASSERT_TRUE(ir::reducedInPlace(large * 4, 2));
-  ASSERT_FALSE(ir::reducedInPlace(large * 4, 3)); // 8 MiB for two hops
+  ASSERT_FALSE(ir::reducedInPlace(large * 4, 3)); // 2 MiB for two hops
   auto rank = [&](int r) -> std::string {
     dist::CoordinatorClient client(
         dist::testing::clientOptions(coordinator->address(), "worker:" + std::to_string(r)));
