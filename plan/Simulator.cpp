@@ -357,8 +357,7 @@ private:
           static_cast<double>(v->type().numElements(localBatch_) * ir::dtypeBytes(v->type().dtype));
       total += bytes;
       if (compressed ||
-          (op.numOperands() > 1 && !ir::reducedInPlace(static_cast<int64_t>(bytes),
-                                                       static_cast<int64_t>(workers_.size())))) {
+          !ir::reducedInPlace(static_cast<int64_t>(bytes), static_cast<int64_t>(workers_.size()))) {
         gathered += bytes;
         ++gatheredTensors;
       }

@@ -58,12 +58,6 @@ public:
   // spans of the same counts in the same order.
   llvm::Error allReduceWeighted(llvm::ArrayRef<WeightedSpan<float>> spans, float weight);
   llvm::Error allReduceWeighted(llvm::ArrayRef<WeightedSpan<double>> spans, double weight);
-  llvm::Error allReduceWeighted(float *data, size_t count, float weight) {
-    return allReduceWeighted(WeightedSpan<float>{data, count}, weight);
-  }
-  llvm::Error allReduceWeighted(double *data, size_t count, double weight) {
-    return allReduceWeighted(WeightedSpan<double>{data, count}, weight);
-  }
   // Returns once every rank has entered it.
   llvm::Error barrier();
   // Every rank's `bytes` at `data` become rank `root`'s.

@@ -59,12 +59,10 @@ template <typename T> void scatter(const T *from, llvm::ArrayRef<Tensor *> tenso
   }
 }
 
-// Whether `t` is all-reduced where it lies within a bucket of `tensors` among `ranks`: the
-// bucket's only tensor, or a large one (ir::reducedInPlace) whose memory no other tensor of the
-// bucket shares (in place, such a tensor would be reduced twice in one call: a sum of means).
+// Whether `t` is all-reduced where it lies within a bucket of `tensors` among `ranks`: a large
+// one (ir::reducedInPlace) whose memory no other tensor of the bucket shares (in place, such a
+// tensor would be reduced twice in one call: a sum of means).
 bool reducedInPlace(const Tensor *t, llvm::ArrayRef<Tensor *> tensors, int64_t ranks) {
-  if (tensors.size() == 1)
-    return true;
   if (!ir::reducedInPlace(t->numBytes(), ranks))
     return false;
   return llvm::count_if(tensors, [&](const Tensor *u) { return u->raw() == t->raw(); }) == 1;
@@ -74,9 +72,9 @@ bool reducedInPlace(const Tensor *t, llvm::ArrayRef<Tensor *> tensors, int64_t r
 // values by its share b_i / sum(b), so that the group's sum is the mean; the weighted ring
 // (Collective::allReduceWeighted) weights them as it first reads them, so weighting takes no pass
 // of its own. One call reduces the bucket: its large tensors (the all_reduce kernel's outputs,
-// memory of their own) where they lie, its other tensors copied into `buffer` and back (one
-// alone is reduced where it lies too). Every worker's bucket holds the same shapes, so every
-// worker passes the same spans in the same order.
+// memory of their own) where they lie, its other tensors copied into `buffer` and back (the
+// only one left, as a bucket's only tensor is, is reduced where it lies too). Every worker's bucket
+// holds the same shapes, so every worker passes the same spans in the same order.
 template <typename T>
 llvm::Error weightedMean(dist::Collective &collective, llvm::ArrayRef<Tensor *> tensors,
                          std::vector<T> &buffer, double fraction, double &inCollective) {
