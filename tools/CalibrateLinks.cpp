@@ -31,10 +31,13 @@ struct RingWork {
   int collectiveTimeout = 30;
 };
 
+// From a float to 4 MB, as the loopback all-reduces (a step's loss is one float): a fit over
+// 64 KB and more alone gave the 4 namespace hosts of a 2-core machine a latency of 0.35 ms,
+// where a float's ring took 1.9 ms and 4 KB's 1.8.
 RingWork ringWorkOf(bool quick) {
   if (quick)
-    return {{64 << 10, 1 << 20}, 0.5, 30};
-  return {{64 << 10, 256 << 10, 1 << 20, 4 << 20}, 2, 30};
+    return {{4, 64 << 10, 1 << 20}, 0.5, 30};
+  return {{4, 4 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20}, 2, 30};
 }
 
 // A rank's process and the files its output goes to, removed when it goes.
