@@ -247,11 +247,6 @@ std::string failureOf(Child &child) {
   return failure;
 }
 
-// Watches until every task ended (""), or the first failure, the cause before its consequences:
-// a task killed by a signal (nothing here kills tasks before this returns); else the
-// coordinator's verdict (a silent task, or a failure a task reported); else a task that exited
-// badly. A task that exits because the job was aborted is not the cause (a stopped ps:0 used to
-// be reported as ps:1 exiting with status 1).
 // Elastic membership: a worker that ended without finishing is lost, not the job's failure
 // (the coordinator drops it, or aborts saying that too few remain: the abort names the cause);
 // one the coordinator dropped (it stopped answering) is killed, so that it cannot come back.
@@ -274,7 +269,19 @@ bool loseElasticWorker(RunningJob &job, Child &child, bool exited) {
   return true;
 }
 
+// A task killed by a signal closes its sockets before it can be reaped, so a peer's report of
+// the closed connection can reach the coordinator first (worker:0 was once named for a killed
+// worker:1): the coordinator's verdict stands once this long passed without a task seen killed.
+constexpr std::chrono::milliseconds kVerdictGrace(500);
+
+// Watches until every task ended (""), or the first failure, the cause before its consequences:
+// a task killed by a signal (nothing here kills tasks before this returns); else the
+// coordinator's verdict (a silent task, or a failure a task reported), after kVerdictGrace;
+// else a task that exited badly. A task that exits because the job was aborted is not the cause
+// (a stopped ps:0 used to be reported as ps:1 exiting with status 1).
+
 std::string watch(RunningJob &job, const std::function<void()> &poll) {
+  std::optional<Clock::time_point> verdictSeen;
   for (;;) {
     poll();
     bool running = false;
@@ -296,12 +303,16 @@ std::string watch(RunningJob &job, const std::function<void()> &poll) {
     }
     if (killed)
       return failureOf(*killed);
-    if (auto reason = job.coordinator->abortReason())
-      return *reason;
-    if (failed)
+    if (auto reason = job.coordinator->abortReason()) {
+      if (!verdictSeen)
+        verdictSeen = Clock::now();
+      if (!running || Clock::now() - *verdictSeen >= kVerdictGrace)
+        return *reason;
+    } else if (failed) {
       return failureOf(*failed);
-    if (!running)
+    } else if (!running) {
       return "";
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
