@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # prism bench-allreduce: two processes on loopback time all-reduces of each size; each rank
 # prints one JSON line per size, in order, with its rank, as many repeats as the other (at least
-# the probe's) and positive times. Bad flags are errors naming them.
+# the probe's) and positive times; with --work-us, each all-reduce follows that much work. Bad
+# flags are errors naming them.
 set -euo pipefail
 prism=$1
 work=$(mktemp -d)
@@ -27,6 +28,22 @@ for rank, rows in enumerate(ranks):
         assert 0 < r["min_s"] <= r["median_s"] <= r["max_s"] and r["seconds"] >= r["max_s"], r
 assert [r["repeats"] for r in ranks[0]] == [r["repeats"] for r in ranks[1]], ranks
 PY
+# After 2 ms of each rank's work per all-reduce, a 0.2 s window holds at most 100 of them.
+port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+args=(--coordinator "127.0.0.1:$port" --bytes 4 --seconds 0.2 --timeout 30 --work-us 2000)
+"$prism" bench-allreduce --rank 1 "${args[@]}" >"$work/rank1.out" &
+peer=$!
+"$prism" bench-allreduce --rank 0 "${args[@]}" >"$work/rank0.out"
+wait "$peer"
+peer=
+cat "$work/rank0.out"
+/usr/bin/python3 - "$work/rank0.out" <<'PY'
+import json, sys
+[row] = [json.loads(l) for l in open(sys.argv[1])]
+assert row["bytes"] == 4 and 3 <= row["repeats"] <= 100 and row["median_s"] > 0, row
+PY
+expect_error "option --work-us: expected 0 to 1000000 microseconds, got -1" \
+  "$prism" bench-allreduce --rank 0 --coordinator 127.0.0.1:1 --bytes 4 --work-us -1
 expect_error "option --rank: expected 0 to 1, got 2" \
   "$prism" bench-allreduce --rank 2 --coordinator 127.0.0.1:1 --bytes 4
 expect_error "option --coordinator: expected HOST:PORT" \
