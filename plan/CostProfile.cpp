@@ -304,6 +304,11 @@ llvm::Error parseLinks(const Reader &r, const Json &root, CostProfile &p) {
       return e;
     if (auto e = r.number(entry, path, "seconds_per_byte", link.secondsPerByte))
       return e;
+    // Optional: profiles written before it was measured have calls cost `latency` either way.
+    link.wakeLatency = link.latency;
+    if (entry.contains("wake_latency"))
+      if (auto e = r.number(entry, path, "wake_latency", link.wakeLatency))
+        return e;
     p.links.push_back(link);
   }
   return llvm::Error::success();
@@ -378,7 +383,8 @@ std::string profileToJson(const CostProfile &p) {
       links.push_back({{"bandwidth_bits_per_sec", l.bandwidthBitsPerSec},
                        {"ranks", l.ranks},
                        {"latency", l.latency},
-                       {"seconds_per_byte", l.secondsPerByte}});
+                       {"seconds_per_byte", l.secondsPerByte},
+                       {"wake_latency", l.wakeLatency}});
     root["links"] = std::move(links);
   }
   return root.dump(2) + "\n";

@@ -88,8 +88,11 @@ GpuCost nominalGpu();
 struct LinkCost {
   uint64_t bandwidthBitsPerSec = 0; // the links' nominal bandwidth, as the cluster file gives it
   int ranks = 2;                    // the ring measured (one rank per host)
-  double latency = 0;               // per call of the ring of `ranks`
+  double latency = 0;               // per call of the ring of `ranks`, calls back to back
   double secondsPerByte = 0;        // per byte each rank sends
+  // Per call of that ring after each rank's own work, as a step's all-reduces follow its
+  // kernels; 0: not measured, such calls cost `latency`.
+  double wakeLatency = 0;
 };
 
 struct CostProfile {

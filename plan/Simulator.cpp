@@ -400,8 +400,8 @@ private:
     // Where a machine holds more workers than cores, none of them is idle and its ranks' threads
     // are awake: a call's latency is the back-to-back one (slowed by the sharing). Elsewhere the
     // ranks' threads slept while the workers computed, and a call pays for their waking (where
-    // the profile measured it). A ring over measured links pays their latency, which was
-    // measured through them with the machines' cores as they are.
+    // the profile measured it). A ring over measured links pays their latency after the ranks'
+    // work, which was measured through them with the machines' cores as they are.
     const double latency = sharing > 1 || profile_.allReduce.wakeLatency <= 0
                                ? profile_.allReduce.latency
                                : profile_.allReduce.wakeLatency;
@@ -436,10 +436,12 @@ private:
       return nullptr;
     return profile_.link(std::min(links_[from].bitsPerSecond, links_[to].bitsPerSecond));
   }
-  // A measured ring's latency per call and hop pair: it was measured on `ranks` ranks, which
-  // take ranks − 1 of them (as the loopback latency, fitted on two ranks, is one).
+  // A measured ring's latency per call and hop pair, as a step's rings follow the ranks'
+  // kernels (after their work, where the profile measured it): it was measured on `ranks` ranks,
+  // which take ranks − 1 of them (as the loopback latency, fitted on two ranks, is one).
   static double unitLatency(const LinkCost &link) {
-    return link.latency / static_cast<double>(std::max(1, link.ranks - 1));
+    const double latency = link.wakeLatency > 0 ? link.wakeLatency : link.latency;
+    return latency / static_cast<double>(std::max(1, link.ranks - 1));
   }
 
   // Seconds per byte of the ring's hop from worker `r` to worker `next`: a link's

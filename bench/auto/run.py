@@ -12,7 +12,9 @@ markdown tables for BENCHMARKS.md (commands and progress on stderr).
 The automatic choices predict with --profile, or a profile this script measures first with
 `prism calibrate -o P --cluster C --launcher 'ip netns exec PREFIX{host}'` (on this machine, a
 ring through the namespaces' links measured too; --loopback-profile leaves that out, and the
-links are then costed at the bandwidth the cluster file gives).
+links are then costed at the bandwidth the cluster file gives). Where the profile's links have a
+latency after the ranks' work (`wake_latency`), each plan is also predicted with the profile
+less it (the links' rings at their back-to-back latency), beside the same measurements.
 
 Usage: bench/auto/run.py [--prism build/tools/prism] [--models embedding_classifier,mlp]
                          [--steps N] [--repeat R] [--batch B] [--rate 1gbit] [--burst 64kb]
@@ -63,12 +65,29 @@ def chosen_text(decisions):
     return "; ".join(f"{d['subject']}: {d['chosen']}" for d in decisions) or "—"
 
 
+def back_to_back_profile(profile, tmp):
+    """The profile with its links' rings costed at their back-to-back latency (as before their
+    latency after the ranks' work was measured), or None when it has no such figure."""
+    with open(profile) as f:
+        p = json.load(f)
+    links = p.get("links", [])
+    if not any("wake_latency" in link for link in links):
+        return None
+    for link in links:
+        link.pop("wake_latency", None)
+    path = os.path.join(tmp, "profile-back-to-back.json")
+    with open(path, "w") as f:
+        json.dump(p, f)
+    return path
+
+
 def bench_model(a, name, cluster, profile, hosts, tmp):
     model = os.path.join(ROOT, "models", f"{name}.prism")
     data = DATA.get(name, "fashion-mnist")
     launcher = f"ip netns exec {hosts.prefix}{{host}}"
     in_h0 = ["ip", "netns", "exec", hosts.ns(0)]
     runs, alias, decisions = {}, {}, []
+    back_to_back = back_to_back_profile(profile, tmp)
     for i, (label, flags) in enumerate(configs()):
         plan = os.path.join(tmp, f"{name}-{i}.pb")
         common.run([a.prism, "partition", model, "--cluster", cluster, "--batch", str(a.batch),
@@ -80,9 +99,11 @@ def bench_model(a, name, cluster, profile, hosts, tmp):
         if first:
             alias[label] = first
             continue
-        predicted = json.loads(common.run([a.prism, "simulate", plan, "--profile", profile,
-                                           "--json"], timeout=120))["step_seconds"]
-        runs[label] = {"key": key, "plan": plan, "rates": [], "predicted": predicted}
+        predict = lambda p: json.loads(common.run(  # noqa: E731
+            [a.prism, "simulate", plan, "--profile", p, "--json"], timeout=120))["step_seconds"]
+        runs[label] = {"key": key, "plan": plan, "rates": [], "predicted": predict(profile)}
+        if back_to_back:
+            runs[label]["back_to_back"] = predict(back_to_back)
     for r in range(a.repeat):
         for label, entry in runs.items():
             common.log(f"== {name}: {label}, run {r + 1} of {a.repeat}")
@@ -101,25 +122,36 @@ def report_model(a, name, runs, alias, decisions):
           f"{a.burst}), a worker (1 thread) and a PS per host; global batch {a.batch}; "
           f"{a.steps} steps per run, first {a.warmup} left out, {a.repeat} runs per plan\n")
     print(f"Automatic choices: {chosen_text(decisions)}.\n")
+    b2b = any("back_to_back" in r for r in runs.values())
+    extra = (" predicted, rings back to back | its error |", " --- | --- |") if b2b else ("", "")
     print("| plan | samples/s (median) | spread | vs best hand-picked | step ms measured | "
-          "predicted | simulator error |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    errors = []
+          "predicted | simulator error |" + extra[0])
+    print("| --- | --- | --- | --- | --- | --- | --- |" + extra[1])
+    errors, b2b_errors = [], []
     for label, _ in configs():
         if label in alias:
             print(f"| {label} | as {alias[label]} | | {common.ratio(rate(label), rate(best))} "
-                  "| | | |")
+                  "| | | |" + (" | |" if b2b else ""))
             continue
         rs = runs[label]["rates"]
         measured = a.batch / median[label]
         predicted = runs[label]["predicted"]
         errors.append(abs(predicted - measured) / measured)
-        print(f"| {label} | {common.fmt(median[label])} | {common.fmt(min(rs))}–"
-              f"{common.fmt(max(rs))} | {common.ratio(median[label], rate(best))} | "
-              f"{measured * 1e3:.2f} | {predicted * 1e3:.2f} | {errors[-1] * 100:.0f}% |")
+        row = (f"| {label} | {common.fmt(median[label])} | {common.fmt(min(rs))}–"
+               f"{common.fmt(max(rs))} | {common.ratio(median[label], rate(best))} | "
+               f"{measured * 1e3:.2f} | {predicted * 1e3:.2f} | {errors[-1] * 100:.0f}% |")
+        if b2b:
+            other = runs[label]["back_to_back"]
+            b2b_errors.append(abs(other - measured) / measured)
+            row += f" {other * 1e3:.2f} | {b2b_errors[-1] * 100:.0f}% |"
+        print(row)
     print(f"\nSimulator error (|predicted - measured| / measured of the step): median "
           f"{statistics.median(errors) * 100:.0f}%, range {min(errors) * 100:.0f}–"
           f"{max(errors) * 100:.0f}% over {len(errors)} plans.")
+    if b2b_errors:
+        print(f"With the links' rings at their back-to-back latency: median "
+              f"{statistics.median(b2b_errors) * 100:.0f}%, range "
+              f"{min(b2b_errors) * 100:.0f}–{max(b2b_errors) * 100:.0f}%.")
     print(f"\nBest hand-picked: {best}. Auto / best hand-picked: "
           f"{rate('auto') / rate(best):.3f}; auto / default of before: "
           f"{rate('auto') / rate('default of before (hybrid, by size)'):.3f}.\n")

@@ -3,7 +3,8 @@
 # bucket, so that a megabyte meets the rate): a rank in each host's namespace through
 # --launcher; the profile's links hold one ring of 3 at 100 Mbit/s, which moves no byte faster
 # than the links' 80 ns (less a fifth for the bucket's burst), and not 20 times slower (a loaded
-# machine made it 4 times); prism simulate reads the profile for a plan on those hosts.
+# machine made it 4 times), and a latency of rings after the ranks' work; prism simulate reads
+# the profile for a plan on those hosts.
 #
 # Usage: calibrate_links_test.sh [PRISM]   (else $PRISM, else build/tools/prism)
 # Exit: 0 pass, 1 fail, 77 skip (not root, or no network namespaces here).
@@ -45,6 +46,8 @@ assert link["bandwidth_bits_per_sec"] == 100_000_000 and link["ranks"] == 3, lin
 wire = 8 / 100e6  # seconds per byte at 100 Mbit/s
 assert 0.8 * wire <= link["seconds_per_byte"] <= 20 * wire, (link["seconds_per_byte"], wire)
 assert link["latency"] >= 0, link
+# Rings after 1 ms of each rank's work: their latency, measured and no less than a byte's time.
+assert link["wake_latency"] > 0, link
 PY
 run 60 "$PRISM" simulate "$ROOT/models/mlp.prism" --cluster "$TMP/cluster.yaml" \
   --strategy allreduce --batch 64 --profile "$TMP/profile.json"

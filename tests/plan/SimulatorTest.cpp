@@ -284,6 +284,12 @@ TEST(Simulator, MeasuredLinksTakeTheMeasuredRateAndLatency) {
   EXPECT_NEAR(run(makePlan(2, 0, 128000), *worker).stepSeconds, 10 * kMs, 1e-12);
   profile.links = {{1000000000, 2, 3 * kMs, 1 * kMs / 8}};
   EXPECT_NEAR(run(makePlan(2, 0, 128000), *worker).stepSeconds, 8 * kMs, 1e-12);
+  // Measured after the ranks' work too, the ring pays that latency (a step's rings follow its
+  // kernels): 5 ms on two ranks, the bucket 4–13, the step 14; on four, 5/3 ms a hop pair.
+  profile.links = {{128000, 2, 3 * kMs, 1 * kMs / 8, 5 * kMs}};
+  EXPECT_NEAR(run(makePlan(2, 0, 128000), *worker).stepSeconds, 14 * kMs, 1e-12);
+  profile.links = {{128000, 4, 3 * kMs, 1 * kMs / 8, 5 * kMs}};
+  EXPECT_NEAR(run(makePlan(2, 0, 128000), *worker).stepSeconds, (9 + 5.0 / 3) * kMs, 1e-12);
   // A PS call over a measured link: the pull's 1 ms latency, then the 32 bytes back at 8 per ms
   // (0–5); the matmuls 5–9; the push's 1 ms and 32 bytes (9–14); the update (14–15). At the
   // links' 16 bytes per ms: 0–3, 3–7, 7–10, 10–11.
@@ -818,7 +824,7 @@ TEST(CostProfile, SecondsPerRowIsOptional) {
 TEST(CostProfile, LinksRoundTrip) {
   CostProfile p = syntheticProfile();
   EXPECT_EQ(profileToJson(p).find("\"links\""), std::string::npos);
-  p.links = {{1000000000, 4, 2e-4, 1.1e-8}, {100000000, 2, 3e-4, 8.5e-8}};
+  p.links = {{1000000000, 4, 2e-4, 1.1e-8, 2.5e-4}, {100000000, 2, 3e-4, 8.5e-8}};
   auto read = parseProfile(profileToJson(p), "p.json");
   ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
   ASSERT_EQ(read->links.size(), 2u);
@@ -827,8 +833,15 @@ TEST(CostProfile, LinksRoundTrip) {
   EXPECT_EQ(gigabit->ranks, 4);
   EXPECT_EQ(gigabit->latency, 2e-4);
   EXPECT_EQ(gigabit->secondsPerByte, 1.1e-8);
+  EXPECT_EQ(gigabit->wakeLatency, 2.5e-4);
   EXPECT_EQ(read->link(100000000)->secondsPerByte, 8.5e-8);
   EXPECT_EQ(read->link(10000000), nullptr);
+  // A profile written before the latency after work was measured: calls cost `latency`.
+  nlohmann::json old = nlohmann::json::parse(profileToJson(p));
+  old["links"][0].erase("wake_latency");
+  read = parseProfile(old.dump(), "old.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->link(1000000000)->wakeLatency, 2e-4);
 }
 
 TEST(CostProfile, LinkErrorsNameTheEntryAndTheField) {
@@ -859,6 +872,10 @@ TEST(CostProfile, LinkErrorsNameTheEntryAndTheField) {
   EXPECT_NE(errorWith([](nlohmann::json &j) {
               j["links"][0].erase("seconds_per_byte");
             }).find("field 'links[0].seconds_per_byte': missing"),
+            std::string::npos);
+  EXPECT_NE(errorWith([](nlohmann::json &j) {
+              j["links"][0]["wake_latency"] = "1 ms";
+            }).find("field 'links[0].wake_latency': expected a non-negative number, got \"1 ms\""),
             std::string::npos);
   EXPECT_NE(errorWith([](nlohmann::json &j) {
               j["links"].push_back(j["links"][0]);
