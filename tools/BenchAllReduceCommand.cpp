@@ -99,8 +99,8 @@ llvm::Expected<int64_t> repeatsFor(Collective &group, size_t bytes, double secon
 // estimate), as long as rank 0 has seen less than `seconds` pass and fewer than `repeats` run, its
 // verdict broadcast after each round so that every rank runs as many. A probe that met the ranks
 // all awake can be a hundred times faster than the calls that follow on a loaded machine (4 B
-// rings probed at 80 us then took 8 ms through namespaces, and a window of 0.5 s became 50 s):
-// the clock bounds the window to a round past `seconds`.
+// rings through namespaces probed at 80 us then took 8 ms a call: the repeats planned for 0.5 s
+// would have taken about 50): the clock bounds the window to a round past `seconds`.
 llvm::Expected<std::vector<double>> timeWindow(Collective &group, size_t bytes, int64_t repeats,
                                                double seconds, std::chrono::microseconds work) {
   const int64_t round = std::max<int64_t>(kProbeRepeats, repeats / 20);

@@ -279,7 +279,6 @@ constexpr std::chrono::milliseconds kVerdictGrace(500);
 // coordinator's verdict (a silent task, or a failure a task reported), after kVerdictGrace;
 // else a task that exited badly. A task that exits because the job was aborted is not the cause
 // (a stopped ps:0 used to be reported as ps:1 exiting with status 1).
-
 std::string watch(RunningJob &job, const std::function<void()> &poll) {
   std::optional<Clock::time_point> verdictSeen;
   for (;;) {
