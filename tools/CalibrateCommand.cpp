@@ -49,12 +49,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Samples = std::vector<plan::TimingSample>;
 
-// A training step's PS calls and all-reduces follow its kernels: the callers compute while the
-// other side's threads wait. Each call is timed after this much of the callers' work, as in a
-// step (on this machine's virtual cores, a small call took 100-300 us back to back and 450-600 us
-// after 1-3 ms of work: the waiting threads had gone to sleep); all-reduces back to back too, as
-// on a machine whose cores are all busy.
-constexpr auto kCallGap = std::chrono::milliseconds(1);
+// Each PS call is timed after kCallGap (CalibrateLinks.h) of the caller's work, as in a step;
+// all-reduces after it and back to back too, as on a machine whose cores are all busy.
 
 struct CalibrateArgs {
   int threads = runtime::job::JobOptions().threads;

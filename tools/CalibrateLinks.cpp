@@ -30,7 +30,7 @@ struct RingWork {
   std::vector<size_t> bytes;
   double seconds = 0;
   int collectiveTimeout = 30;
-  int workMicros = 0;
+  std::chrono::microseconds work{0};
 };
 
 // From a float to 4 MB, as the loopback all-reduces (a step's loss is one float): a fit over
@@ -42,13 +42,13 @@ RingWork ringWorkOf(bool quick) {
   return {{4, 4 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20}, 2, 30};
 }
 
-// The latency of a step's rings, which follow the ranks' kernels (the loopback calibration's
-// gap): on those namespace hosts a ring of up to 64 KB took 2.8-3.2 ms after 1 ms of each rank's
-// work, 1.9 back to back.
+// The latency of a step's rings, which follow the ranks' kernels (kCallGap, as on loopback): on
+// those namespace hosts a ring of up to 64 KB took 2.8-3.2 ms after 1 ms of each rank's work, 1.9
+// back to back.
 RingWork wakeWorkOf(bool quick) {
   if (quick)
-    return {{4, 64 << 10}, 0.5, 30, 1000};
-  return {{4, 4 << 10, 64 << 10}, 1, 30, 1000};
+    return {{4, 64 << 10}, 0.5, 30, kCallGap};
+  return {{4, 4 << 10, 64 << 10}, 1, 30, kCallGap};
 }
 
 // A rank's process and the files its output goes to, removed when it goes.
@@ -179,7 +179,7 @@ llvm::Expected<plan::AllReduceCost> measureRing(const LinkCalibration &calibrati
                                      "--timeout",
                                      std::to_string(work.collectiveTimeout),
                                      "--work-us",
-                                     std::to_string(work.workMicros)};
+                                     std::to_string(work.work.count())};
     llvm::Error e = start(*rank, runtime::job::onHost(calibration.launcher, host.name, host.address,
                                                       std::move(argv)));
     processes.push_back(std::move(rank));
@@ -189,8 +189,8 @@ llvm::Expected<plan::AllReduceCost> measureRing(const LinkCalibration &calibrati
       return std::move(e);
     }
   }
-  // The windows (stretched by the work between calls), each size's probe and the rendezvous,
-  // with room to spare.
+  // The windows (each may run a round of calls past its time: bench-allreduce's timeWindow),
+  // each size's probe and the rendezvous, with room to spare.
   const auto bound = static_cast<unsigned>(
       2 * (static_cast<double>(work.bytes.size()) * work.seconds * 2 + work.collectiveTimeout) +
       10);

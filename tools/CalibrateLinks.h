@@ -3,6 +3,7 @@
 // "Calibrating").
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -14,6 +15,12 @@
 #include "llvm/Support/raw_ostream.h"
 
 namespace prism::tools {
+
+// A training step's PS calls and all-reduces follow its kernels: the callers compute while the
+// other side's threads wait. Such calls are timed after this much of the callers' work, as in a
+// step (on this machine's virtual cores, a small call took 100-300 us back to back and 450-600 us
+// after 1-3 ms of work: the waiting threads had gone to sleep), on loopback and through links.
+constexpr std::chrono::milliseconds kCallGap(1);
 
 struct LinkCalibration {
   std::string launcher; // as `prism run --launcher`: a prefix with {host} and {address}
