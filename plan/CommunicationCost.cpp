@@ -19,6 +19,25 @@ double shardFraction(const Variable &v, const Shard &shard) {
   return static_cast<double>(shard.row_end() - shard.row_begin()) / std::max(1.0, tableRows(v));
 }
 
+double shardRowFraction(const Variable &v, const Shard &shard, llvm::ArrayRef<double> rowShares) {
+  if (rowShares.empty())
+    return shardFraction(v, shard);
+  // The shard's rows in units of ranges: [begin, end) of rowShares.size() ranges.
+  const double ranges = static_cast<double>(rowShares.size());
+  const double rows = std::max(1.0, tableRows(v));
+  const double begin = static_cast<double>(shard.row_begin()) / rows * ranges;
+  const double end = static_cast<double>(shard.row_end()) / rows * ranges;
+  double share = 0;
+  for (size_t i = static_cast<size_t>(std::max(0.0, begin)); i < rowShares.size(); ++i) {
+    const double from = std::max(begin, static_cast<double>(i));
+    const double to = std::min(end, static_cast<double>(i + 1));
+    if (to <= from)
+      break;
+    share += rowShares[i] * (to - from);
+  }
+  return share;
+}
+
 double shardBytes(const Variable &v, const Shard &shard) {
   return static_cast<double>(v.bytes()) * shardFraction(v, shard);
 }
@@ -74,8 +93,9 @@ bool movesRows(PsTransfer transfer) {
 }
 
 ShardTraffic psShardTraffic(const RunConfig &run, PsTransfer transfer, const Variable &v,
-                            const Shard &shard, double rows) {
+                            const Shard &shard, double rows, llvm::ArrayRef<double> rowShares) {
   const double fraction = shardFraction(v, shard);
+  const double rowFraction = shardRowFraction(v, shard, rowShares);
   const double scale = wireScale(run, v.dtype());
   ShardTraffic traffic;
   switch (transfer) {
@@ -86,13 +106,13 @@ ShardTraffic psShardTraffic(const RunConfig &run, PsTransfer transfer, const Var
     traffic.toPs = fraction * static_cast<double>(v.bytes()) * scale;
     break;
   case PsTransfer::PullRows: // the indices out, the rows back
-    traffic.rows = rows * fraction;
-    traffic.toPs = rows * fraction * kIndexBytes;
-    traffic.fromPs = rows * fraction * rowBytes(v) * scale;
+    traffic.rows = rows * rowFraction;
+    traffic.toPs = traffic.rows * kIndexBytes;
+    traffic.fromPs = traffic.rows * rowBytes(v) * scale;
     break;
   case PsTransfer::PushRows: // the rows with their indices
-    traffic.rows = rows * fraction;
-    traffic.toPs = rows * fraction * (rowBytes(v) * scale + kIndexBytes);
+    traffic.rows = rows * rowFraction;
+    traffic.toPs = traffic.rows * (rowBytes(v) * scale + kIndexBytes);
     break;
   }
   return traffic;

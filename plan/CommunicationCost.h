@@ -3,10 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "ir/Precision.h"
 #include "plan/plan.pb.h"
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -21,6 +25,12 @@ double rowBytes(const Variable &v);
 // The part of `v`'s rows that `shard` holds, and its bytes.
 double shardFraction(const Variable &v, const Shard &shard);
 double shardBytes(const Variable &v, const Shard &shard);
+// The part of a step's distinct rows of `v` that `shard` holds: by `rowShares` (the rows' shares
+// of equal ranges of the table's rows, TableEstimate.row_shares; uniform within a range) where
+// given, else its part of the table's rows (shardFraction).
+double shardRowFraction(const Variable &v, const Shard &shard, llvm::ArrayRef<double> rowShares);
+// By PS table: its row_shares (above), as sampled from data.
+using RowShares = std::map<std::string, std::vector<double>>;
 
 // Compressed communication (--compress, run.compress): "fp16" or "bf16", or "none" (also
 // empty) for float32 on the wire. The error names the text and the choices.
@@ -45,15 +55,17 @@ std::optional<PsTransfer> psTransferOf(llvm::StringRef op);
 bool movesRows(PsTransfer transfer);
 
 // What one worker's PS op moves to and from one shard's task per step. `rows` is the distinct
-// rows the op moves in all (row ops only); the shard takes its fraction of them. Gradients and
-// pulled rows are compressed as the plan says (wireScale); dense pulls never are.
+// rows the op moves in all (row ops only); the shard takes its part of them (shardRowFraction,
+// by `rowShares`). Gradients and pulled rows are compressed as the plan says (wireScale); dense
+// pulls never are.
 struct ShardTraffic {
   double toPs = 0;
   double fromPs = 0;
   double rows = 0; // row ops: the shard's part of the rows
 };
 ShardTraffic psShardTraffic(const RunConfig &run, PsTransfer transfer, const Variable &v,
-                            const Shard &shard, double rows = 0);
+                            const Shard &shard, double rows = 0,
+                            llvm::ArrayRef<double> rowShares = {});
 
 // How often a worker runs the op per optimizer step: a `ps_pull` runs once per micro-batch with
 // gradient accumulation (run.accumulate); row pulls count their micro-batches in their rows.

@@ -77,12 +77,14 @@ struct WorkerBatches {
 };
 
 // Distinct rows per step of each PS table a worker reads by rows: `--rows-per-step` split over
-// the table's row pulls in proportion to their indices, or the expectation for uniform draws.
+// the table's row pulls in proportion to their indices, or the expectation for uniform draws;
+// and how they fall over the table's rows, where sampled (TableEstimate.row_shares).
 class RowsPerStep {
 public:
   RowsPerStep(const Plan &plan, const ir::Module &worker, const WorkerBatches &batches,
-              std::optional<double> given, const std::map<int, double> &givenOfWorkers)
-      : given_(given), givenOfWorkers_(givenOfWorkers) {
+              std::optional<double> given, const std::map<int, double> &givenOfWorkers,
+              const RowShares &shares)
+      : given_(given), givenOfWorkers_(givenOfWorkers), shares_(shares) {
     for (const Variable &v : plan.variables())
       variables_[v.name()] = &v;
     for (const auto &op : worker.ops())
@@ -118,6 +120,11 @@ public:
     auto total = indicesPerStep_.find(table);
     return distinct(table, total == indicesPerStep_.end() ? 0 : total->second, workers);
   }
+  // The table's rows' shares of equal ranges of it; empty: spread as its rows are.
+  llvm::ArrayRef<double> sharesOf(const std::string &table) const {
+    auto it = shares_.find(table);
+    return it == shares_.end() ? llvm::ArrayRef<double>() : llvm::ArrayRef<double>(it->second);
+  }
   // `workers` > 1: the rows of as many workers together (a host's leader moves them once).
   void addTables(google::protobuf::RepeatedPtrField<TableEstimate> &tables,
                  const WorkerBatches &batches, int workers = 1) const {
@@ -129,12 +136,15 @@ public:
       if (batches.accumulate > 1)
         t->set_rows_pulled_per_step(k * distinct(table, indices / k, workers));
       t->set_source(given_ ? "--rows-per-step" : "uniform draws");
+      for (double share : sharesOf(table))
+        t->add_row_shares(share);
     }
   }
 
 private:
   std::optional<double> given_;
   std::map<int, double> givenOfWorkers_;
+  const RowShares &shares_;
   llvm::StringMap<const Variable *> variables_;
   std::map<std::string, double> indicesPerStep_; // ordered: the plan's bytes are deterministic
 };
@@ -146,9 +156,9 @@ using LocalBytes = std::map<std::string, double>;
 
 // Adds what one worker's PS op on `v` moves to and from each shard's task.
 void addPsFlows(Flows &flows, const RunConfig &run, const std::string &worker, PsTransfer transfer,
-                const Variable &v, double rows, double times) {
+                const Variable &v, double rows, llvm::ArrayRef<double> shares, double times) {
   for (const Shard &s : v.shards()) {
-    ShardTraffic traffic = psShardTraffic(run, transfer, v, s, rows);
+    ShardTraffic traffic = psShardTraffic(run, transfer, v, s, rows, shares);
     flows[worker][s.task()] += times * traffic.toPs;
     flows[s.task()][worker] += times * traffic.fromPs;
   }
@@ -184,13 +194,14 @@ void addPsOpFlows(Flows &flows, const Plan &plan, const std::string &w, const Ag
     moved = rows.perStep(v.name(), role.workers);
   const double times = timesPerStep(plan, transfer);
   if (!role.leader) {
-    addPsFlows(flows, plan.run(), w, transfer, v, moved, times);
+    addPsFlows(flows, plan.run(), w, transfer, v, moved, rows.sharesOf(v.name()), times);
     return;
   }
   RunConfig uncompressed = plan.run();
   uncompressed.clear_compress();
   for (const Shard &s : v.shards()) {
-    ShardTraffic traffic = psShardTraffic(uncompressed, transfer, v, s, moved);
+    ShardTraffic traffic =
+        psShardTraffic(uncompressed, transfer, v, s, moved, rows.sharesOf(v.name()));
     flows[w][*role.leader] += times * traffic.toPs;
     flows[*role.leader][w] += times * traffic.fromPs;
     local[*role.leader] += times * (traffic.toPs + traffic.fromPs);
@@ -401,13 +412,14 @@ void addLinkEstimates(const Plan &plan, const Flows &flows, Estimate &estimate) 
 } // namespace
 
 void estimatePlan(Plan &plan, const ir::Module &worker, const std::vector<const ir::Module *> &ps,
-                  std::optional<double> rowsPerStep, const std::map<int, double> &rowsOfWorkers) {
+                  std::optional<double> rowsPerStep, const std::map<int, double> &rowsOfWorkers,
+                  const RowShares &rowShares) {
   Estimate &estimate = *plan.mutable_estimate();
   estimate.Clear();
   const WorkerBatches batches(plan);
   estimate.set_local_batch(batches.localBatch);
   estimate.set_micro_batch(batches.microBatch);
-  const RowsPerStep rows(plan, worker, batches, rowsPerStep, rowsOfWorkers);
+  const RowsPerStep rows(plan, worker, batches, rowsPerStep, rowsOfWorkers, rowShares);
   rows.addTables(*estimate.mutable_tables(), batches);
   LocalBytes local;
   const Flows flows = workerFlows(plan, worker, batches, rows, local);

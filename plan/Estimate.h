@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ir/Module.h"
+#include "plan/CommunicationCost.h"
 #include "plan/plan.pb.h"
 
 namespace prism::plan {
@@ -25,8 +26,10 @@ double inputBytes(const ir::Module &worker, int64_t batch);
 // With local aggregation, `rowsOfWorkers` maps a number m of a host's workers to the distinct
 // rows they read together per step (sampled from data); without an entry m workers read
 // m × rowsPerStep rows (no overlap), or m workers' indices as uniform draws.
+// `rowShares`, by PS table, is how its rows fall over its rows (TableEstimate.row_shares,
+// sampled from data); a table without an entry has them spread as its rows are.
 void estimatePlan(Plan &plan, const ir::Module &worker, const std::vector<const ir::Module *> &ps,
                   std::optional<double> rowsPerStep,
-                  const std::map<int, double> &rowsOfWorkers = {});
+                  const std::map<int, double> &rowsOfWorkers = {}, const RowShares &rowShares = {});
 
 } // namespace prism::plan

@@ -710,7 +710,7 @@ llvm::Expected<PartitionResult> partition(std::unique_ptr<ir::Module> routed,
   std::vector<const Module *> psModules;
   for (const auto &program : *ps)
     psModules.push_back(program.get());
-  estimatePlan(plan, **worker, psModules, options.rowsPerStep);
+  estimatePlan(plan, **worker, psModules, options.rowsPerStep, {}, options.rowShares);
   if (auto e = checkTaskMemory(plan, cluster))
     return std::move(e);
   // The plan's programs are the worker's, then the PS tasks', as made above.

@@ -11,6 +11,7 @@
 #include "cluster/Cluster.h"
 #include "ir/Module.h"
 #include "passes/ParallelizeOptions.h"
+#include "plan/CommunicationCost.h"
 #include "plan/CostProfile.h"
 #include "plan/LearningRateScaling.h"
 #include "plan/LocalAggregation.h"
@@ -40,6 +41,9 @@ struct PartitionOptions {
   int64_t accumulate = 1; // micro-batches per optimizer step (gradient accumulation)
   // Distinct rows a worker reads per step from each PS table; unset: estimated as uniform draws.
   std::optional<double> rowsPerStep;
+  // How a PS table's rows of a step fall over its rows (TableEstimate.row_shares, sampled from
+  // data); a table without an entry has them spread as its rows are.
+  RowShares rowShares;
   LearningRateScaling lrScaling; // --lr-scale-rule, --lr-base-batch
   bool fuse = true;              // run the fusion passes on the programs
   // Matrix products and convolutions compute in this (mixed-precision); variables stay f32.

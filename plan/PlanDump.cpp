@@ -165,11 +165,14 @@ Communication psCommunication(const PlanView &view, llvm::StringRef op, PsTransf
   const HostAggregation *host = aggregationOf(view.plan, worker);
   c.local = host && host->leader() != worker;
   std::optional<double> rows;
+  llvm::ArrayRef<double> shares;
   for (const TableEstimate &t : tablesOf(view, c.local ? nullptr : host))
-    if (t.variable() == v.name())
+    if (t.variable() == v.name()) {
       rows = transfer == PsTransfer::PullRows && t.rows_pulled_per_step() > 0
                  ? t.rows_pulled_per_step()
                  : t.rows_per_step();
+      shares = {t.row_shares().data(), static_cast<size_t>(t.row_shares_size())};
+    }
   if (rows && transfer == PsTransfer::PullRows)
     *rows /= std::max(1.0, pullRowsOps);
   RunConfig run = view.plan.run();
@@ -178,7 +181,7 @@ Communication psCommunication(const PlanView &view, llvm::StringRef op, PsTransf
   for (const Shard &s : v.shards()) {
     Peer p{s.task(), std::make_pair(s.row_begin(), s.row_end()), std::nullopt, std::nullopt};
     if (!movesRows(transfer) || rows) {
-      ShardTraffic traffic = psShardTraffic(run, transfer, v, s, rows.value_or(0));
+      ShardTraffic traffic = psShardTraffic(run, transfer, v, s, rows.value_or(0), shares);
       double times = timesPerStep(view.plan, transfer);
       p.sent = times * traffic.toPs;
       p.received = times * traffic.fromPs;
@@ -903,6 +906,7 @@ std::string printJson(PlanView &view, const TaskView *only) {
            {"rows_per_step", t.rows_per_step()},
            {"rows_pulled_per_step",
             t.rows_pulled_per_step() > 0 ? t.rows_pulled_per_step() : t.rows_per_step()},
+           {"row_shares", Json(std::vector<double>(t.row_shares().begin(), t.row_shares().end()))},
            {"source", t.source()}});
   Json aggregation = Json::array(), localEstimate = Json::array();
   for (const HostAggregation &a : plan.host_aggregation())

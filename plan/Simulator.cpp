@@ -5,9 +5,11 @@
 #include "plan/Simulator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <set>
+#include <sstream>
 #include <unordered_map>
 
 #include "ir/Collectives.h"
@@ -517,9 +519,12 @@ private:
   // What an op moves to and from each server holding a shard of `v`.
   std::map<std::string, ShardTraffic> trafficByTask(PsTransfer transfer, const Variable &v) const {
     const double rows = movesRows(transfer) ? rowsOf(transfer, v) : 0;
+    llvm::ArrayRef<double> shares;
+    if (auto it = rowsOf_.find(v.name()); it != rowsOf_.end())
+      shares = {it->second.row_shares().data(), static_cast<size_t>(it->second.row_shares_size())};
     std::map<std::string, ShardTraffic> byTask;
     for (const Shard &s : v.shards()) {
-      ShardTraffic traffic = psShardTraffic(plan_.run(), transfer, v, s, rows);
+      ShardTraffic traffic = psShardTraffic(plan_.run(), transfer, v, s, rows, shares);
       byTask[s.task()].toPs += traffic.toPs;
       byTask[s.task()].fromPs += traffic.fromPs;
       byTask[s.task()].rows += traffic.rows;
@@ -750,6 +755,32 @@ llvm::Expected<ServerUpdates> serverUpdates(const Plan &plan, const CostProfile 
   return updates;
 }
 
+// A table's row shares (TableEstimate.row_shares) are fractions that sum to 1; others would split
+// its rows over its shards into more or fewer than there are.
+llvm::Error checkRowShares(const Plan &plan) {
+  auto text = [](double value) {
+    std::ostringstream os;
+    os << value;
+    return os.str();
+  };
+  for (const TableEstimate &t : plan.estimate().tables()) {
+    double sum = 0;
+    for (int i = 0; i < t.row_shares_size(); ++i) {
+      const double share = t.row_shares(i);
+      if (!std::isfinite(share) || share < 0)
+        return ir::makeError(ir::ErrorCode::Invalid,
+                             "estimate.tables (" + t.variable() + "): row_shares[" +
+                                 llvm::Twine(i) + "] is " + text(share) + ", not a fraction");
+      sum += share;
+    }
+    if (t.row_shares_size() > 0 && std::abs(sum - 1) > 1e-6)
+      return ir::makeError(ir::ErrorCode::Invalid, "estimate.tables (" + t.variable() +
+                                                       "): row_shares sum to " + text(sum) +
+                                                       ", not 1");
+  }
+  return llvm::Error::success();
+}
+
 } // namespace
 
 llvm::Expected<Prediction> simulateStep(const Plan &plan, const ir::Module &worker,
@@ -758,6 +789,8 @@ llvm::Expected<Prediction> simulateStep(const Plan &plan, const ir::Module &work
   if (plan.run().global_batch() <= 0)
     return ir::makeError(ir::ErrorCode::Invalid,
                          "the plan has no global batch: partition it with --batch");
+  if (auto e = checkRowShares(plan))
+    return std::move(e);
   auto updates = serverUpdates(plan, profile);
   if (!updates)
     return updates.takeError();

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "plan/AutoParallel.h"
+#include "plan/CommunicationCost.h"
 #include "plan/Estimate.h"
 #include "plan/PlanTasks.h"
 #include "plan/PlanVerifier.h"
@@ -57,8 +58,8 @@ llvm::Expected<std::vector<std::unique_ptr<ir::Module>>> psPrograms(const plan::
 
 } // namespace
 
-std::set<std::string> rowPullIdInputs(const ir::Module &worker) {
-  std::set<std::string> inputs;
+std::map<std::string, std::set<std::string>> rowPullIdInputsByTable(const ir::Module &worker) {
+  std::map<std::string, std::set<std::string>> inputs;
   for (const auto &op : worker.ops()) {
     if (op->name() != "ps_pull_rows")
       continue;
@@ -66,8 +67,15 @@ std::set<std::string> rowPullIdInputs(const ir::Module &worker) {
     while (indices->kind() == ir::ValueKind::OpResult && indices->definingOp()->numOperands() == 1)
       indices = indices->definingOp()->operand(0);
     if (indices->kind() == ir::ValueKind::Input)
-      inputs.insert(indices->name());
+      inputs[op->operand(0)->name()].insert(indices->name());
   }
+  return inputs;
+}
+
+std::set<std::string> rowPullIdInputs(const ir::Module &worker) {
+  std::set<std::string> inputs;
+  for (const auto &[table, ids] : rowPullIdInputsByTable(worker))
+    inputs.insert(ids.begin(), ids.end());
   return inputs;
 }
 
@@ -104,6 +112,52 @@ llvm::Expected<std::optional<double>> sampleRowsPerStep(const plan::Plan &plan,
   return distinct / static_cast<double>(samples) / static_cast<double>(idInputs.size());
 }
 
+llvm::Expected<plan::RowShares> sampleRowShares(const plan::Plan &plan, const ir::Module &worker,
+                                                llvm::StringRef dataSpec, int64_t batches) {
+  plan::RowShares shares;
+  const std::map<std::string, std::set<std::string>> inputs = rowPullIdInputsByTable(worker);
+  if (inputs.empty())
+    return shares;
+  auto spec = data::parseDataSpec(dataSpec);
+  if (!spec)
+    return spec.takeError();
+  auto dataset = data::openDataset(*spec, data::Split::Train, plan.run().seed());
+  if (!dataset)
+    return dataset.takeError();
+  auto iterator = workerBatches(plan, worker, **dataset);
+  if (!iterator)
+    return iterator.takeError();
+  const int64_t samples = std::min(batches, iterator->numBatches());
+  for (const auto &[table, idInputs] : inputs) {
+    const plan::Variable *v = nullptr;
+    for (const plan::Variable &candidate : plan.variables())
+      if (candidate.name() == table)
+        v = &candidate;
+    const double rows = v ? plan::tableRows(*v) : 0;
+    if (rows < 1 || samples <= 0)
+      continue;
+    // Each step's distinct ids, counted in the range of rows they fall in.
+    std::vector<double> counts(kRowShareRanges, 0);
+    double total = 0;
+    for (int64_t step = 0; step < samples; ++step) {
+      std::set<int64_t> ids;
+      addIds(iterator->batch(step), idInputs, ids);
+      for (int64_t id : ids) {
+        if (id < 0 || static_cast<double>(id) >= rows)
+          continue; // out of the table: the step's gather fails on it, no share of it
+        counts[static_cast<size_t>(static_cast<double>(id) / rows * kRowShareRanges)] += 1;
+        total += 1;
+      }
+    }
+    if (total <= 0)
+      continue;
+    for (double &c : counts)
+      c /= total;
+    shares[table] = std::move(counts);
+  }
+  return shares;
+}
+
 llvm::Expected<bool> estimateRowsFromData(plan::Plan &plan, llvm::StringRef dataSpec) {
   const plan::Program *workerProgram = plan::findProgram(plan, "worker:0");
   if (!workerProgram)
@@ -116,6 +170,9 @@ llvm::Expected<bool> estimateRowsFromData(plan::Plan &plan, llvm::StringRef data
     return rows.takeError();
   if (!*rows)
     return false;
+  auto shares = sampleRowShares(plan, **worker, dataSpec);
+  if (!shares)
+    return shares.takeError();
   auto ps = psPrograms(plan);
   if (!ps)
     return ps.takeError();
@@ -135,7 +192,7 @@ llvm::Expected<bool> estimateRowsFromData(plan::Plan &plan, llvm::StringRef data
     if (*together)
       rowsOfWorkers[a.members_size()] = **together;
   }
-  plan::estimatePlan(plan, **worker, psModules, *rows, rowsOfWorkers);
+  plan::estimatePlan(plan, **worker, psModules, *rows, rowsOfWorkers, *shares);
   for (plan::TableEstimate &t : *plan.mutable_estimate()->mutable_tables())
     t.set_source("sampled from " + dataSpec.str());
   for (plan::LocalAggregationEstimate &host : *plan.mutable_estimate()->mutable_local_aggregation())
@@ -161,6 +218,10 @@ llvm::Expected<plan::PartitionResult> partitionWithData(std::unique_ptr<ir::Modu
       if (!rows)
         return rows.takeError();
       options.rowsPerStep = *rows;
+      auto shares = sampleRowShares(hybrid->plan, *hybrid->programs.front(), dataSpec);
+      if (!shares)
+        return shares.takeError();
+      options.rowShares = std::move(*shares);
     } else {
       llvm::consumeError(hybrid.takeError());
     }

@@ -11,6 +11,7 @@
 
 #include "cluster/Cluster.h"
 #include "ir/Module.h"
+#include "plan/CommunicationCost.h"
 #include "plan/Partitioner.h"
 #include "plan/plan.pb.h"
 #include "llvm/Support/Error.h"
@@ -29,6 +30,16 @@ std::set<std::string> rowPullIdInputs(const ir::Module &worker);
 llvm::Expected<std::optional<double>>
 sampleRowsPerStep(const plan::Plan &plan, const ir::Module &worker, llvm::StringRef dataSpec,
                   int64_t batches = kRowsPerStepSamples, int64_t workers = 1);
+
+// How the distinct ids of worker:0's share of the first `batches` global batches fall over each
+// PS table it pulls rows of: their shares of kRowShareRanges equal ranges of the table's rows
+// (plan::TableEstimate.row_shares). Skewed ids (a Zipf law's) crowd the first ranges, and so the
+// first of the table's row ranges on the parameter servers. Tables whose ids the sample lacks
+// have no entry.
+constexpr size_t kRowShareRanges = 64;
+llvm::Expected<plan::RowShares> sampleRowShares(const plan::Plan &plan, const ir::Module &worker,
+                                                llvm::StringRef dataSpec,
+                                                int64_t batches = kRowsPerStepSamples);
 
 // Estimates the plan again with the rows per step sampled from `dataSpec`; its tables' source
 // reads "sampled from SPEC". Whether it did: a plan whose workers pull no rows stays as it was.

@@ -1,6 +1,8 @@
 // What one communication op moves, by the formulas the estimate and the dump share.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "plan/CommunicationCost.h"
 
 namespace prism::plan {
@@ -60,6 +62,32 @@ TEST(CommunicationCost, EachPsTransferMovesWhatTheTableSays) {
 
 // --compress: gradient values and pulled rows travel in half the bytes; indices, dense pulls of
 // variables, float64 values and the loss bucket do not shrink.
+// Sampled ids that crowd the first rows: the shards take the rows where they fall, not their
+// part of the table.
+TEST(CommunicationCost, ShardsTakeTheRowsThatFallInThemWhereTheirSharesAreKnown) {
+  Variable v = table();
+  // Four ranges of 25 rows: half the step's rows in rows 0..25, 0.3 in 25..50, 0.2 in 50..75.
+  const std::vector<double> shares = {0.5, 0.3, 0.2, 0};
+  EXPECT_DOUBLE_EQ(shardRowFraction(v, v.shards(0), shares), 0.5);
+  EXPECT_DOUBLE_EQ(shardRowFraction(v, v.shards(1), shares), 0.5);
+  EXPECT_DOUBLE_EQ(shardRowFraction(v, v.shards(1), {}), 0.75); // spread as the rows are
+  // Rows 10..60: 15/25 of the first range, all the second, 10/25 of the third.
+  Shard middle;
+  middle.set_row_begin(10);
+  middle.set_row_end(60);
+  EXPECT_DOUBLE_EQ(shardRowFraction(v, middle, shares), 0.5 * 0.6 + 0.3 + 0.2 * 0.4);
+  // 40 distinct rows, 20 of them on ps:1 by the shares (30 by its part of the table).
+  const RunConfig run;
+  ShardTraffic pullRows = psShardTraffic(run, PsTransfer::PullRows, v, v.shards(1), 40, shares);
+  EXPECT_DOUBLE_EQ(pullRows.rows, 20);
+  EXPECT_DOUBLE_EQ(pullRows.toPs, 20 * kIndexBytes);
+  EXPECT_DOUBLE_EQ(pullRows.fromPs, 20 * 32);
+  ShardTraffic pushRows = psShardTraffic(run, PsTransfer::PushRows, v, v.shards(0), 40, shares);
+  EXPECT_DOUBLE_EQ(pushRows.toPs, 20 * (32 + kIndexBytes));
+  // Whole variables move by their part of the table whatever the rows' shares.
+  EXPECT_EQ(psShardTraffic(run, PsTransfer::Pull, v, v.shards(1), 0, shares).fromPs, 2400);
+}
+
 TEST(CommunicationCost, CompressionHalvesFloatValuesOnly) {
   Variable v = table();
   const Shard &s = v.shards(1);

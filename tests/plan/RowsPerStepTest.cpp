@@ -15,12 +15,13 @@ namespace {
 
 using runtime::job::estimateRowsFromData;
 using runtime::job::rowPullIdInputs;
+using runtime::job::sampleRowShares;
 using runtime::job::sampleRowsPerStep;
 
 constexpr const char *kZipf = "zipf:100000,tokens=20,classes=10";
 
-llvm::Expected<PartitionResult> partitionModel(const std::string &name,
-                                               const std::string &cluster) {
+llvm::Expected<PartitionResult> partitionModel(const std::string &name, const std::string &cluster,
+                                               int64_t partitions = 0) {
   auto model =
       frontends::parseModuleFile(std::string(PRISM_SOURCE_DIR) + "/models/" + name + ".prism");
   if (!model)
@@ -28,7 +29,16 @@ llvm::Expected<PartitionResult> partitionModel(const std::string &name,
   auto c = cluster::loadCluster(cluster, cluster::Replication::BetweenGraph);
   if (!c)
     return c.takeError();
-  return partition(**model, *c, {});
+  PartitionOptions options;
+  options.placement.partitions = partitions;
+  return partition(**model, *c, options);
+}
+
+double bytesOf(const Plan &plan, const std::string &task) {
+  for (const TaskEstimate &t : plan.estimate().tasks())
+    if (t.task() == task)
+      return t.bytes_sent_per_step() + t.bytes_received_per_step();
+  return -1;
 }
 
 double workerBytes(const Plan &plan) {
@@ -70,6 +80,49 @@ TEST(RowsPerStep, SkewedIdsReadFewerRowsThanUniformDraws) {
   EXPECT_EQ(plan.estimate().tables(0).source(), std::string("sampled from ") + kZipf);
   EXPECT_LT(workerBytes(plan), uniformBytes);
   EXPECT_FALSE(static_cast<bool>(verifyPlan(plan)));
+}
+
+// Zipf's ids crowd the table's first rows, so the first of two row ranges serves most of them;
+// ids drawn uniformly (exponent 0) spread over both.
+TEST(RowsPerStep, TheRowsOfSkewedIdsFallOnTheFirstRange) {
+  auto result = partitionModel("embedding_classifier", "local:2,ps=2", 2);
+  ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
+  Plan plan = result->plan;
+  auto worker = parseProgram(*findProgram(plan, "worker:0"));
+  ASSERT_TRUE(static_cast<bool>(worker));
+  for (const auto &[spec, skewed] : {std::make_pair(std::string(kZipf), true),
+                                     std::make_pair(std::string(kZipf) + ",exponent=0", false)}) {
+    SCOPED_TRACE(spec);
+    auto shares = sampleRowShares(plan, **worker, spec);
+    ASSERT_TRUE(static_cast<bool>(shares)) << llvm::toString(shares.takeError());
+    ASSERT_EQ(shares->size(), 1u);
+    const std::vector<double> &emb = shares->at("emb");
+    ASSERT_EQ(emb.size(), runtime::job::kRowShareRanges);
+    double sum = 0, firstHalf = 0;
+    for (size_t i = 0; i < emb.size(); ++i) {
+      EXPECT_GE(emb[i], 0);
+      sum += emb[i];
+      firstHalf += i < emb.size() / 2 ? emb[i] : 0;
+    }
+    EXPECT_NEAR(sum, 1, 1e-9);
+    if (skewed) {
+      EXPECT_GT(emb.front(), 0.5); // the most frequent ids are the first
+      EXPECT_GT(firstHalf, 0.8);
+    } else {
+      EXPECT_NEAR(firstHalf, 0.5, 0.05);
+    }
+    Plan estimated = plan;
+    auto sampled = estimateRowsFromData(estimated, spec);
+    ASSERT_TRUE(static_cast<bool>(sampled)) << llvm::toString(sampled.takeError());
+    ASSERT_EQ(estimated.estimate().tables(0).row_shares_size(), static_cast<int>(emb.size()));
+    // The servers' rows follow: ps:0 holds rows 0..50000.
+    const double ratio = bytesOf(estimated, "ps:0") / bytesOf(estimated, "ps:1");
+    if (skewed)
+      EXPECT_GT(ratio, 4);
+    else
+      EXPECT_NEAR(ratio, 1, 0.2);
+    EXPECT_FALSE(static_cast<bool>(verifyPlan(estimated)));
+  }
 }
 
 TEST(RowsPerStep, ADenseModelStaysAsItWas) {

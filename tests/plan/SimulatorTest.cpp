@@ -593,6 +593,40 @@ TEST(Simulator, RowCallsCostTheirRows) {
   EXPECT_NEAR(communication(1 * kMs), 11 * kMs, 1e-12);
 }
 
+// Two servers hold w's rows 0..2 and 2..4, and answer in parallel. With the rows a step reads
+// spread as the table's are, each serves 1.5 of the 3: a pull 0.5 ms at the worker, 12 B of
+// indices (0.375 ms), 0.5 at the server, 12 B of rows (0.375): 1.75 ms; the push 0.5 + 24 B
+// (0.75) + 0.5: 1.75 ms. With the plan's row shares putting all of them in the first half of the
+// table (sampled ids crowd the first rows), ps:0 serves all 3 as the one server above did
+// (2.5 ms each way), and ps:1's empty calls (1 ms) finish first.
+TEST(Simulator, RowCallsFollowTheRowSharesOfTheEstimate) {
+  auto worker = program(kRowsPulledAndPushed);
+  Plan plan = withRowsPerStep(makePlan(1, 2), 3);
+  Variable &w = *plan.mutable_variables(0);
+  w.mutable_shards(0)->set_row_end(2);
+  Shard *second = w.add_shards();
+  second->set_task("ps:1");
+  second->set_row_begin(2);
+  second->set_row_end(4);
+  EXPECT_NEAR(task(simulate(plan, *worker), "worker:0").communicationSeconds, 3.5 * kMs, 1e-12);
+  TableEstimate &table = *plan.mutable_estimate()->mutable_tables(0);
+  for (double share : {1.0, 0.0, 0.0, 0.0}) // four ranges of w's rows
+    table.add_row_shares(share);
+  EXPECT_NEAR(task(simulate(plan, *worker), "worker:0").communicationSeconds, 5 * kMs, 1e-12);
+
+  // Shares that are no fractions of the rows are an error naming the table and the share.
+  table.set_row_shares(1, -0.5);
+  auto negative = simulateStep(plan, *worker, syntheticProfile());
+  ASSERT_FALSE(static_cast<bool>(negative));
+  EXPECT_EQ(llvm::toString(negative.takeError()),
+            "error: estimate.tables (w): row_shares[1] is -0.5, not a fraction");
+  table.set_row_shares(1, 0.5);
+  auto over = simulateStep(plan, *worker, syntheticProfile());
+  ASSERT_FALSE(static_cast<bool>(over));
+  EXPECT_EQ(llvm::toString(over.takeError()),
+            "error: estimate.tables (w): row_shares sum to 1.5, not 1");
+}
+
 // The server's update of pushed rows is the per-byte apply's, which `prism calibrate` times with
 // SGD (reading the gradient, reading and writing the variable: 3 bytes per pushed byte). The push
 // of 3 rows of w carries 48 bytes: under SGD the update takes 0.5 + 48 B at 0.5 ms per 32 = 1.25
