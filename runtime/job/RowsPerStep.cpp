@@ -33,6 +33,31 @@ llvm::Expected<data::BatchIterator> workerBatches(const plan::Plan &plan, const 
   return data::BatchIterator::create(dataset, options);
 }
 
+// The batches workers 0 .. workers-1 train on first, from `dataSpec`'s training set (which the
+// iterators read from: it lives as long as they do).
+struct SampledBatches {
+  std::unique_ptr<data::Dataset> dataset;
+  std::vector<data::BatchIterator> iterators; // by rank
+};
+
+llvm::Expected<SampledBatches> sampledBatches(const plan::Plan &plan, const ir::Module &worker,
+                                              llvm::StringRef dataSpec, int64_t workers) {
+  auto spec = data::parseDataSpec(dataSpec);
+  if (!spec)
+    return spec.takeError();
+  auto dataset = data::openDataset(*spec, data::Split::Train, plan.run().seed());
+  if (!dataset)
+    return dataset.takeError();
+  SampledBatches sampled{std::move(*dataset), {}};
+  for (int64_t rank = 0; rank < workers; ++rank) {
+    auto iterator = workerBatches(plan, worker, *sampled.dataset, rank);
+    if (!iterator)
+      return iterator.takeError();
+    sampled.iterators.push_back(std::move(*iterator));
+  }
+  return std::move(sampled);
+}
+
 // Adds the ids in `inputs` of one batch to `ids`.
 void addIds(const data::Batch &batch, const std::set<std::string> &inputs, std::set<int64_t> &ids) {
   for (const std::string &input : inputs) {
@@ -86,19 +111,10 @@ llvm::Expected<std::optional<double>> sampleRowsPerStep(const plan::Plan &plan,
   std::set<std::string> idInputs = rowPullIdInputs(worker);
   if (idInputs.empty())
     return std::nullopt;
-  auto spec = data::parseDataSpec(dataSpec);
-  if (!spec)
-    return spec.takeError();
-  auto dataset = data::openDataset(*spec, data::Split::Train, plan.run().seed());
-  if (!dataset)
-    return dataset.takeError();
-  std::vector<data::BatchIterator> iterators;
-  for (int64_t rank = 0; rank < workers; ++rank) {
-    auto iterator = workerBatches(plan, worker, **dataset, rank);
-    if (!iterator)
-      return iterator.takeError();
-    iterators.push_back(std::move(*iterator));
-  }
+  auto sampled = sampledBatches(plan, worker, dataSpec, workers);
+  if (!sampled)
+    return sampled.takeError();
+  const std::vector<data::BatchIterator> &iterators = sampled->iterators;
   const int64_t samples = std::min(batches, iterators.front().numBatches());
   if (samples <= 0)
     return std::nullopt;
@@ -118,15 +134,10 @@ llvm::Expected<plan::RowShares> sampleRowShares(const plan::Plan &plan, const ir
   const std::map<std::string, std::set<std::string>> inputs = rowPullIdInputsByTable(worker);
   if (inputs.empty())
     return shares;
-  auto spec = data::parseDataSpec(dataSpec);
-  if (!spec)
-    return spec.takeError();
-  auto dataset = data::openDataset(*spec, data::Split::Train, plan.run().seed());
-  if (!dataset)
-    return dataset.takeError();
-  auto iterator = workerBatches(plan, worker, **dataset);
-  if (!iterator)
-    return iterator.takeError();
+  auto sampled = sampledBatches(plan, worker, dataSpec, 1);
+  if (!sampled)
+    return sampled.takeError();
+  const data::BatchIterator *iterator = &sampled->iterators.front();
   const int64_t samples = std::min(batches, iterator->numBatches());
   for (const auto &[table, idInputs] : inputs) {
     const plan::Variable *v = nullptr;
