@@ -11,6 +11,7 @@
 
 #include "ir/Attribute.h"
 #include "ir/Diagnostic.h"
+#include "plan/CommunicationCost.h"
 #include "plan/PlanVariables.h"
 #include "plan/Simulator.h"
 #include "llvm/Support/Format.h"
@@ -54,6 +55,33 @@ struct Candidate {
   std::string refused;
   bool ok() const { return result.has_value(); }
 };
+
+// Where the rows a step reads crowd one of a table's ranges (the estimate's sampled row shares):
+// "the busiest of emb's 4 ranges serves 86% of a step's rows", for the table whose busiest range
+// serves the most beyond its part of the table; none where no range serves 1.5 times its part.
+std::string busiestRange(const Plan &plan) {
+  std::string note;
+  double worst = 1.5;
+  for (const TableEstimate &t : plan.estimate().tables()) {
+    const llvm::ArrayRef<double> shares(t.row_shares().data(),
+                                        static_cast<size_t>(t.row_shares_size()));
+    for (const Variable &v : plan.variables()) {
+      if (v.name() != t.variable() || v.shards_size() < 2 || shares.empty())
+        continue;
+      for (const Shard &s : v.shards()) {
+        const double share = shardRowFraction(v, s, shares);
+        const double over = share / std::max(1e-12, shardFraction(v, s));
+        if (over < worst)
+          continue;
+        worst = over;
+        note = "the busiest of " + v.name() + "'s " + std::to_string(v.shards_size()) +
+               " ranges serves " + std::to_string(static_cast<int>(std::lround(share * 100))) +
+               "% of a step's rows";
+      }
+    }
+  }
+  return note;
+}
 
 // Which trained variables are on the parameter servers, by name.
 using Assignment = std::map<std::string, bool>;
@@ -346,6 +374,13 @@ private:
       }
     if (fewest != chosen)
       reason = "the fewest ranges within " + kMarginText + " of the fastest";
+    // The most ranges tried show how the sampled rows spread over them.
+    for (auto c = candidates.rbegin(); c != candidates.rend(); ++c)
+      if (c->ok()) {
+        if (const std::string note = busiestRange(c->result->plan); !note.empty())
+          reason += (reason.empty() ? "" : "; ") + note;
+        break;
+      }
     decide("partitions", candidates, candidates[fewest], reason);
     best_ = std::move(candidates[fewest]);
   }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "ModelFiles.h"
 #include "cluster/ClusterParser.h"
@@ -191,6 +192,31 @@ TEST(AutoParallel, PartitionsSpreadTheTableOverTheServers) {
       EXPECT_EQ(v.shards_size(), 4);
     }
   }
+}
+
+// The same table, its rows a step all in its first 64th (as sampled ids that crowd the first
+// rows would have them): the first range's server serves them whatever the count, so more ranges
+// gain nothing and the fewest win; the decision says where the rows fall.
+TEST(AutoParallel, RowsCrowdedIntoOneRangeKeepOneRange) {
+  auto p = profile(1 * kMs, 1e-6, 0.1 * kMs);
+  auto options = automatic(p);
+  options.rowsPerStep = 4096;
+  std::vector<double> shares(64, 0.0);
+  shares.front() = 1;
+  options.rowShares["emb"] = shares;
+  auto result = partitionFor("embedding_classifier", "local:2,ps=4", options);
+  ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+  const Decision *partitions = decision(result->plan, "partitions");
+  ASSERT_NE(partitions, nullptr);
+  EXPECT_EQ(partitions->chosen(), "1");
+  EXPECT_NEAR(alternative(*partitions, "4")->step_seconds(),
+              alternative(*partitions, "1")->step_seconds(),
+              alternative(*partitions, "1")->step_seconds() * kDecisionMargin);
+  EXPECT_NE(partitions->reason().find("the busiest of emb's 4 ranges serves 100% of a step's rows"),
+            std::string::npos)
+      << partitions->reason();
+  ASSERT_EQ(result->plan.estimate().tables_size(), 1);
+  EXPECT_EQ(result->plan.estimate().tables(0).row_shares_size(), 64);
 }
 
 TEST(AutoParallel, WithoutServersPsIsRefusedWithTheReason) {
