@@ -63,8 +63,7 @@ std::string busiestRange(const Plan &plan) {
   std::string note;
   double worst = 1.5;
   for (const TableEstimate &t : plan.estimate().tables()) {
-    const llvm::ArrayRef<double> shares(t.row_shares().data(),
-                                        static_cast<size_t>(t.row_shares_size()));
+    const llvm::ArrayRef<double> shares = rowSharesOf(t);
     for (const Variable &v : plan.variables()) {
       if (v.name() != t.variable() || v.shards_size() < 2 || shares.empty())
         continue;

@@ -29,6 +29,10 @@ double shardBytes(const Variable &v, const Shard &shard);
 // of equal ranges of the table's rows, TableEstimate.row_shares; uniform within a range) where
 // given, else its part of the table's rows (shardFraction).
 double shardRowFraction(const Variable &v, const Shard &shard, llvm::ArrayRef<double> rowShares);
+// A table estimate's row_shares, as shardRowFraction takes them.
+inline llvm::ArrayRef<double> rowSharesOf(const TableEstimate &t) {
+  return {t.row_shares().data(), static_cast<size_t>(t.row_shares_size())};
+}
 // By PS table: its row_shares (above), as sampled from data.
 using RowShares = std::map<std::string, std::vector<double>>;
 

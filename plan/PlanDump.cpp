@@ -171,7 +171,7 @@ Communication psCommunication(const PlanView &view, llvm::StringRef op, PsTransf
       rows = transfer == PsTransfer::PullRows && t.rows_pulled_per_step() > 0
                  ? t.rows_pulled_per_step()
                  : t.rows_per_step();
-      shares = {t.row_shares().data(), static_cast<size_t>(t.row_shares_size())};
+      shares = rowSharesOf(t);
     }
   if (rows && transfer == PsTransfer::PullRows)
     *rows /= std::max(1.0, pullRowsOps);

@@ -521,7 +521,7 @@ private:
     const double rows = movesRows(transfer) ? rowsOf(transfer, v) : 0;
     llvm::ArrayRef<double> shares;
     if (auto it = rowsOf_.find(v.name()); it != rowsOf_.end())
-      shares = {it->second.row_shares().data(), static_cast<size_t>(it->second.row_shares_size())};
+      shares = rowSharesOf(it->second);
     std::map<std::string, ShardTraffic> byTask;
     for (const Shard &s : v.shards()) {
       ShardTraffic traffic = psShardTraffic(plan_.run(), transfer, v, s, rows, shares);

@@ -49,9 +49,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Samples = std::vector<plan::TimingSample>;
 
-// Each PS call is timed after kCallGap (CalibrateLinks.h) of the caller's work, as in a step;
-// all-reduces after it and back to back too, as on a machine whose cores are all busy.
-
 struct CalibrateArgs {
   int threads = runtime::job::JobOptions().threads;
   bool quick = false;
