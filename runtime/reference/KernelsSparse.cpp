@@ -1,5 +1,5 @@
 // Reference kernels of embedding lookups and sparse values: gather, gather_grad, sparse_add,
-// sparse_to_dense.
+// sparse_to_dense; and combine_towers, which sums dense or sparse values of in-graph towers.
 #include "runtime/reference/KernelSupport.h"
 
 namespace prism::runtime::reference::kernels {
@@ -79,9 +79,42 @@ llvm::Expected<KernelResults> sparseFromDenseKernel(const KernelArgs &args) {
       Tensor::sparse(args.resultDType(), args.resultShape(), std::move(indices), std::move(rows)));
 }
 
+// combine_towers(x₀, ..., xₙ₋₁) = Σ bᵢ xᵢ / B, with bᵢ tower i's rows of the step's batch of B
+// (the first B mod n towers take one more); sparse values keep every tower's rows, each scaled
+// by its tower's weight.
+llvm::Expected<KernelResults> combineTowersKernel(const KernelArgs &args) {
+  const int64_t towers = args.numOperands(), batch = args.batch;
+  if (batch < towers)
+    return kernelError(
+        "combines " + std::to_string(towers) + " towers' values but the step's batch is " +
+        (batch < 0 ? std::string("not bound (no input has B)") : std::to_string(batch)));
+  auto weight = [&](int64_t t) {
+    return static_cast<double>(batch / towers + (t < batch % towers ? 1 : 0)) /
+           static_cast<double>(batch);
+  };
+  if (!args.operand(0).isSparse()) {
+    Tensor out = zeroResult(args);
+    for (int64_t t = 0; t < towers; ++t)
+      for (size_t i = 0; i < out.data().size(); ++i)
+        out.data()[i] += weight(t) * args.operand(t).data()[i];
+    return single(std::move(out));
+  }
+  std::vector<int64_t> indices;
+  std::vector<double> rows;
+  for (int64_t t = 0; t < towers; ++t) {
+    const Tensor &x = args.operand(t);
+    indices.insert(indices.end(), x.indices().begin(), x.indices().end());
+    for (double v : x.data())
+      rows.push_back(weight(t) * v);
+  }
+  return single(
+      Tensor::sparse(args.resultDType(), args.resultShape(), std::move(indices), std::move(rows)));
+}
+
 } // namespace
 
 void registerSparseKernels(KernelTable &t) {
+  t["combine_towers"] = {combineTowersKernel, ~0u};
   t["gather"] = {gatherKernel};
   t["gather_grad"] = {gatherGradKernel};
   t["sparse_add"] = {sparseAddKernel, 0b11};

@@ -1123,9 +1123,10 @@ TEST(GpuOpKernels, LaunchesRecordedAtOneStepReplayAtTheNext) {
 
 // combine_towers: three towers' dense values (of a batch of 4, so weighted 2/4, 1/4, 1/4) and
 // two towers' sparse gradients (rows appended, each scaled by its tower's weight), exactly the
-// CPU's sums.
+// CPU's sums. `x` only binds the step's batch (the reference interpreter's, on a device).
 TEST(GpuOpKernels, TheTowersCombinedDenseAndSparse) {
   EXPECT_GT(expectSameAsCpu(R"(model m {
+  input x : f32[B, 2]
   input a : f32[2, 3]
   input b : f32[2, 3]
   input c : f32[2, 3]

@@ -449,6 +449,53 @@ TEST(ReferenceInterpreterTest, GatherAndSparseGradientsWithDuplicates) {
   expectTensor(interp.value("dense_twice"), {4, 2}, {6, 8, 0, 0, 12, 16, 0, 0});
 }
 
+// combine_towers over a batch of 5 bound by `x`: three towers take 2, 2 and 1 examples, so
+// weights 0.4, 0.4 and 0.2; sparse rows are kept, each scaled by its tower's weight. Without an
+// input of B the weights are unknown: an error.
+TEST(ReferenceInterpreterTest, CombineTowersWeighsEachTowerByItsExamples) {
+  ir::ModuleBuilder b("towers");
+  b.input("x", TensorType(DType::F32, {ir::kBatchDim}));
+  ir::Value *p = b.input("p", TensorType(DType::F32, {2}));
+  ir::Value *q = b.input("q", TensorType(DType::F32, {2}));
+  ir::Value *r = b.input("r", TensorType(DType::F32, {2}));
+  ir::Value *idx = b.input("idx", TensorType(DType::I64, {1}));
+  ir::Value *dy = b.input("dy", TensorType(DType::F32, {1, 2}));
+  b.op("combine_towers", {p, q, r}, {}, "mean");
+  ir::Value *g = b.op("gather_grad", {dy, idx}, ir::attrs({{"num_rows", Attr::integer(3)}}), "g");
+  b.op("combine_towers", {g, g, g}, {}, "rows");
+  auto m = finish(b);
+  ASSERT_TRUE(m);
+  ReferenceInterpreter interp(*m);
+  auto step = interp.step({{"x", f32({5}, {0, 0, 0, 0, 0})},
+                           {"p", f32({2}, {10, 1})},
+                           {"q", f32({2}, {20, 2})},
+                           {"r", f32({2}, {40, 4})},
+                           {"idx", Tensor(DType::I64, {1}, {2})},
+                           {"dy", f32({1, 2}, {5, -10})}});
+  ASSERT_TRUE(bool(step)) << llvm::toString(step.takeError());
+  // 0.4·10 + 0.4·20 + 0.2·40 = 20; 0.4·1 + 0.4·2 + 0.2·4 = 2.
+  expectTensor(interp.value("mean"), {2}, {20, 2});
+  const Tensor *rows = interp.value("rows");
+  ASSERT_NE(rows, nullptr);
+  ASSERT_TRUE(rows->isSparse());
+  EXPECT_EQ(rows->indices(), std::vector<int64_t>({2, 2, 2}));
+  std::vector<double> expected = {2, -4, 2, -4, 1, -2};
+  ASSERT_EQ(rows->data().size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_NEAR(rows->data()[i], expected[i], 1e-12) << i;
+
+  ir::ModuleBuilder unbound("unbound");
+  ir::Value *u = unbound.input("u", TensorType(DType::F32, {2}));
+  unbound.op("combine_towers", {u, u}, {}, "mean");
+  auto um = finish(unbound);
+  ASSERT_TRUE(um);
+  ReferenceInterpreter noBatch(*um);
+  std::string error = errorOf(noBatch.step({{"u", f32({2}, {1, 2})}}));
+  EXPECT_NE(error.find("combines 2 towers' values but the step's batch is not bound"),
+            std::string::npos)
+      << error;
+}
+
 TEST(ReferenceInterpreterTest, GatherWithRank2Indices) {
   auto run = runSingleOp("gather", {f32({3, 1}, {5, 6, 7}), i32({2, 2}, {2, 1, 0, 2})});
   expectTensor(run.y, {2, 2, 1}, {7, 6, 5, 7});
