@@ -398,6 +398,28 @@ unsigned reducedMask(const ir::AttrMap &attrs, int64_t rank) {
   return mask;
 }
 
+// Where the dimensions in `mask` are one block of neighbours (dimensions of size 1 go with
+// either side), the elements of the kept dimensions after it (ReduceArgs::inner); 0 where they
+// are not.
+int64_t reducedBlockInner(llvm::ArrayRef<int64_t> dims, unsigned mask) {
+  enum { After, In, Before } at = After;
+  int64_t inner = 1;
+  for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
+    if (dims[d] == 1)
+      continue;
+    const bool reduced = mask >> d & 1u;
+    if (at == After && reduced)
+      at = In;
+    else if (at == After)
+      inner *= dims[d];
+    else if (at == In && !reduced)
+      at = Before;
+    else if (at == Before && reduced)
+      return 0;
+  }
+  return inner;
+}
+
 // x summed over the dimensions in `mask` (scaled by 1 / their size for a mean): prism_reduce.
 KernelOrError reduceOver(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend,
                          const ir::TensorType &x, unsigned mask, bool mean) {
@@ -418,6 +440,7 @@ KernelOrError reduceOver(const KernelSpec &spec, std::shared_ptr<GpuBackend> bac
   a.scale = mean && a.reducedCount > 0
                 ? static_cast<float>(1.0 / static_cast<double>(a.reducedCount))
                 : 1.0f;
+  a.inner = reducedBlockInner(x.dims, mask);
   return twoStage<k::ReduceArgs>(spec, std::move(backend), "prism_reduce_parts", "prism_reduce",
                                  a.outCount, a.reducedCount, 256, a,
                                  [](k::ReduceArgs &a, llvm::ArrayRef<const RuntimeValue *> inputs,

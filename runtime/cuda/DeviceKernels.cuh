@@ -159,6 +159,9 @@ PRISM_KERNEL(prism_axis_copy, AxisCopyArgs, a) {
 // order: by one thread per output element, or, when `parts` > 1 (few outputs, long sums), in two
 // launches: prism_reduce_parts sums each of `parts` consecutive ranges of an output's reduced
 // indices into partial[p * outCount + o], then prism_reduce adds an output's parts in order.
+// `inner` > 0 where the reduced dimensions are one block (dimensions of size 1 aside): in is then
+// [outCount / inner, reducedCount, inner] and an element's offset takes no division (a bias's
+// gradient, a row's sum); 0 takes the general indexing.
 struct ReduceArgs {
   float *out;
   const float *in;
@@ -170,10 +173,18 @@ struct ReduceArgs {
   float scale;
   long long parts;
   double *partial;
+  long long inner;
 };
 // Σ in over the reduced indices [begin, end) of kept index o, in double.
 PRISM_DEVICE_FUNCTION double prism_reduce_range(const ReduceArgs &a, long long o, long long begin,
                                                 long long end) {
+  if (a.inner > 0) {
+    const float *p = a.in + (o / a.inner) * a.reducedCount * a.inner + o % a.inner;
+    double sum = 0;
+    for (long long r = begin; r < end; ++r)
+      sum += (double)p[r * a.inner];
+    return sum;
+  }
   // The input offset of the kept index o, with every reduced index 0.
   long long strides[PRISM_MAX_RANK];
   long long stride = 1;

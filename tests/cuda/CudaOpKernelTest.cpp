@@ -559,9 +559,16 @@ TEST(GpuOpKernels, TheKernelSourceAssemblesForSm90) {
             "");
 }
 
+// Reductions over one block of neighbouring dimensions (indexed without division, sizes of 1
+// between them included) and over dimensions apart (the general indexing); long sums in parts.
 TEST(GpuOpKernels, ReductionsAndTheirExpansion) {
   EXPECT_GT(expectSameAsCpu(R"(model m {
   input x : f32[2, 3, 4]
+  input y : f32[600, 1, 5]
+  input z : f32[3, 1, 700]
+  %bias = reduce_sum(y, axes = [0, 1])
+  %acrossOne = reduce_sum(y, axes = [0, 2])
+  %rows = reduce_mean(z, axes = [2])
   %all = reduce_sum(x)
   %middle = reduce_mean(x, axes = [1])
   %ends = reduce_sum(x, axes = [0, -1], keepdims = true)
