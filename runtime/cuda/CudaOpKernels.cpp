@@ -724,8 +724,9 @@ private:
     k::PatchArgs a{g_, patches, first, count};
     a.g.x = x;
     a.g.y = dx;
-    const int64_t threads =
-        kernel == "prism_im2col" ? count * rowsPerExample_ * columns_ : count * g_.h * g_.w_ * g_.c;
+    const int64_t threads = (kernel == "prism_im2col" ? count * rowsPerExample_ * columns_
+                                                      : count * g_.h * g_.w_ * g_.c) /
+                            k::prism_patch_width(g_.c);
     return launch(*backend_, kernel, threads, a);
   }
 

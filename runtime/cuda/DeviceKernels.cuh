@@ -53,6 +53,18 @@ __device__ __forceinline__ float prism_mul_rn(float a, float b) { return __fmul_
 __device__ __forceinline__ int prism_atomic_exch(int *p, int v) { return atomicExch(p, v); }
 #endif
 
+// x / d, and x mod d into *r, for 0 <= x and 0 < d: in 32 bits where both fit, since a GPU
+// divides 64-bit integers in software (index decoding is most of what the patch kernels do).
+PRISM_DEVICE_FUNCTION long long prism_divmod(long long x, long long d, long long *r) {
+  long long q;
+  if ((((unsigned long long)x | (unsigned long long)d) >> 32) == 0)
+    q = (long long)((unsigned int)x / (unsigned int)d);
+  else
+    q = x / d;
+  *r = x - q * d;
+  return q;
+}
+
 // The step's values, which the executor writes to the device before each step's kernels
 // (runtime::StepValues, the same layout), so that a kernel launches the same way every step.
 struct StepValues {
@@ -694,13 +706,21 @@ template <typename Visit>
 PRISM_DEVICE_FUNCTION void prism_windows_holding(const Conv2dArgs &a, long long ih, long long iw,
                                                  Visit visit) {
   for (long long kh = 0; kh < a.kh; ++kh) {
-    long long th = ih + a.padH - kh; // = oh * sh
-    if (th < 0 || th % a.sh != 0 || th / a.sh >= a.oh)
+    long long th = ih + a.padH - kh, oh = th, left = 0; // th = oh * sh
+    if (th < 0)
+      continue;
+    if (a.sh != 1)
+      oh = prism_divmod(th, a.sh, &left);
+    if (left != 0 || oh >= a.oh)
       continue;
     for (long long kw = 0; kw < a.kw; ++kw) {
-      long long tw = iw + a.padW - kw;
-      if (tw >= 0 && tw % a.sw == 0 && tw / a.sw < a.ow)
-        visit(th / a.sh, tw / a.sw, kh, kw);
+      long long tw = iw + a.padW - kw, ow = tw;
+      if (tw < 0)
+        continue;
+      if (a.sw != 1)
+        ow = prism_divmod(tw, a.sw, &left);
+      if (left == 0 && ow < a.ow)
+        visit(oh, ow, kh, kw);
     }
   }
 }
@@ -708,21 +728,34 @@ PRISM_DEVICE_FUNCTION void prism_windows_holding(const Conv2dArgs &a, long long 
 // The patch matrix of examples [first, first + count): row (n - first, oh, ow), column
 // (kh, kw, c) holds x[n, oh * sh - padH + kh, ow * sw - padW + kw, c], 0 outside the input. Its
 // product with the filter viewed as [KH * KW * C, O] is the convolution's y [count * OH * OW, O].
+// A thread takes prism_patch_width(C) neighbouring channels (of a row and a cell (kh, kw) for
+// prism_im2col, of an input position for prism_col2im), so that it decodes its indices once
+// for them.
 struct PatchArgs {
   Conv2dArgs g;   // the geometry (g.x: x for prism_im2col, g.y: dx for prism_col2im)
   float *patches; // prism_im2col: written; prism_col2im: the gradient of the patch matrix
   long long first, count;
 };
+PRISM_DEVICE_FUNCTION long long prism_patch_width(long long c) { return c % 4 == 0 ? 4 : 1; }
 PRISM_KERNEL(prism_im2col, PatchArgs, a) {
   const Conv2dArgs &g = a.g;
-  const long long columns = g.kh * g.kw * g.c;
-  PRISM_FOR_EACH(e, a.count * g.oh * g.ow * columns) {
-    long long column = e % columns, row = e / columns;
-    long long c = column % g.c, kw = (column / g.c) % g.kw, kh = column / (g.c * g.kw);
-    long long ow = row % g.ow, oh = (row / g.ow) % g.oh, n = a.first + row / (g.ow * g.oh);
-    long long ih = oh * g.sh - g.padH + kh, iw = ow * g.sw - g.padW + kw;
-    bool inside = ih >= 0 && ih < g.h && iw >= 0 && iw < g.w_;
-    a.patches[e] = inside ? g.x[((n * g.h + ih) * g.w_ + iw) * g.c + c] : 0.0f;
+  const long long width = prism_patch_width(g.c), groups = g.c / width;
+  const long long cells = g.kh * g.kw * groups; // the threads of a patch row
+  PRISM_FOR_EACH(t, a.count * g.oh * g.ow * cells) {
+    long long cell, cg, kw, ow, oh;
+    const long long row = prism_divmod(t, cells, &cell);
+    const long long kh = prism_divmod(prism_divmod(cell, groups, &cg), g.kw, &kw);
+    const long long n = a.first + prism_divmod(prism_divmod(row, g.ow, &ow), g.oh, &oh);
+    const long long ih = oh * g.sh - g.padH + kh, iw = ow * g.sw - g.padW + kw;
+    float *out = a.patches + t * width; // row * columns + ((kh * KW + kw) * C + cg * width)
+    if (ih >= 0 && ih < g.h && iw >= 0 && iw < g.w_) {
+      const float *in = g.x + ((n * g.h + ih) * g.w_ + iw) * g.c + cg * width;
+      for (long long j = 0; j < width; ++j)
+        out[j] = in[j];
+    } else {
+      for (long long j = 0; j < width; ++j)
+        out[j] = 0.0f;
+    }
   }
 }
 // dx[n, ih, iw, c] for the examples [first, first + count): the sum of the patch matrix's
@@ -730,15 +763,21 @@ PRISM_KERNEL(prism_im2col, PatchArgs, a) {
 PRISM_KERNEL(prism_col2im, PatchArgs, a) {
   const Conv2dArgs &g = a.g;
   const long long columns = g.kh * g.kw * g.c;
-  PRISM_FOR_EACH(e, a.count * g.h * g.w_ * g.c) {
-    long long c = e % g.c, rest = e / g.c;
-    long long iw = rest % g.w_, ih = (rest / g.w_) % g.h, m = rest / (g.w_ * g.h);
-    double sum = 0;
+  const long long width = prism_patch_width(g.c), groups = g.c / width;
+  PRISM_FOR_EACH(t, a.count * g.h * g.w_ * groups) {
+    long long cg, iw, ih;
+    const long long position = prism_divmod(t, groups, &cg);
+    const long long m = prism_divmod(prism_divmod(position, g.w_, &iw), g.h, &ih);
+    double sum[4] = {0, 0, 0, 0};
     prism_windows_holding(g, ih, iw, [&](long long oh, long long ow, long long kh, long long kw) {
-      long long row = (m * g.oh + oh) * g.ow + ow;
-      sum += (double)a.patches[row * columns + (kh * g.kw + kw) * g.c + c];
+      const float *cell = a.patches + ((m * g.oh + oh) * g.ow + ow) * columns +
+                          (kh * g.kw + kw) * g.c + cg * width;
+      for (long long j = 0; j < width; ++j)
+        sum[j] += (double)cell[j];
     });
-    g.y[a.first * g.h * g.w_ * g.c + e] = (float)sum;
+    float *out = g.y + a.first * g.h * g.w_ * g.c + t * width;
+    for (long long j = 0; j < width; ++j)
+      out[j] = (float)sum[j];
   }
 }
 

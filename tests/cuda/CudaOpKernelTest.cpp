@@ -623,8 +623,9 @@ TEST(GpuOpKernels, AGatherIndexOutsideTheTableIsTheError) {
 }
 
 // Convolutions over NHWC with `same` (odd and even windows, strides 1 and 2) and `valid`
-// padding, fused with a bias and relu, and both backprops of each; their patch matrices made an
-// example at a time, in parts of 2 and 1 examples (the 3x3 filter at stride 1) and whole.
+// padding, fused with a bias and relu, and both backprops of each, of 3 channels (a thread a
+// channel) and 8 (four channels a thread); their patch matrices made an example at a time, in
+// parts of 2 and 1 examples (the 3x3 filter at stride 1) and whole.
 TEST(GpuOpKernels, ConvolutionsAndTheirBackprops) {
   for (int64_t limit : {int64_t{1}, int64_t{10} << 10, int64_t{1} << 30})
     for (const char *geometry :
@@ -635,6 +636,8 @@ TEST(GpuOpKernels, ConvolutionsAndTheirBackprops) {
   input x : f32[5, 7, 6, 3]
   input w3 : f32[3, 3, 3, 4]
   input w2 : f32[2, 2, 3, 4]
+  input x8 : f32[3, 5, 6, 8]
+  input w8 : f32[3, 3, 8, 5]
   input bias : f32[4]
   %y3 = conv2d(x, w3, )") + geometry +
                                 R"()
@@ -649,6 +652,12 @@ TEST(GpuOpKernels, ConvolutionsAndTheirBackprops) {
   %dw3 = conv2d_backprop_filter(x, %y3, w3, )" +
                                 geometry + R"()
   %dw2 = conv2d_backprop_filter(x, %f, w3, )" +
+                                geometry + R"()
+  %y8 = conv2d(x8, w8, )" + geometry +
+                                R"()
+  %dx8 = conv2d_backprop_input(%y8, w8, x8, )" +
+                                geometry + R"()
+  %dw8 = conv2d_backprop_filter(x8, %y8, w8, )" +
                                 geometry + R"()
 })"),
                 0)
