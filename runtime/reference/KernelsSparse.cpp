@@ -84,7 +84,7 @@ llvm::Expected<KernelResults> sparseFromDenseKernel(const KernelArgs &args) {
 // by its tower's weight.
 llvm::Expected<KernelResults> combineTowersKernel(const KernelArgs &args) {
   const int64_t towers = args.numOperands(), batch = args.batch;
-  if (batch < towers)
+  if (batch < 1)
     return kernelError(
         "combines " + std::to_string(towers) + " towers' values but the step's batch is " +
         (batch < 0 ? std::string("not bound (no input has B)") : std::to_string(batch)));
