@@ -1,5 +1,6 @@
 // Reference kernels of embedding lookups and sparse values: gather, gather_grad, sparse_add,
 // sparse_to_dense; and combine_towers, which sums dense or sparse values of in-graph towers.
+#include "runtime/BatchSplit.h"
 #include "runtime/reference/KernelSupport.h"
 
 namespace prism::runtime::reference::kernels {
@@ -80,8 +81,8 @@ llvm::Expected<KernelResults> sparseFromDenseKernel(const KernelArgs &args) {
 }
 
 // combine_towers(x₀, ..., xₙ₋₁) = Σ bᵢ xᵢ / B, with bᵢ tower i's rows of the step's batch of B
-// (the first B mod n towers take one more); sparse values keep every tower's rows, each scaled
-// by its tower's weight.
+// (runtime/BatchSplit.h); sparse values keep every tower's rows, each scaled by its tower's
+// weight.
 llvm::Expected<KernelResults> combineTowersKernel(const KernelArgs &args) {
   const int64_t towers = args.numOperands(), batch = args.batch;
   if (batch < 1)
@@ -89,8 +90,7 @@ llvm::Expected<KernelResults> combineTowersKernel(const KernelArgs &args) {
         "combines " + std::to_string(towers) + " towers' values but the step's batch is " +
         (batch < 0 ? std::string("not bound (no input has B)") : std::to_string(batch)));
   auto weight = [&](int64_t t) {
-    return static_cast<double>(batch / towers + (t < batch % towers ? 1 : 0)) /
-           static_cast<double>(batch);
+    return static_cast<double>(splitBatch(batch, t, towers).size) / static_cast<double>(batch);
   };
   if (!args.operand(0).isSparse()) {
     Tensor out = zeroResult(args);
