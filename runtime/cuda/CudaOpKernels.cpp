@@ -3,6 +3,7 @@
 #include "runtime/cuda/CudaOpKernels.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <vector>
@@ -738,7 +739,111 @@ private:
   int64_t columns_ = 0, rowsPerExample_ = 0, chunk_ = 1;
 };
 
-// conv2d, fused_conv2d and the two backprops (ConvKernel).
+// A row-major [rows, columns] matrix of 4-byte elements transposed into [columns, rows].
+llvm::Error transposeMatrix(GpuBackend &backend, const float *in, float *out, int64_t rows,
+                            int64_t columns) {
+  k::TransposeArgs a{};
+  a.out = reinterpret_cast<unsigned int *>(out);
+  a.in = reinterpret_cast<const unsigned int *>(in);
+  a.rank = 2;
+  a.n = rows * columns;
+  a.outDims[0] = columns;
+  a.outDims[1] = rows;
+  a.inStrides[0] = 1;
+  a.inStrides[1] = columns;
+  return launch(backend, "prism_transpose", a.n, a);
+}
+
+// conv2d, fused_conv2d and the two backprops through cuDNN (Cudnn.h) where it takes the op's
+// padding: the filter [KH, KW, C, O] is transposed into cuDNN's [O, KH, KW, C] in the device's
+// workspace, and a filter gradient out of it; cuDNN's own workspace follows. The bias and relu of
+// fused_conv2d follow cuDNN's forward pass, as they follow the patch matrices' product.
+class CudnnConvKernel final : public Kernel {
+public:
+  CudnnConvKernel(std::shared_ptr<GpuBackend> backend, ConvKernel::Role role, k::Conv2dArgs g,
+                  bool bias, bool relu, std::unique_ptr<LibraryConvolution> pass)
+      : backend_(std::move(backend)), role_(role), g_(g), bias_(bias), relu_(relu),
+        pass_(std::move(pass)) {
+    columns_ = g.kh * g.kw * g.c;
+  }
+
+  // After the rounded operands: the filter in cuDNN's layout, then cuDNN's workspace, each at a
+  // multiple of kAlign floats from the workspace's start.
+  llvm::Error allocate(const KernelSpec &spec) {
+    const int64_t workFloats =
+        (static_cast<int64_t>(pass_->workspaceBytes()) + int64_t{sizeof(float)} - 1) /
+        int64_t{sizeof(float)};
+    return rounding_.reserve(spec, kAlign + aligned(columns_ * g_.o) + workFloats);
+  }
+
+  llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
+                  llvm::ArrayRef<RuntimeValue *> outputs) override {
+    // Operands: forward (x, w[, bias]); input (dy, w, x); filter (x, dy, w).
+    if (auto e = rounding_.round(*backend_, inputs))
+      return e;
+    float *filter = alignedPointer(rounding_.extra());
+    float *work = filter + aligned(columns_ * g_.o);
+    float *out = floats(outputs[0]);
+    switch (role_) {
+    case ConvKernel::Role::Forward:
+      if (auto e = transposeMatrix(*backend_, rounding_.operand(1), filter, columns_, g_.o))
+        return e;
+      if (auto e = pass_->run(rounding_.operand(0), filter, nullptr, out, work))
+        return e;
+      break;
+    case ConvKernel::Role::Input:
+      if (auto e = transposeMatrix(*backend_, rounding_.operand(1), filter, columns_, g_.o))
+        return e;
+      return pass_->run(nullptr, filter, rounding_.operand(0), out, work);
+    case ConvKernel::Role::Filter:
+      if (auto e = pass_->run(rounding_.operand(0), nullptr, rounding_.operand(1), filter, work))
+        return e;
+      return transposeMatrix(*backend_, filter, out, g_.o, columns_);
+    }
+    if (!bias_)
+      return llvm::Error::success();
+    k::BiasActivationArgs a{out, floats(inputs[2]), g_.n * g_.oh * g_.ow, g_.o, relu_ ? 1 : 0};
+    return launch(*backend_, "prism_bias_activation", a.rows * a.columns, a);
+  }
+
+private:
+  static constexpr int64_t kAlign = 64; // floats: 256 bytes, as cudaMalloc aligns
+  static int64_t aligned(int64_t floats) { return (floats + kAlign - 1) / kAlign * kAlign; }
+  static float *alignedPointer(float *p) {
+    const auto address = reinterpret_cast<uintptr_t>(p);
+    const uintptr_t bytes = kAlign * sizeof(float);
+    return reinterpret_cast<float *>((address + bytes - 1) / bytes * bytes);
+  }
+
+  std::shared_ptr<GpuBackend> backend_;
+  Rounding rounding_;
+  ConvKernel::Role role_;
+  k::Conv2dArgs g_;
+  bool bias_, relu_;
+  std::unique_ptr<LibraryConvolution> pass_;
+  int64_t columns_ = 0;
+};
+
+ConvolutionGeometry convolutionGeometry(const k::Conv2dArgs &a) {
+  ConvolutionGeometry g;
+  g.n = a.n;
+  g.h = a.h;
+  g.w = a.w_;
+  g.c = a.c;
+  g.kh = a.kh;
+  g.kw = a.kw;
+  g.o = a.o;
+  g.oh = a.oh;
+  g.ow = a.ow;
+  g.strideH = a.sh;
+  g.strideW = a.sw;
+  g.padH = a.padH;
+  g.padW = a.padW;
+  return g;
+}
+
+// conv2d, fused_conv2d and the two backprops: cuDNN's pass where the backend has one for the
+// geometry (CudnnConvKernel), else patch matrices and gemm (ConvKernel).
 KernelOrError makeConv(const KernelSpec &spec, std::shared_ptr<GpuBackend> backend) {
   llvm::StringRef name = spec.op->name();
   if (auto e = requireAllF32(spec))
@@ -756,11 +861,21 @@ KernelOrError makeConv(const KernelSpec &spec, std::shared_ptr<GpuBackend> backe
   auto role = input    ? ConvKernel::Role::Input
               : filter ? ConvKernel::Role::Filter
                        : ConvKernel::Role::Forward;
+  const k::Conv2dArgs g = geometry(spec, x, w.dims[0], w.dims[1], w.dims[3]);
+  const bool bias = spec.inputTypes.size() > 2 && role == ConvKernel::Role::Forward;
+  auto pass = backend->convolution(input    ? ConvolutionPass::BackwardInput
+                                   : filter ? ConvolutionPass::BackwardFilter
+                                            : ConvolutionPass::Forward,
+                                   convolutionGeometry(g));
+  if (!pass)
+    return ir::makeError(ir::ErrorCode::Unsupported,
+                         "the GPU's '" + name + "': " + llvm::toString(pass.takeError()));
+  if (*pass)
+    return withScratch(std::make_unique<CudnnConvKernel>(std::move(backend), role, g, bias,
+                                                         activation == "relu", std::move(*pass)),
+                       spec);
   return withScratch(
-      std::make_unique<ConvKernel>(
-          std::move(backend), role, geometry(spec, x, w.dims[0], w.dims[1], w.dims[3]),
-          spec.inputTypes.size() > 2 && role == ConvKernel::Role::Forward, activation == "relu"),
-      spec);
+      std::make_unique<ConvKernel>(std::move(backend), role, g, bias, activation == "relu"), spec);
 }
 
 // max_pool2d(x) and max_pool2d_grad(dy, x): ties to the first maximum of a window, as the CPU;
@@ -2258,6 +2373,11 @@ public:
                           int64_t batch) override {
     return cublasGemmStridedBatched(device_, tf32_, transposeA, transposeB, m, n, k, a, lda,
                                     strideA, b, ldb, strideB, c, ldc, strideC, batch);
+  }
+
+  llvm::Expected<std::unique_ptr<LibraryConvolution>>
+  convolution(ConvolutionPass pass, const ConvolutionGeometry &g) override {
+    return CudnnConvolution::plan(device_, tf32_, pass, g, static_cast<size_t>(workspaceLimit()));
   }
 
 private:

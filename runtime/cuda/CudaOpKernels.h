@@ -1,13 +1,15 @@
 // The GPU's op kernels beyond the elementwise family: constant, sum_like, matmul and fused_matmul
 // (cuBLAS, then the bias and activation), softmax_cross_entropy and its gradient, and the dense
 // updates apply_sgd, apply_momentum and apply_adam. Each is written once against a GpuBackend,
-// which launches the kernels of DeviceKernels.cuh and runs cuBLAS's column-major gemm: a GPU's
-// backend on cuda devices, or the tests' host backend, which runs the same kernel source on the
-// CPU so that the kernels are checked on machines without a GPU.
+// which launches the kernels of DeviceKernels.cuh, runs cuBLAS's column-major gemm and, on a GPU,
+// plans cuDNN's convolutions: a GPU's backend on cuda devices, or the tests' host backend, which
+// runs the same kernel source on the CPU so that the kernels are checked on machines without a
+// GPU.
 #pragma once
 
 #include <memory>
 
+#include "runtime/cuda/Cudnn.h"
 #include "runtime/exec/Kernel.h"
 #include "llvm/ADT/ArrayRef.h"
 
@@ -34,6 +36,15 @@ public:
   // The most scratch (bytes of the device's workspace) a kernel takes for its intermediate
   // matrices, a convolution's patch matrix: a larger one is made in parts of examples.
   virtual int64_t workspaceLimit() const { return int64_t{64} << 20; }
+  // cuDNN's `pass` of a convolution where the backend has cuDNN (a GPU's) and it takes the
+  // geometry (Cudnn.h), else null: the convolution kernels then make the pass themselves, from
+  // patch matrices and gemm, as they do on the tests' host backend.
+  virtual llvm::Expected<std::unique_ptr<LibraryConvolution>>
+  convolution(ConvolutionPass pass, const ConvolutionGeometry &g) {
+    (void)pass;
+    (void)g;
+    return nullptr;
+  }
 };
 
 // DeviceKernels.cuh, as NVRTC compiles it.

@@ -36,6 +36,56 @@ namespace {
 
 namespace k = runtime::cuda::kernels;
 
+// A convolution's pass as cuDNN computes it (filter [O, KH, KW, C], the same padding before and
+// after), in float64 loops, for the kernels' library path. It fills its workspace with NaN
+// first, so a kernel that puts its own values there shows.
+class HostConvolution final : public runtime::cuda::LibraryConvolution {
+public:
+  HostConvolution(runtime::cuda::ConvolutionPass pass, const runtime::cuda::ConvolutionGeometry &g)
+      : pass_(pass), g_(g) {}
+  size_t workspaceBytes() const override { return 1000; }
+
+  llvm::Error run(const float *x, const float *filter, const float *dy, float *out,
+                  void *workspace) const override {
+    std::fill_n(static_cast<float *>(workspace), workspaceBytes() / sizeof(float),
+                std::numeric_limits<float>::quiet_NaN());
+    using runtime::cuda::ConvolutionPass;
+    const auto &g = g_;
+    const int64_t outputs = pass_ == ConvolutionPass::Forward         ? g.n * g.oh * g.ow * g.o
+                            : pass_ == ConvolutionPass::BackwardInput ? g.n * g.h * g.w * g.c
+                                                                      : g.o * g.kh * g.kw * g.c;
+    std::vector<double> sums(static_cast<size_t>(outputs), 0.0);
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t oh = 0; oh < g.oh; ++oh)
+        for (int64_t ow = 0; ow < g.ow; ++ow)
+          for (int64_t kh = 0; kh < g.kh; ++kh)
+            for (int64_t kw = 0; kw < g.kw; ++kw) {
+              const int64_t ih = oh * g.strideH - g.padH + kh, iw = ow * g.strideW - g.padW + kw;
+              if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w)
+                continue;
+              for (int64_t o = 0; o < g.o; ++o)
+                for (int64_t c = 0; c < g.c; ++c) {
+                  const int64_t xi = ((n * g.h + ih) * g.w + iw) * g.c + c;
+                  const int64_t yi = ((n * g.oh + oh) * g.ow + ow) * g.o + o;
+                  const int64_t fi = ((o * g.kh + kh) * g.kw + kw) * g.c + c;
+                  if (pass_ == ConvolutionPass::Forward)
+                    sums[yi] += double{x[xi]} * filter[fi];
+                  else if (pass_ == ConvolutionPass::BackwardInput)
+                    sums[xi] += double{dy[yi]} * filter[fi];
+                  else
+                    sums[fi] += double{x[xi]} * dy[yi];
+                }
+            }
+    for (size_t i = 0; i < sums.size(); ++i)
+      out[i] = static_cast<float>(sums[i]);
+    return llvm::Error::success();
+  }
+
+private:
+  runtime::cuda::ConvolutionPass pass_;
+  runtime::cuda::ConvolutionGeometry g_;
+};
+
 class HostBackend final : public GpuBackend {
 public:
   HostBackend() {
@@ -87,6 +137,19 @@ public:
   int64_t workspaceLimit() const override {
     return limit;
   }
+
+  // With `libraryConvolutions`, convolutions whose padding cuDNN takes go through HostConvolution,
+  // as on a GPU they go through cuDNN.
+  static inline bool libraryConvolutions = false;
+  llvm::Expected<std::unique_ptr<runtime::cuda::LibraryConvolution>>
+  convolution(runtime::cuda::ConvolutionPass pass,
+              const runtime::cuda::ConvolutionGeometry &g) override {
+    if (!libraryConvolutions || !runtime::cuda::cudnnPadsAsWanted(g))
+      return nullptr;
+    ++libraryPasses;
+    return std::make_unique<HostConvolution>(pass, g);
+  }
+  static inline int libraryPasses = 0;
 
   int launches = 0;
 
@@ -664,6 +727,76 @@ TEST(GpuOpKernels, ConvolutionsAndTheirBackprops) {
           << geometry << ", workspace limit " << limit;
     }
   HostBackend::limit = 16 << 10;
+}
+
+// The same convolutions through a library's passes where it takes their padding (on a GPU,
+// cuDNN's; here the host's HostConvolution): the filter transposed into the library's layout and
+// the filter gradient out of it, the bias and relu after, the workspace's parts apart. Of the
+// geometries above, `same` at stride 1 with the 2x2 filter and `same` at stride 2 along the width
+// pad one more after than before, which cuDNN does not take: those stay on the patch matrices.
+TEST(GpuOpKernels, ConvolutionsThroughALibrary) {
+  HostBackend::libraryConvolutions = true;
+  for (const char *geometry : {"stride = [1, 1], padding = same", "stride = [2, 1], padding = same",
+                               "stride = [2, 1], padding = valid"}) {
+    const int before = HostBackend::libraryPasses;
+    EXPECT_GT(expectSameAsCpu(std::string(R"(model m {
+  input x : f32[5, 7, 6, 3]
+  input w3 : f32[3, 3, 3, 4]
+  input w2 : f32[2, 2, 3, 4]
+  input bias : f32[4]
+  %y3 = conv2d(x, w3, )") + geometry +
+                              R"()
+  %y2 = conv2d(x, w2, )" + geometry +
+                              R"()
+  %f = fused_conv2d(x, w3, bias, )" +
+                              geometry + R"(, activation = relu)
+  %dx3 = conv2d_backprop_input(%y3, w3, x, )" +
+                              geometry + R"()
+  %dw3 = conv2d_backprop_filter(x, %f, w3, )" +
+                              geometry + R"()
+  %dw2 = conv2d_backprop_filter(x, %y2, w2, )" +
+                              geometry + R"()
+})"),
+              0)
+        << geometry;
+    // The 3x3 filter's four passes always; the 2x2 filter's two where nothing is padded.
+    EXPECT_EQ(HostBackend::libraryPasses - before,
+              llvm::StringRef(geometry).endswith("valid") ? 6 : 4)
+        << geometry;
+  }
+  HostBackend::libraryConvolutions = false;
+}
+
+// cuDNN (with the toolkit here) loads and has every function the convolution kernels call.
+TEST(GpuOpKernels, CudnnsConvolutionApiLoads) {
+  llvm::Error loaded = runtime::cuda::loadCudnn();
+  if (!loaded)
+    return;
+  const std::string message = llvm::toString(std::move(loaded));
+  if (llvm::StringRef(message).contains("could not be loaded"))
+    GTEST_SKIP() << message;
+  FAIL() << message;
+}
+
+TEST(GpuOpKernels, CudnnTakesPaddingTheSameBeforeAndAfter) {
+  auto geometry = [](int64_t h, int64_t k, int64_t stride, int64_t out, int64_t padBefore) {
+    runtime::cuda::ConvolutionGeometry g;
+    g.n = 2;
+    g.c = g.o = 3;
+    g.h = g.w = h;
+    g.kh = g.kw = k;
+    g.strideH = g.strideW = stride;
+    g.oh = g.ow = out;
+    g.padH = g.padW = padBefore;
+    return g;
+  };
+  using runtime::cuda::cudnnPadsAsWanted;
+  EXPECT_TRUE(cudnnPadsAsWanted(geometry(28, 5, 1, 28, 2)));  // same, 2 before and after
+  EXPECT_TRUE(cudnnPadsAsWanted(geometry(7, 3, 2, 4, 1)));    // same at stride 2: 1 and 1
+  EXPECT_TRUE(cudnnPadsAsWanted(geometry(7, 3, 2, 3, 0)));    // valid
+  EXPECT_FALSE(cudnnPadsAsWanted(geometry(7, 2, 1, 7, 0)));   // same: 0 before, 1 after
+  EXPECT_FALSE(cudnnPadsAsWanted(geometry(32, 3, 2, 16, 0))); // same at stride 2: 0 and 1
+  EXPECT_FALSE(cudnnPadsAsWanted(geometry(8, 3, 0, 8, 1)));   // no stride
 }
 
 // A 1x1 filter of stride 1 without padding multiplies x itself (no patch matrix), and of stride
