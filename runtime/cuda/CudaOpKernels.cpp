@@ -81,10 +81,12 @@ public:
     precision_ = precision == ir::ComputePrecision::BF16   ? 1
                  : precision == ir::ComputePrecision::FP16 ? 2
                                                            : 0;
+    // Each copy at a multiple of 64 floats (256 bytes, as cudaMalloc aligns): the libraries'
+    // vectorized kernels (cuDNN's, cuBLAS's) want their operands aligned.
     for (unsigned i = 0; precision_ != 0 && i < spec.inputTypes.size(); ++i)
       if (spec.op->def().readsInComputePrecision(i)) {
         slots_.push_back({i, floats_, spec.inputTypes[i].numElements()});
-        floats_ += spec.inputTypes[i].numElements();
+        floats_ += (spec.inputTypes[i].numElements() + 63) / 64 * 64;
       }
     if (floats_ + extra == 0)
       return llvm::Error::success();
