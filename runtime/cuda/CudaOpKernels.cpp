@@ -689,6 +689,8 @@ public:
     return launch(*backend_, "prism_bias_activation", a.rows * a.columns, a);
   }
 
+  std::string choice() const override { return "convolution passes on patch matrices"; }
+
 private:
   // Examples [first, first + count): row-major R = A · B goes to cuBLAS as column-major
   // R^T = B^T · A^T (as matmul does).
@@ -807,6 +809,8 @@ public:
     k::BiasActivationArgs a{out, floats(inputs[2]), g_.n * g_.oh * g_.ow, g_.o, relu_ ? 1 : 0};
     return launch(*backend_, "prism_bias_activation", a.rows * a.columns, a);
   }
+
+  std::string choice() const override { return "convolution passes through cuDNN"; }
 
 private:
   static constexpr int64_t kAlign = 64; // floats: 256 bytes, as cudaMalloc aligns

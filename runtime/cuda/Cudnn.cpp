@@ -138,8 +138,11 @@ struct Dnn {
 // One pass's admissible algorithm: deterministic, of the math asked for, within the workspace.
 template <typename Perf>
 bool admissible(const Perf &p, bool tf32, size_t workspaceLimit, std::initializer_list<int> algos) {
-  return p.status == CUDNN_STATUS_SUCCESS && p.determinism == CUDNN_DETERMINISTIC &&
-         (tf32 || p.mathType == CUDNN_FMA_MATH) && p.memory <= workspaceLimit &&
+  // Without TF32 the descriptor asked for FMA math, and an algorithm offered in the default math
+  // runs in it too; tensor-core math would round the operands.
+  const bool math = tf32 || p.mathType == CUDNN_FMA_MATH || p.mathType == CUDNN_DEFAULT_MATH;
+  return p.status == CUDNN_STATUS_SUCCESS && p.determinism == CUDNN_DETERMINISTIC && math &&
+         p.memory <= workspaceLimit &&
          std::find(algos.begin(), algos.end(), static_cast<int>(p.algo)) != algos.end();
 }
 
@@ -320,8 +323,9 @@ llvm::Expected<bool> CudnnConvolution::choose(bool tf32, size_t workspaceLimit) 
   }
   if (!math)
     return false;
-  // The algorithm runs in the math it was offered in.
-  if (auto e = dnn.check(f.setMathType(d.convolution, *math), "cudnnSetConvolutionMathType"))
+  // With TF32 the algorithm runs in the math it was offered in; without, in FMA math, as asked.
+  if (auto e = dnn.check(f.setMathType(d.convolution, tf32 ? *math : CUDNN_FMA_MATH),
+                         "cudnnSetConvolutionMathType"))
     return std::move(e);
   return true;
 }

@@ -1,6 +1,8 @@
 // The executor: ops in step order, programs per batch size, arenas from the device.
 #include "runtime/exec/Executor.h"
 
+#include <map>
+
 #include "ir/Diagnostic.h"
 #include "ir/OpTable.h"
 #include "runtime/BatchSplit.h"
@@ -809,6 +811,19 @@ std::string Executor::captureReport() const {
   };
   list("not captured", p.notCaptured);
   list("not recorded", failed);
+  return report;
+}
+
+std::string Executor::kernelChoices() const {
+  if (!last_)
+    return "";
+  std::map<std::string, int> counts;
+  for (const auto &kernel : last_->kernels)
+    if (std::string choice = kernel ? kernel->choice() : ""; !choice.empty())
+      ++counts[choice];
+  std::string report;
+  for (const auto &[choice, count] : counts)
+    report += (report.empty() ? "" : ", ") + std::to_string(count) + " " + choice;
   return report;
 }
 

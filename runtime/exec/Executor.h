@@ -123,6 +123,9 @@ public:
   // recorded 2 and replayed 18 times; not captured: all_reduce %loss (it communicates through
   // host memory), ..."; empty otherwise.
   std::string captureReport() const;
+  // The choices the last program's kernels made by shape (Kernel::choice), counted: "4
+  // convolutions through cuDNN, 2 convolutions on patch matrices"; empty where none chose.
+  std::string kernelChoices() const;
   // The largest arena planned so far, in bytes (activations and gradients of one step): on
   // `device`, or on all the program's devices together.
   size_t arenaBytes(const Device *device = nullptr) const;

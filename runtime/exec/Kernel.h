@@ -84,6 +84,11 @@ public:
   // step to step it reads from the device: Device::stepValues), and copies nothing to or from
   // the host.
   virtual std::string notCapturable() const { return ""; }
+
+  // Where a kernel family chooses how to run an op by its shape, which way this kernel took, for
+  // the run's report ("convolutions through cuDNN", "convolutions on patch matrices"); empty
+  // where there is no choice.
+  virtual std::string choice() const { return ""; }
 };
 
 using KernelFactory = llvm::Expected<std::unique_ptr<Kernel>> (*)(const KernelSpec &spec);

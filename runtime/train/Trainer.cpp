@@ -598,9 +598,11 @@ llvm::Expected<TrainResult> TrainingRun::finish() {
                   trainer_->arenaBytes(device),
                   device->workspaceBytes(),
                   device->copies(),
+                  "",
                   ""};
     if (device == devices.front()) {
       use.capture = trainer_->captureReport();
+      use.kernels = trainer_->kernelChoices();
       result_.device = use;
     } else {
       result_.towerDevices.push_back(use);
@@ -626,7 +628,8 @@ std::string describeDeviceUse(const DeviceUse &use) {
          " and " + std::to_string(c.toHostCopies) + " to the host (" +
          support::formatBytes(double(c.toHostBytes)) + ") in " + std::to_string(use.steps) +
          (use.steps == 1 ? " step" : " steps") +
-         (use.capture.empty() ? "" : "; captured: " + use.capture);
+         (use.capture.empty() ? "" : "; captured: " + use.capture) +
+         (use.kernels.empty() ? "" : "; kernels: " + use.kernels);
 }
 
 std::vector<std::string> describeDevices(const TrainResult &result) {

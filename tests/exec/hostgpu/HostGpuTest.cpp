@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <regex>
 
 #include "ir/OpTable.h"
 #include "runtime/data/DataSpec.h"
@@ -149,6 +150,10 @@ public:
     return runNow(inputs, outputs);
   }
   bool checksLater() const override { return later_; }
+  // As a GPU's convolutions say whether cuDNN runs them: here the matrix products say so.
+  std::string choice() const override {
+    return op_ == "matmul" || op_ == "fused_matmul" ? "products on the host" : "";
+  }
   llvm::Error check() override {
     events().push_back("check " + op_);
     if (flagged_.empty())
@@ -430,6 +435,9 @@ TEST(DeviceUse, TrainingReportsTheDevicesMemoryAndCopies) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find(" in 3 steps"), std::string::npos) << text;
+  // The kernels' choices, counted (Kernel::choice, Executor::kernelChoices).
+  EXPECT_TRUE(std::regex_search(text, std::regex("; kernels: [1-9][0-9]* products on the host$")))
+      << text;
   // The same training as on the CPU.
   for (const auto &var : module->variables()) {
     const Tensor *a = cpu->store->find(var->name()), *b = gpu->store->find(var->name());
