@@ -810,7 +810,7 @@ public:
     return launch(*backend_, "prism_bias_activation", a.rows * a.columns, a);
   }
 
-  std::string choice() const override { return "convolution passes through cuDNN"; }
+  std::string choice() const override { return "convolution passes through " + pass_->name(); }
 
 private:
   static constexpr int64_t kAlign = 64; // floats: 256 bytes, as cudaMalloc aligns

@@ -270,56 +270,57 @@ llvm::Expected<bool> CudnnConvolution::choose(bool tf32, size_t workspaceLimit) 
   const Functions &f = dnn.f();
   const Descriptors &d = *descriptors_;
   std::optional<cudnnMathType_t> math;
-  auto take = [&](const auto &perf, std::string name) {
-    algo_ = static_cast<int>(perf.algo);
-    workspaceBytes_ = perf.memory;
-    algorithm_ = std::move(name);
-    math = perf.mathType;
+  // The first admissible algorithm of those `query` offers (of perf type `Perf`), taken.
+  auto pick = [&](auto perfType, auto query, const char *call, std::initializer_list<int> algos,
+                  auto name) -> llvm::Error {
+    using Perf = decltype(perfType);
+    auto perf = firstAdmissible<Perf>(query, call, tf32, workspaceLimit, algos);
+    if (!perf)
+      return perf.takeError();
+    if (*perf) {
+      algo_ = static_cast<int>((*perf)->algo);
+      workspaceBytes_ = (*perf)->memory;
+      algorithm_ = name(algo_);
+      math = (*perf)->mathType;
+    }
+    return llvm::Error::success();
   };
   switch (pass_) {
-  case ConvolutionPass::Forward: {
-    auto perf = firstAdmissible<cudnnConvolutionFwdAlgoPerf_t>(
-        [&](int count, int *returned, cudnnConvolutionFwdAlgoPerf_t *out) {
-          return f.forwardAlgorithms(*handle, d.x, d.filter, d.convolution, d.y, count, returned,
-                                     out);
-        },
-        "cudnnGetConvolutionForwardAlgorithm_v7", tf32, workspaceLimit,
-        {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
-         CUDNN_CONVOLUTION_FWD_ALGO_GEMM});
-    if (!perf)
-      return perf.takeError();
-    if (*perf)
-      take(**perf, forwardName((*perf)->algo));
+  case ConvolutionPass::Forward:
+    if (auto e = pick(
+            cudnnConvolutionFwdAlgoPerf_t{},
+            [&](int count, int *returned, cudnnConvolutionFwdAlgoPerf_t *out) {
+              return f.forwardAlgorithms(*handle, d.x, d.filter, d.convolution, d.y, count,
+                                         returned, out);
+            },
+            "cudnnGetConvolutionForwardAlgorithm_v7",
+            {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+             CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_GEMM},
+            forwardName))
+      return std::move(e);
     break;
-  }
-  case ConvolutionPass::BackwardInput: {
-    auto perf = firstAdmissible<cudnnConvolutionBwdDataAlgoPerf_t>(
-        [&](int count, int *returned, cudnnConvolutionBwdDataAlgoPerf_t *out) {
-          return f.inputAlgorithms(*handle, d.filter, d.y, d.convolution, d.x, count, returned,
-                                   out);
-        },
-        "cudnnGetConvolutionBackwardDataAlgorithm_v7", tf32, workspaceLimit,
-        {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1});
-    if (!perf)
-      return perf.takeError();
-    if (*perf)
-      take(**perf, "backward data algorithm 1");
+  case ConvolutionPass::BackwardInput:
+    if (auto e = pick(
+            cudnnConvolutionBwdDataAlgoPerf_t{},
+            [&](int count, int *returned, cudnnConvolutionBwdDataAlgoPerf_t *out) {
+              return f.inputAlgorithms(*handle, d.filter, d.y, d.convolution, d.x, count, returned,
+                                       out);
+            },
+            "cudnnGetConvolutionBackwardDataAlgorithm_v7", {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1},
+            [](int) { return "backward data algorithm 1"; }))
+      return std::move(e);
     break;
-  }
-  case ConvolutionPass::BackwardFilter: {
-    auto perf = firstAdmissible<cudnnConvolutionBwdFilterAlgoPerf_t>(
-        [&](int count, int *returned, cudnnConvolutionBwdFilterAlgoPerf_t *out) {
-          return f.filterAlgorithms(*handle, d.x, d.y, d.convolution, d.filter, count, returned,
-                                    out);
-        },
-        "cudnnGetConvolutionBackwardFilterAlgorithm_v7", tf32, workspaceLimit,
-        {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1});
-    if (!perf)
-      return perf.takeError();
-    if (*perf)
-      take(**perf, "backward filter algorithm 1");
+  case ConvolutionPass::BackwardFilter:
+    if (auto e = pick(
+            cudnnConvolutionBwdFilterAlgoPerf_t{},
+            [&](int count, int *returned, cudnnConvolutionBwdFilterAlgoPerf_t *out) {
+              return f.filterAlgorithms(*handle, d.x, d.y, d.convolution, d.filter, count, returned,
+                                        out);
+            },
+            "cudnnGetConvolutionBackwardFilterAlgorithm_v7", {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1},
+            [](int) { return "backward filter algorithm 1"; }))
+      return std::move(e);
     break;
-  }
   }
   if (!math)
     return false;

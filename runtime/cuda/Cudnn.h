@@ -40,6 +40,8 @@ bool cudnnPadsAsWanted(const ConvolutionGeometry &g);
 class LibraryConvolution {
 public:
   virtual ~LibraryConvolution() = default;
+  // What computes it, for the run's report: "cuDNN's implicit precomputed GEMM".
+  virtual std::string name() const = 0;
   virtual size_t workspaceBytes() const = 0;
   virtual llvm::Error run(const float *x, const float *filter, const float *dy, float *out,
                           void *workspace) const = 0;
@@ -62,9 +64,8 @@ public:
   CudnnConvolution(const CudnnConvolution &) = delete;
   CudnnConvolution &operator=(const CudnnConvolution &) = delete;
 
+  std::string name() const override { return "cuDNN's " + algorithm_; }
   size_t workspaceBytes() const override { return workspaceBytes_; }
-  // "implicit precomputed GEMM", for messages.
-  const std::string &algorithm() const { return algorithm_; }
 
   // On the device's stream.
   llvm::Error run(const float *x, const float *filter, const float *dy, float *out,

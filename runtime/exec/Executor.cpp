@@ -823,7 +823,7 @@ std::string Executor::kernelChoices() const {
       ++counts[choice];
   std::string report;
   for (const auto &[choice, count] : counts)
-    report += (report.empty() ? "" : ", ") + std::to_string(count) + " " + choice;
+    report += (report.empty() ? "" : ", ") + choice + " (" + std::to_string(count) + ")";
   return report;
 }
 

@@ -123,8 +123,9 @@ public:
   // recorded 2 and replayed 18 times; not captured: all_reduce %loss (it communicates through
   // host memory), ..."; empty otherwise.
   std::string captureReport() const;
-  // The choices the last program's kernels made by shape (Kernel::choice), counted: "4
-  // convolutions through cuDNN, 2 convolutions on patch matrices"; empty where none chose.
+  // The choices the last program's kernels made by shape (Kernel::choice), counted: "convolution
+  // passes through cuDNN's implicit GEMM (2), convolution passes on patch matrices (2)"; empty
+  // where none chose.
   std::string kernelChoices() const;
   // The largest arena planned so far, in bytes (activations and gradients of one step): on
   // `device`, or on all the program's devices together.

@@ -86,7 +86,8 @@ public:
   virtual std::string notCapturable() const { return ""; }
 
   // Where a kernel family chooses how to run an op by its shape, which way this kernel took, for
-  // the run's report ("convolutions through cuDNN", "convolutions on patch matrices"); empty
+  // the run's report ("convolution passes through cuDNN's implicit GEMM", "convolution passes on
+  // patch matrices"); empty
   // where there is no choice.
   virtual std::string choice() const { return ""; }
 };

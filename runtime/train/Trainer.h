@@ -119,8 +119,8 @@ struct DeviceUse {
 // "cuda:0: arena 12.3 MB, workspace 8.4 MB; 601 copies to the device (74.9 MB) and 4 to the host
 // (1.3 MB) in 200 steps", for a device other than the CPU, with ", 400 from other devices (...)"
 // where towers on other devices sent it values, with --cuda-graphs "; captured: 6 of 6 ops in 2
-// CUDA graphs, ...", and "; kernels: 4 convolution passes through cuDNN, ..." where kernels chose
-// by shape; empty on the CPU (its memory is the host's: nothing is copied).
+// CUDA graphs, ...", and "; kernels: convolution passes through cuDNN's implicit GEMM (2), ..."
+// where kernels chose by shape; empty on the CPU (its memory is the host's: nothing is copied).
 std::string describeDeviceUse(const DeviceUse &use);
 
 struct TrainResult {

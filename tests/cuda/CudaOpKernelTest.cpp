@@ -43,6 +43,7 @@ class HostConvolution final : public runtime::cuda::LibraryConvolution {
 public:
   HostConvolution(runtime::cuda::ConvolutionPass pass, const runtime::cuda::ConvolutionGeometry &g)
       : pass_(pass), g_(g) {}
+  std::string name() const override { return "the host's loops"; }
   size_t workspaceBytes() const override { return 1000; }
 
   llvm::Error run(const float *x, const float *filter, const float *dy, float *out,
@@ -685,45 +686,49 @@ TEST(GpuOpKernels, AGatherIndexOutsideTheTableIsTheError) {
       "error: index 3 (element 2 of the indices) is outside [0, 3) for a table of 3 rows");
 }
 
-// Convolutions over NHWC with `same` (odd and even windows, strides 1 and 2) and `valid`
-// padding, fused with a bias and relu, and both backprops of each, of 3 channels (a thread a
-// channel) and 8 (four channels a thread); their patch matrices made an example at a time, in
-// parts of 2 and 1 examples (the 3x3 filter at stride 1) and whole.
-TEST(GpuOpKernels, ConvolutionsAndTheirBackprops) {
-  for (int64_t limit : {int64_t{1}, int64_t{10} << 10, int64_t{1} << 30})
-    for (const char *geometry :
-         {"stride = [1, 1], padding = same", "stride = [2, 2], padding = same",
-          "stride = [2, 1], padding = valid"}) {
-      HostBackend::limit = limit;
-      EXPECT_GT(expectSameAsCpu(std::string(R"(model m {
+// Convolutions over NHWC with `geometry` (stride and padding), fused with a bias and relu, and
+// both backprops of each, of 3 channels (a thread a channel) and 8 (four channels a thread), with
+// 3x3 and 2x2 filters.
+std::string convolutions(const std::string &geometry) {
+  return R"(model m {
   input x : f32[5, 7, 6, 3]
   input w3 : f32[3, 3, 3, 4]
   input w2 : f32[2, 2, 3, 4]
   input x8 : f32[3, 5, 6, 8]
   input w8 : f32[3, 3, 8, 5]
   input bias : f32[4]
-  %y3 = conv2d(x, w3, )") + geometry +
-                                R"()
-  %y2 = conv2d(x, w2, )" + geometry +
-                                R"()
+  %y3 = conv2d(x, w3, )" +
+         geometry + R"()
+  %y2 = conv2d(x, w2, )" +
+         geometry + R"()
   %f = fused_conv2d(x, w3, bias, )" +
-                                geometry + R"(, activation = relu)
+         geometry + R"(, activation = relu)
   %dx3 = conv2d_backprop_input(%y3, w3, x, )" +
-                                geometry + R"()
+         geometry + R"()
   %dx2 = conv2d_backprop_input(%y2, w2, x, )" +
-                                geometry + R"()
+         geometry + R"()
   %dw3 = conv2d_backprop_filter(x, %y3, w3, )" +
-                                geometry + R"()
+         geometry + R"()
   %dw2 = conv2d_backprop_filter(x, %f, w3, )" +
-                                geometry + R"()
-  %y8 = conv2d(x8, w8, )" + geometry +
-                                R"()
+         geometry + R"()
+  %y8 = conv2d(x8, w8, )" +
+         geometry + R"()
   %dx8 = conv2d_backprop_input(%y8, w8, x8, )" +
-                                geometry + R"()
+         geometry + R"()
   %dw8 = conv2d_backprop_filter(x8, %y8, w8, )" +
-                                geometry + R"()
-})"),
-                0)
+         geometry + R"()
+})";
+}
+
+// `same` (odd and even windows, strides 1 and 2) and `valid` padding; the patch matrices made an
+// example at a time, in parts of 2 and 1 examples (the 3x3 filter at stride 1) and whole.
+TEST(GpuOpKernels, ConvolutionsAndTheirBackprops) {
+  for (int64_t limit : {int64_t{1}, int64_t{10} << 10, int64_t{1} << 30})
+    for (const char *geometry :
+         {"stride = [1, 1], padding = same", "stride = [2, 2], padding = same",
+          "stride = [2, 1], padding = valid"}) {
+      HostBackend::limit = limit;
+      EXPECT_GT(expectSameAsCpu(convolutions(geometry)), 0)
           << geometry << ", workspace limit " << limit;
     }
   HostBackend::limit = 16 << 10;
@@ -731,38 +736,20 @@ TEST(GpuOpKernels, ConvolutionsAndTheirBackprops) {
 
 // The same convolutions through a library's passes where it takes their padding (on a GPU,
 // cuDNN's; here the host's HostConvolution): the filter transposed into the library's layout and
-// the filter gradient out of it, the bias and relu after, the workspace's parts apart. Of the
-// geometries above, `same` at stride 1 with the 2x2 filter and `same` at stride 2 along the width
-// pad one more after than before, which cuDNN does not take: those stay on the patch matrices.
+// the filter gradient out of it, the bias and relu after, the workspace's parts apart. A `same`
+// convolution that pads one more after than before is not cuDNN's and stays on the patch
+// matrices: the 2x2 filter's at stride 1 or 2, and any at stride 2 over the width of 6.
 TEST(GpuOpKernels, ConvolutionsThroughALibrary) {
   HostBackend::libraryConvolutions = true;
-  for (const char *geometry : {"stride = [1, 1], padding = same", "stride = [2, 1], padding = same",
-                               "stride = [2, 1], padding = valid"}) {
+  // The geometries and how many of the ten passes the library takes: the 3x3 filters' eight, the
+  // 2x2 filter's two where nothing is padded.
+  for (auto [geometry, passes] : {std::pair{"stride = [1, 1], padding = same", 8},
+                                  std::pair{"stride = [2, 2], padding = same", 0},
+                                  std::pair{"stride = [2, 1], padding = same", 8},
+                                  std::pair{"stride = [2, 1], padding = valid", 10}}) {
     const int before = HostBackend::libraryPasses;
-    EXPECT_GT(expectSameAsCpu(std::string(R"(model m {
-  input x : f32[5, 7, 6, 3]
-  input w3 : f32[3, 3, 3, 4]
-  input w2 : f32[2, 2, 3, 4]
-  input bias : f32[4]
-  %y3 = conv2d(x, w3, )") + geometry +
-                              R"()
-  %y2 = conv2d(x, w2, )" + geometry +
-                              R"()
-  %f = fused_conv2d(x, w3, bias, )" +
-                              geometry + R"(, activation = relu)
-  %dx3 = conv2d_backprop_input(%y3, w3, x, )" +
-                              geometry + R"()
-  %dw3 = conv2d_backprop_filter(x, %f, w3, )" +
-                              geometry + R"()
-  %dw2 = conv2d_backprop_filter(x, %y2, w2, )" +
-                              geometry + R"()
-})"),
-              0)
-        << geometry;
-    // The 3x3 filter's four passes always; the 2x2 filter's two where nothing is padded.
-    EXPECT_EQ(HostBackend::libraryPasses - before,
-              llvm::StringRef(geometry).endswith("valid") ? 6 : 4)
-        << geometry;
+    EXPECT_GT(expectSameAsCpu(convolutions(geometry)), 0) << geometry;
+    EXPECT_EQ(HostBackend::libraryPasses - before, passes) << geometry;
   }
   HostBackend::libraryConvolutions = false;
 }
@@ -821,38 +808,44 @@ TEST(GpuOpKernels, OneByOneConvolutions) {
 }
 
 // Matrix products and convolutions computing in bf16 and fp16: their operands rounded as the
-// CPU's kernels round them (bias and results float32), on both paths of a convolution (its patch
-// matrix, and a 1x1 filter's product of x itself).
+// CPU's kernels round them (bias and results float32), on every path of a convolution (its patch
+// matrix, a 1x1 filter's product of x itself, and a library's pass, as cuDNN's on a GPU).
 TEST(GpuOpKernels, ProductsAndConvolutionsInReducedPrecision) {
-  for (const char *precision : {"bf16", "fp16"}) {
-    const std::string compute = std::string("compute = ") + precision;
-    EXPECT_GT(expectSameAsCpu(R"(model m {
+  for (bool library : {false, true}) { // the convolutions' patch matrices, then a library's passes
+    HostBackend::libraryConvolutions = library;
+    const int before = HostBackend::libraryPasses;
+    for (const char *precision : {"bf16", "fp16"}) {
+      const std::string compute = std::string("compute = ") + precision;
+      EXPECT_GT(expectSameAsCpu(R"(model m {
   input a : f32[5, 3]
   input b : f32[3, 4]
   input bias : f32[4]
   input x3 : f32[2, 3, 5]
   input b3 : f32[2, 5, 4]
-  input x : f32[2, 6, 5, 3]
+  input x : f32[2, 7, 5, 3]
   input w : f32[3, 3, 3, 4]
   input w1 : f32[1, 1, 3, 4]
   %p = matmul(a, b, )" + compute +
-                              R"()
+                                R"()
   %f = fused_matmul(a, b, bias, activation = relu, )" +
-                              compute + R"()
-  %q = batch_matmul(x3, b3, )" +
-                              compute + R"()
+                                compute + R"()
+  %q = batch_matmul(x3, b3, )" + compute +
+                                R"()
   %y = conv2d(x, w, stride = [2, 1], padding = same, )" +
-                              compute + R"()
+                                compute + R"()
   %y1 = fused_conv2d(x, w1, bias, padding = valid, activation = relu, )" +
-                              compute + R"()
+                                compute + R"()
   %dx = conv2d_backprop_input(%y, w, x, stride = [2, 1], padding = same, )" +
-                              compute + R"()
+                                compute + R"()
   %dw = conv2d_backprop_filter(x, %y, w, stride = [2, 1], padding = same, )" +
-                              compute + R"()
+                                compute + R"()
 })"),
-              0)
-        << precision;
+                0)
+          << precision << (library ? ", through a library" : "");
+    }
+    EXPECT_EQ(HostBackend::libraryPasses - before, library ? 2 * 4 : 0);
   }
+  HostBackend::libraryConvolutions = false;
 }
 
 // The device's rounding (prism_round_to) is ir::roundToPrecision's, bit for bit: ties, the
