@@ -87,8 +87,7 @@ public:
 
   // Where a kernel family chooses how to run an op by its shape, which way this kernel took, for
   // the run's report ("convolution passes through cuDNN's implicit GEMM", "convolution passes on
-  // patch matrices"); empty
-  // where there is no choice.
+  // patch matrices"); empty where there is no choice.
   virtual std::string choice() const { return ""; }
 };
 
