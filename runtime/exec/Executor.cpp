@@ -74,6 +74,10 @@ struct Executor::Program {
   std::vector<std::string> notCaptured; // the ops outside the segments, and why
   int64_t captures = 0, replays = 0;
 
+  // Kernels that ran since the last wait for the communication and finish after it
+  // (Kernel::finishesAfterCommunication), in order.
+  std::vector<size_t> unfinished;
+
   RuntimeValue &slot(const ir::Value *v) { return slots[slotOf.find(v)->second]; }
   // `v` as an op on `device` reads it: its slot, or its copy there.
   RuntimeValue &slotOn(const ir::Value *v, Device *device) {
@@ -589,12 +593,33 @@ llvm::Error Executor::bindFeedsAndVariables(Program &p, const Feeds &feeds) {
   return llvm::Error::success();
 }
 
+// Waits for the task's communication, then lets the kernels whose results arrive with it write
+// them.
+llvm::Error Executor::awaitCommunication(Program &p) {
+  std::vector<size_t> unfinished;
+  unfinished.swap(p.unfinished);
+  if (auto err = options_.communication->synchronize())
+    return err;
+  for (size_t j : unfinished)
+    if (auto err = p.kernels[j]->finish())
+      return ir::withLocation(ir::withContext(std::move(err), "'" + order_[j]->name() + "'"),
+                              module_.sourceFile(), order_[j]->loc);
+  return llvm::Error::success();
+}
+
+// After an error: the communication started is waited for (its buffers stay the task's until it
+// ends), its error dropped, and nothing it would have finished is written.
+void Executor::abandonCommunication(Program &p) {
+  p.unfinished.clear();
+  if (options_.communication)
+    llvm::consumeError(options_.communication->synchronize());
+}
+
 // Checks the flags of the kernels that ran and check later (Kernel::checksLater), in order.
 llvm::Error Executor::checkRan(Program &p, std::vector<size_t> &unchecked) {
   for (size_t j : unchecked)
     if (auto err = p.kernels[j]->check()) {
-      if (options_.communication)
-        llvm::consumeError(options_.communication->synchronize());
+      abandonCommunication(p);
       return ir::withLocation(ir::withContext(std::move(err), "'" + order_[j]->name() + "'"),
                               module_.sourceFile(), order_[j]->loc);
     }
@@ -613,7 +638,7 @@ llvm::Error Executor::beforeOp(Program &p, size_t i, bool checkFirst,
       return err;
   if (options_.communication && syncBefore_[i]) {
     TraceSpan wait(options_.trace, "ops", "wait for all-reduce", "wait");
-    if (auto err = options_.communication->synchronize())
+    if (auto err = awaitCommunication(p))
       return ir::withLocation(ir::withContext(std::move(err), "before '" + op.name() + "'"),
                               module_.sourceFile(), op.loc);
   }
@@ -667,19 +692,20 @@ llvm::Error Executor::runKernels(Program &p, size_t begin, size_t end, bool capt
     if (trace)
       trace->span("ops", traceNames_[i], "op", started, TraceRecorder::Clock::now());
     if (auto err = std::move(ran)) {
-      if (communication)
-        llvm::consumeError(communication->synchronize());
+      abandonCommunication(p);
       return ir::withLocation(ir::withContext(std::move(err), "'" + op.name() + "'"),
                               module_.sourceFile(), op.loc);
     }
     if (p.kernels[i]->checksLater())
       unchecked.push_back(i);
+    if (p.kernels[i]->finishesAfterCommunication())
+      p.unfinished.push_back(i);
   }
   if (auto err = checkRan(p, unchecked))
     return err;
   if (communication) {
     TraceSpan wait(trace, "ops", "wait for all-reduce", "wait");
-    if (auto err = communication->synchronize())
+    if (auto err = awaitCommunication(p))
       return err;
   }
   for (Device *device : devices())

@@ -162,6 +162,8 @@ private:
   static llvm::Error bindFeed(Device &device, Tensor &slot, const Tensor &feed);
   llvm::Error runKernels(Program &program, size_t begin, size_t end, bool capture = false);
   llvm::Error checkRan(Program &program, std::vector<size_t> &unchecked);
+  llvm::Error awaitCommunication(Program &program);
+  void abandonCommunication(Program &program);
   llvm::Error beforeOp(Program &program, size_t i, bool checkFirst, std::vector<size_t> &unchecked);
   void planSegments(Program &program);
   llvm::Expected<bool> runSegment(Program &program, size_t segment);

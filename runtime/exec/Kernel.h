@@ -89,6 +89,14 @@ public:
   // the run's report ("convolution passes through cuDNN's implicit GEMM", "convolution passes on
   // patch matrices"); empty where there is no choice.
   virtual std::string choice() const { return ""; }
+
+  // A kernel whose results arrive with the task's communication (an all-reduce staged through
+  // host memory, whose ring runs while the step's next kernels do) returns true here and writes
+  // them in `finish`, which the executor calls once Communication::synchronize() returned, before
+  // anything reads them: before the first op that reads an all-reduce's results and at the end
+  // of the run. After a failed synchronize it is not called.
+  virtual bool finishesAfterCommunication() const { return false; }
+  virtual llvm::Error finish() { return llvm::Error::success(); }
 };
 
 using KernelFactory = llvm::Expected<std::unique_ptr<Kernel>> (*)(const KernelSpec &spec);

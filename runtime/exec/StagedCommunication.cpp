@@ -55,7 +55,8 @@ protected:
 };
 
 // all_reduce: the inputs to host buffers (the device's staging memory, page-locked on a GPU),
-// the ring, the results back to the device.
+// the ring started, and the results back to the device once the executor has waited for it
+// (`finish`): the ring runs while the step's next kernels do.
 class StagedAllReduce final : public StagedKernel {
 public:
   explicit StagedAllReduce(const KernelSpec &spec) : StagedKernel(spec) {}
@@ -90,16 +91,24 @@ public:
     if (auto e =
             communication_.allReduce(attrs_.getString("group"), attrs_.getInt("bucket"), tensors))
       return e;
-    if (auto e = communication_.synchronize())
-      return e;
-    for (size_t i = 0; i < outputs.size(); ++i)
-      if (auto e = device_.copyInto(outputs[i]->dense, staging_[i]))
+    arriving_.clear(); // a run abandoned after an error leaves nothing to finish
+    for (RuntimeValue *out : outputs)
+      arriving_.push_back(out->dense);
+    return llvm::Error::success();
+  }
+  bool finishesAfterCommunication() const override { return true; }
+  llvm::Error finish() override {
+    std::vector<Tensor> arriving;
+    arriving.swap(arriving_);
+    for (size_t i = 0; i < arriving.size(); ++i)
+      if (auto e = device_.copyInto(arriving[i], staging_[i]))
         return e;
     return llvm::Error::success();
   }
 
 private:
   std::vector<Tensor> staging_;
+  std::vector<Tensor> arriving_; // the outputs of a run whose ring has not been waited for
 };
 
 class StagedPull final : public StagedKernel {

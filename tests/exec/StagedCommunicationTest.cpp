@@ -21,7 +21,7 @@ public:
   llvm::Error allReduce(llvm::StringRef group, int64_t bucket,
                         llvm::ArrayRef<Tensor *> tensors) override {
     groups.push_back(group.str() + "/" + std::to_string(bucket));
-    pendingTensors.assign(tensors.begin(), tensors.end());
+    pendingTensors.insert(pendingTensors.end(), tensors.begin(), tensors.end());
     return llvm::Error::success();
   }
   llvm::Error synchronize() override {
@@ -97,7 +97,9 @@ RuntimeValue filled(std::vector<int64_t> shape, float first) {
 
 } // namespace
 
-TEST(StagedCommunication, AnAllReduceWaitsForItsRingBeforeCopyingBack) {
+// The ring runs after the kernel returns (the step's next kernels run meanwhile); the results come
+// back to the device in `finish`, once the communication was waited for.
+TEST(StagedCommunication, AnAllReduceCopiesBackAfterItsRing) {
   ir::ModuleBuilder b("m");
   ir::Value *x = b.input("x", ir::TensorType(ir::DType::F32, {3}));
   ir::Value *y = b.input("y", ir::TensorType(ir::DType::F32, {2}));
@@ -112,9 +114,16 @@ TEST(StagedCommunication, AnAllReduceWaitsForItsRingBeforeCopyingBack) {
   ASSERT_TRUE(kernel);
   RuntimeValue a = filled({3}, 1), c = filled({2}, 10), outA = filled({3}, 0),
                outC = filled({2}, 0);
+  ASSERT_TRUE(kernel->finishesAfterCommunication());
   ASSERT_FALSE(bool(kernel->run({&a, &c}, {&outA, &outC})));
   EXPECT_EQ(communication.groups, std::vector<std::string>{"workers/1"});
-  EXPECT_EQ(communication.synchronized, 1);
+  EXPECT_EQ(communication.synchronized, 0);
+  EXPECT_EQ(outA.dense.data<float>()[2], 2.0f); // not yet written
+  a.dense.data<float>()[2] = 100;               // the input may be overwritten while the ring runs
+  ASSERT_FALSE(bool(communication.synchronize()));
+  EXPECT_EQ(outA.dense.data<float>()[2], 2.0f);
+  ASSERT_FALSE(bool(kernel->finish()));
+  a.dense.data<float>()[2] = 3;
   EXPECT_EQ(outA.dense.data<float>()[2], 6.0f); // (1 + 2) * 2
   EXPECT_EQ(outC.dense.data<float>()[1], 22.0f);
   EXPECT_EQ(a.dense.data<float>()[2], 3.0f); // the input stays as it was
@@ -125,7 +134,9 @@ TEST(StagedCommunication, AnAllReduceWaitsForItsRingBeforeCopyingBack) {
   auto evalKernel = build(op, device, communication, &evaluation);
   ASSERT_TRUE(evalKernel);
   ASSERT_FALSE(bool(evalKernel->run({&a, &c}, {&outA, &outC})));
-  EXPECT_EQ(communication.synchronized, 1);
+  EXPECT_EQ(communication.groups.size(), 1u);
+  EXPECT_EQ(outA.dense.data<float>()[2], 3.0f);
+  ASSERT_FALSE(bool(evalKernel->finish())); // nothing to finish
   EXPECT_EQ(outA.dense.data<float>()[2], 3.0f);
 
   // An all-reduce that keeps the values (a sole worker holding the whole batch) copies them on
@@ -134,9 +145,11 @@ TEST(StagedCommunication, AnAllReduceWaitsForItsRingBeforeCopyingBack) {
   RuntimeValue keptA = filled({3}, 0), keptC = filled({2}, 0);
   ASSERT_FALSE(bool(kernel->run({&a, &c}, {&keptA, &keptC})));
   EXPECT_EQ(communication.groups.size(), 1u);
-  EXPECT_EQ(communication.synchronized, 1);
   EXPECT_EQ(keptA.dense.data<float>()[2], 3.0f);
   EXPECT_EQ(keptC.dense.data<float>()[1], 11.0f);
+  ASSERT_FALSE(bool(kernel->finish()));
+  EXPECT_EQ(keptA.dense.data<float>()[2], 3.0f);
+  EXPECT_EQ(communication.synchronized, 1); // the test's own
 }
 
 TEST(StagedCommunication, PullsRowPullsAndPushesGoThroughTheHost) {

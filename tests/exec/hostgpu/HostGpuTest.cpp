@@ -16,8 +16,10 @@
 
 #include "ir/OpTable.h"
 #include "runtime/data/DataSpec.h"
+#include "runtime/exec/Communication.h"
 #include "runtime/exec/Device.h"
 #include "runtime/exec/Executor.h"
+#include "runtime/exec/StagedCommunication.h"
 #include "runtime/train/Trainer.h"
 #include "tests/exec/TinyModel.h"
 
@@ -482,6 +484,95 @@ TEST(DeviceUse, ACopyWithinTheDeviceIsNotCounted) {
   auto back = gpu.toHost(*b);
   ASSERT_TRUE(bool(back));
   EXPECT_EQ(back->data<float>()[2], 3.0f);
+}
+
+// A task's communication whose rings finish when waited for: each all-reduce doubles its tensors
+// (a stand-in for the other task's sum) in synchronize(), or fails there. Both go to events().
+class WaitedCommunication final : public runtime::Communication {
+public:
+  llvm::Error allReduce(llvm::StringRef, int64_t bucket,
+                        llvm::ArrayRef<Tensor *> tensors) override {
+    events().push_back("all-reduce bucket " + std::to_string(bucket));
+    pending_.insert(pending_.end(), tensors.begin(), tensors.end());
+    return llvm::Error::success();
+  }
+  llvm::Error synchronize() override {
+    events().push_back("synchronize");
+    std::vector<Tensor *> pending;
+    pending.swap(pending_);
+    if (fail)
+      return ir::makeError("the ring lost its peer");
+    for (Tensor *t : pending)
+      for (int64_t i = 0; i < t->numElements(); ++i)
+        t->data<float>()[i] *= 2;
+    return llvm::Error::success();
+  }
+  llvm::Expected<Tensor> pull(llvm::StringRef) override { return ir::makeError("no servers"); }
+  llvm::Expected<Tensor> pullRows(llvm::StringRef, const Tensor &) override {
+    return ir::makeError("no servers");
+  }
+  llvm::Error push(llvm::StringRef, const RuntimeValue &) override {
+    return ir::makeError("no servers");
+  }
+  llvm::Expected<const RuntimeValue *> gradient(llvm::StringRef) override {
+    return ir::makeError("no servers");
+  }
+  bool fail = false;
+
+private:
+  std::vector<Tensor *> pending_;
+};
+
+// Two buckets staged through host memory on a device: the second bucket's ring starts and the op
+// between them runs before anything waits; the first reader of a result waits once, and the
+// results reach the device after that wait. A ring that fails stops the step there.
+TEST(StagedAllReduces, BucketsTravelWhileTheNextKernelsRun) {
+  auto module = testing::compiledModule(R"(model m {
+  input x : f32[4]
+  %a = mul(x, x)
+  %ra = all_reduce(%a, group = workers, bucket = 0)
+  %b = add(x, x)
+  %rb = all_reduce(%b, group = workers, bucket = 1)
+  %y = add(%ra, %rb)
+}
+)",
+                                        "m.prism", "infer-shapes");
+  ASSERT_TRUE(module);
+  serveCudaFor(*module);
+  runtime::registerKernelFamily(ir::DeviceKind::Cuda, runtime::registerStagedCommunicationKernels);
+  WaitedCommunication communication;
+  runtime::ExecutorOptions options;
+  options.communication = &communication;
+  options.outputs = {"y", "ra"};
+  options.device = ir::DeviceId{ir::DeviceKind::Cuda, 0};
+  auto created =
+      runtime::Executor::create(*module, std::make_shared<runtime::VariableStore>(), options);
+  ASSERT_TRUE(bool(created)) << llvm::toString(created.takeError());
+  runtime::Executor *executor = created->get();
+  Tensor x(ir::DType::F32, {4});
+  for (int64_t i = 0; i < 4; ++i)
+    x.data<float>()[i] = static_cast<float>(i + 1);
+  events().clear();
+  ASSERT_FALSE(bool(executor->step({{"x", x}})));
+  EXPECT_EQ(events(), (std::vector<std::string>{"run mul", "all-reduce bucket 0", "run add",
+                                                "all-reduce bucket 1", "synchronize", "run add",
+                                                "synchronize"}));
+  auto y = executor->fetch("y");
+  ASSERT_TRUE(bool(y)) << llvm::toString(y.takeError());
+  for (int64_t i = 0; i < 4; ++i) {
+    const float v = x.data<float>()[i];
+    EXPECT_EQ(y->data<float>()[i], 2 * v * v + 2 * (v + v)) << i;
+  }
+
+  // The ring fails: the step fails at the first reader, naming it, and runs nothing after.
+  communication.fail = true;
+  events().clear();
+  llvm::Error failed = executor->step({{"x", x}});
+  ASSERT_TRUE(bool(failed));
+  EXPECT_EQ(llvm::toString(std::move(failed)),
+            "m.prism:7:3: error: before 'add': the ring lost its peer");
+  EXPECT_EQ(events(), (std::vector<std::string>{"run mul", "all-reduce bucket 0", "run add",
+                                                "all-reduce bucket 1", "synchronize"}));
 }
 
 // `text` replicated in-graph into `towers` towers (each pinned to its tower's device).
