@@ -73,6 +73,7 @@ public:
   }
   llvm::Error run(llvm::ArrayRef<const RuntimeValue *> inputs,
                   llvm::ArrayRef<RuntimeValue *> outputs) override {
+    arriving_.clear(); // a run abandoned after an error leaves nothing to finish
     // Values the all-reduce keeps (a sole worker's), and an evaluation step's, stay where they
     // are.
     if ((step_ && !step_->training()) ||
@@ -91,7 +92,6 @@ public:
     if (auto e =
             communication_.allReduce(attrs_.getString("group"), attrs_.getInt("bucket"), tensors))
       return e;
-    arriving_.clear(); // a run abandoned after an error leaves nothing to finish
     for (RuntimeValue *out : outputs)
       arriving_.push_back(out->dense);
     return llvm::Error::success();

@@ -139,17 +139,23 @@ TEST(StagedCommunication, AnAllReduceCopiesBackAfterItsRing) {
   ASSERT_FALSE(bool(evalKernel->finish())); // nothing to finish
   EXPECT_EQ(outA.dense.data<float>()[2], 3.0f);
 
+  // A run abandoned before its wait (the step failed) is not finished by the next run's finish.
+  RuntimeValue other = filled({3}, 50), abandonedA = filled({3}, 0), abandonedC = filled({2}, 0);
+  ASSERT_FALSE(bool(kernel->run({&other, &c}, {&abandonedA, &abandonedC})));
+  communication.pendingTensors.clear();
+
   // An all-reduce that keeps the values (a sole worker holding the whole batch) copies them on
   // the device and never reaches the ring.
   communication.keeps = true;
   RuntimeValue keptA = filled({3}, 0), keptC = filled({2}, 0);
   ASSERT_FALSE(bool(kernel->run({&a, &c}, {&keptA, &keptC})));
-  EXPECT_EQ(communication.groups.size(), 1u);
+  EXPECT_EQ(communication.groups.size(), 2u);
   EXPECT_EQ(keptA.dense.data<float>()[2], 3.0f);
   EXPECT_EQ(keptC.dense.data<float>()[1], 11.0f);
   ASSERT_FALSE(bool(kernel->finish()));
   EXPECT_EQ(keptA.dense.data<float>()[2], 3.0f);
-  EXPECT_EQ(communication.synchronized, 1); // the test's own
+  EXPECT_EQ(abandonedA.dense.data<float>()[2], 2.0f); // as it was
+  EXPECT_EQ(communication.synchronized, 1);           // the test's own
 }
 
 TEST(StagedCommunication, PullsRowPullsAndPushesGoThroughTheHost) {
