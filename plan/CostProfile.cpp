@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -30,6 +31,15 @@ double KernelCost::seconds(const ir::OpCost &cost) const {
 const KernelCost &CostProfile::kernel(llvm::StringRef op) const {
   auto it = kernels.find(op.str());
   return it == kernels.end() ? defaultKernel : it->second;
+}
+
+double CostProfile::stepRatioAt(double p) const {
+  if (stepSpread.size() < 2)
+    return 1;
+  const double at = std::clamp(p, 0.0, 1.0) * static_cast<double>(stepSpread.size() - 1);
+  const size_t below = std::min(static_cast<size_t>(at), stepSpread.size() - 2);
+  const double f = at - static_cast<double>(below);
+  return stepSpread[below] + f * (stepSpread[below + 1] - stepSpread[below]);
 }
 
 const LinkCost *CostProfile::link(uint64_t bitsPerSec) const {
@@ -147,6 +157,23 @@ llvm::Error parseMachine(const Reader &r, const Json &root, CostProfile &p) {
     if (!cores->is_number_integer() || cores->get<int64_t>() < 0)
       return r.fail("machine.cores", "expected a non-negative integer");
     p.cores = static_cast<int>(cores->get<int64_t>());
+  }
+  // Optional: profiles written before it was measured leave it out (no variation).
+  if (auto spread = machine->find("step_spread"); spread != machine->end()) {
+    const std::string field = "machine.step_spread";
+    if (!spread->is_array() || spread->size() != static_cast<size_t>(kStepSpreadPoints))
+      return r.fail(field, "expected an array of " + std::to_string(kStepSpreadPoints) +
+                               " numbers (probabilities 0, 1/20, ..., 1)");
+    for (size_t i = 0; i < spread->size(); ++i) {
+      const Json &v = (*spread)[i];
+      if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0)
+        return r.fail(field + "[" + std::to_string(i) + "]",
+                      "expected a positive number, got " + v.dump());
+      if (i > 0 && v.get<double>() < p.stepSpread.back())
+        return r.fail(field + "[" + std::to_string(i) + "]",
+                      v.dump() + " is below the value before it (the ratios rise)");
+      p.stepSpread.push_back(v.get<double>());
+    }
   }
   return llvm::Error::success();
 }
@@ -371,6 +398,8 @@ std::string profileToJson(const CostProfile &p) {
         {"apply_seconds_per_byte", p.ps.applySecondsPerByte},
         {"seconds_per_row", p.ps.secondsPerRow}}},
       {"data", {{"latency", p.data.latency}, {"seconds_per_byte", p.data.secondsPerByte}}}};
+  if (!p.stepSpread.empty())
+    root["machine"]["step_spread"] = p.stepSpread;
   // The nominal GPU is the default: only other figures are written (prism calibrate measures no
   // GPU).
   if (p.gpu.name != nominalGpu().name)

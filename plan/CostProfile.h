@@ -95,12 +95,22 @@ struct LinkCost {
   double wakeLatency = 0;
 };
 
+// How many values StepSpread holds: probabilities 0, 1/20, ..., 1.
+constexpr int kStepSpreadPoints = 21;
+
 struct CostProfile {
   std::string host; // the machine it was measured on ("built-in" for the default)
   std::string cpu;  // its processor's model name
   int threads = 0;  // the kernels' threads
   // The machine's cores; 0: unknown. Workers on one machine share them (docs/simulate.md).
   int cores = 0;
+  // How a CPU worker's step varies from step to step on this machine: the ratio of a step's
+  // kernel time to the median step's at probabilities 0, 1/20, ..., 1 (kStepSpreadPoints values,
+  // rising), over the calibration's timed steps; empty: not measured (every step the median).
+  // A synchronous step waits for its slowest worker (docs/simulate.md, "Workers").
+  std::vector<double> stepSpread;
+  // The ratio at probability `p` in [0, 1], linear between the measured points; 1 when empty.
+  double stepRatioAt(double p) const;
   KernelCost defaultKernel;                  // ops without an entry of their own
   std::map<std::string, KernelCost> kernels; // by op name
   AllReduceCost allReduce;

@@ -126,6 +126,34 @@ struct ServerUpdates {
   std::map<std::string, double> rowUpdateFactor;
 };
 
+} // namespace
+
+// P(at least k of n draws fall below the q-quantile) = 1/2, solved for q: the quantile of one
+// draw at which the median of the k-th smallest of n lies.
+double orderStatisticQuantile(int64_t k, int64_t n) {
+  if (n <= 1 || k <= 0)
+    return 0.5;
+  k = std::min(k, n);
+  auto atLeastK = [&](double q) {
+    double sum = 0;
+    const double lq = std::log(q), lr = std::log1p(-q);
+    for (int64_t j = k; j <= n; ++j) {
+      const double dj = static_cast<double>(j), dn = static_cast<double>(n);
+      sum += std::exp(std::lgamma(dn + 1) - std::lgamma(dj + 1) - std::lgamma(dn - dj + 1) +
+                      dj * lq + (dn - dj) * lr);
+    }
+    return sum;
+  };
+  double lo = 0, hi = 1;
+  for (int i = 0; i < 60; ++i) {
+    const double mid = (lo + hi) / 2;
+    (atLeastK(mid) < 0.5 ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
+}
+
+namespace {
+
 class StepSimulator {
 public:
   StepSimulator(const Plan &plan, const ir::Module &worker, const CostProfile &profile,
@@ -174,11 +202,14 @@ public:
       for (unsigned i = 0; i < op->numResults(); ++i)
         valueSlots_.emplace(op->result(i), static_cast<int>(valueSlots_.size()));
     timelines_.resize(workers_.size());
+    const bool cpuWorkers =
+        std::find(gpuWorker_.begin(), gpuWorker_.end(), false) != gpuWorker_.end();
+    slowest_ = cpuWorkers ? slowestWorkerRatio(worker) : 1;
     for (size_t r = 0; r < workers_.size(); ++r) {
       timelines_[r].ready.assign(valueSlots_.size(), 0);
       timelines_[r].prediction.task = workers_[r];
       timelines_[r].gpu = gpuWorker_[r];
-      timelines_[r].slowdown = gpuWorker_[r] ? 1 : coreSharing(r);
+      timelines_[r].slowdown = gpuWorker_[r] ? 1 : coreSharing(r) * slowest_;
     }
   }
 
@@ -226,6 +257,21 @@ private:
   // Workers on one machine share its cores: when they need more threads than it has, each runs
   // its kernels that much slower than the profile, timed alone, says (processor sharing).
   // Unknown cores (0) share nothing.
+  // A synchronous step waits for the slowest of the workers it combines (the first workers −
+  // backup_workers, under backup workers), so where a CPU worker's step varies from step to step
+  // (the profile's stepSpread), the median step is one worker's at the quantile where the k-th
+  // fastest of n lies in half of the steps (orderStatisticQuantile): for two workers its 71st
+  // percentile, for four its 84th. Asynchronous workers that all-reduce nothing wait for none.
+  double slowestWorkerRatio(const ir::Module &worker) const {
+    const int64_t n = static_cast<int64_t>(workers_.size());
+    const bool allReduces =
+        llvm::any_of(worker.ops(), [](const auto &op) { return op->name() == "all_reduce"; });
+    if (n < 2 || (plan_.run().sync() == syncModeName(SyncMode::Async) && !allReduces))
+      return 1;
+    const int64_t k = std::clamp<int64_t>(n - plan_.run().backup_workers(), 1, n);
+    return profile_.stepRatioAt(orderStatisticQuantile(k, n));
+  }
+
   double coreSharing(size_t r) const {
     if (profile_.cores <= 0)
       return 1;
@@ -673,6 +719,7 @@ private:
   Prediction predict() {
     Prediction out;
     out.globalBatch = plan_.run().global_batch();
+    out.slowestWorkerRatio = slowest_;
     out.stepSeconds = stepEnd_;
     for (const Timeline &t : timelines_)
       out.stepSeconds = std::max(out.stepSeconds, std::max(t.compute, t.communicate));
@@ -716,6 +763,7 @@ private:
   std::map<std::string, ShardTraffic> stepPulls_; // by PS task: its call's bytes
   std::vector<std::string> workers_, servers_;
   std::vector<bool> gpuWorker_; // by worker index
+  double slowest_ = 1;          // the CPU workers' kernels' slowing for the slowest worker
   std::vector<Link> links_;
   std::map<std::string, Direction> serving_; // by PS task: its messages without a link
   std::vector<Timeline> timelines_;

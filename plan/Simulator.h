@@ -43,6 +43,9 @@ struct Prediction {
   double stepSeconds = 0;
   double samplesPerSecond = 0;
   int64_t globalBatch = 0;
+  // The CPU workers' kernels' time over the median step's, for the slowest worker a synchronous
+  // step waits for (the profile's step spread; 1: none).
+  double slowestWorkerRatio = 1;
   std::vector<TaskPrediction> tasks; // workers, then parameter servers, by index
   std::vector<LinkPrediction> links; // by host
   std::vector<SimulatedSpan> spans;
@@ -53,6 +56,10 @@ struct SimulateOptions {
   // fraction of the memory and time: a span per op and worker is most of both.
   bool spans = true;
 };
+
+// The quantile of one worker's step time at which the median of the k-th fastest of n workers'
+// steps lies (P(at least k of n below it) = 1/2): 0.5^(1/n) for the slowest, k = n.
+double orderStatisticQuantile(int64_t k, int64_t n);
 
 // Predicts a step of `plan` whose worker program is `worker` (the partitioner's module, or the
 // plan's program parsed).

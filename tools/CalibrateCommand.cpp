@@ -24,6 +24,7 @@
 #include "plan/Partitioner.h"
 #include "plan/PlanVerifier.h"
 #include "plan/ProfileFit.h"
+#include "plan/Simulator.h"
 #include "runtime/data/BatchIterator.h"
 #include "runtime/data/FashionMnist.h"
 #include "runtime/dist/AllReduceTiming.h"
@@ -140,9 +141,10 @@ runtime::Feeds randomFeeds(const ir::Module &m, int64_t batch) {
 }
 
 // Runs `steps` training steps of `program` at `batch` after one untimed step, and adds each op's
-// median time with its cost rule's flops and bytes to `byOp` (by op name).
+// median time with its cost rule's flops and bytes to `byOp` (by op name), and each timed step's
+// kernel time over the median step's to `stepRatios`.
 llvm::Error timeOps(const ir::Module &program, int64_t batch, int steps, int threads,
-                    std::map<std::string, Samples> &byOp) {
+                    std::map<std::string, Samples> &byOp, std::vector<double> &stepRatios) {
   auto store = std::make_shared<runtime::VariableStore>();
   if (auto e = store->initialize(program, 1))
     return e;
@@ -169,10 +171,16 @@ llvm::Error timeOps(const ir::Module &program, int64_t batch, int steps, int thr
   // step is held against the median step of a run.
   std::map<std::string, std::vector<double>> times;
   const auto spans = trace.recorded();
-  const size_t firstTimed = spans.size() / (steps + 1);
-  for (size_t i = firstTimed; i < spans.size(); ++i)
-    if (std::string(spans[i].category) == "op")
+  const size_t perStep = spans.size() / (steps + 1);
+  std::vector<double> stepTimes(steps, 0.0);
+  for (size_t i = perStep; i < spans.size(); ++i)
+    if (std::string(spans[i].category) == "op") {
       times[spans[i].name].push_back(spans[i].durationMicros * 1e-6);
+      stepTimes[std::min<size_t>(i / perStep - 1, steps - 1)] += spans[i].durationMicros * 1e-6;
+    }
+  if (const double middle = median(stepTimes); middle > 0)
+    for (double t : stepTimes)
+      stepRatios.push_back(t / middle);
   for (const auto &[name, t] : times) {
     auto it = ops.find(name);
     if (it == ops.end() || it->second.second != 1)
@@ -204,9 +212,27 @@ void fitKernels(const std::map<std::string, Samples> &byOp, plan::CostProfile &p
   profile.defaultKernel = plan::fitRoofline(rest.size() >= kOwnFamily ? rest : all);
 }
 
+// The ratios' values at probabilities 0, 1/20, ..., 1 (linear between the sorted ratios), or
+// none where there are too few to tell a twentieth apart.
+std::vector<double> spreadOf(std::vector<double> ratios) {
+  if (ratios.size() < static_cast<size_t>(plan::kStepSpreadPoints))
+    return {};
+  std::sort(ratios.begin(), ratios.end());
+  std::vector<double> spread;
+  for (int i = 0; i < plan::kStepSpreadPoints; ++i) {
+    const double at = static_cast<double>(i) / (plan::kStepSpreadPoints - 1) *
+                      static_cast<double>(ratios.size() - 1);
+    const size_t below = std::min(static_cast<size_t>(at), ratios.size() - 2);
+    const double f = at - static_cast<double>(below);
+    spread.push_back(ratios[below] + f * (ratios[below + 1] - ratios[below]));
+  }
+  return spread;
+}
+
 llvm::Error measureKernels(const CalibrateArgs &args, const Workload &w, plan::CostProfile &profile,
                            llvm::raw_ostream &log) {
   std::map<std::string, Samples> byOp;
+  std::vector<double> stepRatios;
   for (const std::string &name : w.models) {
     llvm::SmallString<256> path(args.models);
     llvm::sys::path::append(path, name + ".prism");
@@ -215,12 +241,13 @@ llvm::Error measureKernels(const CalibrateArgs &args, const Workload &w, plan::C
       return program.takeError();
     const auto started = Clock::now();
     for (int64_t batch : w.batches)
-      if (auto e = timeOps(**program, batch, w.steps, args.threads, byOp))
+      if (auto e = timeOps(**program, batch, w.steps, args.threads, byOp, stepRatios))
         return ir::withContext(std::move(e), "timing " + std::string(path));
     log << llvm::format("  kernels of %-22s %6.2f s\n", name.c_str(),
                         seconds(Clock::now() - started));
   }
   fitKernels(byOp, profile);
+  profile.stepSpread = spreadOf(std::move(stepRatios));
   return llvm::Error::success();
 }
 
@@ -610,12 +637,18 @@ int runCalibrate(const CalibrateArgs &args) {
   llvm::outs() << llvm::format(
       "wrote %s in %.1f s: %zu kernel families, all-reduce %.1f us (%.1f after work) + "
       "%.3f ns/B (staging %.3f ns/B a pass), ps call %.1f us at %.0f "
-      "MB/s + %.2f us a row, batches %.1f us + %.3f ns/B\n",
+      "MB/s + %.2f us a row, batches %.1f us + %.3f ns/B",
       output.c_str(), seconds(Clock::now() - started), profile->kernels.size() + 1,
       profile->allReduce.latency * 1e6, profile->allReduce.wakeLatency * 1e6,
       profile->allReduce.secondsPerByte * 1e9, profile->allReduce.stagingSecondsPerByte * 1e9,
       profile->ps.latency * 1e6, profile->ps.bytesPerSecond / 1e6, profile->ps.secondsPerRow * 1e6,
       profile->data.latency * 1e6, profile->data.secondsPerByte * 1e9);
+  if (!profile->stepSpread.empty())
+    llvm::outs() << llvm::format(
+        "; the slowest of 2 and 4 workers' steps %.2fx and %.2fx the median",
+        profile->stepRatioAt(plan::orderStatisticQuantile(2, 2)),
+        profile->stepRatioAt(plan::orderStatisticQuantile(4, 4)));
+  llvm::outs() << "\n";
   for (const plan::LinkCost &link : profile->links)
     llvm::outs() << "  " << describeLink(link) << "\n";
   return 0;

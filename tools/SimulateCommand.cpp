@@ -136,8 +136,12 @@ llvm::Error writeTrace(const plan::Prediction &prediction, const std::string &pa
 void printText(const plan::Prediction &p, const std::string &source, llvm::raw_ostream &os) {
   os << "predicted step (profile: " << source << ")\n"
      << llvm::format("  step %.3f ms, %.1f samples/s (global batch %lld)\n", p.stepSeconds * 1e3,
-                     p.samplesPerSecond, static_cast<long long>(p.globalBatch))
-     << "  task         compute ms      comm ms      idle ms       sent B   received B\n";
+                     p.samplesPerSecond, static_cast<long long>(p.globalBatch));
+  if (p.slowestWorkerRatio != 1)
+    os << llvm::format("  the slowest worker's kernels at %.2fx a median step's (the profile's "
+                       "step spread)\n",
+                       p.slowestWorkerRatio);
+  os << "  task         compute ms      comm ms      idle ms       sent B   received B\n";
   for (const plan::TaskPrediction &t : p.tasks)
     os << llvm::format("  %-10s %12.3f %12.3f %12.3f %12.0f %12.0f\n", t.task.c_str(),
                        t.computeSeconds * 1e3, t.communicationSeconds * 1e3, t.idleSeconds * 1e3,
@@ -167,6 +171,7 @@ std::string toJson(const plan::Prediction &p, const std::string &source) {
                                  {"step_seconds", p.stepSeconds},
                                  {"samples_per_second", p.samplesPerSecond},
                                  {"global_batch", p.globalBatch},
+                                 {"slowest_worker_ratio", p.slowestWorkerRatio},
                                  {"tasks", tasks},
                                  {"links", links}};
   return root.dump(2) + "\n";

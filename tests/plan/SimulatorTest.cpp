@@ -189,6 +189,47 @@ TEST(Simulator, WorkersOnOneMachineShareItsCores) {
   EXPECT_NEAR(step(makePlan(1, 0), 2), 3 * kMs, 1e-12);
 }
 
+// The median of the slowest of n draws lies at one draw's quantile 0.5^(1/n), the fastest's at
+// 1 − 0.5^(1/n); the second of three at the median, by symmetry.
+TEST(Simulator, OrderStatisticQuantiles) {
+  EXPECT_NEAR(orderStatisticQuantile(1, 1), 0.5, 1e-12);
+  EXPECT_NEAR(orderStatisticQuantile(2, 2), std::sqrt(0.5), 1e-12);
+  EXPECT_NEAR(orderStatisticQuantile(4, 4), std::pow(0.5, 0.25), 1e-12);
+  EXPECT_NEAR(orderStatisticQuantile(1, 4), 1 - std::pow(0.5, 0.25), 1e-12);
+  EXPECT_NEAR(orderStatisticQuantile(2, 3), 0.5, 1e-12);
+  EXPECT_NEAR(orderStatisticQuantile(1000, 1000), std::pow(0.5, 1e-3), 1e-9);
+}
+
+// A synchronous step waits for its slowest worker. With steps that vary as 1 + p (the ratio to
+// the median step at probability p: 1 at p = 0, 2 at p = 1), two workers' step is one worker's
+// at p = √½: the 3 ms of kernels take 3 × (1 + √½) ms; four workers' at p = ½^¼; under one
+// backup worker of four, the third fastest of four's. One worker, asynchronous workers that
+// all-reduce nothing, and a profile without the spread keep the median step.
+TEST(Simulator, ASynchronousStepWaitsForItsSlowestWorker) {
+  auto worker = program("  %logits = matmul(x, w) : f32[B, 2]\n"
+                        "  %loss = softmax_cross_entropy(%logits, y) : f32[]\n");
+  CostProfile profile = syntheticProfile();
+  for (int i = 0; i < kStepSpreadPoints; ++i)
+    profile.stepSpread.push_back(1 + static_cast<double>(i) / (kStepSpreadPoints - 1));
+  EXPECT_NEAR(profile.stepRatioAt(0.5), 1.5, 1e-12);
+  EXPECT_NEAR(profile.stepRatioAt(0.53), 1.53, 1e-12);
+  auto step = [&](const Plan &plan, const CostProfile &profile) {
+    auto p = simulateStep(plan, *worker, profile);
+    EXPECT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+    return p ? p->stepSeconds : 0.0;
+  };
+  EXPECT_NEAR(step(makePlan(1, 0), profile), 3 * kMs, 1e-12);
+  EXPECT_NEAR(step(makePlan(2, 0), profile), 3 * (1 + std::sqrt(0.5)) * kMs, 1e-9);
+  EXPECT_NEAR(step(makePlan(4, 0), profile), 3 * (1 + std::pow(0.5, 0.25)) * kMs, 1e-9);
+  Plan backup = makePlan(4, 1);
+  backup.mutable_run()->set_backup_workers(1);
+  EXPECT_NEAR(step(backup, profile), 3 * (1 + orderStatisticQuantile(3, 4)) * kMs, 1e-9);
+  Plan async = makePlan(4, 1);
+  async.mutable_run()->set_sync("async");
+  EXPECT_NEAR(step(async, profile), 3 * kMs, 1e-12);
+  EXPECT_NEAR(step(makePlan(4, 0), syntheticProfile()), 3 * kMs, 1e-12);
+}
+
 // matmul 0–2, matmul 2–4 (the gradient), its bucket 4–6 on the communication stream (1 ms + 32
 // bytes at 1 ms per 32) while relu runs 4–5; the relu of the mean waits for the bucket: 6–7.
 const char *kOverlapped =
@@ -726,6 +767,13 @@ TEST(CostProfile, RoundTripsThroughJson) {
   read = parseProfile(profileToJson(p), "p.json");
   ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
   EXPECT_EQ(read->ps.secondsPerRow, 3e-7);
+  EXPECT_TRUE(read->stepSpread.empty()); // not measured: left out
+  EXPECT_EQ(profileToJson(p).find("step_spread"), std::string::npos);
+  for (int i = 0; i < kStepSpreadPoints; ++i)
+    p.stepSpread.push_back(0.9 + 0.01 * i);
+  read = parseProfile(profileToJson(p), "p.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->stepSpread, p.stepSpread);
 }
 
 // A profile's "gpu" section replaces the nominal GPU, and is written back; without it the
@@ -794,6 +842,23 @@ TEST(CostProfile, ErrorsNameTheFileAndTheField) {
   e = errorOf(replaced(data, "\"data\": 3"));
   EXPECT_NE(e.find("bad.json: field 'data': expected an object"), std::string::npos) << e;
   EXPECT_NE(errorOf("{"), "no error");
+}
+
+// A step spread that is not 21 rising positive ratios is an error naming the entry.
+TEST(CostProfile, StepSpreadErrorsNameTheEntry) {
+  CostProfile p = syntheticProfile();
+  for (int i = 0; i < kStepSpreadPoints; ++i)
+    p.stepSpread.push_back(1 + 0.1 * i);
+  nlohmann::json json = nlohmann::json::parse(profileToJson(p));
+  json["machine"]["step_spread"][3] = 0.5;
+  EXPECT_EQ(errorOf(json.dump()), "error: bad.json: field 'machine.step_spread[3]': 0.5 is below "
+                                  "the value before it (the ratios rise)");
+  json["machine"]["step_spread"][3] = -1;
+  EXPECT_EQ(errorOf(json.dump()),
+            "error: bad.json: field 'machine.step_spread[3]': expected a positive number, got -1");
+  json["machine"]["step_spread"] = {1, 2};
+  EXPECT_EQ(errorOf(json.dump()), "error: bad.json: field 'machine.step_spread': expected an array "
+                                  "of 21 numbers (probabilities 0, 1/20, ..., 1)");
 }
 
 // A profile written before the staging pass was measured has the built-in figure.

@@ -29,6 +29,11 @@ assert p["ps"]["bytes_per_second"] > 0, p["ps"]
 assert p["ps"]["seconds_per_row"] >= 0, p["ps"]
 # Batches are assembled from a data set in memory: a copy costs something per byte.
 assert p["data"]["seconds_per_byte"] > 0 and p["data"]["latency"] >= 0, p["data"]
+# How steps vary: 21 rising ratios to the median step, the middle one the median's own (the
+# pooled samples are each model's and batch's steps over their median).
+spread = p["machine"]["step_spread"]
+assert len(spread) == 21 and spread == sorted(spread) and spread[0] > 0, spread
+assert spread[0] <= 1 <= spread[-1] and abs(spread[10] - 1) < 0.1, spread
 PY
 out=$("$prism" simulate "$models/mlp.prism" --cluster local:2 --strategy allreduce --batch 64 \
   --profile "$work/profile.json")
