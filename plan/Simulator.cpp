@@ -254,9 +254,6 @@ private:
   // the machine's cores).
   int cpuWorkersBeside(size_t r) const { return cpuWorkersOn_.at(machineOf(workers_[r])); }
 
-  // Workers on one machine share its cores: when they need more threads than it has, each runs
-  // its kernels that much slower than the profile, timed alone, says (processor sharing).
-  // Unknown cores (0) share nothing.
   // A synchronous step waits for the slowest of the workers it combines (the first workers −
   // backup_workers, under backup workers), so where a CPU worker's step varies from step to step
   // (the profile's stepSpread), the median step is one worker's at the quantile where the k-th
@@ -272,6 +269,9 @@ private:
     return profile_.stepRatioAt(orderStatisticQuantile(k, n));
   }
 
+  // Workers on one machine share its cores: when they need more threads than it has, each runs
+  // its kernels that much slower than the profile, timed alone, says (processor sharing).
+  // Unknown cores (0) share nothing.
   double coreSharing(size_t r) const {
     if (profile_.cores <= 0)
       return 1;
