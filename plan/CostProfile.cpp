@@ -33,13 +33,15 @@ const KernelCost &CostProfile::kernel(llvm::StringRef op) const {
   return it == kernels.end() ? defaultKernel : it->second;
 }
 
-double CostProfile::stepRatioAt(double p) const {
-  if (stepSpread.size() < 2)
-    return 1;
-  const double at = std::clamp(p, 0.0, 1.0) * static_cast<double>(stepSpread.size() - 1);
-  const size_t below = std::min(static_cast<size_t>(at), stepSpread.size() - 2);
+double valueAtProbability(const std::vector<double> &sorted, double p) {
+  const double at = std::clamp(p, 0.0, 1.0) * static_cast<double>(sorted.size() - 1);
+  const size_t below = std::min(static_cast<size_t>(at), sorted.size() - 2);
   const double f = at - static_cast<double>(below);
-  return stepSpread[below] + f * (stepSpread[below + 1] - stepSpread[below]);
+  return sorted[below] + f * (sorted[below + 1] - sorted[below]);
+}
+
+double CostProfile::stepRatioAt(double p) const {
+  return stepSpread.size() < 2 ? 1 : valueAtProbability(stepSpread, p);
 }
 
 const LinkCost *CostProfile::link(uint64_t bitsPerSec) const {

@@ -98,6 +98,10 @@ struct LinkCost {
 // How many values StepSpread holds: probabilities 0, 1/20, ..., 1.
 constexpr int kStepSpreadPoints = 21;
 
+// The value at probability `p` in [0, 1] of `sorted` (at least two values, rising, the first at
+// probability 0 and the last at 1, evenly between), linear between neighbours.
+double valueAtProbability(const std::vector<double> &sorted, double p);
+
 struct CostProfile {
   std::string host; // the machine it was measured on ("built-in" for the default)
   std::string cpu;  // its processor's model name

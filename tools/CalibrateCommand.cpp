@@ -219,13 +219,9 @@ std::vector<double> spreadOf(std::vector<double> ratios) {
     return {};
   std::sort(ratios.begin(), ratios.end());
   std::vector<double> spread;
-  for (int i = 0; i < plan::kStepSpreadPoints; ++i) {
-    const double at = static_cast<double>(i) / (plan::kStepSpreadPoints - 1) *
-                      static_cast<double>(ratios.size() - 1);
-    const size_t below = std::min(static_cast<size_t>(at), ratios.size() - 2);
-    const double f = at - static_cast<double>(below);
-    spread.push_back(ratios[below] + f * (ratios[below + 1] - ratios[below]));
-  }
+  for (int i = 0; i < plan::kStepSpreadPoints; ++i)
+    spread.push_back(
+        plan::valueAtProbability(ratios, static_cast<double>(i) / (plan::kStepSpreadPoints - 1)));
   return spread;
 }
 
