@@ -2,7 +2,6 @@
 #include "runtime/ps/GradientAggregator.h"
 
 #include <algorithm>
-#include <unordered_map>
 
 #include "ir/Diagnostic.h"
 
@@ -61,17 +60,48 @@ ShardGradient concatenateSparse(const PsShard &shard, llvm::ArrayRef<const Shard
   return result;
 }
 
+// Rows into their slots: `out` row slots[i] is the float64 sum of the rows i that name it, in
+// the order given, rounded once. A row's elements add independently of each other, so the loop
+// over them vectorizes without changing any sum.
 template <typename T>
-void sumRows(const int64_t *indices, int64_t n, const T *rows, int64_t rowElements,
-             const std::unordered_map<int64_t, int64_t> &slotOf, T *out, int64_t unique) {
+void sumRows(const int64_t *slots, int64_t n, const T *rows, int64_t rowElements, T *out,
+             int64_t unique) {
   std::vector<double> sum(static_cast<size_t>(unique * rowElements), 0.0);
   for (int64_t i = 0; i < n; ++i) {
-    double *to = sum.data() + slotOf.at(indices[i]) * rowElements;
+    double *__restrict to = sum.data() + slots[i] * rowElements;
+    const T *__restrict from = rows + i * rowElements;
     for (int64_t k = 0; k < rowElements; ++k)
-      to[k] += static_cast<double>(rows[i * rowElements + k]);
+      to[k] += static_cast<double>(from[k]);
   }
   for (size_t j = 0; j < sum.size(); ++j)
     out[j] = static_cast<T>(sum[j]);
+}
+
+// Each id's slot in the order the ids first appear, by open addressing over a power-of-two
+// table at most half full (a step's few thousand ids: no node to allocate per id, as a
+// std::unordered_map would). Returns the distinct ids; `slots` gets each position's slot.
+std::vector<int64_t> slotsOfIds(const int64_t *ids, int64_t n, std::vector<int64_t> &slots) {
+  size_t capacity = 16;
+  int shift = 60; // 64 - log2(capacity)
+  for (; capacity < 2 * static_cast<size_t>(n); capacity *= 2)
+    --shift;
+  std::vector<int64_t> keys(capacity), slotAt(capacity, -1);
+  std::vector<int64_t> order;
+  slots.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t id = ids[i];
+    // Fibonacci hashing: the product's high bits, so that ids a stride apart spread out.
+    size_t at = static_cast<size_t>((static_cast<uint64_t>(id) * 0x9E3779B97F4A7C15ull) >> shift);
+    while (slotAt[at] >= 0 && keys[at] != id)
+      at = (at + 1) & (capacity - 1);
+    if (slotAt[at] < 0) {
+      keys[at] = id;
+      slotAt[at] = static_cast<int64_t>(order.size());
+      order.push_back(id);
+    }
+    slots[static_cast<size_t>(i)] = slotAt[at];
+  }
+  return order;
 }
 
 } // namespace
@@ -79,13 +109,8 @@ void sumRows(const int64_t *indices, int64_t n, const T *rows, int64_t rowElemen
 ShardGradient coalesceRows(const Tensor &indices, const Tensor &rows) {
   const int64_t n = indices.numElements();
   const int64_t rowElements = n ? rows.numElements() / n : 0;
-  const int64_t *ids = indices.data<int64_t>();
-  std::unordered_map<int64_t, int64_t> slotOf;
-  slotOf.reserve(static_cast<size_t>(n));
-  std::vector<int64_t> order;
-  for (int64_t i = 0; i < n; ++i)
-    if (slotOf.emplace(ids[i], static_cast<int64_t>(order.size())).second)
-      order.push_back(ids[i]);
+  std::vector<int64_t> slots;
+  const std::vector<int64_t> order = slotsOfIds(indices.data<int64_t>(), n, slots);
   const auto unique = static_cast<int64_t>(order.size());
   std::vector<int64_t> rowShape = rows.shape();
   if (rowShape.empty())
@@ -94,9 +119,9 @@ ShardGradient coalesceRows(const Tensor &indices, const Tensor &rows) {
   ShardGradient result{Tensor(), Tensor(ir::DType::I64, {unique}), Tensor(rows.dtype(), rowShape)};
   std::copy(order.begin(), order.end(), result.indices.data<int64_t>());
   if (rows.dtype() == ir::DType::F64)
-    sumRows(ids, n, rows.data<double>(), rowElements, slotOf, result.rows.data<double>(), unique);
+    sumRows(slots.data(), n, rows.data<double>(), rowElements, result.rows.data<double>(), unique);
   else
-    sumRows(ids, n, rows.data<float>(), rowElements, slotOf, result.rows.data<float>(), unique);
+    sumRows(slots.data(), n, rows.data<float>(), rowElements, result.rows.data<float>(), unique);
   return result;
 }
 

@@ -2,6 +2,9 @@
 // order, dense when any contribution is dense, zero for contributors without a gradient.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <random>
+
 #include "runtime/ps/GradientAggregator.h"
 
 using namespace prism::runtime;
@@ -70,4 +73,56 @@ TEST(GradientAggregator, ShardsWithoutGradientsAreLeftOut) {
   EXPECT_TRUE(result->empty());
   contributions[0].weight = 0;
   EXPECT_FALSE(bool(aggregateGradients({kShard}, contributions)));
+}
+
+TEST(CoalesceRows, RepeatedIdsAddUpInFloat64InFirstAppearanceOrder) {
+  // Id 7's first column, 1e8 + 1 - 1e8, is 1 in float64 and 0 if rounded to float on the way.
+  ShardGradient out = coalesceRows(localRows({7, 3, 7, 7, 0}),
+                                   floats({5, 2}, {1e8f, 1, 2, 3, 1, 2, -1e8f, 4, 5, 6}));
+  ASSERT_EQ(out.indices.numElements(), 3);
+  EXPECT_EQ(out.indices.data<int64_t>()[0], 7);
+  EXPECT_EQ(out.indices.data<int64_t>()[1], 3);
+  EXPECT_EQ(out.indices.data<int64_t>()[2], 0);
+  ASSERT_EQ(out.rows.shape(), (std::vector<int64_t>{3, 2}));
+  const std::vector<float> expected{1, 7, 2, 3, 5, 6};
+  EXPECT_EQ(std::vector<float>(out.rows.data<float>(), out.rows.data<float>() + 6), expected);
+}
+
+// A step's worth of ids, many repeated and many sharing hash buckets (multiples of a power of
+// two), in float64 rows of 3 x 2: each id once, in first-appearance order, its rows' sum.
+TEST(CoalesceRows, ThousandsOfIdsMatchASumById) {
+  std::mt19937_64 gen(5);
+  const int64_t n = 5000, rowElements = 6;
+  Tensor ids(DType::I64, {n});
+  Tensor rows(DType::F64, {n, 3, 2});
+  std::vector<int64_t> order;
+  std::map<int64_t, std::vector<double>> sums;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t id = static_cast<int64_t>(gen() % 1500) * (i % 2 ? 1024 : 1);
+    ids.data<int64_t>()[i] = id;
+    auto [it, added] = sums.emplace(id, std::vector<double>(rowElements, 0.0));
+    if (added)
+      order.push_back(id);
+    for (int64_t k = 0; k < rowElements; ++k) {
+      const double value = static_cast<double>(gen() % 1000) / 8;
+      rows.data<double>()[i * rowElements + k] = value;
+      it->second[static_cast<size_t>(k)] += value;
+    }
+  }
+  ShardGradient out = coalesceRows(ids, rows);
+  ASSERT_EQ(out.indices.numElements(), static_cast<int64_t>(order.size()));
+  ASSERT_EQ(out.rows.shape(), (std::vector<int64_t>{out.indices.numElements(), 3, 2}));
+  for (size_t s = 0; s < order.size(); ++s) {
+    ASSERT_EQ(out.indices.data<int64_t>()[s], order[s]) << "slot " << s;
+    for (int64_t k = 0; k < rowElements; ++k)
+      EXPECT_EQ(out.rows.data<double>()[static_cast<int64_t>(s) * rowElements + k],
+                sums[order[s]][static_cast<size_t>(k)])
+          << "id " << order[s];
+  }
+}
+
+TEST(CoalesceRows, NoRowsGiveNoRows) {
+  ShardGradient out = coalesceRows(localRows({}), floats({0, 2}, {}));
+  EXPECT_EQ(out.indices.numElements(), 0);
+  EXPECT_EQ(out.rows.shape(), (std::vector<int64_t>{0, 2}));
 }
