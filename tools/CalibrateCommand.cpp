@@ -37,6 +37,7 @@
 #include "runtime/ps/ParameterServer.h"
 #include "runtime/ps/PsClient.h"
 #include "tools/CalibrateLinks.h"
+#include "tools/CalibrateServer.h"
 #include "tools/Commands.h"
 #include "tools/Partition.h"
 #include "llvm/Support/FileSystem.h"
@@ -358,9 +359,8 @@ struct CallTimes {
 // set up buffers and are not kept. A push returns once the server applied it, so its time less the
 // update (`applied`: the server's update times, by step) is the call's.
 template <typename Prepare, typename Pull, typename Push>
-llvm::Expected<CallTimes> timePullsAndPushes(int repeats, int64_t &step,
-                                             const std::vector<double> &applied, Prepare &&prepare,
-                                             Pull &&pull, Push &&push) {
+llvm::Expected<CallTimes> timePullsAndPushes(int repeats, int64_t &step, const UpdateTimes &applied,
+                                             Prepare &&prepare, Pull &&pull, Push &&push) {
   CallTimes times;
   for (int i = 0; i <= repeats; ++i, ++step) {
     prepare();
@@ -370,11 +370,11 @@ llvm::Expected<CallTimes> timePullsAndPushes(int repeats, int64_t &step,
       return pulled.takeError();
     if (auto e = afterWork([&] { return push(step, *pulled); }, pushed_s))
       return std::move(e);
-    if (i == 0 || applied.size() != static_cast<size_t>(step + 1))
+    if (i == 0 || applied.count() != step + 1)
       continue;
     times.pulls.push_back(pulled_s);
-    times.pushes.push_back(std::max(0.0, pushed_s - applied.back()));
-    times.applies.push_back(applied.back());
+    times.pushes.push_back(std::max(0.0, pushed_s - applied.at(step)));
+    times.applies.push_back(applied.at(step));
   }
   return times;
 }
@@ -388,7 +388,7 @@ const char *const kTableName = "table";
 // last step's), the median of w.repeats pulls and of as many pushes (timePullsAndPushes).
 // Samples carry the rows as flops and the bytes each way.
 llvm::Error timeRowCalls(const Workload &w, runtime::ps::PsClient &client,
-                         const std::vector<double> &applied, int64_t step, Samples &rowCalls) {
+                         const UpdateTimes &applied, int64_t step, Samples &rowCalls) {
   std::mt19937_64 gen(13);
   std::vector<int64_t> order(static_cast<size_t>(kTableRows));
   for (size_t i = 0; i < order.size(); ++i)
@@ -419,23 +419,37 @@ llvm::Error timeRowCalls(const Workload &w, runtime::ps::PsClient &client,
   return llvm::Error::success();
 }
 
-// A parameter server on 127.0.0.1 holding a variable per message size and a table, and one
-// worker's client. Each step pulls a variable and pushes its gradient (the push returns once the
-// server applied it, so its time less the apply is the call's); then each step pulls and pushes
-// distinct random rows of the table. Adds call samples to `calls`, update samples to `applies`
-// and row calls to `rowCalls` (their rows as flops).
-llvm::Error timeParameterServer(const Workload &w, Samples &calls, Samples &applies,
-                                Samples &rowCalls) {
+// The shards of the calibration's parameter server: a variable per size of w.psBytes and the
+// table (kTableName).
+std::vector<runtime::ps::PsShard> calibrationShards(const Workload &w) {
+  std::vector<runtime::ps::PsShard> shards;
+  for (size_t bytes : w.psBytes) {
+    const int64_t n = std::max<int64_t>(1, static_cast<int64_t>(bytes / sizeof(float)));
+    shards.push_back({"v" + std::to_string(bytes), ir::DType::F32, 0, n, {n}});
+  }
+  shards.push_back({kTableName, ir::DType::F32, 0, kTableRows, {kTableRows, kTableWidth}});
+  return shards;
+}
+
+// The calibration's parameter server (built in its own process: ServerProcess): the shards
+// filled with 0.5, updated by SGD as the servers' update programs do, each update's time
+// recorded in `updates`.
+runtime::ps::ParameterServerOptions serverOptions(const Workload &w, UpdateTimes &updates) {
   using namespace runtime::ps;
   auto store = std::make_shared<runtime::VariableStore>();
-  auto applied = std::make_shared<std::vector<double>>(); // seconds, by step
   ParameterServerOptions options;
   options.jobToken = "calibrate";
   options.variables = store;
   options.waitTimeout = std::chrono::seconds(30);
-  options.apply = [store, applied](int64_t, const GradientSet &gradients) -> llvm::Error {
+  options.shards = calibrationShards(w);
+  for (const PsShard &shard : options.shards) {
+    runtime::Tensor value(ir::DType::F32, shard.shape());
+    std::fill_n(value.data<float>(), value.numElements(), 0.5f);
+    store->set(shard.name, std::move(value));
+  }
+  options.apply = [store, &updates](int64_t, const GradientSet &gradients) -> llvm::Error {
     const auto started = Clock::now();
-    for (const auto &[name, g] : gradients) { // SGD, as the servers' update programs do
+    for (const auto &[name, g] : gradients) {
       runtime::Tensor *variable = store->find(name);
       float *v = variable->data<float>();
       if (g.isSparse()) { // its rows only
@@ -450,40 +464,39 @@ llvm::Error timeParameterServer(const Workload &w, Samples &calls, Samples &appl
       for (int64_t i = 0; i < g.dense.numElements(); ++i)
         v[i] -= 0.01f * d[i];
     }
-    applied->push_back(seconds(Clock::now() - started));
+    updates.record(seconds(Clock::now() - started));
     return llvm::Error::success();
   };
-  for (size_t bytes : w.psBytes) {
-    const int64_t n = std::max<int64_t>(1, static_cast<int64_t>(bytes / sizeof(float)));
-    const std::string name = "v" + std::to_string(bytes);
-    options.shards.push_back(PsShard{name, ir::DType::F32, 0, n, {n}});
-    runtime::Tensor value(ir::DType::F32, {n});
-    std::fill_n(value.data<float>(), n, 0.5f);
-    store->set(name, std::move(value));
-  }
-  runtime::Tensor table(ir::DType::F32, {kTableRows, kTableWidth});
-  std::fill_n(table.data<float>(), table.numElements(), 0.5f);
-  store->set(kTableName, std::move(table));
-  options.shards.push_back(
-      PsShard{kTableName, ir::DType::F32, 0, kTableRows, {kTableRows, kTableWidth}});
-  auto server = ParameterServer::start(options);
-  if (!server)
-    return server.takeError();
+  return options;
+}
+
+// The calibration's parameter server on 127.0.0.1, in `server`'s process, and one worker's
+// client here. Each step pulls a variable and pushes its gradient (the push returns once the
+// server applied it, so its time less the apply is the call's); then each step pulls and pushes
+// distinct random rows of the table. Adds call samples to `calls`, update samples to `applies`
+// and row calls to `rowCalls` (their rows as flops).
+llvm::Error timeParameterServer(const Workload &w, ServerProcess &server, Samples &calls,
+                                Samples &applies, Samples &rowCalls) {
+  using namespace runtime::ps;
+  auto endpoint = server.start(std::chrono::seconds(30));
+  if (!endpoint)
+    return endpoint.takeError();
   PsClientOptions clientOptions;
   clientOptions.jobToken = "calibrate";
-  for (const PsShard &shard : options.shards)
+  const std::vector<PsShard> shards = calibrationShards(w);
+  for (const PsShard &shard : shards)
     clientOptions.variables[shard.name] = {
-        ir::DType::F32, shard.fullShape, {{(*server)->endpoint(), 0, shard.rowEnd}}};
+        ir::DType::F32, shard.fullShape, {{*endpoint, 0, shard.rowEnd}}};
   auto client = PsClient::create(clientOptions);
   if (!client)
     return client.takeError();
   int64_t step = 0;
-  for (const PsShard &shard : options.shards) {
+  for (const PsShard &shard : shards) {
     if (shard.name == kTableName)
       continue;
     const double bytes = static_cast<double>(shard.rowEnd * 4);
     auto times = timePullsAndPushes(
-        w.repeats, step, *applied, [] {},
+        w.repeats, step, server.updates(), [] {},
         [&](int64_t at) { return (*client)->pull(shard.name, at); },
         [&](int64_t at, const runtime::Tensor &pulled) {
           return (*client)->push(at, 1.0, 0, {Gradient::ofDense(shard.name, pulled)});
@@ -495,7 +508,7 @@ llvm::Error timeParameterServer(const Workload &w, Samples &calls, Samples &appl
     calls.push_back({0, bytes, median(times->pulls)});
     calls.push_back({0, bytes, median(times->pushes)});
   }
-  return timeRowCalls(w, **client, *applied, step, rowCalls);
+  return timeRowCalls(w, **client, server.updates(), step, rowCalls);
 }
 
 // Assembling batches as the trainer does (runtime/data/BatchIterator.h) from a data set of
@@ -559,6 +572,11 @@ std::string hostName() {
 llvm::Expected<plan::CostProfile> calibrate(const CalibrateArgs &args, const LinkRings *rings,
                                             llvm::raw_ostream &log) {
   const Workload w = workloadOf(args.quick);
+  // First, while this process runs no other thread and no gRPC.
+  auto server =
+      ServerProcess::fork([w](UpdateTimes &updates) { return serverOptions(w, updates); });
+  if (!server)
+    return server.takeError();
   plan::CostProfile profile;
   profile.host = hostName();
   profile.cpu = cpuModel();
@@ -577,8 +595,9 @@ llvm::Expected<plan::CostProfile> calibrate(const CalibrateArgs &args, const Lin
   profile.allReduce.wakeLatency = plan::fitLatencyPerByte(allReduces->afterWork).latency;
   log << llvm::format("  all-reduce %27.2f s\n", seconds(Clock::now() - started));
   started = Clock::now();
-  if (auto e = timeParameterServer(w, calls, applies, rowCalls))
+  if (auto e = timeParameterServer(w, **server, calls, applies, rowCalls))
     return ir::withContext(std::move(e), "timing a parameter server");
+  server->reset(); // the child stops
   const plan::AllReduceCost call = plan::fitLatencyPerByte(calls);
   const plan::AllReduceCost apply = plan::fitLatencyPerByte(applies);
   profile.ps = {call.latency, call.secondsPerByte > 0 ? 1 / call.secondsPerByte : 1e12,
