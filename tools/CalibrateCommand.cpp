@@ -287,11 +287,8 @@ struct AllReduceSamples {
 
 // Times `repeats` all-reduces of each size between two ranks (threads of this process, over
 // Gloo on 127.0.0.1, meeting through an in-process coordinator), as rank 0 sees them, back to back
-// and after the ranks' work; samples carry the bytes each rank sends in the ring. After the work,
-// a call's time runs from the later rank's beginning (AllReduceMoments): the two ranks' threads
-// at times shared a core, one's 1 ms of work then ending about 1 ms after the other's, and rank
-// 0's own beginning put 0.7–1.1 ms into some runs' latency. Sets `stagingSecondsPerByte`
-// (timeStagingPass).
+// and after the ranks' work; samples carry the bytes each rank sends in the ring. Sets
+// `stagingSecondsPerByte` (timeStagingPass).
 llvm::Expected<AllReduceSamples> timeAllReduces(const Workload &w, double &stagingSecondsPerByte) {
   using namespace runtime::dist;
   constexpr int kRanks = 2;
@@ -302,11 +299,7 @@ llvm::Expected<AllReduceSamples> timeAllReduces(const Workload &w, double &stagi
   auto coordinator = Coordinator::start(std::move(options));
   if (!coordinator)
     return coordinator.takeError();
-  struct RankTimes {
-    Samples backToBack;
-    std::vector<AllReduceMoments> afterWork; // by size
-  };
-  auto rank = [&](int r) -> llvm::Expected<RankTimes> {
+  auto rank = [&](int r) -> llvm::Expected<AllReduceSamples> {
     CoordinatorClientOptions client;
     client.address = (*coordinator)->address();
     client.jobToken = "calibrate";
@@ -319,43 +312,32 @@ llvm::Expected<AllReduceSamples> timeAllReduces(const Workload &w, double &stagi
                                     std::chrono::seconds(30));
     if (!group)
       return group.takeError();
-    RankTimes times;
+    AllReduceSamples samples;
     for (size_t bytes : w.messageBytes) {
       const size_t sent = std::max<size_t>(1, bytes / sizeof(float)) * sizeof(float);
       const double ring = plan::ringAllReduceBytes(static_cast<double>(sent), kRanks);
-      auto backToBack = timeAllReduces(**group, bytes, w.repeats);
-      if (!backToBack)
-        return backToBack.takeError();
-      times.backToBack.push_back({0, ring, median(*backToBack)});
-      auto afterWork = timeAllReduceMoments(**group, bytes, w.repeats, kCallGap);
-      if (!afterWork)
-        return afterWork.takeError();
-      times.afterWork.push_back(std::move(*afterWork));
+      auto times = timeAllReduces(**group, bytes, w.repeats);
+      if (!times)
+        return times.takeError();
+      samples.backToBack.push_back({0, ring, median(*times)});
+      times = timeAllReduces(**group, bytes, w.repeats, kCallGap);
+      if (!times)
+        return times.takeError();
+      samples.afterWork.push_back({0, ring, median(*times)});
     }
     auto staging = timeStagingPass(**group, w.repeats);
     if (!staging)
       return staging.takeError();
     if (r == 0)
       stagingSecondsPerByte = *staging;
-    return times;
+    return samples;
   };
   auto other = std::async(std::launch::async, rank, 1);
   auto mine = rank(0);
   auto theirs = other.get();
   if (!theirs)
     return theirs.takeError();
-  if (!mine)
-    return mine.takeError();
-  AllReduceSamples samples{mine->backToBack, {}};
-  for (size_t s = 0; s < w.messageBytes.size(); ++s) {
-    const AllReduceMoments &a = mine->afterWork[s], &b = theirs->afterWork[s];
-    std::vector<double> times;
-    for (size_t i = 0; i < a.began.size(); ++i)
-      times.push_back(
-          std::chrono::duration<double>(a.returned[i] - std::max(a.began[i], b.began[i])).count());
-    samples.afterWork.push_back({0, mine->backToBack[s].bytes, median(times)});
-  }
-  return samples;
+  return mine;
 }
 
 // `call()` after kCallGap of this thread's work; `took` is its time.

@@ -14,20 +14,12 @@ void busyFor(std::chrono::microseconds duration) {
       sink = sink + i;
 }
 
-std::vector<double> AllReduceMoments::seconds() const {
-  std::vector<double> out;
-  for (size_t i = 0; i < began.size(); ++i)
-    out.push_back(std::chrono::duration<double>(returned[i] - began[i]).count());
-  return out;
-}
-
-llvm::Expected<AllReduceMoments> timeAllReduceMoments(Collective &group, size_t bytes, int repeats,
-                                                      std::chrono::microseconds workBefore) {
+llvm::Expected<std::vector<double>> timeAllReduces(Collective &group, size_t bytes, int repeats,
+                                                   std::chrono::microseconds workBefore) {
   using Clock = std::chrono::steady_clock;
   std::vector<float> data(std::max<size_t>(1, bytes / sizeof(float)), 1.0f);
-  AllReduceMoments moments;
-  moments.began.reserve(static_cast<size_t>(std::max(repeats, 0)));
-  moments.returned.reserve(static_cast<size_t>(std::max(repeats, 0)));
+  std::vector<double> times;
+  times.reserve(static_cast<size_t>(std::max(repeats, 0)));
   for (int i = 0; i <= repeats; ++i) {
     if (auto e = group.barrier())
       return std::move(e);
@@ -36,20 +28,10 @@ llvm::Expected<AllReduceMoments> timeAllReduceMoments(Collective &group, size_t 
     const auto started = Clock::now();
     if (auto e = group.allReduceSum(data.data(), data.size()))
       return std::move(e);
-    if (i > 0) {
-      moments.began.push_back(started);
-      moments.returned.push_back(Clock::now());
-    }
+    if (i > 0)
+      times.push_back(std::chrono::duration<double>(Clock::now() - started).count());
   }
-  return moments;
-}
-
-llvm::Expected<std::vector<double>> timeAllReduces(Collective &group, size_t bytes, int repeats,
-                                                   std::chrono::microseconds workBefore) {
-  auto moments = timeAllReduceMoments(group, bytes, repeats, workBefore);
-  if (!moments)
-    return moments.takeError();
-  return moments->seconds();
+  return times;
 }
 
 } // namespace prism::runtime::dist

@@ -22,19 +22,6 @@ llvm::Expected<std::vector<double>>
 timeAllReduces(Collective &group, size_t bytes, int repeats,
                std::chrono::microseconds workBefore = std::chrono::microseconds(0));
 
-// When each of timeAllReduces' timed all-reduces began (this rank's work before it done) and
-// returned, by this rank's steady clock. Ranks that share a machine share the clock: the ring's
-// own time is the latest rank's beginning to a return (a rank whose work ran late, its thread
-// sharing a core with another rank's, does not make the ring look slow).
-struct AllReduceMoments {
-  std::vector<std::chrono::steady_clock::time_point> began, returned;
-  // returned − began, each in seconds.
-  std::vector<double> seconds() const;
-};
-llvm::Expected<AllReduceMoments>
-timeAllReduceMoments(Collective &group, size_t bytes, int repeats,
-                     std::chrono::microseconds workBefore = std::chrono::microseconds(0));
-
 // Keeps this thread busy (computing, not waiting) for `duration`.
 void busyFor(std::chrono::microseconds duration);
 

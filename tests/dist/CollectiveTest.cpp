@@ -11,7 +11,6 @@
 
 #include "DistTestSupport.h"
 #include "runtime/HalfFloat.h"
-#include "runtime/dist/AllReduceTiming.h"
 
 namespace prism::runtime::dist {
 namespace {
@@ -212,37 +211,6 @@ TEST(CollectiveTest, WeightedAllReduceOnTwoThreeAndFourRanks) {
 }
 
 // One rank holds the whole sum: its values times its weight, in each span.
-// The moments `prism calibrate` times a ring by: each call begins after the rank's own work and
-// returns after every rank began it (rank 1 works 20 ms before each call, rank 0 none).
-TEST(CollectiveTest, TimedAllReducesBeginAfterTheWorkAndReturnAfterEveryRankBegan) {
-  constexpr int kRepeats = 4;
-  std::vector<AllReduceMoments> moments(2);
-  auto messages = inGroup(2, [&](Collective &group) {
-    const int rank = group.rank();
-    auto timed = timeAllReduceMoments(group, 4096, kRepeats, std::chrono::milliseconds(rank * 20));
-    if (!timed)
-      return llvm::toString(timed.takeError());
-    moments[static_cast<size_t>(rank)] = std::move(*timed);
-    return std::string("ok");
-  });
-  ASSERT_EQ(messages, (std::vector<std::string>{"ok", "ok"}));
-  for (const AllReduceMoments &m : moments) {
-    ASSERT_EQ(m.began.size(), static_cast<size_t>(kRepeats));
-    ASSERT_EQ(m.returned.size(), static_cast<size_t>(kRepeats));
-    const std::vector<double> seconds = m.seconds();
-    for (size_t i = 0; i < seconds.size(); ++i)
-      EXPECT_EQ(seconds[i], std::chrono::duration<double>(m.returned[i] - m.began[i]).count());
-  }
-  for (size_t i = 0; i < kRepeats; ++i) {
-    EXPECT_GE(moments[0].returned[i], moments[1].began[i]) << i;
-    EXPECT_GE(moments[1].returned[i], moments[0].began[i]) << i;
-    if (i > 0) { // rank 1's 20 ms of work lie between its previous return and this beginning
-      EXPECT_GE(moments[1].began[i] - moments[1].returned[i - 1], std::chrono::milliseconds(20))
-          << i;
-    }
-  }
-}
-
 TEST(CollectiveTest, WeightedAllReduceOfOneRankIsItsWeightedValues) {
   auto messages = inGroup(1, [](Collective &group) {
     std::vector<float> data = {1.0f, -2.0f, 3.5f};
