@@ -7,6 +7,8 @@ runtime change. `--cases` picks the plans that change touches:
   event-loop  plans whose workers share this machine's cores with Gloo's event loop: small
               all-reduce-bound steps, a large bucket, a hybrid plan, a compute-bound one
   pulls       plans whose workers pull variables whole from parameter servers
+  row-pushes  plans whose workers push an embedding table's rows, each id once (a step's rows
+              coalesced before the push)
   large-tensors  plans whose all-reduce buckets hold tensors of 1 MiB and more beside smaller
               ones (the embedding model's 26 MB bucket, lstm_lm's 10.8 MB, the transformer's
               2.9 MB), and mlp, whose buckets do not change: large tensors reduced in place
@@ -45,6 +47,12 @@ CASES = {
         ("lstm_lm", "allreduce", "local:2", None, 100),
         ("transformer", "allreduce", "local:2", None, 600),
         ("mlp", "allreduce", "local:2", None, 8000),
+    ],
+    "row-pushes": [
+        ("embedding_classifier", "hybrid", "local:1,ps=1", None, 7000),
+        ("embedding_classifier", "hybrid", "local:2,ps=1", None, 6000),
+        ("embedding_classifier", "hybrid", "local:4,ps=1", None, 3000),
+        ("embedding_classifier", "ps", "local:2,ps=1", None, 5000),
     ],
     "pulls": [
         ("mlp", "ps", "local:1,ps=1", None, 4000),
