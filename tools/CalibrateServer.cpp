@@ -85,26 +85,30 @@ void UpdateTimes::record(double seconds) {
 }
 
 llvm::Expected<std::unique_ptr<ServerProcess>> ServerProcess::fork(Options options) {
-  void *shared = ::mmap(nullptr, sizeof(UpdateTimes), PROT_READ | PROT_WRITE,
-                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (shared == MAP_FAILED)
-    return ir::makeError(systemError("mapping the server's update times"));
-  auto *updates = new (shared) UpdateTimes();
   // Close-on-exec: a process the calibration starts later (a link's rank) holds no end, so the
   // child sees the end of `command` when this process closes it.
-  int command[2], reply[2];
-  if (::pipe2(command, O_CLOEXEC) != 0) {
-    ::munmap(shared, sizeof(UpdateTimes));
-    return ir::makeError(systemError("a pipe to the calibration's parameter server"));
-  }
-  if (::pipe2(reply, O_CLOEXEC) != 0) {
-    ::close(command[0]);
-    ::close(command[1]);
-    ::munmap(shared, sizeof(UpdateTimes));
-    return ir::makeError(systemError("a pipe from the calibration's parameter server"));
-  }
+  int command[2] = {-1, -1}, reply[2] = {-1, -1};
+  void *shared = MAP_FAILED;
+  auto failed = [&](const std::string &what) -> llvm::Error {
+    llvm::Error error = ir::makeError(systemError(what));
+    for (int fd : {command[0], command[1], reply[0], reply[1]})
+      if (fd >= 0)
+        ::close(fd);
+    if (shared != MAP_FAILED)
+      ::munmap(shared, sizeof(UpdateTimes));
+    return error;
+  };
+  if (::pipe2(command, O_CLOEXEC) != 0 || ::pipe2(reply, O_CLOEXEC) != 0)
+    return failed("a pipe to the calibration's parameter server");
+  shared = ::mmap(nullptr, sizeof(UpdateTimes), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                  -1, 0);
+  if (shared == MAP_FAILED)
+    return failed("mapping the server's update times");
+  auto *updates = new (shared) UpdateTimes();
   const pid_t parent = ::getpid();
   const pid_t child = ::fork();
+  if (child < 0)
+    return failed("starting the calibration's parameter server");
   if (child == 0) {
     ::close(command[1]);
     ::close(reply[0]);
@@ -112,13 +116,6 @@ llvm::Expected<std::unique_ptr<ServerProcess>> ServerProcess::fork(Options optio
   }
   ::close(command[0]);
   ::close(reply[1]);
-  if (child < 0) {
-    const std::string error = systemError("starting the calibration's parameter server");
-    ::close(command[1]);
-    ::close(reply[0]);
-    ::munmap(shared, sizeof(UpdateTimes));
-    return ir::makeError(error);
-  }
   return std::unique_ptr<ServerProcess>(new ServerProcess(child, command[1], reply[0], updates));
 }
 
