@@ -251,6 +251,17 @@ llvm::Error parseCommunication(const Reader &r, const Json &root, CostProfile &p
   if (allReduce->contains("wake_latency"))
     if (auto e = r.number(*allReduce, "all_reduce", "wake_latency", p.allReduce.wakeLatency))
       return e;
+  // Optional, together: profiles written before the warm pass was measured cost every byte of
+  // a pass at staging_seconds_per_byte.
+  if (allReduce->contains("warm_staging_seconds_per_byte") ||
+      allReduce->contains("warm_staging_bytes")) {
+    if (auto e = r.number(*allReduce, "all_reduce", "warm_staging_seconds_per_byte",
+                          p.allReduce.warmStagingSecondsPerByte))
+      return e;
+    if (auto e =
+            r.number(*allReduce, "all_reduce", "warm_staging_bytes", p.allReduce.warmStagingBytes))
+      return e;
+  }
   const Json *ps = r.object(root, "ps", "ps", err);
   if (!ps)
     return err;
@@ -392,7 +403,9 @@ std::string profileToJson(const CostProfile &p) {
        {{"latency", p.allReduce.latency},
         {"seconds_per_byte", p.allReduce.secondsPerByte},
         {"staging_seconds_per_byte", p.allReduce.stagingSecondsPerByte},
-        {"wake_latency", p.allReduce.wakeLatency}}},
+        {"wake_latency", p.allReduce.wakeLatency},
+        {"warm_staging_seconds_per_byte", p.allReduce.warmStagingSecondsPerByte},
+        {"warm_staging_bytes", p.allReduce.warmStagingBytes}}},
       {"ps",
        {{"latency", p.ps.latency},
         {"bytes_per_second", p.ps.bytesPerSecond},

@@ -3,6 +3,7 @@
 // format and the built-in default.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -33,12 +34,22 @@ struct KernelCost {
 // `latency` is a call's on a machine whose cores are all busy (calls back to back);
 // `wakeLatency` one's after the ranks' own work on a machine with cores to spare, whose waiting
 // threads went to sleep meanwhile (as a step's all-reduces follow its kernels); 0: not measured,
-// such calls cost `latency` too.
+// such calls cost `latency` too. A pass over a bucket that fits the core's cache with its buffer
+// (at most `warmStagingBytes`) finds its gradient there, just written by backward, and costs
+// warm_staging_seconds_per_byte; the bytes beyond, staging_seconds_per_byte (0: not measured,
+// every byte at that).
 struct AllReduceCost {
   double latency = 0;
   double secondsPerByte = 0;
   double stagingSecondsPerByte = 0;
   double wakeLatency = 0;
+  double warmStagingSecondsPerByte = 0;
+  double warmStagingBytes = 0;
+  // One pass over `bytes` of a bucket.
+  double stagingSeconds(double bytes) const {
+    const double warm = warmStagingSecondsPerByte > 0 ? std::min(bytes, warmStagingBytes) : 0;
+    return warm * warmStagingSecondsPerByte + (bytes - warm) * stagingSecondsPerByte;
+  }
 };
 
 // A parameter-server call (pull or push) on loopback: latency + bytes / bytes_per_second, and a

@@ -279,6 +279,13 @@ private:
     return std::max(1.0, threads / profile_.cores);
   }
 
+  // Whether the CPU workers on worker `r`'s machine need every core it has for their kernels:
+  // nothing is left for their collectives' own work. Unknown cores (0): never.
+  bool coresFilled(size_t r) const {
+    return profile_.cores > 0 && !gpuWorker_[r] &&
+           cpuWorkersBeside(r) * std::max(1, profile_.threads) >= profile_.cores;
+  }
+
   // Likewise for a CPU worker's part of a collective on loopback (the ring's hops, its wake-ups,
   // the passes over a bucket): the profile timed two ranks on a machine of at least two cores, a
   // core each; a machine holding more workers than cores moves its ring that much slower.
@@ -393,7 +400,8 @@ private:
   // (two passes). A compressed bucket is gathered whole. A bucket of no elements takes no call.
   struct BucketWork {
     int calls = 0;
-    double passBytes = 0;
+    int passes = 0;       // over the gathered bytes: into the bucket's buffer and back
+    double passBytes = 0; // each
   };
   BucketWork bucketWork(const ir::Op &op) const {
     const bool compressed = !plan_.run().compress().empty() && op.attrs.getInt("bucket") >= 0;
@@ -411,7 +419,8 @@ private:
       }
     }
     work.calls = total > 0 ? 1 : 0;
-    work.passBytes = gatheredTensors > 1 || compressed ? 2 * gathered : 0;
+    work.passes = gatheredTensors > 1 || compressed ? 2 : 0;
+    work.passBytes = gathered;
     return work;
   }
 
@@ -430,6 +439,7 @@ private:
     // the passes over the bucket slow down on machines with more workers than cores
     // (communicationSharing).
     double perByte = 0, sharing = 1;
+    bool loopback = true;               // every hop at the loopback rate (no link between hosts)
     const LinkCost *measured = nullptr; // the slowest measured link class the ring crosses
     for (size_t r = 0; n > 1 && r < n; ++r) {
       const size_t next = (r + 1) % n;
@@ -437,6 +447,7 @@ private:
       const double bandwidth = linkBandwidth(from, to);
       if (bandwidth > 0)
         begin = std::max({begin, links_[from].out.end(), links_[to].in.end()});
+      loopback = loopback && bandwidth <= 0;
       perByte = std::max(perByte, ringSecondsPerByte(r, next));
       sharing = std::max(sharing, communicationSharing(r));
       if (const LinkCost *link = measuredLink(from, to);
@@ -454,17 +465,26 @@ private:
                                ? profile_.allReduce.latency
                                : profile_.allReduce.wakeLatency;
     const double latencies = measured ? unitLatency(*measured) * calls : sharing * latency * calls;
-    const double seconds =
+    // The ranks' CPU work in the ring: the passes over the bucket, and its bytes through the
+    // kernel where they move at the loopback rate.
+    const double cpuSeconds =
         n < 2 ? 0
-              : latencies + sharing * work.passBytes * profile_.allReduce.stagingSecondsPerByte +
-                    ring * perByte;
+              : sharing * work.passes * profile_.allReduce.stagingSeconds(work.passBytes) +
+                    (loopback ? ring * perByte : 0);
+    const double seconds = n < 2 ? 0 : latencies + cpuSeconds + (loopback ? 0 : ring * perByte);
     for (size_t r = 0; n > 1 && r < n; ++r) {
       const int from = hostOf_[workers_[r]], to = hostOf_[workers_[(r + 1) % n]];
       if (from != to)
         useLink(from, to, begin, ring);
     }
     const double end = begin + seconds;
-    for (Timeline &t : timelines_) {
+    for (size_t r = 0; r < n; ++r) {
+      Timeline &t = timelines_[r];
+      // Where the machine's cores are all taken by its workers' kernels, the ring's CPU work
+      // takes its worker's core from the kernels that follow: they finish that much later (its
+      // latencies are waits, which take no core).
+      if (coresFilled(r))
+        t.compute = std::max(t.compute, begin) + cpuSeconds;
       t.communicate = end;
       t.prediction.communicationSeconds += seconds;
       if (n > 1) {

@@ -290,6 +290,63 @@ TEST(Simulator, ABucketsLargeTensorsAreReducedWhereTheyLie) {
   EXPECT_NEAR(step(makePlan(1, 0), *worker), 0, 1e-12);
 }
 
+// A pass over a gathered bucket that fits the core's cache with its buffer (warm_staging_bytes)
+// costs the warm rate, the bytes beyond it the cold one. The bucket gathers w and s (64 bytes):
+// two passes over 64 bytes after a 1 ms call, nothing per byte on the ring. Cold 1 ms per 16
+// bytes, warm 1 ms per 48: with 48 warm bytes a pass is 1 + 1 ms (step 1 + 2 × 2 = 5 ms); with 64
+// or more, 64/48 ms (1 + 2 × 4/3 ms); not measured (0), 4 ms (1 + 2 × 4 ms).
+TEST(Simulator, APassOverASmallBucketFindsItInTheCache) {
+  auto worker = program("  var s : f32[8] = zeros\n"
+                        "  %w.mean, %s.mean = all_reduce(w, s, group = workers, bucket = 0) : "
+                        "f32[4, 2], f32[8]\n");
+  auto step = [&](double warmBytes, double warmSecondsPerByte) {
+    CostProfile profile = syntheticProfile();
+    profile.allReduce = {1 * kMs, 0, 1 * kMs / 16};
+    profile.allReduce.warmStagingBytes = warmBytes;
+    profile.allReduce.warmStagingSecondsPerByte = warmSecondsPerByte;
+    auto p = simulateStep(makePlan(2, 0), *worker, profile);
+    EXPECT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+    return p ? p->stepSeconds : 0.0;
+  };
+  EXPECT_NEAR(step(48, 1 * kMs / 48), 5 * kMs, 1e-12);
+  EXPECT_NEAR(step(1024, 1 * kMs / 48), (1 + 2 * 64.0 / 48) * kMs, 1e-12);
+  EXPECT_NEAR(step(1024, 0), 9 * kMs, 1e-12);
+}
+
+// Where the workers' kernels take every core of their machine, a ring on loopback takes its
+// worker's core from the kernels that follow it for its CPU work (the bytes through the kernel,
+// the passes), not for its latency. Two workers, a thread each: the matmuls run 0-2 and 2-4, the
+// bucket 4-6 (1 ms a call, 32 bytes at 1 ms per 32: 1 ms of CPU work). With 4 cores relu(%logits)
+// and %h2 run 4-5 and 5-6 beside the ring, the relu of the mean 6-7: 7 ms. On 2 cores they start
+// after the ring's 1 ms of work, 5-6 and 6-7, and the relu of the mean 7-8. Over a link between
+// hosts on one machine (the ring's bytes on the wire) they run beside it again.
+TEST(Simulator, ALoopbackRingTakesACoreWhereTheKernelsFillThemAll) {
+  auto worker = program("  %logits = matmul(x, w) : f32[B, 2]\n"
+                        "  %d.w = matmul(x, %logits, transpose_a = true) : f32[4, 2]\n"
+                        "  %d.w.mean = all_reduce(%d.w, group = workers, bucket = 0) : f32[4, 2]\n"
+                        "  %h = relu(%logits) : f32[B, 2]\n"
+                        "  %h2 = relu(%h) : f32[B, 2]\n"
+                        "  %u = relu(%d.w.mean) : f32[4, 2]\n");
+  auto step = [&](const Plan &plan, int cores) {
+    CostProfile profile = syntheticProfile();
+    profile.cores = cores;
+    auto p = simulateStep(plan, *worker, profile);
+    EXPECT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+    return p ? p->stepSeconds : 0.0;
+  };
+  EXPECT_NEAR(step(makePlan(2, 0), 4), 7 * kMs, 1e-12);
+  EXPECT_NEAR(step(makePlan(2, 0), 2), 8 * kMs, 1e-12);
+  // 256 bit/s: the ring's 32 bytes take 1 s on the wire, the kernels beside them.
+  const Prediction linked = simulateStep(makePlan(2, 0, 256), *worker,
+                                         [] {
+                                           CostProfile profile = syntheticProfile();
+                                           profile.cores = 2;
+                                           return profile;
+                                         }())
+                                .get();
+  EXPECT_NEAR(linked.stepSeconds, (4 + 1 + 1000 + 1) * kMs, 1e-9);
+}
+
 // A slower link: hosts at 128 kbit/s (16,000 bytes/s) carry the ring's 32 bytes in 2 ms, so the
 // bucket takes 1 + 2 ms (4–7) and the relu of the mean runs 7–8.
 TEST(Simulator, ASlowerLinkDelaysTheBucket) {
@@ -755,6 +812,12 @@ TEST(CostProfile, RoundTripsThroughJson) {
   read = parseProfile(profileToJson(p), "p.json");
   ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
   EXPECT_EQ(read->allReduce.wakeLatency, 5e-4);
+  p.allReduce.warmStagingSecondsPerByte = 5e-11;
+  p.allReduce.warmStagingBytes = 1 << 20;
+  read = parseProfile(profileToJson(p), "p.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->allReduce.warmStagingSecondsPerByte, 5e-11);
+  EXPECT_EQ(read->allReduce.warmStagingBytes, 1 << 20);
   EXPECT_EQ(read->cores, 0);
   p.cores = 16;
   p.data = {4e-6, 7e-10};
@@ -884,6 +947,28 @@ TEST(CostProfile, WakeLatencyIsOptional) {
   auto read = parseProfile(json.dump(), "old.json");
   ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
   EXPECT_EQ(read->allReduce.wakeLatency, 3e-4);
+}
+
+// A profile written before the warm pass was measured costs every byte of a pass at the cold
+// rate; the two warm fields come together, and bad values name their field.
+TEST(CostProfile, WarmStagingIsOptionalAndComesWhole) {
+  CostProfile p = syntheticProfile();
+  p.allReduce.stagingSecondsPerByte = 2e-10;
+  p.allReduce.warmStagingSecondsPerByte = 5e-11;
+  p.allReduce.warmStagingBytes = 1 << 20;
+  nlohmann::json json = nlohmann::json::parse(profileToJson(p));
+  json["all_reduce"].erase("warm_staging_seconds_per_byte");
+  EXPECT_EQ(errorOf(json.dump()),
+            "error: bad.json: field 'all_reduce.warm_staging_seconds_per_byte': missing");
+  json["all_reduce"].erase("warm_staging_bytes");
+  auto read = parseProfile(json.dump(), "old.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->allReduce.warmStagingSecondsPerByte, 0);
+  EXPECT_DOUBLE_EQ(read->allReduce.stagingSeconds(1000), 2e-7);
+  json["all_reduce"]["warm_staging_seconds_per_byte"] = 5e-11;
+  json["all_reduce"]["warm_staging_bytes"] = -1;
+  EXPECT_EQ(errorOf(json.dump()), "error: bad.json: field 'all_reduce.warm_staging_bytes': "
+                                  "expected a non-negative number, got -1");
 }
 
 // A profile written before batches were timed has the built-in figures for them.

@@ -24,6 +24,11 @@ for name, k in kernels.items():
 assert not any(n == "all_reduce" or n.startswith("ps_") for n in kernels), sorted(kernels)
 assert p["all_reduce"]["latency"] + p["all_reduce"]["seconds_per_byte"] > 0, p["all_reduce"]
 assert p["ps"]["bytes_per_second"] > 0, p["ps"]
+# Passes over a bucket: out of the caches, and within half the core's L2 (a copy costs something
+# per byte either way).
+a = p["all_reduce"]
+assert a["staging_seconds_per_byte"] > 0 and a["warm_staging_seconds_per_byte"] > 0, a
+assert a["warm_staging_bytes"] >= 16384, a
 # Row pulls and pushes were timed: their per-row figure is there (0 where rows cost no more than
 # their bytes).
 assert p["ps"]["seconds_per_row"] >= 0, p["ps"]
