@@ -108,6 +108,17 @@ Prediction simulate(const Plan &plan, const ir::Module &worker) {
   return std::move(*p);
 }
 
+// The step of `plan` on the synthetic profile measured on a machine of `cores` cores, its kernels
+// on `threads` threads.
+double stepOnCores(const Plan &plan, const ir::Module &worker, int cores, int threads = 1) {
+  CostProfile profile = syntheticProfile();
+  profile.threads = threads;
+  profile.cores = cores;
+  auto p = simulateStep(plan, worker, profile);
+  EXPECT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+  return p ? p->stepSeconds : 0.0;
+}
+
 const TaskPrediction &task(const Prediction &p, const std::string &name) {
   for (const TaskPrediction &t : p.tasks)
     if (t.task == name)
@@ -170,14 +181,7 @@ TEST(Simulator, TheBatchIsAssembledBeforeTheFirstKernel) {
 TEST(Simulator, WorkersOnOneMachineShareItsCores) {
   auto worker = program("  %logits = matmul(x, w) : f32[B, 2]\n"
                         "  %loss = softmax_cross_entropy(%logits, y) : f32[]\n");
-  auto step = [&](const Plan &plan, int cores) {
-    CostProfile profile = syntheticProfile();
-    profile.threads = 2;
-    profile.cores = cores;
-    auto p = simulateStep(plan, *worker, profile);
-    EXPECT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
-    return p ? p->stepSeconds : 0.0;
-  };
+  auto step = [&](const Plan &plan, int cores) { return stepOnCores(plan, *worker, cores, 2); };
   EXPECT_NEAR(step(makePlan(2, 0), 2), 6 * kMs, 1e-12);
   EXPECT_NEAR(step(makePlan(2, 0), 4), 3 * kMs, 1e-12);
   EXPECT_NEAR(step(makePlan(2, 0, 1000000), 2), 3 * kMs, 1e-12); // 10.0.0.1 and 10.0.0.2
@@ -327,24 +331,10 @@ TEST(Simulator, ALoopbackRingTakesACoreWhereTheKernelsFillThemAll) {
                         "  %h = relu(%logits) : f32[B, 2]\n"
                         "  %h2 = relu(%h) : f32[B, 2]\n"
                         "  %u = relu(%d.w.mean) : f32[4, 2]\n");
-  auto step = [&](const Plan &plan, int cores) {
-    CostProfile profile = syntheticProfile();
-    profile.cores = cores;
-    auto p = simulateStep(plan, *worker, profile);
-    EXPECT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
-    return p ? p->stepSeconds : 0.0;
-  };
-  EXPECT_NEAR(step(makePlan(2, 0), 4), 7 * kMs, 1e-12);
-  EXPECT_NEAR(step(makePlan(2, 0), 2), 8 * kMs, 1e-12);
+  EXPECT_NEAR(stepOnCores(makePlan(2, 0), *worker, 4), 7 * kMs, 1e-12);
+  EXPECT_NEAR(stepOnCores(makePlan(2, 0), *worker, 2), 8 * kMs, 1e-12);
   // 256 bit/s: the ring's 32 bytes take 1 s on the wire, the kernels beside them.
-  const Prediction linked = simulateStep(makePlan(2, 0, 256), *worker,
-                                         [] {
-                                           CostProfile profile = syntheticProfile();
-                                           profile.cores = 2;
-                                           return profile;
-                                         }())
-                                .get();
-  EXPECT_NEAR(linked.stepSeconds, (4 + 1 + 1000 + 1) * kMs, 1e-9);
+  EXPECT_NEAR(stepOnCores(makePlan(2, 0, 256), *worker, 2), (4 + 1 + 1000 + 1) * kMs, 1e-9);
 }
 
 // A slower link: hosts at 128 kbit/s (16,000 bytes/s) carry the ring's 32 bytes in 2 ms, so the
@@ -477,15 +467,8 @@ TEST(Simulator, RingLatencyGrowsWithTheRanks) {
 // 2 × (3 × 1 ms + 1.5 ms) = 9 ms, 8–17; the relu of the mean 17–19. On 4 cores, as above: 9.5 ms.
 TEST(Simulator, RanksSharingAMachinesCoresSlowTheRing) {
   auto worker = program(kOverlapped);
-  auto step = [&](int cores) {
-    CostProfile profile = syntheticProfile();
-    profile.cores = cores;
-    auto p = simulateStep(makePlan(4, 0), *worker, profile);
-    EXPECT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
-    return p ? p->stepSeconds : 0.0;
-  };
-  EXPECT_NEAR(step(2), 19 * kMs, 1e-12);
-  EXPECT_NEAR(step(4), 9.5 * kMs, 1e-12);
+  EXPECT_NEAR(stepOnCores(makePlan(4, 0), *worker, 2), 19 * kMs, 1e-12);
+  EXPECT_NEAR(stepOnCores(makePlan(4, 0), *worker, 4), 9.5 * kMs, 1e-12);
 }
 
 // A call's latency after the ranks' work (wake_latency, 2 ms here) where the machine has cores to
