@@ -248,20 +248,11 @@ llvm::Error measureKernels(const CalibrateArgs &args, const Workload &w, plan::C
   return llvm::Error::success();
 }
 
-// The seconds per byte of one pass over a bucket on the communication thread, as the runtime
-// copies the tensors of a bucket it gathers into its flat buffer and back
-// (runtime/job/WorkerCommunication.cpp), every rank at once after a barrier; median of `repeats`.
-// A step's pass finds its gradient out of the caches (the step's other work evicted it), so each
-// pass copies the next of buffers that together exceed the last-level cache twice over into the
-// one after it: over one warm 32 MiB buffer again and again this VM measured 0.05-0.12 ns/B, and
-// a step's pass over a 26 MB gradient took 0.22.
-llvm::Expected<double> timeStagingPass(runtime::dist::Collective &group, int repeats) {
-  constexpr size_t kBytes = size_t{32} << 20;
-  constexpr size_t kMaxBuffers = 16; // 512 MiB a rank
-  const long cache = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  const size_t cacheBytes = cache > 0 ? static_cast<size_t>(cache) : size_t{64} << 20;
-  const size_t count = std::min(kMaxBuffers, 2 * cacheBytes / kBytes + 2);
-  std::vector<std::vector<float>> buffers(count, std::vector<float>(kBytes / sizeof(float), 1.0f));
+// The seconds per byte of copying `count` buffers of `bytes` in turn, each into the next (the
+// last into the first), every rank at once after a barrier; median of `repeats` copies.
+llvm::Expected<double> timeCopies(runtime::dist::Collective &group, int repeats, size_t count,
+                                  size_t bytes) {
+  std::vector<std::vector<float>> buffers(count, std::vector<float>(bytes / sizeof(float), 1.0f));
   std::vector<double> times;
   for (int i = 0; i <= repeats; ++i) {
     if (auto e = group.barrier())
@@ -269,42 +260,43 @@ llvm::Expected<double> timeStagingPass(runtime::dist::Collective &group, int rep
     const std::vector<float> &from = buffers[static_cast<size_t>(i) % count];
     std::vector<float> &to = buffers[static_cast<size_t>(i + 1) % count];
     const auto started = Clock::now();
-    std::memcpy(to.data(), from.data(), kBytes);
+    std::memcpy(to.data(), from.data(), to.size() * sizeof(float));
     if (i > 0)
       times.push_back(seconds(Clock::now() - started));
   }
-  // Read back, so the passes are not left out.
+  // Read back, so the copies are not left out.
   for (const std::vector<float> &data : buffers)
     if (data[data.size() / 2] != 1.0f)
       return ir::makeError("the staging pass copied " + std::to_string(data[data.size() / 2]));
-  return median(times) / static_cast<double>(kBytes);
+  return median(times) / static_cast<double>(buffers.front().size() * sizeof(float));
+}
+
+// The seconds per byte of one pass over a bucket on the communication thread, as the runtime
+// copies the tensors of a bucket it gathers into its flat buffer and back
+// (runtime/job/WorkerCommunication.cpp). A step's pass over a large bucket finds its gradient
+// out of the caches (the step's other work evicted it), so each pass copies the next of 32 MiB
+// buffers that together exceed the last-level cache twice over into the one after it: over one
+// warm 32 MiB buffer again and again this VM measured 0.05-0.12 ns/B, and a step's pass over a
+// 26 MB gradient took 0.22.
+llvm::Expected<double> timeStagingPass(runtime::dist::Collective &group, int repeats) {
+  constexpr size_t kBytes = size_t{32} << 20;
+  constexpr size_t kMaxBuffers = 16; // 512 MiB a rank
+  const long cache = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  const size_t cacheBytes = cache > 0 ? static_cast<size_t>(cache) : size_t{64} << 20;
+  return timeCopies(group, repeats, std::min(kMaxBuffers, 2 * cacheBytes / kBytes + 2), kBytes);
 }
 
 // A pass over a bucket that fits the core's cache with its buffer: backward just wrote its
 // gradient, so the pass finds it there (0.03-0.05 ns/B on a 2-core Xeon VM, where buffers out of
 // the caches took 0.14-0.19). Sets `bytes` to the largest such bucket, half the core's L2 (1 MiB
-// where its size is unknown), and returns the seconds per byte of copying a quarter of the L2
-// into another quarter, every rank at once after a barrier; median of `repeats` (at least 20).
+// where its size is unknown), and times copies between two buffers of a quarter of the L2 each,
+// back and forth (at least 20).
 llvm::Expected<double> timeWarmStagingPass(runtime::dist::Collective &group, int repeats,
                                            double &bytes) {
   const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
   const size_t cacheBytes = l2 > 0 ? static_cast<size_t>(l2) : size_t{2} << 20;
   bytes = static_cast<double>(cacheBytes / 2);
-  const size_t count = cacheBytes / 4 / sizeof(float);
-  std::vector<float> from(count, 1.0f), to(count, 0.0f);
-  std::vector<double> times;
-  for (int i = 0; i <= std::max(repeats, 20); ++i) {
-    if (auto e = group.barrier())
-      return std::move(e);
-    const auto started = Clock::now();
-    std::memcpy(i % 2 ? from.data() : to.data(), i % 2 ? to.data() : from.data(),
-                count * sizeof(float));
-    if (i > 0)
-      times.push_back(seconds(Clock::now() - started));
-  }
-  if (from[count / 2] != 1.0f || to[count / 2] != 1.0f)
-    return ir::makeError("the warm staging pass copied " + std::to_string(to[count / 2]));
-  return median(times) / static_cast<double>(count * sizeof(float));
+  return timeCopies(group, std::max(repeats, 20), 2, cacheBytes / 4);
 }
 
 // All-reduces timed back to back, and each after kCallGap of each rank's work.
