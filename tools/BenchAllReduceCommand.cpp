@@ -1,6 +1,7 @@
 // `prism bench-allreduce --rank R --coordinator HOST:PORT --bytes LIST`: one rank of a group of
-// processes timing Gloo ring all-reduces of each size over a window (bench/allreduce_bandwidth,
-// docs/distributed.md "All-reduce effective bandwidth"); each rank prints a JSON line per size.
+// processes timing ring all-reduces (Gloo's, or with --ring weighted the one a step's buckets
+// take) of each size over a window (bench/allreduce_bandwidth, docs/distributed.md "All-reduce
+// effective bandwidth"); each rank prints a JSON line per size.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -31,11 +32,12 @@ struct BenchAllReduceArgs {
   int rank = -1;
   int ranks = 2;
   std::string coordinator;        // host:port; rank 0 serves it
-  std::string bind = "127.0.0.1"; // this rank's address for Gloo
+  std::string bind = "127.0.0.1"; // this rank's address for the ring
   std::string bytes;              // comma-separated sizes
   double seconds = 10;            // timed window per size
   double timeout = 60;            // rendezvous and every collective
   int64_t workMicros = 0;         // each rank's own work before each timed all-reduce
+  std::string ring = "gloo";      // gloo or weighted
 };
 
 llvm::Expected<std::vector<size_t>> parseSizes(llvm::StringRef text) {
@@ -53,6 +55,13 @@ llvm::Expected<std::vector<size_t>> parseSizes(llvm::StringRef text) {
     sizes.push_back(static_cast<size_t>(*size));
   }
   return sizes;
+}
+
+llvm::Expected<Ring> parseRing(llvm::StringRef name) {
+  for (Ring ring : {Ring::Gloo, Ring::Weighted})
+    if (name == ringName(ring))
+      return ring;
+  return ir::makeError("option --ring: expected gloo or weighted, got '" + name + "'");
 }
 
 llvm::Error checkArgs(const BenchAllReduceArgs &args) {
@@ -81,9 +90,9 @@ llvm::Error checkArgs(const BenchAllReduceArgs &args) {
 
 // Repeats of `bytes`, each after `work`, that fill about `seconds`, from rank 0's probe of a
 // few, broadcast so that every rank runs as many.
-llvm::Expected<int64_t> repeatsFor(Collective &group, size_t bytes, double seconds,
+llvm::Expected<int64_t> repeatsFor(Collective &group, Ring ring, size_t bytes, double seconds,
                                    std::chrono::microseconds work) {
-  auto probe = timeAllReduces(group, bytes, kProbeRepeats, work);
+  auto probe = timeAllReduces(group, ring, bytes, kProbeRepeats, work);
   if (!probe)
     return probe.takeError();
   std::sort(probe->begin(), probe->end());
@@ -101,13 +110,14 @@ llvm::Expected<int64_t> repeatsFor(Collective &group, size_t bytes, double secon
 // all awake can be a hundred times faster than the calls that follow on a loaded machine (4 B
 // rings through namespaces probed at 80 us then took 8 ms a call: the repeats planned for 0.5 s
 // would have taken about 50): the clock bounds the window to a round past `seconds`.
-llvm::Expected<std::vector<double>> timeWindow(Collective &group, size_t bytes, int64_t repeats,
-                                               double seconds, std::chrono::microseconds work) {
+llvm::Expected<std::vector<double>> timeWindow(Collective &group, Ring ring, size_t bytes,
+                                               int64_t repeats, double seconds,
+                                               std::chrono::microseconds work) {
   const int64_t round = std::max<int64_t>(kProbeRepeats, repeats / 20);
   const auto started = std::chrono::steady_clock::now();
   std::vector<double> times;
   for (;;) {
-    auto some = timeAllReduces(group, bytes, static_cast<int>(round), work);
+    auto some = timeAllReduces(group, ring, bytes, static_cast<int>(round), work);
     if (!some)
       return some.takeError();
     times.insert(times.end(), some->begin(), some->end());
@@ -137,7 +147,8 @@ void printTimes(int rank, size_t bytes, std::vector<double> times) {
   llvm::outs().flush();
 }
 
-llvm::Error benchAllReduce(const BenchAllReduceArgs &args, const std::vector<size_t> &sizes) {
+llvm::Error benchAllReduce(const BenchAllReduceArgs &args, Ring ring,
+                           const std::vector<size_t> &sizes) {
   const auto timeout = std::chrono::milliseconds(std::llround(args.timeout * 1000));
   std::unique_ptr<Coordinator> coordinator;
   if (args.rank == 0) {
@@ -167,10 +178,10 @@ llvm::Error benchAllReduce(const BenchAllReduceArgs &args, const std::vector<siz
     return group.takeError();
   const std::chrono::microseconds work(args.workMicros);
   for (size_t bytes : sizes) {
-    auto repeats = repeatsFor(**group, bytes, args.seconds, work);
+    auto repeats = repeatsFor(**group, ring, bytes, args.seconds, work);
     if (!repeats)
       return repeats.takeError();
-    auto times = timeWindow(**group, bytes, *repeats, args.seconds, work);
+    auto times = timeWindow(**group, ring, bytes, *repeats, args.seconds, work);
     if (!times)
       return times.takeError();
     printTimes(args.rank, bytes, std::move(*times));
@@ -185,7 +196,10 @@ int runBenchAllReduce(const BenchAllReduceArgs &args) {
   auto sizes = parseSizes(args.bytes);
   if (!sizes)
     return reportError(sizes.takeError());
-  if (auto e = benchAllReduce(args, *sizes))
+  auto ring = parseRing(args.ring);
+  if (!ring)
+    return reportError(ring.takeError());
+  if (auto e = benchAllReduce(args, *ring, *sizes))
     return reportError(std::move(e));
   return 0;
 }
@@ -194,9 +208,9 @@ int runBenchAllReduce(const BenchAllReduceArgs &args) {
 
 void registerBenchAllReduceCommand(CLI::App &app) {
   auto args = std::make_shared<BenchAllReduceArgs>();
-  auto *cmd = app.add_subcommand(
-      "bench-allreduce", "Time Gloo ring all-reduces between processes, one rank each (each "
-                         "prints a JSON line per size)");
+  auto *cmd = app.add_subcommand("bench-allreduce",
+                                 "Time ring all-reduces between processes, one rank each (each "
+                                 "prints a JSON line per size)");
   cmd->add_option("--rank", args->rank, "This process's rank")->required();
   cmd->add_option("--ranks", args->ranks, "Processes in the group")->capture_default_str();
   cmd->add_option("--coordinator", args->coordinator,
@@ -212,6 +226,10 @@ void registerBenchAllReduceCommand(CLI::App &app) {
   cmd->add_option("--work-us", args->workMicros,
                   "Microseconds of each rank's own work (computing) before each timed "
                   "all-reduce, as a training step's all-reduces follow its kernels; untimed")
+      ->capture_default_str();
+  cmd->add_option("--ring", args->ring,
+                  "gloo: Gloo's ring (Collective::allReduceSum); weighted: the weighted ring a "
+                  "training step's buckets take, over the group's own connections")
       ->capture_default_str();
   cmd->callback([args]() {
     if (int status = runBenchAllReduce(*args))

@@ -304,10 +304,10 @@ struct AllReduceSamples {
   Samples backToBack, afterWork;
 };
 
-// Times `repeats` all-reduces of each size between two ranks (threads of this process, over
-// Gloo on 127.0.0.1, meeting through an in-process coordinator), as rank 0 sees them, back to back
-// and after the ranks' work; samples carry the bytes each rank sends in the ring. Sets
-// `staging`'s per-byte figures (timeStagingPass, timeWarmStagingPass).
+// Times `repeats` all-reduces of each size between two ranks (threads of this process, the
+// weighted ring a step's buckets take, on 127.0.0.1, meeting through an in-process coordinator),
+// as rank 0 sees them, back to back and after the ranks' work; samples carry the bytes each rank
+// sends in the ring. Sets `staging`'s per-byte figures (timeStagingPass, timeWarmStagingPass).
 llvm::Expected<AllReduceSamples> timeAllReduces(const Workload &w, plan::AllReduceCost &staging) {
   using namespace runtime::dist;
   constexpr int kRanks = 2;
@@ -335,11 +335,11 @@ llvm::Expected<AllReduceSamples> timeAllReduces(const Workload &w, plan::AllRedu
     for (size_t bytes : w.messageBytes) {
       const size_t sent = std::max<size_t>(1, bytes / sizeof(float)) * sizeof(float);
       const double ring = plan::ringAllReduceBytes(static_cast<double>(sent), kRanks);
-      auto times = timeAllReduces(**group, bytes, w.repeats);
+      auto times = timeAllReduces(**group, Ring::Weighted, bytes, w.repeats);
       if (!times)
         return times.takeError();
       samples.backToBack.push_back({0, ring, median(*times)});
-      times = timeAllReduces(**group, bytes, w.repeats, kCallGap);
+      times = timeAllReduces(**group, Ring::Weighted, bytes, w.repeats, kCallGap);
       if (!times)
         return times.takeError();
       samples.afterWork.push_back({0, ring, median(*times)});

@@ -179,7 +179,9 @@ llvm::Expected<plan::AllReduceCost> measureRing(const LinkCalibration &calibrati
                                      "--timeout",
                                      std::to_string(work.collectiveTimeout),
                                      "--work-us",
-                                     std::to_string(work.work.count())};
+                                     std::to_string(work.work.count()),
+                                     "--ring",
+                                     "weighted"};
     llvm::Error e = start(*rank, runtime::job::onHost(calibration.launcher, host.name, host.address,
                                                       std::move(argv)));
     processes.push_back(std::move(rank));

@@ -12,6 +12,9 @@ runtime change. `--cases` picks the plans that change touches:
   large-tensors  plans whose all-reduce buckets hold tensors of 1 MiB and more beside smaller
               ones (the embedding model's 26 MB bucket, lstm_lm's 10.8 MB, the transformer's
               2.9 MB), and mlp, whose buckets do not change: large tensors reduced in place
+  ring        plans whose steps wait for the weighted ring: mlp's one bucket and two (a ring
+              after a ring), on 2 and 4 workers, a 26 MB bucket, a hybrid plan's small bucket,
+              a compute-bound one: the ring over its own connections
 
   bench/builds/run.py --prism build/tools/prism --before OLD/tools/prism --cases in-place
                       [--repeat 3]
@@ -48,6 +51,14 @@ CASES = {
         ("transformer", "allreduce", "local:2", None, 600),
         ("mlp", "allreduce", "local:2", None, 8000),
     ],
+    "ring": [
+        ("mlp", "allreduce", "local:2", None, 8000),
+        ("mlp", "allreduce", "local:2", None, 4000, ["--bucket-mb", "0.5"]),
+        ("mlp", "allreduce", "local:4", None, 4000),
+        ("embedding_classifier", "allreduce", "local:2", None, 500),
+        ("embedding_classifier", "hybrid", "local:2,ps=1", None, 6000),
+        ("cnn", "allreduce", "local:2", None, 250),
+    ],
     "row-pushes": [
         ("embedding_classifier", "hybrid", "local:1,ps=1", None, 7000),
         ("embedding_classifier", "hybrid", "local:2,ps=1", None, 6000),
@@ -63,7 +74,7 @@ CASES = {
 }
 
 
-def step_ms(prism, model, strategy, cluster, data, steps):
+def step_ms(prism, model, strategy, cluster, data, steps, extra=()):
     with tempfile.TemporaryDirectory() as tmp:
         metrics = os.path.join(tmp, "metrics.jsonl")
         cmd = [prism, "train", os.path.join(ROOT, "models", model + ".prism"), "--cluster",
@@ -71,6 +82,7 @@ def step_ms(prism, model, strategy, cluster, data, steps):
                "--threads", "1", "--metrics-out", metrics, "--quiet", "--no-eval"]
         if data:
             cmd += ["--data", data]
+        cmd += list(extra)
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         times = sorted((r["step"], r["time"]) for r in map(json.loads, open(metrics))
                        if "step" in r and "time" in r)
@@ -87,15 +99,17 @@ def main():
     print("| model | strategy | cluster | before ms (median, range) | now ms (median, range) "
           "| before / now |")
     print("| --- | --- | --- | ---: | ---: | ---: |")
-    for model, strategy, cluster, data, steps in CASES[a.cases]:
+    for model, strategy, cluster, data, steps, *extra in CASES[a.cases]:
+        extra = extra[0] if extra else []
         runs = {"before": [], "now": []}
         for _ in range(a.repeat):
-            runs["before"].append(step_ms(a.before, model, strategy, cluster, data, steps))
-            runs["now"].append(step_ms(a.prism, model, strategy, cluster, data, steps))
+            runs["before"].append(step_ms(a.before, model, strategy, cluster, data, steps, extra))
+            runs["now"].append(step_ms(a.prism, model, strategy, cluster, data, steps, extra))
         cell = {k: f"{statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f})"
                 for k, v in runs.items()}
         ratio = statistics.median(runs["before"]) / statistics.median(runs["now"])
-        print(f"| {model} | {strategy} | {cluster} | {cell['before']} | {cell['now']} "
+        plan = " ".join([cluster] + extra)
+        print(f"| {model} | {strategy} | {plan} | {cell['before']} | {cell['now']} "
               f"| {ratio:.2f}x |", flush=True)
 
 

@@ -1,4 +1,4 @@
-// Timed Gloo all-reduces of one size (see AllReduceTiming.h).
+// Timed all-reduces of one size (see AllReduceTiming.h).
 #include "runtime/dist/AllReduceTiming.h"
 
 #include <algorithm>
@@ -14,7 +14,12 @@ void busyFor(std::chrono::microseconds duration) {
       sink = sink + i;
 }
 
-llvm::Expected<std::vector<double>> timeAllReduces(Collective &group, size_t bytes, int repeats,
+const char *ringName(Ring ring) {
+  return ring == Ring::Gloo ? "gloo" : "weighted";
+}
+
+llvm::Expected<std::vector<double>> timeAllReduces(Collective &group, Ring ring, size_t bytes,
+                                                   int repeats,
                                                    std::chrono::microseconds workBefore) {
   using Clock = std::chrono::steady_clock;
   std::vector<float> data(std::max<size_t>(1, bytes / sizeof(float)), 1.0f);
@@ -26,7 +31,10 @@ llvm::Expected<std::vector<double>> timeAllReduces(Collective &group, size_t byt
     if (workBefore.count() > 0)
       busyFor(workBefore);
     const auto started = Clock::now();
-    if (auto e = group.allReduceSum(data.data(), data.size()))
+    llvm::Error e = ring == Ring::Gloo
+                        ? group.allReduceSum(data.data(), data.size())
+                        : group.allReduceWeighted({{data.data(), data.size()}}, 1.0f);
+    if (e)
       return std::move(e);
     if (i > 0)
       times.push_back(std::chrono::duration<double>(Clock::now() - started).count());

@@ -18,6 +18,7 @@
 #include "ir/Diagnostic.h"
 #include "runtime/HalfFloat.h"
 #include "runtime/dist/CoordinatorStore.h"
+#include "runtime/dist/RingLinks.h"
 
 namespace prism::runtime::dist {
 namespace {
@@ -65,6 +66,12 @@ llvm::Error Collective::failure(const llvm::Twine &operation,
                        llvm::Twine(rank_) + " of " + llvm::Twine(size_) + ": " + exception.what());
 }
 
+llvm::Error Collective::failure(const llvm::Twine &operation, llvm::Error error) const {
+  return ir::withContext(std::move(error), operation + " in group '" + groupName_ +
+                                               "' failed at rank " + llvm::Twine(rank_) + " of " +
+                                               llvm::Twine(size_));
+}
+
 llvm::Expected<std::unique_ptr<Collective>> Collective::create(CoordinatorClient &client,
                                                                std::string groupName, int rank,
                                                                int size, std::string bindAddress,
@@ -89,6 +96,13 @@ llvm::Expected<std::unique_ptr<Collective>> Collective::create(CoordinatorClient
     collective->context_ = std::move(context);
   } catch (const std::exception &exception) {
     return collective->failure("rendezvous at " + bindAddress, exception);
+  }
+  if (size > 1) {
+    auto ring =
+        RingLinks::connect(client, collective->groupName_, rank, size, bindAddress, timeout);
+    if (!ring)
+      return collective->failure("the ring's rendezvous at " + bindAddress, ring.takeError());
+    collective->ring_ = std::move(*ring);
   }
   return std::move(collective);
 }

@@ -19,6 +19,8 @@ class Context;
 
 namespace prism::runtime::dist {
 
+class RingLinks;
+
 // `count` elements at `data`: a piece of a buffer that a collective call reads and writes.
 template <typename T> struct WeightedSpan {
   T *data = nullptr;
@@ -55,7 +57,8 @@ public:
   // sends first, as the next rank adds them to its own, having received the sender's weight
   // first), so no pass of its own goes over the buffer (WeightedRing.cpp). The buffer may be
   // several spans, one after another (a bucket's tensors where they lie); every rank passes
-  // spans of the same counts in the same order.
+  // spans of the same counts in the same order. It runs over the group's own ring connections,
+  // in the calling thread (RingLinks.h), not through Gloo's event loop.
   llvm::Error allReduceWeighted(llvm::ArrayRef<WeightedSpan<float>> spans, float weight);
   llvm::Error allReduceWeighted(llvm::ArrayRef<WeightedSpan<double>> spans, double weight);
   // Returns once every rank has entered it.
@@ -77,12 +80,14 @@ private:
   llvm::Error allReduceWeightedOf(llvm::ArrayRef<WeightedSpan<T>> spans, T weight,
                                   const char *typeName);
   llvm::Error failure(const llvm::Twine &operation, const std::exception &exception) const;
+  llvm::Error failure(const llvm::Twine &operation, llvm::Error error) const;
 
   std::string groupName_;
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_;
   std::shared_ptr<gloo::Context> context_;
+  std::unique_ptr<RingLinks> ring_; // the weighted ring's connections (2 ranks or more)
 };
 
 } // namespace prism::runtime::dist

@@ -2,38 +2,27 @@
 // with each rank's weight applied where the ring first reads its values, so no pass of its own
 // goes over the buffer.
 //
-// Gloo's ring schedule: the buffer (one span or several, one after another) is cut into segments
-// of at most 1 MiB (at least two per rank), so that a segment's addition overlaps the next one's
-// transfer while both stay in the caches; rank c's chunk is the c-th run of them, and a segment
-// lies within one span (a span's end cuts one short). Reduce-scatter: at step s
-// (0 ≤ s < size − 1) rank r sends chunk r − s to rank r + 1 and receives chunk r − s − 1 from
-// rank r − 1 (chunks mod size), a segment at a time, two in flight. The chunk it sends at step 0
-// is its own, as it is: first each rank sends its weight to the next, so the receiver weights
-// those values, x ← w·x + w_left·received. Every other chunk a rank receives once, a partial sum
-// of weighted values: x ← w·x + received. Either is then what it sends at the next step. After
-// size − 1 steps rank r holds the whole sum of chunk r + 1. All-gather: at step s rank r sends
-// chunk r + 1 − s and receives chunk r − s in place, the chunk it forwards next.
-#include <gloo/context.h>
-#include <gloo/transport/unbound_buffer.h>
-#include <gloo/types.h>
-
+// Gloo's ring schedule, over the ring's own connections (RingLinks.h): the buffer (one span or
+// several, one after another) is cut into segments of at most 1 MiB (at least two per rank);
+// rank c's chunk is the c-th run of them, and a segment lies within one span (a span's end cuts
+// one short). Reduce-scatter: at step s (0 ≤ s < size − 1) rank r sends chunk r − s to rank
+// r + 1 and receives chunk r − s − 1 from rank r − 1 (chunks mod size), a segment at a time, each
+// added as its bytes arrive while the sockets' buffers carry what was sent. The chunk it sends at
+// step 0 is its own, as it is: first each rank sends its weight to the next, so the receiver
+// weights those values, x ← w·x + w_left·received. Every other chunk a rank receives once, a
+// partial sum of weighted values: x ← w·x + received. Either is then what it sends at the next
+// step. After size − 1 steps rank r holds the whole sum of chunk r + 1. All-gather: at step s rank
+// r sends chunk r + 1 − s and receives chunk r − s in place, the chunk it forwards next.
 #include <algorithm>
-#include <chrono>
-#include <exception>
-#include <memory>
-#include <stdexcept>
-#include <string>
 #include <vector>
 
 #include "runtime/cpu/kernels/TargetClones.h"
 #include "runtime/dist/Collective.h"
+#include "runtime/dist/RingLinks.h"
 #include "llvm/ADT/SmallVector.h"
 
 namespace prism::runtime::dist {
 namespace {
-
-// Gloo's own collectives use the slot prefixes 1-8 (gloo/types.h).
-constexpr uint8_t kWeightedRingSlotPrefix = 0x50;
 
 // The ring's loops over values, vectorized for the CPU it runs on (this file is built with -O3:
 // runtime/dist/CMakeLists.txt).
@@ -58,41 +47,66 @@ PRISM_TARGET_CLONES void addBothWeighted(T *__restrict x, const T *__restrict re
     x[i] = weight * x[i] + theirs * received[i];
 }
 
-// A wait that an abort ended (Gloo throws on a timeout or a broken pair) leaves the ring out of
-// step: an error.
-void check(bool completed, const char *what) {
-  if (!completed)
-    throw std::runtime_error(std::string("a ring ") + what + " was aborted");
-}
-
 // Gloo's ring takes segments of at most this many bytes (gloo::AllreduceOptions): one stays in
 // the caches from its arrival to its addition.
 constexpr size_t kMaxSegmentBytes = size_t{1} << 20;
 
-template <typename T> class WeightedRing {
+// The ring as the messages each rank sends right and receives from the left, in order (see
+// RingLinks::Schedule): message 0 is the rank's weight; message 1 + k is transfer k of the
+// reduce-scatter (k < transfers()) or of the all-gather after it. Transfer k moves segment
+// k % perRank_ of a chunk at step k / perRank_; the segment a rank sends at transfer k ≥ perRank_
+// is the one it received at k − perRank_, in either phase (the all-gather's first step sends
+// what the reduce-scatter's last step finished), so that message waits for that one.
+template <typename T> class WeightedRing final : public RingLinks::Schedule {
 public:
   // `spans` (none empty) are the buffer, one after another.
-  WeightedRing(gloo::Context &context, llvm::ArrayRef<WeightedSpan<T>> spans, T weight,
-               std::chrono::milliseconds timeout)
-      : ranks_(static_cast<size_t>(context.size)), rank_(static_cast<size_t>(context.rank)),
-        spans_(spans.begin(), spans.end()), weight_(weight), timeout_(timeout),
-        right_(static_cast<int>((rank_ + 1) % ranks_)),
-        left_(static_cast<int>((rank_ + ranks_ - 1) % ranks_)),
-        slot_(gloo::Slot::build(kWeightedRingSlotPrefix, 0)),
-        weightSlot_(gloo::Slot::build(kWeightedRingSlotPrefix, 1)), weightPair_{weight, T(0)} {
+  WeightedRing(size_t ranks, size_t rank, llvm::ArrayRef<WeightedSpan<T>> spans, T weight)
+      : ranks_(ranks), rank_(rank), spans_(spans.begin(), spans.end()),
+        weight_(weight), weightPair_{weight, T(0)} {
     cutSegments();
-    scratch_.resize(2 * segmentLength_);
-    for (const WeightedSpan<T> &span : spans_)
-      outs_.push_back(context.createUnboundBuffer(span.data, span.count * sizeof(T)));
-    tmp_ = context.createUnboundBuffer(scratch_.data(), scratch_.size() * sizeof(T));
-    weights_ = context.createUnboundBuffer(weightPair_, sizeof(weightPair_));
+    scratch_.resize(segmentLength_);
   }
 
-  void run() {
-    weights_->recv(left_, weightSlot_, sizeof(T), sizeof(T));
-    weights_->send(right_, weightSlot_, 0, sizeof(T));
-    pipelined([this](size_t k) { startReduce(k); }, [this](size_t k) { finishReduce(k); });
-    pipelined([this](size_t k) { startGather(k); }, [this](size_t k) { finishGather(k); });
+  size_t messages() const override { return 1 + 2 * transfers(); }
+
+  const void *sendFrom(size_t m) const override {
+    if (m == 0)
+      return &weightPair_[0];
+    const Segment &s = sent(m - 1);
+    return values(s);
+  }
+  size_t sendBytes(size_t m) const override {
+    return m == 0 ? sizeof(T) : sent(m - 1).length * sizeof(T);
+  }
+  bool maySend(size_t m, size_t received) const override {
+    return m <= perRank_ || received > m - perRank_;
+  }
+
+  void *receiveInto(size_t m) override {
+    if (m == 0)
+      return &weightPair_[1];
+    const size_t k = m - 1;
+    return k < transfers() ? static_cast<void *>(scratch_.data()) : values(received(k));
+  }
+  size_t receiveBytes(size_t m) const override {
+    return m == 0 ? sizeof(T) : received(m - 1).length * sizeof(T);
+  }
+
+  // A reduce-scatter segment is added to the rank's own values as its elements arrive.
+  void arrived(size_t m, size_t bytes) override {
+    if (m == 0 || m - 1 >= transfers())
+      return;
+    const size_t k = m - 1;
+    const Segment &into = reduceReceived(k);
+    const size_t whole = bytes / sizeof(T); // a partly arrived element waits for its rest
+    T *x = values(into) + added_;
+    const T *theirs = scratch_.data() + added_;
+    const size_t n = whole - added_;
+    if (step(k) == 0) // the left rank's own values, as they are
+      addBothWeighted(x, theirs, n, weight_, weightPair_[1]);
+    else
+      addWeighted(x, theirs, n, weight_);
+    added_ = whole == into.length ? 0 : whole;
   }
 
 private:
@@ -104,9 +118,8 @@ private:
   // Rank c's chunk is the c-th run of chunkLength elements of the whole buffer (the spans one
   // after another), chunkLength a whole number of segmentLength_; its segments are its pieces
   // within each span, cut every segmentLength_ elements. Every chunk gets perRank_ segments, the
-  // most any has and at least two, those it lacks empty: with two transfers in flight, the
-  // segment a rank forwards at transfer k it received at k − perRank_, which has finished. One
-  // span is cut as Gloo's ring cuts its buffer.
+  // most any has and at least two, those it lacks empty. One span is cut as Gloo's ring cuts its
+  // buffer.
   void cutSegments() {
     size_t count = 0;
     for (const WeightedSpan<T> &span : spans_)
@@ -133,19 +146,9 @@ private:
       std::copy(chunks[c].begin(), chunks[c].end(), segments_.begin() + c * perRank_);
   }
 
-  // A phase's transfers in order, two in flight: transfer k starts once k − 2 finished.
-  template <typename Start, typename Finish> void pipelined(Start &&start, Finish &&finish) {
-    const size_t transfers = (ranks_ - 1) * perRank_; // steps × segments a chunk
-    for (size_t k = 0; k < transfers; ++k) {
-      if (k >= 2)
-        finish(k - 2);
-      start(k);
-    }
-    finish(transfers - 2);
-    finish(transfers - 1);
-  }
+  // A phase's transfers: steps × segments a chunk.
+  size_t transfers() const { return (ranks_ - 1) * perRank_; }
 
-  // Transfer k of a phase moves segment k % perRank_ of a chunk at step k / perRank_.
   const Segment &segment(size_t chunk, size_t k) const {
     return segments_[(chunk % ranks_) * perRank_ + k % perRank_];
   }
@@ -159,63 +162,23 @@ private:
   const Segment &gatherSent(size_t k) const { return segment(rank_ + 1 + ranks_ - step(k), k); }
   const Segment &gatherReceived(size_t k) const { return segment(rank_ + ranks_ - step(k), k); }
 
-  void send(const Segment &s) {
-    if (s.length > 0)
-      outs_[s.span]->send(right_, slot_, s.begin * sizeof(T), s.length * sizeof(T));
+  // Transfer k over both phases.
+  const Segment &sent(size_t k) const {
+    return k < transfers() ? reduceSent(k) : gatherSent(k - transfers());
   }
-
-  void startReduce(size_t k) {
-    const Segment &received = reduceReceived(k);
-    if (received.length > 0)
-      tmp_->recv(left_, slot_, (k % 2) * segmentLength_ * sizeof(T), received.length * sizeof(T));
-    send(reduceSent(k));
-  }
-
-  void finishReduce(size_t k) {
-    if (k == 0) { // the left rank's weight came first on the same connection
-      check(weights_->waitRecv(timeout_), "receive of a weight");
-      check(weights_->waitSend(timeout_), "send of a weight");
-    }
-    const Segment &received = reduceReceived(k);
-    if (received.length > 0) {
-      check(tmp_->waitRecv(timeout_), "receive");
-      const T *theirs = scratch_.data() + (k % 2) * segmentLength_;
-      if (step(k) == 0) // the left rank's own values, as they are
-        addBothWeighted(values(received), theirs, received.length, weight_, weightPair_[1]);
-      else
-        addWeighted(values(received), theirs, received.length, weight_);
-    }
-    if (const Segment &sent = reduceSent(k); sent.length > 0)
-      check(outs_[sent.span]->waitSend(timeout_), "send");
-  }
-
-  void startGather(size_t k) {
-    if (const Segment &received = gatherReceived(k); received.length > 0)
-      outs_[received.span]->recv(left_, slot_, received.begin * sizeof(T),
-                                 received.length * sizeof(T));
-    send(gatherSent(k));
-  }
-
-  void finishGather(size_t k) {
-    if (const Segment &received = gatherReceived(k); received.length > 0)
-      check(outs_[received.span]->waitRecv(timeout_), "receive");
-    if (const Segment &sent = gatherSent(k); sent.length > 0)
-      check(outs_[sent.span]->waitSend(timeout_), "send");
+  const Segment &received(size_t k) const {
+    return k < transfers() ? reduceReceived(k) : gatherReceived(k - transfers());
   }
 
   const size_t ranks_, rank_;
   const std::vector<WeightedSpan<T>> spans_;
   const T weight_;
-  const std::chrono::milliseconds timeout_;
   size_t segmentLength_ = 0; // elements a segment, at most
   size_t perRank_ = 0;       // segments a chunk
   std::vector<Segment> segments_;
-  std::vector<T> scratch_;
-  const int right_, left_;
-  const uint64_t slot_, weightSlot_;
-  T weightPair_[2]; // this rank's weight, sent right; the left rank's, received
-  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> outs_; // a span each
-  std::unique_ptr<gloo::transport::UnboundBuffer> tmp_, weights_;
+  std::vector<T> scratch_; // the reduce-scatter segment arriving
+  size_t added_ = 0;       // its elements added so far
+  T weightPair_[2];        // this rank's weight, sent right; the left rank's, received
 };
 
 } // namespace
@@ -238,13 +201,11 @@ llvm::Error Collective::allReduceWeightedOf(llvm::ArrayRef<WeightedSpan<T>> span
         scaleInPlace(span.data, span.count, weight);
     return llvm::Error::success();
   }
-  try {
-    WeightedRing<T>(*context_, nonEmpty, weight, timeout_).run();
-  } catch (const std::exception &exception) {
+  WeightedRing<T> ring(static_cast<size_t>(size_), static_cast<size_t>(rank_), nonEmpty, weight);
+  if (llvm::Error e = ring_->run(ring, timeout_))
     return failure("weighted all-reduce of " + llvm::Twine(count) + " " + typeName + "s in " +
                        llvm::Twine(nonEmpty.size()) + " span(s)",
-                   exception);
-  }
+                   std::move(e));
   return llvm::Error::success();
 }
 
