@@ -81,6 +81,11 @@ bool await(int fd, short events, Clock::time_point deadline) {
   }
 }
 
+// Whether a non-blocking call that failed may succeed later (errno says so).
+bool tryAgainLater() {
+  return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+}
+
 llvm::Error makeNonBlocking(int fd) {
   int flags = ::fcntl(fd, F_GETFL, 0);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
@@ -162,7 +167,7 @@ bool transferAll(int fd, short events, size_t bytes, Clock::time_point deadline,
       done += static_cast<size_t>(n);
       continue;
     }
-    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+    if (n == 0 || !tryAgainLater())
       return false;
     if (!await(fd, events, deadline))
       return false;
@@ -284,86 +289,129 @@ RingLinks::connect(CoordinatorClient &client, const std::string &keyPrefix, int 
   return std::move(links);
 }
 
-llvm::Error RingLinks::run(Schedule &schedule, milliseconds idle) {
-  const size_t messages = schedule.messages();
-  size_t sent = 0, sentBytes = 0;         // messages and bytes of the current one gone
-  size_t received = 0, receivedBytes = 0; // the same, arrived
-  auto skipEmpty = [&] {
-    while (sent < messages && schedule.sendBytes(sent) == 0)
-      ++sent;
-    while (received < messages && schedule.receiveBytes(received) == 0)
-      ++received;
-  };
-  skipEmpty();
-  Clock::time_point quietSince = Clock::now();
-  while (sent < messages || received < messages) {
+namespace {
+
+// One run of a schedule over a ring's two sockets: how far each way has got.
+class ScheduleRun {
+public:
+  ScheduleRun(RingLinks::Schedule &schedule, int out, int in, int right, int left)
+      : schedule_(schedule), messages_(schedule.messages()), out_(out), in_(in), right_(right),
+        left_(left) {
+    skipEmpty();
+  }
+
+  bool done() const { return sent_ == messages_ && received_ == messages_; }
+
+  // Writes as much as the socket takes of the messages that may go; whether any byte went.
+  llvm::Expected<bool> send() {
     bool moved = false;
-    // As much as the socket takes of the messages that may go.
-    while (sent < messages && schedule.maySend(sent, received)) {
-      const size_t bytes = schedule.sendBytes(sent);
-      ssize_t n = ::send(out_, static_cast<const char *>(schedule.sendFrom(sent)) + sentBytes,
-                         bytes - sentBytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (mayGo()) {
+      const size_t bytes = schedule_.sendBytes(sent_);
+      ssize_t n = ::send(out_, static_cast<const char *>(schedule_.sendFrom(sent_)) + sentBytes_,
+                         bytes - sentBytes_, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        if (tryAgainLater())
           break;
         return systemError("sending to rank " + llvm::Twine(right_));
       }
       moved = true;
-      sentBytes += static_cast<size_t>(n);
-      if (sentBytes == bytes) {
-        sentBytes = 0;
-        ++sent;
+      sentBytes_ += static_cast<size_t>(n);
+      if (sentBytes_ == bytes) {
+        sentBytes_ = 0;
+        ++sent_;
         skipEmpty();
       }
     }
-    // As much as has arrived.
-    while (received < messages) {
-      const size_t bytes = schedule.receiveBytes(received);
-      ssize_t n = ::recv(in_, static_cast<char *>(schedule.receiveInto(received)) + receivedBytes,
-                         bytes - receivedBytes, MSG_DONTWAIT);
+    return moved;
+  }
+
+  // Reads what has arrived, until a message it completes lets one go; whether any byte came.
+  llvm::Expected<bool> receive() {
+    bool moved = false;
+    while (received_ < messages_) {
+      const size_t bytes = schedule_.receiveBytes(received_);
+      ssize_t n =
+          ::recv(in_, static_cast<char *>(schedule_.receiveInto(received_)) + receivedBytes_,
+                 bytes - receivedBytes_, MSG_DONTWAIT);
       if (n == 0)
         return ir::makeError("rank " + llvm::Twine(left_) + " closed its connection");
       if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        if (tryAgainLater())
           break;
         return systemError("receiving from rank " + llvm::Twine(left_));
       }
       moved = true;
-      receivedBytes += static_cast<size_t>(n);
-      schedule.arrived(received, receivedBytes);
-      if (receivedBytes == bytes) {
-        receivedBytes = 0;
-        ++received;
+      receivedBytes_ += static_cast<size_t>(n);
+      schedule_.arrived(received_, receivedBytes_);
+      if (receivedBytes_ == bytes) {
+        receivedBytes_ = 0;
+        ++received_;
         skipEmpty();
-        if (sent < messages && schedule.maySend(sent, received))
-          break; // what just arrived may let a message go: send it before reading on
+        if (mayGo())
+          break; // send it before reading on
       }
     }
-    if (moved) {
-      quietSince = Clock::now();
-      continue;
-    }
-    // Nothing moved: sleep until a socket can.
+    return moved;
+  }
+
+  // Sleeps until a socket can move, `wait` at most: an error after it, or when one failed.
+  llvm::Error sleep(milliseconds wait, milliseconds idle) const {
+    if (wait.count() <= 0)
+      return ir::makeError("nothing moved for " + llvm::Twine(idle.count()) + " ms (sent " +
+                           llvm::Twine(sent_) + " of " + llvm::Twine(messages_) +
+                           " messages to rank " + llvm::Twine(right_) + ", received " +
+                           llvm::Twine(received_) + " from rank " + llvm::Twine(left_) + ")");
     pollfd fds[2];
     nfds_t count = 0;
-    if (sent < messages && schedule.maySend(sent, received))
+    if (mayGo())
       fds[count++] = {out_, POLLOUT, 0};
-    if (received < messages)
+    if (received_ < messages_)
       fds[count++] = {in_, POLLIN, 0};
-    const milliseconds left =
-        idle - std::chrono::duration_cast<milliseconds>(Clock::now() - quietSince);
-    if (left.count() <= 0)
-      return ir::makeError("nothing moved for " + llvm::Twine(idle.count()) + " ms (sent " +
-                           llvm::Twine(sent) + " of " + llvm::Twine(messages) +
-                           " messages to rank " + llvm::Twine(right_) + ", received " +
-                           llvm::Twine(received) + " from rank " + llvm::Twine(left_) + ")");
-    if (::poll(fds, count, static_cast<int>(left.count())) < 0 && errno != EINTR)
+    if (::poll(fds, count, static_cast<int>(wait.count())) < 0 && errno != EINTR)
       return systemError("poll");
     for (nfds_t i = 0; i < count; ++i)
       if (fds[i].revents & (POLLERR | POLLNVAL))
         return ir::makeError(fds[i].fd == out_
                                  ? "the connection to rank " + llvm::Twine(right_) + " failed"
                                  : "the connection from rank " + llvm::Twine(left_) + " failed");
+    return llvm::Error::success();
+  }
+
+private:
+  bool mayGo() const { return sent_ < messages_ && schedule_.maySend(sent_, received_); }
+  void skipEmpty() {
+    while (sent_ < messages_ && schedule_.sendBytes(sent_) == 0)
+      ++sent_;
+    while (received_ < messages_ && schedule_.receiveBytes(received_) == 0)
+      ++received_;
+  }
+
+  RingLinks::Schedule &schedule_;
+  const size_t messages_;
+  const int out_, in_, right_, left_;
+  size_t sent_ = 0, sentBytes_ = 0;         // messages gone, and bytes of the next
+  size_t received_ = 0, receivedBytes_ = 0; // the same, arrived
+};
+
+} // namespace
+
+llvm::Error RingLinks::run(Schedule &schedule, milliseconds idle) {
+  ScheduleRun run(schedule, out_, in_, right_, left_);
+  Clock::time_point quietSince = Clock::now();
+  while (!run.done()) {
+    auto sent = run.send();
+    if (!sent)
+      return sent.takeError();
+    auto received = run.receive();
+    if (!received)
+      return received.takeError();
+    if (*sent || *received) {
+      quietSince = Clock::now();
+      continue;
+    }
+    const auto quiet = std::chrono::duration_cast<milliseconds>(Clock::now() - quietSince);
+    if (llvm::Error e = run.sleep(idle - quiet, idle))
+      return e;
   }
   return llvm::Error::success();
 }

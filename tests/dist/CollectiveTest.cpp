@@ -18,29 +18,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::clientOptions;
 using testing::message;
-
-constexpr auto kBound = 60s;
-
-// Runs `body(rank, client)` for each rank on its own thread, each with its own registered client;
-// returns what each body returned, or "hung" for one that did not end within kBound.
-std::vector<std::string>
-onEachRank(const Coordinator &coordinator, int ranks,
-           const std::function<std::string(int, CoordinatorClient &)> &body) {
-  std::vector<std::future<std::string>> results;
-  for (int rank = 0; rank < ranks; ++rank)
-    results.push_back(std::async(std::launch::async, [&, rank] {
-      CoordinatorClient client(
-          clientOptions(coordinator.address(), "worker:" + std::to_string(rank)));
-      if (llvm::Error error = client.registerTask())
-        return llvm::toString(std::move(error));
-      return body(rank, client);
-    }));
-  std::vector<std::string> messages;
-  for (auto &result : results)
-    messages.push_back(result.wait_for(kBound) == std::future_status::ready ? result.get()
-                                                                            : "hung");
-  return messages;
-}
+using testing::onEachRank;
 
 TEST(CollectiveTest, ThreeRanksAllReduceFloats) {
   auto coordinator = testing::startCoordinator(3);

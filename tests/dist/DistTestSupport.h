@@ -5,6 +5,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
@@ -52,6 +53,30 @@ inline CoordinatorClientOptions clientOptions(const std::string &address, const 
   options.taskName = task;
   options.callTimeout = std::chrono::seconds(10);
   return options;
+}
+
+// How long onEachRank waits for a rank's body.
+constexpr std::chrono::seconds kRankBound(60);
+
+// Runs `body(rank, client)` for each rank on its own thread, each with its own registered client;
+// returns what each body returned, or "hung" for one that did not end within kRankBound.
+inline std::vector<std::string>
+onEachRank(const Coordinator &coordinator, int ranks,
+           const std::function<std::string(int, CoordinatorClient &)> &body) {
+  std::vector<std::future<std::string>> results;
+  for (int rank = 0; rank < ranks; ++rank)
+    results.push_back(std::async(std::launch::async, [&, rank] {
+      CoordinatorClient client(
+          clientOptions(coordinator.address(), "worker:" + std::to_string(rank)));
+      if (llvm::Error error = client.registerTask())
+        return llvm::toString(std::move(error));
+      return body(rank, client);
+    }));
+  std::vector<std::string> messages;
+  for (auto &result : results)
+    messages.push_back(result.wait_for(kRankBound) == std::future_status::ready ? result.get()
+                                                                                : "hung");
+  return messages;
 }
 
 // The message of `error`, or "success".

@@ -20,8 +20,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::clientOptions;
 using testing::message;
-
-constexpr auto kBound = 60s;
+using testing::onEachRank;
 
 // Each rank sends its pattern in messages of the given lengths and receives its left rank's,
 // each message whenever it may go (maySend: always, or only once the message before it arrived,
@@ -74,26 +73,6 @@ private:
   std::vector<uint8_t> mine_, theirs_, expected_;
   std::map<size_t, size_t> lastArrived_;
 };
-
-// Runs `body(rank, client)` on a thread per rank; what each returned, or "hung".
-std::vector<std::string>
-onEachRank(const Coordinator &coordinator, int ranks,
-           const std::function<std::string(int, CoordinatorClient &)> &body) {
-  std::vector<std::future<std::string>> results;
-  for (int rank = 0; rank < ranks; ++rank)
-    results.push_back(std::async(std::launch::async, [&, rank] {
-      CoordinatorClient client(
-          clientOptions(coordinator.address(), "worker:" + std::to_string(rank)));
-      if (llvm::Error error = client.registerTask())
-        return llvm::toString(std::move(error));
-      return body(rank, client);
-    }));
-  std::vector<std::string> messages;
-  for (auto &result : results)
-    messages.push_back(result.wait_for(kBound) == std::future_status::ready ? result.get()
-                                                                            : "hung");
-  return messages;
-}
 
 std::string exchange(RingLinks &links, int rank, bool forward) {
   // Empty messages, a byte, and messages larger than the sockets' buffers: every rank writes
@@ -217,7 +196,7 @@ TEST(RingLinksTest, NothingMovingEndsTheRunAfterItsBound) {
     if (!links)
       return llvm::toString(links.takeError());
     if (rank == 1) {
-      finished.wait_for(kBound); // connected, silent
+      finished.wait_for(testing::kRankBound); // connected, silent
       return std::string("silent");
     }
     Exchange schedule(0, 1, {16}, false);
