@@ -62,8 +62,7 @@ Collective::~Collective() = default;
 
 llvm::Error Collective::failure(const llvm::Twine &operation,
                                 const std::exception &exception) const {
-  return ir::makeError(operation + " in group '" + groupName_ + "' failed at rank " +
-                       llvm::Twine(rank_) + " of " + llvm::Twine(size_) + ": " + exception.what());
+  return failure(operation, ir::makeError(exception.what()));
 }
 
 llvm::Error Collective::failure(const llvm::Twine &operation, llvm::Error error) const {
