@@ -2,7 +2,6 @@
 #include "runtime/dist/RingLinks.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -28,8 +27,7 @@ using std::chrono::milliseconds;
 
 constexpr std::array<char, 8> kMagic = {'P', 'R', 'S', 'M', 'R', 'I', 'N', 'G'};
 constexpr size_t kSecretBytes = 16;
-// What a connecting rank sends first: the magic, its rank (network order), the secret the
-// accepting rank published.
+// A hello's length (helloOf).
 constexpr size_t kHelloBytes = kMagic.size() + sizeof(uint32_t) + kSecretBytes;
 // How long an accepted connection may take to present itself before it is closed and the next
 // one is accepted.
@@ -86,11 +84,13 @@ bool tryAgainLater() {
   return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
 }
 
-llvm::Error makeNonBlocking(int fd) {
-  int flags = ::fcntl(fd, F_GETFL, 0);
-  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
-    return systemError("fcntl");
-  return llvm::Error::success();
+// What a connecting rank sends first (kHelloBytes): the magic, its rank, the secret the accepting
+// rank published.
+std::string helloOf(int rank, const std::string &secret) {
+  std::string hello(kMagic.begin(), kMagic.end());
+  const uint32_t networkRank = htonl(static_cast<uint32_t>(rank));
+  hello.append(reinterpret_cast<const char *>(&networkRank), sizeof(networkRank));
+  return hello + secret;
 }
 
 // A segment's bytes leave at once, and the 4 bytes of a weight do not wait for more.
@@ -129,15 +129,13 @@ llvm::Expected<Listener> listenOn(const std::string &bindAddress) {
   auto endpoint = resolve(bindAddress, "0");
   if (!endpoint)
     return endpoint.takeError();
-  Socket s(::socket(endpoint->address.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  Socket s(::socket(endpoint->address.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (s.get() < 0)
     return systemError("socket");
   if (::bind(s.get(), reinterpret_cast<sockaddr *>(&endpoint->address), endpoint->length) < 0)
     return systemError("bind to " + bindAddress);
   if (::listen(s.get(), 8) < 0)
     return systemError("listen");
-  if (auto e = makeNonBlocking(s.get()))
-    return std::move(e);
   sockaddr_storage bound{};
   socklen_t length = sizeof(bound);
   if (::getsockname(s.get(), reinterpret_cast<sockaddr *>(&bound), &length) < 0)
@@ -188,11 +186,9 @@ llvm::Expected<Socket> connectTo(const std::string &published, int rank,
   if (!endpoint)
     return endpoint.takeError();
   for (;;) {
-    Socket s(::socket(endpoint->address.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    Socket s(::socket(endpoint->address.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (s.get() < 0)
       return systemError("socket");
-    if (auto e = makeNonBlocking(s.get()))
-      return std::move(e);
     int rc = ::connect(s.get(), reinterpret_cast<sockaddr *>(&endpoint->address), endpoint->length);
     int error = rc == 0 ? 0 : errno;
     if (error == EINPROGRESS) {
@@ -208,10 +204,7 @@ llvm::Expected<Socket> connectTo(const std::string &published, int rank,
     if (error != 0)
       return systemError("connecting to " + fields[2] + ":" + fields[0], error);
     noDelay(s.get());
-    std::string hello(kMagic.begin(), kMagic.end());
-    const uint32_t networkRank = htonl(static_cast<uint32_t>(rank));
-    hello.append(reinterpret_cast<const char *>(&networkRank), sizeof(networkRank));
-    hello += secret;
+    const std::string hello = helloOf(rank, secret);
     if (!transferAll(s.get(), POLLOUT, hello.size(), deadline, [&](size_t done) {
           return ::send(s.get(), hello.data() + done, hello.size() - done, MSG_NOSIGNAL);
         }))
@@ -222,10 +215,7 @@ llvm::Expected<Socket> connectTo(const std::string &published, int rank,
 
 // Accepts connections until one presents rank `left` and `secret`; closes the others.
 llvm::Expected<Socket> acceptFrom(Listener &listener, int left, Clock::time_point deadline) {
-  std::string expected(kMagic.begin(), kMagic.end());
-  const uint32_t networkRank = htonl(static_cast<uint32_t>(left));
-  expected.append(reinterpret_cast<const char *>(&networkRank), sizeof(networkRank));
-  expected += listener.secret;
+  const std::string expected = helloOf(left, listener.secret);
   int refused = 0;
   while (await(listener.socket.get(), POLLIN, deadline)) {
     Socket s(::accept4(listener.socket.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
