@@ -439,4 +439,13 @@ std::unique_ptr<Module> Module::cloneSelected(llvm::DenseMap<const Value *, Valu
   return out;
 }
 
+std::string opSpanName(const Op &op) {
+  std::string name = op.name().str();
+  if (op.numResults() > 0)
+    name += " %" + op.result(0)->name();
+  else if (op.numOperands() > 0)
+    name += " " + op.operand(0)->name();
+  return name;
+}
+
 } // namespace prism::ir

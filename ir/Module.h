@@ -202,6 +202,11 @@ private:
   uint64_t order_ = 0; // increases along the op list (see Module::ensureOrder)
 };
 
+// The name of an op's span in a trace, measured (runtime::ExecutorOptions::trace) or predicted
+// (plan::simulateStep): the op and what it computes, "matmul %h1", "all_reduce %loss", or for an
+// op without results what it updates, "apply_adam w1".
+std::string opSpanName(const Op &op);
+
 // `minimize %loss with adam(lr = 0.001)`: declares the loss and the optimizer together. Once
 // lower-optimizer has turned the optimizer into update ops, the module keeps only the loss and
 // prints `loss %loss`.

@@ -375,10 +375,7 @@ private:
     setResults(t, op, t.compute);
     if (!options_.spans)
       return;
-    std::string name = op.name().str();
-    if (op.numResults() > 0)
-      name += " %" + op.result(0)->name();
-    span(t.prediction.task, "ops", std::move(name), "op", begin, t.compute);
+    span(t.prediction.task, "ops", ir::opSpanName(op), "op", begin, t.compute);
   }
 
   // The loss (bucket -1) in float32, gradient buckets as the plan's compression says.
@@ -753,6 +750,10 @@ private:
       p.idleSeconds = std::max(0.0, out.stepSeconds - p.computeSeconds);
     for (const Link &link : links_)
       out.links.push_back(link.prediction);
+    // A worker's step, as the measured traces have it: a synchronous step ends for every worker
+    // when the job's does.
+    for (const Timeline &t : timelines_)
+      span(t.prediction.task, "steps", "step 0", "step", 0, out.stepSeconds);
     out.spans = std::move(spans_);
     return out;
   }

@@ -18,9 +18,9 @@ namespace prism::plan {
 // and categories are those of measured traces (runtime/exec/Trace.h).
 struct SimulatedSpan {
   std::string task;
-  std::string track;         // "ops", "all-reduce", "ps", "apply"
-  std::string name;          // "matmul %h1", "bucket 0", "pull emb", "apply step 0"
-  std::string category;      // "op", "all_reduce", "ps_pull", "ps_pull_rows", "ps_push", "ps_apply"
+  std::string track;         // "steps", "ops", "all-reduce", "ps", "apply"
+  std::string name;          // "step 0", "matmul %h1", "bucket 0", "pull emb", "apply step 0"
+  std::string category;      // "step", "op", "all_reduce", "ps_pull", "ps_pull_rows", ...
   double begin = 0, end = 0; // seconds from the step's start
   double bytes = 0;          // moved, for communication spans
 };

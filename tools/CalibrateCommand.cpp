@@ -164,7 +164,7 @@ llvm::Error timeOps(const ir::Module &program, int64_t batch, int steps, int thr
       return e;
   std::map<std::string, std::pair<const ir::Op *, int>> ops; // by span name; count 1: unique
   for (const auto &op : program.ops()) {
-    auto &entry = ops[runtime::opTraceName(*op)];
+    auto &entry = ops[ir::opSpanName(*op)];
     entry = {op.get(), entry.second + 1};
   }
   // Each op's time in each timed step. Its median, not its mean: a step the machine took from

@@ -740,7 +740,7 @@ void Executor::planSegments(Program &p) {
     std::string why = p.kernels[i]->notCapturable();
     if (!why.empty()) {
       close(i);
-      p.notCaptured.push_back(opTraceName(*order_[i]) + " (" + why + ")");
+      p.notCaptured.push_back(ir::opSpanName(*order_[i]) + " (" + why + ")");
       continue;
     }
     if (start < i && (&deviceOf(*order_[i]) != &deviceOf(*order_[start]) || syncBefore_[i] ||
@@ -786,7 +786,7 @@ llvm::Expected<bool> Executor::runSegment(Program &p, size_t index) {
     for (size_t j = s.begin; j < s.end; ++j)
       if (auto err = p.kernels[j]->run(p.inputs[j], p.outputs[j])) {
         // Run op by op instead, where the op reports it at its place.
-        s.failed = opTraceName(*order_[j]) + ": " + ir::messageOf(std::move(err));
+        s.failed = ir::opSpanName(*order_[j]) + ": " + ir::messageOf(std::move(err));
         llvm::consumeError(device.endCapture().takeError());
         return false;
       }
@@ -854,16 +854,7 @@ std::string Executor::kernelChoices() const {
 }
 
 std::string Executor::traceName(const ir::Op &op) const {
-  return opTraceName(op);
-}
-
-std::string opTraceName(const ir::Op &op) {
-  std::string name = op.name().str();
-  if (op.numResults() > 0)
-    name += " %" + op.result(0)->name();
-  else if (op.numOperands() > 0)
-    name += " " + op.operand(0)->name();
-  return name;
+  return ir::opSpanName(op);
 }
 
 llvm::Error Executor::step(const Feeds &feeds) {

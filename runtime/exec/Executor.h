@@ -72,10 +72,6 @@ struct ExecutorOptions {
 
 using Feeds = std::map<std::string, Tensor>;
 
-// The name of an op's span on the track "ops" (ExecutorOptions::trace): the op and what it
-// computes, "matmul %h1", "all_reduce %loss", "sgd w".
-std::string opTraceName(const ir::Op &op);
-
 class Executor {
 public:
   // Makes the device and checks that it has a kernel for every op the step runs. The module

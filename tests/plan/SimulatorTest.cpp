@@ -4,7 +4,9 @@
 
 #include <cmath>
 #include <functional>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -762,12 +764,36 @@ TEST(Simulator, AWorkersRowUpdateCostsTheRowsAStepReads) {
   EXPECT_NEAR(compute(), 3 * kMs, 1e-9);
 }
 
+// An op's predicted span has the name its measured one has (ir::opSpanName), an update without
+// results the variable it updates, so that a measured and a predicted step can be told op by op.
+TEST(Simulator, OpSpansAreNamedAsMeasuredOnes) {
+  auto worker = program("  var w.m : f32[4, 2] = zeros\n"
+                        "  var w.v : f32[4, 2] = zeros\n"
+                        "  var t : f32[] = zeros\n"
+                        "  %rows = gather(w, y) : f32[B, 2]\n"
+                        "  %g.w = gather_grad(%rows, y, num_rows = 4) : sparse f32[4, 2]\n"
+                        "  apply_adam(w, w.m, w.v, %g.w, t, lr = 0.1)\n");
+  Prediction p = simulate(makePlan(1, 0), *worker);
+  std::vector<std::string> names;
+  for (const SimulatedSpan &s : p.spans)
+    if (s.track == "ops" && s.category == "op")
+      names.push_back(s.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"gather %rows", "gather_grad %g.w", "apply_adam w"}));
+}
+
 TEST(Simulator, SpansFollowTheMeasuredTracks) {
   auto worker = program(kOverlapped);
   Prediction p = simulate(makePlan(2, 0), *worker);
-  int ops = 0, buckets = 0;
+  int ops = 0, buckets = 0, steps = 0;
   for (const SimulatedSpan &s : p.spans) {
     ops += s.task == "worker:0" && s.track == "ops" && s.category == "op";
+    if (s.category == "step") { // each worker's, the whole step
+      ++steps;
+      EXPECT_EQ(s.track, "steps");
+      EXPECT_EQ(s.name, "step 0");
+      EXPECT_NEAR(s.begin, 0, 1e-12);
+      EXPECT_NEAR(s.end, p.stepSeconds, 1e-12);
+    }
     if (s.track == "all-reduce") {
       ++buckets;
       EXPECT_NEAR(s.begin, 4 * kMs, 1e-12);
@@ -776,6 +802,7 @@ TEST(Simulator, SpansFollowTheMeasuredTracks) {
   }
   EXPECT_EQ(ops, 4);
   EXPECT_EQ(buckets, 2); // one per worker
+  EXPECT_EQ(steps, 2);
 }
 
 TEST(CostProfile, RoundTripsThroughJson) {
