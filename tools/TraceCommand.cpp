@@ -1,5 +1,7 @@
 // `prism trace merge DIR [-o FILE]`: the timelines a job's tasks wrote with `--trace DIR`, one
-// file that chrome://tracing and Perfetto open (docs/distributed.md, "Traces").
+// file that chrome://tracing and Perfetto open (docs/distributed.md, "Traces"); `prism trace
+// compare MEASURED PREDICTED`: a measured step against `prism simulate --trace-out`'s, span by
+// span (docs/simulate.md).
 #include <string>
 #include <vector>
 
@@ -7,7 +9,9 @@
 #include "runtime/exec/Trace.h"
 #include "tools/Commands.h"
 #include "tools/OutputFile.h"
+#include "tools/TraceCompare.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 namespace prism::tools {
@@ -51,6 +55,45 @@ int runMerge(const TraceMergeArgs &args) {
   return 0;
 }
 
+struct TraceCompareArgs {
+  std::string measured, predicted;
+  int skip = 5;
+  size_t top = 20;
+  bool json = false;
+};
+
+// A file's text, or a `--trace DIR`'s task traces merged.
+llvm::Expected<std::string> traceText(const std::string &path) {
+  if (llvm::sys::fs::is_directory(path)) {
+    auto files = traceFiles(path, "");
+    if (!files)
+      return files.takeError();
+    return runtime::mergeTraceFiles(*files);
+  }
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return ir::makeError(path + ": " + buffer.getError().message());
+  return (*buffer)->getBuffer().str();
+}
+
+int runCompare(const TraceCompareArgs &args) {
+  if (args.skip < 0)
+    return reportError(
+        ir::makeError("option --skip: expected 0 or more steps, got " + std::to_string(args.skip)));
+  auto measured = traceText(args.measured);
+  if (!measured)
+    return reportError(measured.takeError());
+  auto predicted = traceText(args.predicted);
+  if (!predicted)
+    return reportError(predicted.takeError());
+  auto comparison = compareTraces(*measured, args.measured, *predicted, args.predicted, args.skip);
+  if (!comparison)
+    return reportError(comparison.takeError());
+  llvm::outs() << (args.json ? comparisonToJson(*comparison)
+                             : formatComparison(*comparison, args.top));
+  return 0;
+}
+
 } // namespace
 
 void registerTraceCommand(CLI::App &app) {
@@ -63,6 +106,25 @@ void registerTraceCommand(CLI::App &app) {
   merge->add_option("-o,--output", args->output, "Where to write the trace ('-': stdout)");
   merge->callback([args]() {
     if (int status = runMerge(*args))
+      throw CLI::RuntimeError(status);
+  });
+  auto *compare = cmd->add_subcommand(
+      "compare", "A measured step against a predicted one (prism simulate --trace-out), span by "
+                 "span, the largest differences first");
+  auto compareArgs = std::make_shared<TraceCompareArgs>();
+  compare
+      ->add_option("measured", compareArgs->measured,
+                   "A run's trace: `prism trace merge`'s file, or the DIR of `--trace DIR`")
+      ->required();
+  compare->add_option("predicted", compareArgs->predicted, "`prism simulate --trace-out`'s file")
+      ->required();
+  compare->add_option("--skip", compareArgs->skip, "Measured steps left out at the start")
+      ->capture_default_str();
+  compare->add_option("--top", compareArgs->top, "Spans shown besides the steps (0: all)")
+      ->capture_default_str();
+  compare->add_flag("--json", compareArgs->json, "Print every span as JSON");
+  compare->callback([compareArgs]() {
+    if (int status = runCompare(*compareArgs))
       throw CLI::RuntimeError(status);
   });
 }

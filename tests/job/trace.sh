@@ -67,3 +67,29 @@ skew = max(abs(a - b) for a, b in zip(first["worker:0"], first["worker:1"]))
 assert skew < 500000, skew
 print(f"{len(spans)} spans on {len(threads)} tracks of {len(processes)} tasks; step skew {skew} us")
 PY
+# The measured step against the predicted one: every worker's step first, spans both sides have
+# (the ops by the same names), and the JSON of every span.
+"$prism" simulate "$work/plan.pb" --trace-out "$work/predicted.json" >/dev/null
+"$prism" trace compare "$work/trace" "$work/predicted.json" --skip 2 --top 5 | tee "$work/compare.txt"
+grep -q "median of 10 measured steps a task" "$work/compare.txt"
+[ "$(sed -n 3p "$work/compare.txt" | awk '{print $1, $2, $3, $4}')" = "worker:0 steps step N" ]
+[ "$(sed -n 4p "$work/compare.txt" | awk '{print $1, $2, $3, $4}')" = "worker:1 steps step N" ]
+"$prism" trace compare "$work/trace/job.json" "$work/predicted.json" --skip 2 --json \
+  >"$work/compare.json"
+python3 - "$work/compare.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+assert c["counted_steps"] == 10, c["counted_steps"]
+both = {(s["task"], s["name"]) for s in c["spans"]
+        if s["measured_seconds"] is not None and s["predicted_seconds"] is not None}
+for task in ("worker:0", "worker:1"):
+    for name in ("step N", "load batch", "bucket 0", "pull rows of emb", "push step N",
+                 "fused_matmul %hidden", "apply_adam hidden.w"):
+        assert (task, name) in both, (task, name, sorted(both))
+assert ("ps:0", "apply step N") in both, sorted(both)
+PY
+expect_error "worker:0 has 12 steps; --skip 12 leaves none" \
+  "$prism" trace compare "$work/trace" "$work/predicted.json" --skip 12
+echo '{"traceEvents": []}' >"$work/empty.json"
+expect_error "$work/empty.json: no steps" \
+  "$prism" trace compare "$work/empty.json" "$work/predicted.json"
