@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/Diagnostic.h"
+#include "ir/Module.h"
+#include "ir/OpTable.h"
 #include "support/AtomicFile.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -31,6 +33,42 @@ double KernelCost::seconds(const ir::OpCost &cost) const {
 const KernelCost &CostProfile::kernel(llvm::StringRef op) const {
   auto it = kernels.find(op.str());
   return it == kernels.end() ? defaultKernel : it->second;
+}
+
+std::string opSignature(const ir::Op &op) {
+  std::string s = op.name().str() + "(";
+  for (unsigned i = 0; i < op.numOperands(); ++i)
+    s += (i ? ", " : "") + op.operand(i)->type().str();
+  s += ") -> (";
+  for (unsigned i = 0; i < op.numResults(); ++i)
+    s += (i ? ", " : "") + op.result(i)->type().str();
+  s += ")";
+  std::string attrs;
+  for (const auto &[name, value] : op.attrs)
+    if (value.kind() != ir::AttrKind::Float && name != ir::kDeviceAttr)
+      attrs += (attrs.empty() ? "" : ", ") + name + " = " + value.str();
+  return attrs.empty() ? s : s + " {" + attrs + "}";
+}
+
+std::optional<double> measuredOpSeconds(const MeasuredOps &measured, const std::string &signature,
+                                        int64_t batch,
+                                        llvm::function_ref<double(int64_t)> roofline) {
+  auto entry = measured.find(signature);
+  if (entry == measured.end() || entry->second.empty())
+    return std::nullopt;
+  const std::map<int64_t, double> &at = entry->second;
+  auto above = at.lower_bound(batch);
+  if (above != at.end() && above->first == batch)
+    return above->second;
+  if (above != at.end() && above != at.begin()) {
+    auto below = std::prev(above);
+    const double f = static_cast<double>(batch - below->first) /
+                     static_cast<double>(above->first - below->first);
+    return below->second + f * (above->second - below->second);
+  }
+  auto nearest = above == at.end() ? std::prev(at.end()) : above;
+  const double from = roofline(nearest->first);
+  return from > 0 ? nearest->second * roofline(batch) / from : nearest->second;
 }
 
 double valueAtProbability(const std::vector<double> &sorted, double p) {
@@ -282,6 +320,18 @@ llvm::Error parseCommunication(const Reader &r, const Json &root, CostProfile &p
   return r.number(*ps, "ps", "seconds_per_row", p.ps.secondsPerRow);
 }
 
+// Optional: profiles written before the executor's own work was timed leave it out (none).
+llvm::Error parseExecutor(const Reader &r, const Json &root, CostProfile &p) {
+  auto executor = root.find("executor");
+  if (executor == root.end())
+    return llvm::Error::success();
+  if (!executor->is_object())
+    return r.fail("executor", "expected an object");
+  if (auto e = r.number(*executor, "executor", "step_latency", p.executor.stepLatency))
+    return e;
+  return r.number(*executor, "executor", "op_latency", p.executor.opLatency);
+}
+
 // Optional: profiles written before batches were timed leave it out (the built-in figures).
 llvm::Error parseData(const Reader &r, const Json &root, CostProfile &p) {
   p.data = defaultProfile().data;
@@ -313,6 +363,30 @@ std::string hostName() {
   if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0')
     return "localhost";
   return name;
+}
+
+// Optional: profiles written before ops were timed as they are have none (every op by its
+// family's roofline).
+llvm::Error parseOps(const Reader &r, const Json &root, CostProfile &p) {
+  auto ops = root.find("ops");
+  if (ops == root.end())
+    return llvm::Error::success();
+  if (!ops->is_object())
+    return r.fail("ops", "expected an object of op signatures");
+  for (const auto &[signature, times] : ops->items()) {
+    const std::string path = "ops[" + ir::quoted(signature) + "]";
+    if (!times.is_object() || times.empty())
+      return r.fail(path, "expected an object of batches and seconds");
+    for (const auto &[key, seconds] : times.items()) {
+      int64_t batch = 0;
+      if (llvm::StringRef(key).getAsInteger(10, batch) || batch <= 0)
+        return r.fail(path + "." + key, "expected a batch (a positive integer) as the key");
+      if (!seconds.is_number() || !(seconds.get<double>() >= 0))
+        return r.fail(path + "." + key, "expected seconds (a number, 0 or more)");
+      p.ops[signature][batch] = seconds.get<double>();
+    }
+  }
+  return llvm::Error::success();
 }
 
 // Optional: profiles measured without --cluster have no measured links.
@@ -377,9 +451,13 @@ llvm::Expected<CostProfile> parseProfile(llvm::StringRef text, llvm::StringRef f
     return std::move(e);
   if (auto e = parseData(r, root, p))
     return std::move(e);
+  if (auto e = parseExecutor(r, root, p))
+    return std::move(e);
   if (auto e = parseGpu(r, root, p))
     return std::move(e);
   if (auto e = parseLinks(r, root, p))
+    return std::move(e);
+  if (auto e = parseOps(r, root, p))
     return std::move(e);
   return p;
 }
@@ -415,6 +493,9 @@ std::string profileToJson(const CostProfile &p) {
       {"data", {{"latency", p.data.latency}, {"seconds_per_byte", p.data.secondsPerByte}}}};
   if (!p.stepSpread.empty())
     root["machine"]["step_spread"] = p.stepSpread;
+  if (p.executor.stepLatency > 0 || p.executor.opLatency > 0)
+    root["executor"] = {{"step_latency", p.executor.stepLatency},
+                        {"op_latency", p.executor.opLatency}};
   // The nominal GPU is the default: only other figures are written (prism calibrate measures no
   // GPU).
   if (p.gpu.name != nominalGpu().name)
@@ -430,6 +511,13 @@ std::string profileToJson(const CostProfile &p) {
                        {"seconds_per_byte", l.secondsPerByte},
                        {"wake_latency", l.wakeLatency}});
     root["links"] = std::move(links);
+  }
+  if (!p.ops.empty()) {
+    Json ops = Json::object();
+    for (const auto &[signature, times] : p.ops)
+      for (const auto &[batch, seconds] : times)
+        ops[signature][std::to_string(batch)] = seconds;
+    root["ops"] = std::move(ops);
   }
   return root.dump(2) + "\n";
 }

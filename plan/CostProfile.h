@@ -6,12 +6,18 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ir/OpTable.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+
+namespace prism::ir {
+class Op;
+}
 
 namespace prism::plan {
 
@@ -74,6 +80,14 @@ struct DataCost {
   double seconds(double bytes) const { return latency + secondsPerByte * bytes; }
 };
 
+// What a CPU worker's executor spends on a step beyond its kernels, on the compute thread: a
+// fixed part (binding the step's feeds and variables, its end) and a part per op (the dispatch
+// from one kernel to the next). 0: not measured.
+struct ExecutorCost {
+  double stepLatency = 0;
+  double opLatency = 0;
+};
+
 // A GPU device class, used for the kernels of workers whose devices are GPUs, and for the ring's
 // hops between two GPUs of one host (NVLink). No GPU is measured here: the default is
 // nominalGpu(), from published figures (docs/simulate.md).
@@ -106,6 +120,23 @@ struct LinkCost {
   double wakeLatency = 0;
 };
 
+// Ops `prism calibrate` timed as they are, by signature (opSignature): each batch it timed one at
+// (the worker's batch) and the median seconds there. Where a plan's op has a measured signature,
+// the simulator takes its time from here in place of its family's roofline.
+using MeasuredOps = std::map<std::string, std::map<int64_t, double>>;
+
+// What an op's time depends on: its name, its operands' and results' types (`B` for the batch)
+// and its attributes but the floating-point ones (rates, scales) and the device:
+// "matmul(f32[B, 784], f32[784, 256]) -> (f32[B, 256]) {transpose_b = false}".
+std::string opSignature(const ir::Op &op);
+
+// The seconds of an op of `signature` at `batch` from `measured`, or none where it has no entry:
+// at a timed batch its time; between two, linear between them; beyond them, the nearest one's
+// scaled by roofline(batch) / roofline(nearest) (its kernel family's, for the batch's shapes).
+std::optional<double> measuredOpSeconds(const MeasuredOps &measured, const std::string &signature,
+                                        int64_t batch,
+                                        llvm::function_ref<double(int64_t)> roofline);
+
 // How many values StepSpread holds: probabilities 0, 1/20, ..., 1.
 constexpr int kStepSpreadPoints = 21;
 
@@ -131,8 +162,10 @@ struct CostProfile {
   AllReduceCost allReduce;
   PsCost ps;
   DataCost data;
+  ExecutorCost executor;       // optional
   GpuCost gpu = nominalGpu();  // the profile's optional "gpu" section replaces it
   std::vector<LinkCost> links; // measured link classes, by bandwidth; optional
+  MeasuredOps ops;             // ops timed as they are; optional
 
   const KernelCost &kernel(llvm::StringRef op) const;
   // The measured links of `bitsPerSec`, or null.

@@ -304,6 +304,12 @@ private:
     t.prediction.computeSeconds += seconds;
     if (options_.spans)
       span(t.prediction.task, "steps", "load batch", "data", 0, seconds);
+    // The executor's own part of the step (a CPU worker's; none measured for GPUs).
+    if (!t.gpu) {
+      const double own = profile_.executor.stepLatency * t.slowdown;
+      t.compute += own;
+      t.prediction.computeSeconds += own;
+    }
   }
 
   void step(const ir::Op &op) {
@@ -364,14 +370,29 @@ private:
     return cost;
   }
 
+  // An op's time on `t`'s device at `batch`, before sharing: where the profile timed a CPU op of
+  // its signature, from those times (measuredOpSeconds); else its kernel family's roofline.
+  double kernelSeconds(const Timeline &t, const ir::Op &op, int64_t batch) {
+    const KernelCost &kernel = t.gpu ? profile_.gpu.kernel(op.name()) : profile_.kernel(op.name());
+    auto roofline = [&](int64_t b) { return kernel.seconds(costOf(op, b)); };
+    if (t.gpu || profile_.ops.empty() || ir::isRowUpdate(op))
+      return roofline(batch);
+    auto signature = signatures_.find(&op);
+    if (signature == signatures_.end())
+      signature = signatures_.emplace(&op, opSignature(op)).first;
+    return measuredOpSeconds(profile_.ops, signature->second, batch, roofline)
+        .value_or(roofline(batch));
+  }
+
   void computeOp(size_t r, const ir::Op &op) {
     Timeline &t = timelines_[r];
     const int64_t batch = op.attrs.has(ir::kDeviceAttr) ? towerBatch_ : localBatch_;
-    const double begin = std::max(t.compute, readyOf(t, op));
-    const KernelCost &kernel = t.gpu ? profile_.gpu.kernel(op.name()) : profile_.kernel(op.name());
-    const double seconds = kernel.seconds(costOf(op, batch)) * t.slowdown;
+    // The executor's dispatch to the kernel (a CPU worker's), then the kernel.
+    const double dispatch = t.gpu ? 0 : profile_.executor.opLatency * t.slowdown;
+    const double begin = std::max(t.compute, readyOf(t, op)) + dispatch;
+    const double seconds = kernelSeconds(t, op, batch) * t.slowdown;
     t.compute = begin + seconds;
-    t.prediction.computeSeconds += seconds;
+    t.prediction.computeSeconds += dispatch + seconds;
     setResults(t, op, t.compute);
     if (!options_.spans)
       return;
@@ -780,6 +801,7 @@ private:
   std::set<std::string> gpuMachines_;                   // machines with GPU workers
   std::map<std::string, TableEstimate> rowsOf_;
   std::map<std::string, double> gatheredIndices_; // by table: a worker's indices of its gathers
+  std::unordered_map<const ir::Op *, std::string> signatures_; // opSignature, as ops are costed
   std::vector<std::string> stepPullNames_;        // what the step pulls whole, in order
   std::map<std::string, ShardTraffic> stepPulls_; // by PS task: its call's bytes
   std::vector<std::string> workers_, servers_;

@@ -141,11 +141,17 @@ runtime::Feeds randomFeeds(const ir::Module &m, int64_t batch) {
   return feeds;
 }
 
+// Each op's median times by signature (plan::opSignature) and batch.
+using OpTimes = std::map<std::string, std::map<int64_t, std::vector<double>>>;
+
 // Runs `steps` training steps of `program` at `batch` after one untimed step, and adds each op's
-// median time with its cost rule's flops and bytes to `byOp` (by op name), and each timed step's
-// kernel time over the median step's to `stepRatios`.
+// median time with its cost rule's flops and bytes to `byOp` (by op name) and to `bySignature`
+// (by its signature, at `batch`), the median of the steps' time beyond their ops' spans to
+// `overheads` (against the program's ops), and each timed step's kernel time over the median
+// step's to `stepRatios`.
 llvm::Error timeOps(const ir::Module &program, int64_t batch, int steps, int threads,
-                    std::map<std::string, Samples> &byOp, std::vector<double> &stepRatios) {
+                    std::map<std::string, Samples> &byOp, OpTimes &bySignature, Samples &overheads,
+                    std::vector<double> &stepRatios) {
   auto store = std::make_shared<runtime::VariableStore>();
   if (auto e = store->initialize(program, 1))
     return e;
@@ -159,9 +165,14 @@ llvm::Error timeOps(const ir::Module &program, int64_t batch, int steps, int thr
   if (!executor)
     return executor.takeError();
   const runtime::Feeds feeds = randomFeeds(program, batch);
-  for (int s = 0; s <= steps; ++s)
+  std::vector<double> wall; // each timed step's, as a caller of the executor sees it
+  for (int s = 0; s <= steps; ++s) {
+    const auto started = Clock::now();
     if (auto e = (*executor)->step(feeds))
       return e;
+    if (s > 0)
+      wall.push_back(seconds(Clock::now() - started));
+  }
   std::map<std::string, std::pair<const ir::Op *, int>> ops; // by span name; count 1: unique
   for (const auto &op : program.ops()) {
     auto &entry = ops[ir::opSpanName(*op)];
@@ -182,6 +193,11 @@ llvm::Error timeOps(const ir::Module &program, int64_t batch, int steps, int thr
   if (const double middle = median(stepTimes); middle > 0)
     for (double t : stepTimes)
       stepRatios.push_back(t / middle);
+  // The executor's own work: a step's time beyond its ops' spans, against its ops (as bytes).
+  std::vector<double> beyond;
+  for (size_t i = 0; i < wall.size(); ++i)
+    beyond.push_back(std::max(0.0, wall[i] - stepTimes[i]));
+  overheads.push_back({0, static_cast<double>(program.ops().size()), median(beyond)});
   for (const auto &[name, t] : times) {
     auto it = ops.find(name);
     if (it == ops.end() || it->second.second != 1)
@@ -194,6 +210,7 @@ llvm::Error timeOps(const ir::Module &program, int64_t batch, int steps, int thr
     const ir::OpCost cost = ir::opCost(*it->second.first, batch);
     byOp[op.str()].push_back(
         {static_cast<double>(cost.flops), static_cast<double>(cost.bytes), median(t)});
+    bySignature[plan::opSignature(*it->second.first)][batch].push_back(median(t));
   }
   return llvm::Error::success();
 }
@@ -229,6 +246,8 @@ std::vector<double> spreadOf(std::vector<double> ratios) {
 llvm::Error measureKernels(const CalibrateArgs &args, const Workload &w, plan::CostProfile &profile,
                            llvm::raw_ostream &log) {
   std::map<std::string, Samples> byOp;
+  OpTimes bySignature;
+  Samples overheads;
   std::vector<double> stepRatios;
   for (const std::string &name : w.models) {
     llvm::SmallString<256> path(args.models);
@@ -238,13 +257,20 @@ llvm::Error measureKernels(const CalibrateArgs &args, const Workload &w, plan::C
       return program.takeError();
     const auto started = Clock::now();
     for (int64_t batch : w.batches)
-      if (auto e = timeOps(**program, batch, w.steps, args.threads, byOp, stepRatios))
+      if (auto e = timeOps(**program, batch, w.steps, args.threads, byOp, bySignature, overheads,
+                           stepRatios))
         return ir::withContext(std::move(e), "timing " + std::string(path));
     log << llvm::format("  kernels of %-22s %6.2f s\n", name.c_str(),
                         seconds(Clock::now() - started));
   }
   fitKernels(byOp, profile);
+  // Ops of one signature in several places (two models, two layers): the median of theirs.
+  for (auto &[signature, byBatch] : bySignature)
+    for (auto &[batch, times] : byBatch)
+      profile.ops[signature][batch] = median(std::move(times));
   profile.stepSpread = spreadOf(std::move(stepRatios));
+  const plan::AllReduceCost executor = plan::fitLatencyPerByte(overheads);
+  profile.executor = {executor.latency, executor.secondsPerByte};
   return llvm::Error::success();
 }
 
@@ -678,16 +704,19 @@ int runCalibrate(const CalibrateArgs &args) {
   if (auto e = plan::writeProfile(*profile, output))
     return reportError(ir::withContext(std::move(e), "writing the profile " + output));
   llvm::outs() << llvm::format(
-      "wrote %s in %.1f s: %zu kernel families, all-reduce %.1f us (%.1f after work) + "
+      "wrote %s in %.1f s: %zu kernel families, %zu ops timed as they are, all-reduce %.1f us "
+      "(%.1f after work) + "
       "%.3f ns/B (staging %.3f ns/B a pass, %.3f within %.0f KiB), ps call %.1f us at %.0f "
-      "MB/s + %.2f us a row, batches %.1f us + %.3f ns/B",
+      "MB/s + %.2f us a row, batches %.1f us + %.3f ns/B, the executor %.1f us a step + %.2f us "
+      "an op",
       output.c_str(), seconds(Clock::now() - started), profile->kernels.size() + 1,
-      profile->allReduce.latency * 1e6, profile->allReduce.wakeLatency * 1e6,
+      profile->ops.size(), profile->allReduce.latency * 1e6, profile->allReduce.wakeLatency * 1e6,
       profile->allReduce.secondsPerByte * 1e9, profile->allReduce.stagingSecondsPerByte * 1e9,
       profile->allReduce.warmStagingSecondsPerByte * 1e9,
       profile->allReduce.warmStagingBytes / 1024, profile->ps.latency * 1e6,
       profile->ps.bytesPerSecond / 1e6, profile->ps.secondsPerRow * 1e6,
-      profile->data.latency * 1e6, profile->data.secondsPerByte * 1e9);
+      profile->data.latency * 1e6, profile->data.secondsPerByte * 1e9,
+      profile->executor.stepLatency * 1e6, profile->executor.opLatency * 1e6);
   if (!profile->stepSpread.empty())
     llvm::outs() << llvm::format(
         "; the slowest of 2 and 4 workers' steps %.2fx and %.2fx the median",

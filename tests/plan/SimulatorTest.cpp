@@ -805,6 +805,68 @@ TEST(Simulator, SpansFollowTheMeasuredTracks) {
   EXPECT_EQ(steps, 2);
 }
 
+// The executor's own work on a CPU worker: 0.5 ms a step after the batch (none here), 0.25 ms
+// before each op: matmul (2 ms) from 0.75 to 2.75, relu (1 ms) from 3 to 4.
+TEST(Simulator, TheExecutorsOwnWorkIsAStepsAndAnOpsLatency) {
+  auto worker = program("  %logits = matmul(x, w) : f32[B, 2]\n"
+                        "  %r = relu(%logits) : f32[B, 2]\n");
+  CostProfile profile = syntheticProfile();
+  profile.executor = {0.5 * kMs, 0.25 * kMs};
+  SimulateOptions options;
+  options.spans = true;
+  auto p = simulateStep(makePlan(1, 0), *worker, profile, options);
+  ASSERT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+  EXPECT_NEAR(p->stepSeconds, 4 * kMs, 1e-12);
+  EXPECT_NEAR(task(*p, "worker:0").computeSeconds, 4 * kMs, 1e-12);
+  int relus = 0;
+  for (const SimulatedSpan &s : p->spans)
+    if (s.name == "relu %r") {
+      ++relus;
+      EXPECT_NEAR(s.begin, 3 * kMs, 1e-12);
+      EXPECT_NEAR(s.end, 4 * kMs, 1e-12);
+    }
+  EXPECT_EQ(relus, 1);
+}
+
+// What an op's time depends on: its name, types (B for the batch) and attributes but the
+// floating-point ones and the device.
+TEST(Simulator, OpSignaturesNameWhatAnOpsTimeDependsOn) {
+  auto worker = program("  %logits = matmul(x, w) : f32[B, 2]\n"
+                        "  %m = reduce_mean(%logits, axes = [1]) : f32[B]\n"
+                        "  %g.w = constant(value = 0.5, shape = [4, 2]) : f32[4, 2]\n");
+  auto op = worker->ops().begin();
+  EXPECT_EQ(opSignature(**op), "matmul(f32[B, 4], f32[4, 2]) -> (f32[B, 2])");
+  EXPECT_EQ(opSignature(**++op), "reduce_mean(f32[B, 2]) -> (f32[B]) {axes = [1]}");
+  EXPECT_EQ(opSignature(**++op), "constant() -> (f32[4, 2]) {shape = [4, 2]}");
+  (*op)->attrs.set(ir::kDeviceAttr, ir::Attr::string("cpu:1"));
+  EXPECT_EQ(opSignature(**op), "constant() -> (f32[4, 2]) {shape = [4, 2]}");
+}
+
+// matmul timed at batches 4 (3 ms) and 16 (9 ms); its roofline b ms at batch b (16 flops an
+// example at 16 flops a ms). At 4 and 16 the times, at 8 between them (5 ms), at 32 the time at
+// 16 scaled by the roofline's 32 / 16 (18 ms); relu, not timed, its roofline (1 ms). A profile
+// without the entry costs matmul by its roofline (8 ms at 8).
+TEST(Simulator, OpsTimedAsTheyAreTakeThePlaceOfTheRoofline) {
+  auto worker = program("  %logits = matmul(x, w) : f32[B, 2]\n"
+                        "  %r = relu(%logits) : f32[B, 2]\n");
+  CostProfile profile = syntheticProfile();
+  profile.kernels["matmul"] = {0, 16 / kMs, 0};
+  auto computeAt = [&](int64_t batch) {
+    Plan plan = makePlan(1, 0);
+    plan.mutable_run()->set_global_batch(batch);
+    auto p = simulateStep(plan, *worker, profile);
+    EXPECT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+    return p ? task(*p, "worker:0").computeSeconds : 0.0;
+  };
+  EXPECT_NEAR(computeAt(8), 9 * kMs, 1e-12);
+  profile.ops[opSignature(*worker->ops().front())] = {{4, 3 * kMs}, {16, 9 * kMs}};
+  EXPECT_NEAR(computeAt(4), 4 * kMs, 1e-12);
+  EXPECT_NEAR(computeAt(8), 6 * kMs, 1e-12);
+  EXPECT_NEAR(computeAt(16), 10 * kMs, 1e-12);
+  EXPECT_NEAR(computeAt(32), 19 * kMs, 1e-12);
+  EXPECT_NEAR(computeAt(2), 2.5 * kMs, 1e-12); // 3 ms × 2 / 4, and relu
+}
+
 TEST(CostProfile, RoundTripsThroughJson) {
   CostProfile p = syntheticProfile();
   auto read = parseProfile(profileToJson(p), "p.json");
@@ -847,6 +909,54 @@ TEST(CostProfile, RoundTripsThroughJson) {
   read = parseProfile(profileToJson(p), "p.json");
   ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
   EXPECT_EQ(read->stepSpread, p.stepSpread);
+}
+
+TEST(CostProfile, TheExecutorsWorkRoundTripsAndIsOptional) {
+  CostProfile p = syntheticProfile();
+  EXPECT_EQ(profileToJson(p).find("\"executor\""), std::string::npos);
+  p.executor = {2e-5, 1e-6};
+  const std::string text = profileToJson(p);
+  auto read = parseProfile(text, "p.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->executor.stepLatency, 2e-5);
+  EXPECT_EQ(read->executor.opLatency, 1e-6);
+  std::string bad = text;
+  const std::string field = "\"op_latency\": 1e-06";
+  ASSERT_NE(bad.find(field), std::string::npos) << text;
+  bad.replace(bad.find(field), field.size(), "\"op_latency\": -1");
+  auto r = parseProfile(bad, "bad.json");
+  ASSERT_FALSE(static_cast<bool>(r));
+  EXPECT_NE(llvm::toString(r.takeError()).find("bad.json: field 'executor.op_latency'"),
+            std::string::npos);
+}
+
+TEST(CostProfile, OpsTimedAsTheyAreRoundTripAndAreOptional) {
+  CostProfile p = syntheticProfile();
+  EXPECT_EQ(profileToJson(p).find("\"ops\""), std::string::npos);
+  p.ops["matmul(f32[B, 4], f32[4, 2]) -> (f32[B, 2])"] = {{16, 1e-5}, {128, 6e-5}};
+  auto read = parseProfile(profileToJson(p), "p.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->ops, p.ops);
+  auto error = [](const std::string &ops) {
+    CostProfile q = syntheticProfile();
+    std::string text = profileToJson(q);
+    text.insert(text.rfind('}'), ", \"ops\": " + ops);
+    auto r = parseProfile(text, "bad.json");
+    return r ? std::string("no error") : llvm::toString(r.takeError());
+  };
+  EXPECT_NE(error("[]").find("bad.json: field 'ops': expected an object of op signatures"),
+            std::string::npos);
+  EXPECT_NE(error("{\"relu(f32[B]) -> (f32[B])\": {\"0\": 1e-5}}")
+                .find("field 'ops[\"relu(f32[B]) -> (f32[B])\"].0': expected a batch (a positive "
+                      "integer) as the key"),
+            std::string::npos)
+      << error("{\"relu(f32[B]) -> (f32[B])\": {\"0\": 1e-5}}");
+  EXPECT_NE(error("{\"relu(f32[B]) -> (f32[B])\": {\"16\": -1}}")
+                .find("'ops[\"relu(f32[B]) -> (f32[B])\"].16': expected seconds"),
+            std::string::npos);
+  EXPECT_NE(
+      error("{\"relu(f32[B]) -> (f32[B])\": {}}").find("expected an object of batches and seconds"),
+      std::string::npos);
 }
 
 // A profile's "gpu" section replaces the nominal GPU, and is written back; without it the

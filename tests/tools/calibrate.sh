@@ -39,6 +39,15 @@ assert p["data"]["seconds_per_byte"] > 0 and p["data"]["latency"] >= 0, p["data"
 spread = p["machine"]["step_spread"]
 assert len(spread) == 21 and spread == sorted(spread) and spread[0] > 0, spread
 assert spread[0] <= 1 <= spread[-1] and abs(spread[10] - 1) < 0.1, spread
+# Every op timed is kept as it is, by signature, at each batch timed (--quick: 16 and 64): mlp's
+# first layer's weight gradient among them, no communication and no update from a sparse gradient.
+ops = p["ops"]
+assert any(s.startswith("matmul(f32[B, 784], f32[B, 256]) -> (f32[784, 256])") for s in ops), \
+    sorted(ops)[:20]
+for signature, times in ops.items():
+    assert set(times) == {"16", "64"}, (signature, times)
+    assert all(t >= 0 for t in times.values()), (signature, times)
+    assert not signature.startswith(("all_reduce(", "ps_")), signature
 PY
 out=$("$prism" simulate "$models/mlp.prism" --cluster local:2 --strategy allreduce --batch 64 \
   --profile "$work/profile.json")
