@@ -13,12 +13,14 @@ runs of --steps steps; the table gives the median over runs and their spread, an
 the CPU time the hypervisor took from this machine during the case (steal, /proc/stat). The error
 is |predicted - measured| / measured of the medians, or with --calibrate-each run the median of
 each run's error against its own prediction. Each case is also predicted from the same profile
-less its machine.step_spread (every worker's step the median, as before the simulator waited for
-the slowest worker), against the same measured steps.
+less what --ablate names, against the same measured steps: its machine.step_spread (every
+worker's step the median, as before the simulator waited for the slowest worker; the default)
+or its ops timed as they are (every op by its kernel family's roofline).
 
 Usage: bench/simulate/run.py [--prism build/tools/prism] [--profile P]
                              [--calibrate-each case|run] [--quick-calibration]
                              [--steps 200] [--repeat 3] [--batch 64] [--workers 1,2]
+                             [--ablate step_spread|ops]
 """
 import argparse
 import json
@@ -56,11 +58,15 @@ def predicted(args, model, strategy, spec, profile=None):
     return json.loads(out)["step_seconds"]
 
 
-def without_spread(args):
-    """args.profile less its machine.step_spread (every worker's step the median), beside it."""
+def ablated(args):
+    """args.profile less what --ablate names, beside it: its machine.step_spread (every worker's
+    step the median) or its ops timed as they are (every op by its family's roofline)."""
     profile = json.load(open(args.profile))
-    profile["machine"].pop("step_spread", None)
-    path = args.profile + ".median-steps.json"
+    if args.ablate == "step_spread":
+        profile["machine"].pop("step_spread", None)
+    else:
+        profile.pop("ops", None)
+    path = args.profile + ".ablated.json"
     with open(path, "w") as f:
         json.dump(profile, f)
     return path
@@ -120,6 +126,9 @@ def main():
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--ablate", choices=["step_spread", "ops"], default="step_spread",
+                        help="what the last two columns predict without: the profile's step "
+                        "spread, or its ops timed as they are")
     args = parser.parse_args()
     if args.calibrate_each and args.profile:
         sys.exit("--calibrate-each measures its own profiles; --profile names one to keep")
@@ -134,8 +143,10 @@ def main():
         machine = {k: v for k, v in profile["machine"].items() if k != "step_spread"}
         print(f"profile: {machine}{quick}{when}, batch {args.batch}, {args.steps} "
               f"steps x {args.repeat} runs per case\n")
+        ablation = ("every step the median" if args.ablate == "step_spread"
+                    else "every op by its roofline")
         print("| model | strategy | cluster | predicted ms (median, spread) | measured ms (median, "
-              "spread) | error | steal | predicted, every step the median | its error |")
+              f"spread) | error | steal | predicted, {ablation} | its error |")
         print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
         errors, medians = [], []
         for workers in [int(w) for w in args.workers.split(",")]:
@@ -143,7 +154,7 @@ def main():
                 error, median_error = case(args, model, strategy, cluster(workers, ps), work)
                 errors.append(error)
                 medians.append(median_error)
-        for name, e in (("", errors), (", every worker's step the median", medians)):
+        for name, e in (("", errors), (", " + ablation, medians)):
             print(f"\nmedian error{name} {statistics.median(e) * 100:.1f}% over {len(e)} cases; "
                   f"within 10% in {sum(x <= 0.10 for x in e)}")
 
@@ -164,7 +175,7 @@ def case(args, model, strategy, spec, work):
             if args.calibrate_each == "run":
                 calibrate(args, args.profile)
             p = predicted(args, model, strategy, spec)
-            q = predicted(args, model, strategy, spec, without_spread(args))
+            q = predicted(args, model, strategy, spec, ablated(args))
         predictions.append(p)
         medians.append(q)
         runs.append(measured(args, model, strategy, spec, work))
