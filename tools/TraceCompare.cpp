@@ -127,10 +127,14 @@ llvm::Expected<TraceComparison> compareTraces(llvm::StringRef measured,
     return ir::makeError(measuredName +
                          ": no steps (spans of category \"step\" on the track \"steps\"): give "
                          "a measured trace (`--trace DIR`, `prism trace merge`)");
+  // The steps of the first task that has them: a task without steps of its own (a server) takes
+  // them.
   const std::vector<std::pair<double, double>> *firstSteps = nullptr;
   for (const std::string &task : order)
-    if (auto it = steps.find(task); it != steps.end() && !firstSteps)
+    if (auto it = steps.find(task); it != steps.end()) {
       firstSteps = &it->second;
+      break;
+    }
   int counted = -1;
   for (auto &[task, windows] : steps) {
     std::sort(windows.begin(), windows.end());
