@@ -82,6 +82,19 @@ double CostProfile::stepRatioAt(double p) const {
   return stepSpread.size() < 2 ? 1 : valueAtProbability(stepSpread, p);
 }
 
+double LinkCost::ringSecondsPerByte(double bytes) const {
+  if (rings.size() < 2 || bytes <= rings.front().first)
+    return secondsPerByte;
+  auto upper = std::lower_bound(rings.begin(), rings.end(), bytes,
+                                [](const auto &ring, double b) { return ring.first < b; });
+  if (upper == rings.end())
+    --upper; // beyond the largest: the last two sizes' slope
+  const auto &[b1, t1] = *upper;
+  const auto &[b0, t0] = *std::prev(upper);
+  const double seconds = t0 + (t1 - t0) * (bytes - b0) / (b1 - b0);
+  return std::max(secondsPerByte, (seconds - latency) / bytes);
+}
+
 const LinkCost *CostProfile::link(uint64_t bitsPerSec) const {
   for (const LinkCost &l : links)
     if (l.bandwidthBitsPerSec == bitsPerSec)
@@ -423,6 +436,26 @@ llvm::Error parseLinks(const Reader &r, const Json &root, CostProfile &p) {
     if (entry.contains("wake_latency"))
       if (auto e = r.number(entry, path, "wake_latency", link.wakeLatency))
         return e;
+    // Optional too: the sizes the ring was timed at, by bytes.
+    if (auto rings = entry.find("rings"); rings != entry.end()) {
+      if (!rings->is_array())
+        return r.fail(path + ".rings", "expected an array");
+      for (size_t k = 0; k < rings->size(); ++k) {
+        const Json &ring = (*rings)[k];
+        const std::string at = path + ".rings[" + std::to_string(k) + "]";
+        if (!ring.is_object())
+          return r.fail(at, "expected an object");
+        double bytes = 0, seconds = 0;
+        if (auto e = r.number(ring, at, "bytes", bytes))
+          return e;
+        if (auto e = r.number(ring, at, "seconds", seconds))
+          return e;
+        if (!link.rings.empty() && bytes <= link.rings.back().first)
+          return r.fail(at + ".bytes",
+                        "expected more than the size before it, got " + ring["bytes"].dump());
+        link.rings.emplace_back(bytes, seconds);
+      }
+    }
     p.links.push_back(link);
   }
   return llvm::Error::success();
@@ -504,12 +537,20 @@ std::string profileToJson(const CostProfile &p) {
                    {"nvlink_bytes_per_second", p.gpu.nvlinkBytesPerSecond}};
   if (!p.links.empty()) {
     Json links = Json::array();
-    for (const LinkCost &l : p.links)
-      links.push_back({{"bandwidth_bits_per_sec", l.bandwidthBitsPerSec},
-                       {"ranks", l.ranks},
-                       {"latency", l.latency},
-                       {"seconds_per_byte", l.secondsPerByte},
-                       {"wake_latency", l.wakeLatency}});
+    for (const LinkCost &l : p.links) {
+      Json link = {{"bandwidth_bits_per_sec", l.bandwidthBitsPerSec},
+                   {"ranks", l.ranks},
+                   {"latency", l.latency},
+                   {"seconds_per_byte", l.secondsPerByte},
+                   {"wake_latency", l.wakeLatency}};
+      if (!l.rings.empty()) {
+        Json rings = Json::array();
+        for (const auto &[bytes, seconds] : l.rings)
+          rings.push_back({{"bytes", bytes}, {"seconds", seconds}});
+        link["rings"] = std::move(rings);
+      }
+      links.push_back(std::move(link));
+    }
     root["links"] = std::move(links);
   }
   if (!p.ops.empty()) {

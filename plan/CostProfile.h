@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/OpTable.h"
@@ -118,6 +119,16 @@ struct LinkCost {
   // Per call of that ring after each rank's own work, as a step's all-reduces follow its
   // kernels; 0: not measured, such calls cost `latency`.
   double wakeLatency = 0;
+  // Each size the ring was timed at: the bytes each rank sent and the slowest rank's median
+  // seconds, by bytes; empty in profiles written before (the fit alone then).
+  std::vector<std::pair<double, double>> rings = {};
+
+  // Seconds per byte of a ring whose ranks each send `bytes`: from the rings timed at the sizes
+  // around it (linear between them, the last two's slope beyond the largest), less the ring's
+  // latency, and never below the fit's `secondsPerByte`. The fit, weighted by relative error to
+  // hold latency and per-byte from a float to megabytes, can give a slope below what rings of
+  // megabytes take (a shaper's burst lets small ones through at the veth's speed).
+  double ringSecondsPerByte(double bytes) const;
 };
 
 // Ops `prism calibrate` timed as they are, by signature (opSignature): each batch it timed one at

@@ -462,11 +462,11 @@ private:
     for (size_t r = 0; n > 1 && r < n; ++r) {
       const size_t next = (r + 1) % n;
       const int from = hostOf_[workers_[r]], to = hostOf_[workers_[next]];
-      const double bandwidth = linkBandwidth(from, to);
+      const double bandwidth = linkBandwidth(from, to, ring);
       if (bandwidth > 0)
         begin = std::max({begin, links_[from].out.end(), links_[to].in.end()});
       loopback = loopback && bandwidth <= 0;
-      perByte = std::max(perByte, ringSecondsPerByte(r, next));
+      perByte = std::max(perByte, ringSecondsPerByte(r, next, ring));
       sharing = std::max(sharing, communicationSharing(r));
       if (const LinkCost *link = measuredLink(from, to);
           link && (!measured || unitLatency(*link) > unitLatency(*measured)))
@@ -493,7 +493,7 @@ private:
     for (size_t r = 0; n > 1 && r < n; ++r) {
       const int from = hostOf_[workers_[r]], to = hostOf_[workers_[(r + 1) % n]];
       if (from != to)
-        useLink(from, to, begin, ring);
+        useLink(from, to, begin, ring, /*ringHop=*/true);
     }
     const double end = begin + seconds;
     for (size_t r = 0; r < n; ++r) {
@@ -530,12 +530,12 @@ private:
     return latency / static_cast<double>(std::max(1, link.ranks - 1));
   }
 
-  // Seconds per byte of the ring's hop from worker `r` to worker `next`: a link's
-  // (linkBandwidth), NVLink's, or the profile's loopback rate as the machine's cores allow
-  // (communicationSharing).
-  double ringSecondsPerByte(size_t r, size_t next) const {
+  // Seconds per byte of the hop from worker `r` to worker `next` of a ring whose ranks each send
+  // `bytes`: a link's (linkBandwidth), NVLink's, or the profile's loopback rate as the machine's
+  // cores allow (communicationSharing).
+  double ringSecondsPerByte(size_t r, size_t next, double bytes) const {
     const int from = hostOf_.at(workers_[r]), to = hostOf_.at(workers_[next]);
-    if (const double bandwidth = linkBandwidth(from, to); bandwidth > 0)
+    if (const double bandwidth = linkBandwidth(from, to, bytes); bandwidth > 0)
       return 1 / bandwidth;
     if (from == to && gpuWorker_[r] && gpuWorker_[next] && profile_.gpu.nvlinkBytesPerSecond > 0)
       return 1 / profile_.gpu.nvlinkBytesPerSecond;
@@ -544,24 +544,30 @@ private:
 
   // Bytes per second between two hosts' tasks on their links: as the profile measured links of
   // their bandwidth (a ring through them: `prism calibrate --cluster`), else the bandwidth; 0
-  // when the profile's loopback figures apply (one host, or a loopback or unknown link).
-  double linkBandwidth(int from, int to) const {
+  // when the profile's loopback figures apply (one host, or a loopback or unknown link). A ring
+  // whose ranks each send `ringBytes` moves at the measured rings' rate at that size; a PS
+  // message (`ringBytes` 0), one flow where the ring has one a host, at the fit's. No
+  // measurement moves bytes faster than the wire: a fit over small rings, or a shaper's burst,
+  // can give a rate above it that a step's megabytes never see.
+  double linkBandwidth(int from, int to, double ringBytes = 0) const {
     if (from == to)
       return 0;
     const double a = links_[from].bytesPerSecond, b = links_[to].bytesPerSecond;
     if (a <= 0 || b <= 0)
       return 0;
+    const double wire = std::min(a, b);
     if (const LinkCost *link = measuredLink(from, to); link && link->secondsPerByte > 0)
-      return 1 / link->secondsPerByte;
-    return std::min(a, b);
+      return std::min(wire, 1 / (ringBytes > 0 ? link->ringSecondsPerByte(ringBytes)
+                                               : link->secondsPerByte));
+    return wire;
   }
   // Takes `bytes` from host `from` to host `to` from `begin`: it leaves in the sender's outgoing
   // direction's free time, and is taken in in the receiver's incoming direction's free time from
   // then. The two directions are apart: holding a sender's direction until the receiver's is
   // free would chain every host's link to every other's. Returns when it starts, as seen from its
-  // arrival (arrival − its time on the wire).
-  double useLink(int from, int to, double begin, double bytes) {
-    const double bandwidth = linkBandwidth(from, to);
+  // arrival (arrival − its time on the wire). `ringHop`: the bytes are a ring's (linkBandwidth).
+  double useLink(int from, int to, double begin, double bytes, bool ringHop = false) {
+    const double bandwidth = linkBandwidth(from, to, ringHop ? bytes : 0);
     Link &out = links_[from], &in = links_[to];
     out.prediction.bytesOut += bytes;
     in.prediction.bytesIn += bytes;

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -33,13 +35,15 @@ struct RingWork {
   std::chrono::microseconds work{0};
 };
 
-// From a float to 4 MB, as the loopback all-reduces (a step's loss is one float): a fit over
-// 64 KB and more alone gave the 4 namespace hosts of a 2-core machine a latency of 0.35 ms,
-// where a ring of 64 B took 1.9 ms and one of 4 KB 1.8.
+// From a float to 16 MB (a step's loss is one float, its buckets up to 25 MB): a fit over 64 KB
+// and more alone gave the 4 namespace hosts of a 2-core machine a latency of 0.35 ms, where a
+// ring of 64 B took 1.9 ms and one of 4 KB 1.8; the sizes' own times hold the per-byte cost of
+// megabytes, which the fit's slope can miss (LinkCost::ringSecondsPerByte: on those hosts, 6.5
+// ns a byte fitted, 15.5 in rings of 4 and 16 MB).
 RingWork ringWorkOf(bool quick) {
   if (quick)
     return {{4, 64 << 10, 1 << 20}, 0.5, 30};
-  return {{4, 4 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20}, 2, 30};
+  return {{4, 4 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20}, 2, 30};
 }
 
 // The latency of a step's rings, which follow the ranks' kernels (kCallGap, as on loopback): on
@@ -143,8 +147,14 @@ readTimes(const std::vector<std::unique_ptr<RankProcess>> &ranks) {
   return samples;
 }
 
-// One ring over `hosts` (indices into cluster.hosts, one per address), fitted.
-llvm::Expected<plan::AllReduceCost> measureRing(const LinkCalibration &calibration,
+// One ring over `hosts` (indices into cluster.hosts, one per address): each size's time, by the
+// bytes each rank sent, and their fit.
+struct RingTimes {
+  plan::AllReduceCost fit;
+  std::vector<std::pair<double, double>> sizes;
+};
+
+llvm::Expected<RingTimes> measureRing(const LinkCalibration &calibration,
                                                 const cluster::Cluster &cluster,
                                                 const std::vector<int> &hosts,
                                                 const RingWork &work) {
@@ -204,20 +214,30 @@ llvm::Expected<plan::AllReduceCost> measureRing(const LinkCalibration &calibrati
   if (samples->size() != work.bytes.size())
     return ir::makeError("the ranks timed " + std::to_string(samples->size()) + " of " +
                          std::to_string(work.bytes.size()) + " sizes");
-  for (plan::TimingSample &s : *samples)
+  RingTimes times;
+  for (plan::TimingSample &s : *samples) {
     s.bytes = plan::ringAllReduceBytes(s.bytes, ranks);
-  return plan::fitLatencyPerByte(*samples);
+    times.sizes.emplace_back(s.bytes, s.seconds);
+  }
+  times.fit = plan::fitLatencyPerByte(*samples);
+  return times;
 }
 
 } // namespace
 
 std::string describeLink(const plan::LinkCost &link) {
   std::string text;
-  llvm::raw_string_ostream(text) << llvm::format(
+  llvm::raw_string_ostream os(text);
+  os << llvm::format(
       "links of %s: a ring of %d, %.1f us (%.1f after work) + %.3f ns/B (the wire: %.3f ns/B)",
       cluster::formatBandwidth(link.bandwidthBitsPerSec).c_str(), link.ranks, link.latency * 1e6,
       link.wakeLatency * 1e6, link.secondsPerByte * 1e9,
       8e9 / static_cast<double>(link.bandwidthBitsPerSec));
+  if (!link.rings.empty()) {
+    const double largest = link.rings.back().first;
+    os << llvm::format("; %.3f ns/B in its largest ring (%.1f MB a rank)",
+                       link.ringSecondsPerByte(largest) * 1e9, largest / 1e6);
+  }
   return text;
 }
 
@@ -262,9 +282,10 @@ measureLinks(const LinkRings &rings, const LinkCalibration &calibration, llvm::r
     plan::LinkCost link;
     link.bandwidthBitsPerSec = bandwidth;
     link.ranks = static_cast<int>(hosts.size());
-    link.latency = ring->latency;
-    link.secondsPerByte = ring->secondsPerByte;
-    link.wakeLatency = woken->latency;
+    link.latency = ring->fit.latency;
+    link.secondsPerByte = ring->fit.secondsPerByte;
+    link.wakeLatency = woken->fit.latency;
+    link.rings = std::move(ring->sizes);
     log << "  " << describeLink(link) << "\n";
     links.push_back(link);
   }

@@ -3,7 +3,8 @@
 # bucket, so that a megabyte meets the rate): a rank in each host's namespace through
 # --launcher; the profile's links hold one ring of 3 at 100 Mbit/s, which moves no byte faster
 # than the links' 80 ns (less a fifth for the bucket's burst), and not 20 times slower (a loaded
-# machine made it 4 times), and a latency of rings after the ranks' work; prism simulate reads
+# machine made it 4 times), a latency of rings after the ranks' work and each size's time (its
+# largest no faster than the links either); prism simulate reads
 # the profile for a plan on those hosts.
 #
 # Usage: calibrate_links_test.sh [PRISM]   (else $PRISM, else build/tools/prism)
@@ -48,6 +49,14 @@ assert 0.8 * wire <= link["seconds_per_byte"] <= 20 * wire, (link["seconds_per_b
 assert link["latency"] >= 0, link
 # Rings after 1 ms of each rank's work: their latency, measured and no less than a byte's time.
 assert link["wake_latency"] > 0, link
+# Each size's time (--quick: 4 B, 64 KB, 1 MB), by the bytes each of the 3 ranks sent (4/3 of
+# the size), increasing; the largest no faster a byte than the links' (less the burst's fifth).
+rings = link["rings"]
+sizes = [4, 65536, 1048576]
+assert len(rings) == len(sizes), rings
+assert all(abs(r["bytes"] - b * 4 / 3) <= 1e-6 * b for r, b in zip(rings, sizes)), rings
+assert all(a["seconds"] > 0 for a in rings), rings
+assert (rings[-1]["seconds"] - link["latency"]) / rings[-1]["bytes"] >= 0.8 * wire, rings
 PY
 run 60 "$PRISM" simulate "$ROOT/models/mlp.prism" --cluster "$TMP/cluster.yaml" \
   --strategy allreduce --batch 64 --profile "$TMP/profile.json"

@@ -356,7 +356,8 @@ TEST(Simulator, ASlowerLinkDelaysTheBucket) {
 // with a 3 ms latency on two ranks: the ring's 32 bytes take 4 ms after 3, the bucket 4–11, the
 // relu of the mean 11–12; each direction of a link is busy 4 ms. Measured on four ranks, the
 // 3 ms are three hop pairs' (1 ms each): the bucket takes 1 + 4 ms, the step 10. A measurement
-// of other links (1 Gbit) leaves these at their bandwidth: 8 ms as above.
+// of other links (1 Gbit) leaves these at their bandwidth: 8 ms as above. A measured rate above
+// the wire's is held to the wire's.
 TEST(Simulator, MeasuredLinksTakeTheMeasuredRateAndLatency) {
   auto worker = program(kOverlapped);
   CostProfile profile = syntheticProfile();
@@ -374,6 +375,15 @@ TEST(Simulator, MeasuredLinksTakeTheMeasuredRateAndLatency) {
   EXPECT_NEAR(run(makePlan(2, 0, 128000), *worker).stepSeconds, 10 * kMs, 1e-12);
   profile.links = {{1000000000, 2, 3 * kMs, 1 * kMs / 8}};
   EXPECT_NEAR(run(makePlan(2, 0, 128000), *worker).stepSeconds, 8 * kMs, 1e-12);
+  // Measured faster than the wire (32 bytes per ms), the bytes move at the wire's 16 per ms: the
+  // ring's 32 bytes take 2 ms after the measured 3, the bucket 4–9, the step 10.
+  profile.links = {{128000, 2, 3 * kMs, 1 * kMs / 32}};
+  EXPECT_NEAR(run(makePlan(2, 0, 128000), *worker).stepSeconds, 10 * kMs, 1e-12);
+  // Rings timed at sizes around the ring's 32 bytes a rank (5 ms at 16, 9 ms at 48): 7 ms there,
+  // 4 after the 3 ms latency, 8 bytes per ms where the fit says the wire's 16: the step of the
+  // first case, 12 ms.
+  profile.links = {{128000, 2, 3 * kMs, 1 * kMs / 16, 0, {{16, 5 * kMs}, {48, 9 * kMs}}}};
+  EXPECT_NEAR(run(makePlan(2, 0, 128000), *worker).stepSeconds, 12 * kMs, 1e-12);
   // Measured after the ranks' work too, the ring pays that latency (a step's rings follow its
   // kernels): 5 ms on two ranks, the bucket 4–13, the step 14; on four, 5/3 ms a hop pair.
   profile.links = {{128000, 2, 3 * kMs, 1 * kMs / 8, 5 * kMs}};
@@ -1124,11 +1134,29 @@ TEST(CostProfile, SecondsPerRowIsOptional) {
   EXPECT_EQ(read->ps.secondsPerRow, defaultProfile().ps.secondsPerRow);
 }
 
+// A ring's seconds per byte from the sizes it was timed at: the fit's below the smallest and with
+// fewer than two sizes; linear between two sizes, less the latency (at 1500 bytes, 2.5 ms less
+// 1: 1 us a byte); the last two's slope beyond the largest (at 4000 bytes, 5 ms less 1); never
+// below the fit's.
+TEST(CostProfile, RingSecondsPerByteFromTheTimedSizes) {
+  LinkCost link{1000000000, 4, 1e-3, 0.5e-6, 0, {{1000, 2e-3}, {2000, 3e-3}}};
+  EXPECT_EQ(link.ringSecondsPerByte(500), 0.5e-6);
+  EXPECT_NEAR(link.ringSecondsPerByte(1500), 1e-6, 1e-15);
+  EXPECT_NEAR(link.ringSecondsPerByte(2000), 1e-6, 1e-15);
+  EXPECT_NEAR(link.ringSecondsPerByte(4000), 1e-6, 1e-15);
+  link.secondsPerByte = 2e-6;
+  EXPECT_EQ(link.ringSecondsPerByte(1500), 2e-6);
+  link.rings.pop_back();
+  link.secondsPerByte = 0.5e-6;
+  EXPECT_EQ(link.ringSecondsPerByte(4000), 0.5e-6);
+}
+
 // Measured links are written as a "links" array, and read back; a profile without them has none.
 TEST(CostProfile, LinksRoundTrip) {
   CostProfile p = syntheticProfile();
   EXPECT_EQ(profileToJson(p).find("\"links\""), std::string::npos);
-  p.links = {{1000000000, 4, 2e-4, 1.1e-8, 2.5e-4}, {100000000, 2, 3e-4, 8.5e-8}};
+  p.links = {{1000000000, 4, 2e-4, 1.1e-8, 2.5e-4, {{6, 3e-4}, {1.5e6, 2e-2}}},
+             {100000000, 2, 3e-4, 8.5e-8}};
   auto read = parseProfile(profileToJson(p), "p.json");
   ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
   ASSERT_EQ(read->links.size(), 2u);
@@ -1138,8 +1166,22 @@ TEST(CostProfile, LinksRoundTrip) {
   EXPECT_EQ(gigabit->latency, 2e-4);
   EXPECT_EQ(gigabit->secondsPerByte, 1.1e-8);
   EXPECT_EQ(gigabit->wakeLatency, 2.5e-4);
+  EXPECT_EQ(gigabit->rings, p.links[0].rings);
   EXPECT_EQ(read->link(100000000)->secondsPerByte, 8.5e-8);
+  EXPECT_TRUE(read->link(100000000)->rings.empty());
   EXPECT_EQ(read->link(10000000), nullptr);
+  // The sizes in increasing order, each with its bytes and seconds.
+  nlohmann::json bad = nlohmann::json::parse(profileToJson(p));
+  bad["links"][0]["rings"][1]["bytes"] = 6;
+  EXPECT_NE(errorOf(bad.dump())
+                .find("field 'links[0].rings[1].bytes': expected more than the size before it, "
+                      "got 6"),
+            std::string::npos)
+      << errorOf(bad.dump());
+  bad["links"][0]["rings"][1].erase("bytes");
+  EXPECT_NE(errorOf(bad.dump()).find("field 'links[0].rings[1].bytes': missing"),
+            std::string::npos)
+      << errorOf(bad.dump());
   // A profile written before the latency after work was measured: calls cost `latency`.
   nlohmann::json old = nlohmann::json::parse(profileToJson(p));
   old["links"][0].erase("wake_latency");
