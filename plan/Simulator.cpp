@@ -557,8 +557,8 @@ private:
       return 0;
     const double wire = std::min(a, b);
     if (const LinkCost *link = measuredLink(from, to); link && link->secondsPerByte > 0)
-      return std::min(wire, 1 / (ringBytes > 0 ? link->ringSecondsPerByte(ringBytes)
-                                               : link->secondsPerByte));
+      return std::min(
+          wire, 1 / (ringBytes > 0 ? link->ringSecondsPerByte(ringBytes) : link->secondsPerByte));
     return wire;
   }
   // Takes `bytes` from host `from` to host `to` from `begin`: it leaves in the sender's outgoing
