@@ -82,17 +82,18 @@ double CostProfile::stepRatioAt(double p) const {
   return stepSpread.size() < 2 ? 1 : valueAtProbability(stepSpread, p);
 }
 
-double LinkCost::ringSecondsPerByte(double bytes) const {
-  if (rings.size() < 2 || bytes <= rings.front().first)
-    return secondsPerByte;
-  auto upper = std::lower_bound(rings.begin(), rings.end(), bytes,
-                                [](const auto &ring, double b) { return ring.first < b; });
-  if (upper == rings.end())
+double timedSecondsPerByte(const std::vector<std::pair<double, double>> &times, double latency,
+                           double fitted, double bytes) {
+  if (times.size() < 2 || bytes <= times.front().first)
+    return fitted;
+  auto upper = std::lower_bound(times.begin(), times.end(), bytes,
+                                [](const auto &time, double b) { return time.first < b; });
+  if (upper == times.end())
     --upper; // beyond the largest: the last two sizes' slope
   const auto &[b1, t1] = *upper;
   const auto &[b0, t0] = *std::prev(upper);
   const double seconds = t0 + (t1 - t0) * (bytes - b0) / (b1 - b0);
-  return std::max(secondsPerByte, (seconds - latency) / bytes);
+  return std::max(fitted, (seconds - latency) / bytes);
 }
 
 const LinkCost *CostProfile::link(uint64_t bitsPerSec) const {
@@ -165,6 +166,32 @@ public:
     if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0)
       return fail(field, "expected a non-negative number, got " + it->dump());
     out = it->get<double>();
+    return llvm::Error::success();
+  }
+  // The optional "rings" of `object` (at `path`): [{"bytes": B, "seconds": S}, ...], bytes
+  // increasing.
+  llvm::Error rings(const Json &object, const std::string &path,
+                    std::vector<std::pair<double, double>> &out) const {
+    auto rings = object.find("rings");
+    if (rings == object.end())
+      return llvm::Error::success();
+    if (!rings->is_array())
+      return fail(path + ".rings", "expected an array");
+    for (size_t k = 0; k < rings->size(); ++k) {
+      const Json &ring = (*rings)[k];
+      const std::string at = path + ".rings[" + std::to_string(k) + "]";
+      if (!ring.is_object())
+        return fail(at, "expected an object");
+      double bytes = 0, seconds = 0;
+      if (auto e = number(ring, at, "bytes", bytes))
+        return e;
+      if (auto e = number(ring, at, "seconds", seconds))
+        return e;
+      if (!out.empty() && bytes <= out.back().first)
+        return fail(at + ".bytes",
+                    "expected more than the size before it, got " + ring["bytes"].dump());
+      out.emplace_back(bytes, seconds);
+    }
     return llvm::Error::success();
   }
   const Json *object(const Json &parent, const std::string &field, const char *key,
@@ -313,6 +340,8 @@ llvm::Error parseCommunication(const Reader &r, const Json &root, CostProfile &p
             r.number(*allReduce, "all_reduce", "warm_staging_bytes", p.allReduce.warmStagingBytes))
       return e;
   }
+  if (auto e = r.rings(*allReduce, "all_reduce", p.allReduce.rings))
+    return e;
   const Json *ps = r.object(root, "ps", "ps", err);
   if (!ps)
     return err;
@@ -437,25 +466,8 @@ llvm::Error parseLinks(const Reader &r, const Json &root, CostProfile &p) {
       if (auto e = r.number(entry, path, "wake_latency", link.wakeLatency))
         return e;
     // Optional too: the sizes the ring was timed at, by bytes.
-    if (auto rings = entry.find("rings"); rings != entry.end()) {
-      if (!rings->is_array())
-        return r.fail(path + ".rings", "expected an array");
-      for (size_t k = 0; k < rings->size(); ++k) {
-        const Json &ring = (*rings)[k];
-        const std::string at = path + ".rings[" + std::to_string(k) + "]";
-        if (!ring.is_object())
-          return r.fail(at, "expected an object");
-        double bytes = 0, seconds = 0;
-        if (auto e = r.number(ring, at, "bytes", bytes))
-          return e;
-        if (auto e = r.number(ring, at, "seconds", seconds))
-          return e;
-        if (!link.rings.empty() && bytes <= link.rings.back().first)
-          return r.fail(at + ".bytes",
-                        "expected more than the size before it, got " + ring["bytes"].dump());
-        link.rings.emplace_back(bytes, seconds);
-      }
-    }
+    if (auto e = r.rings(entry, path, link.rings))
+      return e;
     p.links.push_back(link);
   }
   return llvm::Error::success();
@@ -503,6 +515,18 @@ llvm::Expected<CostProfile> readProfile(llvm::StringRef path) {
   return parseProfile((*buffer)->getBuffer(), path);
 }
 
+namespace {
+
+// Each size a ring was timed at, as `rings` (the reader's Reader::rings).
+Json ringsJson(const std::vector<std::pair<double, double>> &rings) {
+  Json out = Json::array();
+  for (const auto &[bytes, seconds] : rings)
+    out.push_back({{"bytes", bytes}, {"seconds", seconds}});
+  return out;
+}
+
+} // namespace
+
 std::string profileToJson(const CostProfile &p) {
   Json kernels = kernelTableJson(p.defaultKernel, p.kernels);
   Json root = {
@@ -524,6 +548,8 @@ std::string profileToJson(const CostProfile &p) {
         {"apply_seconds_per_byte", p.ps.applySecondsPerByte},
         {"seconds_per_row", p.ps.secondsPerRow}}},
       {"data", {{"latency", p.data.latency}, {"seconds_per_byte", p.data.secondsPerByte}}}};
+  if (!p.allReduce.rings.empty())
+    root["all_reduce"]["rings"] = ringsJson(p.allReduce.rings);
   if (!p.stepSpread.empty())
     root["machine"]["step_spread"] = p.stepSpread;
   if (p.executor.stepLatency > 0 || p.executor.opLatency > 0)
@@ -543,12 +569,8 @@ std::string profileToJson(const CostProfile &p) {
                    {"latency", l.latency},
                    {"seconds_per_byte", l.secondsPerByte},
                    {"wake_latency", l.wakeLatency}};
-      if (!l.rings.empty()) {
-        Json rings = Json::array();
-        for (const auto &[bytes, seconds] : l.rings)
-          rings.push_back({{"bytes", bytes}, {"seconds", seconds}});
-        link["rings"] = std::move(rings);
-      }
+      if (!l.rings.empty())
+        link["rings"] = ringsJson(l.rings);
       links.push_back(std::move(link));
     }
     root["links"] = std::move(links);

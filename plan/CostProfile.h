@@ -34,6 +34,15 @@ struct KernelCost {
   double seconds(const ir::OpCost &cost) const;
 };
 
+// Seconds per byte of a ring whose ranks each send `bytes`, from `times` (the bytes each rank
+// sent and the seconds, at each size the ring was timed at, by bytes): linear between the sizes
+// around `bytes`, the last two's slope beyond the largest, less the ring's `latency`, and never
+// below `fitted` (the fit's slope over the same sizes, weighted by relative error to hold latency
+// and per-byte from a float to megabytes), which applies alone below the smallest size and with
+// fewer than two.
+double timedSecondsPerByte(const std::vector<std::pair<double, double>> &times, double latency,
+                           double fitted, double bytes);
+
 // A ring all-reduce of a bucket: latency + seconds_per_byte × the bytes each rank sends
 // (2(N−1)/N of the bucket), a latency per collective call; and the passes over the bucket's bytes
 // around the ring on the communication thread (a gathered bucket's copies into its buffer and
@@ -45,6 +54,12 @@ struct KernelCost {
 // (at most `warmStagingBytes`) finds its gradient there, just written by backward, and costs
 // warm_staging_seconds_per_byte; the bytes beyond, staging_seconds_per_byte (0: not measured,
 // every byte at that).
+//
+// `rings`: each size `prism calibrate` timed the ring at, the bytes each rank sent and the
+// median seconds, by bytes (empty in profiles written before: the fit alone). A ring's seconds
+// per byte at a bucket's size come from them (ringSecondsPerByte): the fit over a float to
+// 32 MB, weighted by relative error, gave 0.31 ns a byte where rings of 26 MB took 0.52 (the
+// caches hold the small ones).
 struct AllReduceCost {
   double latency = 0;
   double secondsPerByte = 0;
@@ -52,6 +67,10 @@ struct AllReduceCost {
   double wakeLatency = 0;
   double warmStagingSecondsPerByte = 0;
   double warmStagingBytes = 0;
+  std::vector<std::pair<double, double>> rings = {};
+  double ringSecondsPerByte(double bytes) const {
+    return timedSecondsPerByte(rings, latency, secondsPerByte, bytes);
+  }
   // One pass over `bytes` of a bucket.
   double stagingSeconds(double bytes) const {
     const double warm = warmStagingSecondsPerByte > 0 ? std::min(bytes, warmStagingBytes) : 0;
@@ -123,12 +142,12 @@ struct LinkCost {
   // seconds, by bytes; empty in profiles written before (the fit alone then).
   std::vector<std::pair<double, double>> rings = {};
 
-  // Seconds per byte of a ring whose ranks each send `bytes`: from the rings timed at the sizes
-  // around it (linear between them, the last two's slope beyond the largest), less the ring's
-  // latency, and never below the fit's `secondsPerByte`. The fit, weighted by relative error to
-  // hold latency and per-byte from a float to megabytes, can give a slope below what rings of
-  // megabytes take (a shaper's burst lets small ones through at the veth's speed).
-  double ringSecondsPerByte(double bytes) const;
+  // Seconds per byte of a ring whose ranks each send `bytes` (timedSecondsPerByte). The fit can
+  // give a slope below what rings of megabytes take (a shaper's burst lets small ones through at
+  // the veth's speed).
+  double ringSecondsPerByte(double bytes) const {
+    return timedSecondsPerByte(rings, latency, secondsPerByte, bytes);
+  }
 };
 
 // Ops `prism calibrate` timed as they are, by signature (opSignature): each batch it timed one at

@@ -539,7 +539,7 @@ private:
       return 1 / bandwidth;
     if (from == to && gpuWorker_[r] && gpuWorker_[next] && profile_.gpu.nvlinkBytesPerSecond > 0)
       return 1 / profile_.gpu.nvlinkBytesPerSecond;
-    return profile_.allReduce.secondsPerByte * communicationSharing(r);
+    return profile_.allReduce.ringSecondsPerByte(bytes) * communicationSharing(r);
   }
 
   // Bytes per second between two hosts' tasks on their links: as the profile measured links of

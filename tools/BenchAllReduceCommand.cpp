@@ -38,6 +38,7 @@ struct BenchAllReduceArgs {
   double timeout = 60;            // rendezvous and every collective
   int64_t workMicros = 0;         // each rank's own work before each timed all-reduce
   std::string ring = "gloo";      // gloo or weighted
+  bool joinCoordinator = false;   // the coordinator runs elsewhere: rank 0 serves none
 };
 
 llvm::Expected<std::vector<size_t>> parseSizes(llvm::StringRef text) {
@@ -151,7 +152,7 @@ llvm::Error benchAllReduce(const BenchAllReduceArgs &args, Ring ring,
                            const std::vector<size_t> &sizes) {
   const auto timeout = std::chrono::milliseconds(std::llround(args.timeout * 1000));
   std::unique_ptr<Coordinator> coordinator;
-  if (args.rank == 0) {
+  if (args.rank == 0 && !args.joinCoordinator) {
     CoordinatorOptions options;
     options.listenAddress = args.coordinator;
     options.jobToken = kToken;
@@ -186,7 +187,7 @@ llvm::Error benchAllReduce(const BenchAllReduceArgs &args, Ring ring,
       return times.takeError();
     printTimes(args.rank, bytes, std::move(*times));
   }
-  // Rank 0 serves the coordinator: it leaves only once every rank is done.
+  // Rank 0 may serve the coordinator: it leaves only once every rank is done.
   return (*group)->barrier();
 }
 
@@ -216,6 +217,9 @@ void registerBenchAllReduceCommand(CLI::App &app) {
   cmd->add_option("--coordinator", args->coordinator,
                   "HOST:PORT where rank 0 serves the rendezvous and the others reach it")
       ->required();
+  cmd->add_flag("--join-coordinator", args->joinCoordinator,
+                "The coordinator at --coordinator runs elsewhere (token bench-allreduce, tasks "
+                "worker:0 ...): rank 0 joins it as the others do");
   cmd->add_option("--bind", args->bind, "This rank's IPv4 address that peers reach it at")
       ->capture_default_str();
   cmd->add_option("--bytes", args->bytes, "Sizes to all-reduce, comma-separated (4M, 45096)")

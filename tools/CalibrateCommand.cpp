@@ -325,16 +325,10 @@ llvm::Expected<double> timeWarmStagingPass(runtime::dist::Collective &group, int
   return timeCopies(group, std::max(repeats, 20), 2, cacheBytes / 4);
 }
 
-// All-reduces timed back to back, and each after kCallGap of each rank's work.
-struct AllReduceSamples {
-  Samples backToBack, afterWork;
-};
-
-// Times `repeats` all-reduces of each size between two ranks (threads of this process, the
-// weighted ring a step's buckets take, on 127.0.0.1, meeting through an in-process coordinator),
-// as rank 0 sees them, back to back and after the ranks' work; samples carry the bytes each rank
-// sends in the ring. Sets `staging`'s per-byte figures (timeStagingPass, timeWarmStagingPass).
-llvm::Expected<AllReduceSamples> timeAllReduces(const Workload &w, plan::AllReduceCost &staging) {
+// Sets `staging`'s per-byte figures (timeStagingPass, timeWarmStagingPass) from a group of two
+// ranks (threads of this process, on 127.0.0.1, meeting through an in-process coordinator), as
+// rank 0 sees them. The ring's own times come from two processes (timeLoopbackRings).
+llvm::Error timeStaging(const Workload &w, plan::AllReduceCost &staging) {
   using namespace runtime::dist;
   constexpr int kRanks = 2;
   CoordinatorOptions options;
@@ -344,7 +338,7 @@ llvm::Expected<AllReduceSamples> timeAllReduces(const Workload &w, plan::AllRedu
   auto coordinator = Coordinator::start(std::move(options));
   if (!coordinator)
     return coordinator.takeError();
-  auto rank = [&](int r) -> llvm::Expected<AllReduceSamples> {
+  auto rank = [&](int r) -> llvm::Error {
     CoordinatorClientOptions client;
     client.address = (*coordinator)->address();
     client.jobToken = "calibrate";
@@ -352,24 +346,11 @@ llvm::Expected<AllReduceSamples> timeAllReduces(const Workload &w, plan::AllRedu
     client.callTimeout = std::chrono::seconds(10);
     CoordinatorClient coordinatorClient(client);
     if (auto e = coordinatorClient.registerTask())
-      return std::move(e);
+      return e;
     auto group = Collective::create(coordinatorClient, "calibrate", r, kRanks, "127.0.0.1",
                                     std::chrono::seconds(30));
     if (!group)
       return group.takeError();
-    AllReduceSamples samples;
-    for (size_t bytes : w.messageBytes) {
-      const size_t sent = std::max<size_t>(1, bytes / sizeof(float)) * sizeof(float);
-      const double ring = plan::ringAllReduceBytes(static_cast<double>(sent), kRanks);
-      auto times = timeAllReduces(**group, Ring::Weighted, bytes, w.repeats);
-      if (!times)
-        return times.takeError();
-      samples.backToBack.push_back({0, ring, median(*times)});
-      times = timeAllReduces(**group, Ring::Weighted, bytes, w.repeats, kCallGap);
-      if (!times)
-        return times.takeError();
-      samples.afterWork.push_back({0, ring, median(*times)});
-    }
     auto cold = timeStagingPass(**group, w.repeats);
     if (!cold)
       return cold.takeError();
@@ -382,13 +363,15 @@ llvm::Expected<AllReduceSamples> timeAllReduces(const Workload &w, plan::AllRedu
       staging.warmStagingSecondsPerByte = *warm;
       staging.warmStagingBytes = warmBytes;
     }
-    return samples;
+    return llvm::Error::success();
   };
   auto other = std::async(std::launch::async, rank, 1);
-  auto mine = rank(0);
-  auto theirs = other.get();
-  if (!theirs)
-    return theirs.takeError();
+  llvm::Error mine = rank(0);
+  llvm::Error theirs = other.get();
+  if (theirs) {
+    llvm::consumeError(std::move(mine));
+    return theirs;
+  }
   return mine;
 }
 
@@ -638,15 +621,12 @@ llvm::Expected<plan::CostProfile> calibrate(const CalibrateArgs &args, const Lin
     return std::move(e);
   Samples calls, applies, rowCalls;
   auto started = Clock::now();
-  plan::AllReduceCost staging;
-  auto allReduces = timeAllReduces(w, staging);
-  if (!allReduces)
-    return ir::withContext(allReduces.takeError(), "timing all-reduces");
-  profile.allReduce = plan::fitLatencyPerByte(allReduces->backToBack);
-  profile.allReduce.stagingSecondsPerByte = staging.stagingSecondsPerByte;
-  profile.allReduce.warmStagingSecondsPerByte = staging.warmStagingSecondsPerByte;
-  profile.allReduce.warmStagingBytes = staging.warmStagingBytes;
-  profile.allReduce.wakeLatency = plan::fitLatencyPerByte(allReduces->afterWork).latency;
+  auto ring = timeLoopbackRings(w.messageBytes, args.quick);
+  if (!ring)
+    return ir::withContext(ring.takeError(), "timing all-reduces");
+  profile.allReduce = std::move(*ring);
+  if (auto e = timeStaging(w, profile.allReduce))
+    return ir::withContext(std::move(e), "timing all-reduces' passes");
   log << llvm::format("  all-reduce %27.2f s\n", seconds(Clock::now() - started));
   started = Clock::now();
   if (auto e = timeParameterServer(w, **server, calls, applies, rowCalls))
@@ -717,6 +697,12 @@ int runCalibrate(const CalibrateArgs &args) {
       profile->ps.bytesPerSecond / 1e6, profile->ps.secondsPerRow * 1e6,
       profile->data.latency * 1e6, profile->data.secondsPerByte * 1e9,
       profile->executor.stepLatency * 1e6, profile->executor.opLatency * 1e6);
+  if (!profile->allReduce.rings.empty()) {
+    const double largest = profile->allReduce.rings.back().first;
+    llvm::outs() << llvm::format("; the all-reduce's largest ring %.3f ns/B (%.1f MB a rank)",
+                                 profile->allReduce.ringSecondsPerByte(largest) * 1e9,
+                                 largest / 1e6);
+  }
   if (!profile->stepSpread.empty())
     llvm::outs() << llvm::format(
         "; the slowest of 2 and 4 workers' steps %.2fx and %.2fx the median",

@@ -15,6 +15,7 @@
 #include "ir/Diagnostic.h"
 #include "plan/CommunicationCost.h"
 #include "plan/ProfileFit.h"
+#include "runtime/dist/Coordinator.h"
 #include "runtime/job/Launcher.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -147,31 +148,33 @@ readTimes(const std::vector<std::unique_ptr<RankProcess>> &ranks) {
   return samples;
 }
 
-// One ring over `hosts` (indices into cluster.hosts, one per address): each size's time, by the
-// bytes each rank sent, and their fit.
+// A ring's times: each size's, by the bytes each rank sent, and their fit.
 struct RingTimes {
   plan::AllReduceCost fit;
   std::vector<std::pair<double, double>> sizes;
 };
 
-llvm::Expected<RingTimes> measureRing(const LinkCalibration &calibration,
-                                                const cluster::Cluster &cluster,
-                                                const std::vector<int> &hosts,
-                                                const RingWork &work) {
-  const cluster::Host &first = cluster.hosts[hosts.front()];
-  const auto onFirst = cluster.tasksOnHost(hosts.front());
-  const std::string coordinator =
-      first.address + ":" +
-      std::to_string(onFirst.empty() ? cluster::kDefaultBasePort : onFirst.front()->port);
+// Where a ring's ranks run: each rank's host (name and address, for the launcher and --bind),
+// and the coordinator they meet at (served by rank 0, or by the caller where `joined`).
+struct RingRanks {
+  std::vector<std::pair<std::string, std::string>> hosts;
+  std::string coordinator;
+  bool joined = false;
+};
+
+// One `prism bench-allreduce --ring weighted` rank on each of `where`'s hosts, started through
+// `launcher`: each size's slowest rank's median, fitted.
+llvm::Expected<RingTimes> timeRing(const std::string &launcher, const RingRanks &where,
+                                   const RingWork &work) {
   std::vector<std::string> sizes;
   for (size_t b : work.bytes)
     sizes.push_back(std::to_string(b));
-  const int ranks = static_cast<int>(hosts.size());
+  const int ranks = static_cast<int>(where.hosts.size());
   std::vector<std::unique_ptr<RankProcess>> processes;
   for (int r = 0; r < ranks; ++r) {
-    const cluster::Host &host = cluster.hosts[hosts[r]];
+    const auto &[name, address] = where.hosts[r];
     auto rank = std::make_unique<RankProcess>();
-    rank->host = host.name;
+    rank->host = name;
     std::vector<std::string> argv = {runtime::job::taskProgram(),
                                      "bench-allreduce",
                                      "--rank",
@@ -179,9 +182,9 @@ llvm::Expected<RingTimes> measureRing(const LinkCalibration &calibration,
                                      "--ranks",
                                      std::to_string(ranks),
                                      "--coordinator",
-                                     coordinator,
+                                     where.coordinator,
                                      "--bind",
-                                     host.address,
+                                     address,
                                      "--bytes",
                                      llvm::join(sizes, ","),
                                      "--seconds",
@@ -192,8 +195,9 @@ llvm::Expected<RingTimes> measureRing(const LinkCalibration &calibration,
                                      std::to_string(work.work.count()),
                                      "--ring",
                                      "weighted"};
-    llvm::Error e = start(*rank, runtime::job::onHost(calibration.launcher, host.name, host.address,
-                                                      std::move(argv)));
+    if (where.joined)
+      argv.push_back("--join-coordinator");
+    llvm::Error e = start(*rank, runtime::job::onHost(launcher, name, address, std::move(argv)));
     processes.push_back(std::move(rank));
     if (e) {
       processes.pop_back();
@@ -223,7 +227,57 @@ llvm::Expected<RingTimes> measureRing(const LinkCalibration &calibration,
   return times;
 }
 
+// One ring over `hosts` (indices into cluster.hosts, one per address), the coordinator on the
+// first host's first port.
+llvm::Expected<RingTimes> measureRing(const LinkCalibration &calibration,
+                                      const cluster::Cluster &cluster,
+                                      const std::vector<int> &hosts, const RingWork &work) {
+  const cluster::Host &first = cluster.hosts[hosts.front()];
+  const auto onFirst = cluster.tasksOnHost(hosts.front());
+  RingRanks where;
+  where.coordinator =
+      first.address + ":" +
+      std::to_string(onFirst.empty() ? cluster::kDefaultBasePort : onFirst.front()->port);
+  for (int h : hosts)
+    where.hosts.emplace_back(cluster.hosts[h].name, cluster.hosts[h].address);
+  return timeRing(calibration.launcher, where, work);
+}
+
+// Two ranks on 127.0.0.1 meeting at a coordinator of this process's on a free port (several
+// calibrations may share the machine).
+llvm::Expected<RingTimes> timeLoopbackRing(const RingWork &work) {
+  runtime::dist::CoordinatorOptions options;
+  options.listenAddress = "127.0.0.1:0";
+  options.jobToken = "bench-allreduce";
+  options.expectedTasks = {"worker:0", "worker:1"};
+  options.heartbeatTimeout = std::chrono::hours(1); // the collectives' timeout bounds each wait
+  auto coordinator = runtime::dist::Coordinator::start(std::move(options));
+  if (!coordinator)
+    return coordinator.takeError();
+  RingRanks where;
+  where.hosts = {{"127.0.0.1", "127.0.0.1"}, {"127.0.0.1", "127.0.0.1"}};
+  where.coordinator = (*coordinator)->address();
+  where.joined = true;
+  return timeRing("", where, work);
+}
+
 } // namespace
+
+llvm::Expected<plan::AllReduceCost> timeLoopbackRings(const std::vector<size_t> &bytes,
+                                                      bool quick) {
+  const double seconds = quick ? 0.2 : 0.6;
+  auto ring = timeLoopbackRing({bytes, seconds, 30});
+  if (!ring)
+    return ir::withContext(ring.takeError(), "timing the ring between two processes");
+  auto woken = timeLoopbackRing({bytes, seconds / 2, 30, kCallGap});
+  if (!woken)
+    return ir::withContext(woken.takeError(),
+                           "timing the ring between two processes after their work");
+  plan::AllReduceCost cost = ring->fit;
+  cost.rings = std::move(ring->sizes);
+  cost.wakeLatency = woken->fit.latency;
+  return cost;
+}
 
 std::string describeLink(const plan::LinkCost &link) {
   std::string text;

@@ -264,6 +264,19 @@ TEST(Simulator, AllReduceBucketOverlapsWithCompute) {
   EXPECT_EQ(w.bytesReceived, 32);
 }
 
+// A loopback ring whose sizes the profile timed (1.5 ms at 16 bytes a rank, 4.5 at 48) moves
+// the bucket's 32 bytes at their rate: 3 ms there, 2 after the 1 ms latency, where the fit's
+// 1 ms per 32 bytes said 1. The bucket takes 4–7, the relu of its mean 7–8.
+TEST(Simulator, ALoopbackRingTakesTheRateOfTheTimedSizesAroundIt) {
+  auto worker = program(kOverlapped);
+  CostProfile profile = syntheticProfile();
+  profile.allReduce.rings = {{16, 1.5 * kMs}, {48, 4.5 * kMs}};
+  auto p = simulateStep(makePlan(2, 0), *worker, profile);
+  ASSERT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+  EXPECT_NEAR(p->stepSeconds, 8 * kMs, 1e-12);
+  EXPECT_NEAR(task(*p, "worker:1").communicationSeconds, 3 * kMs, 1e-12);
+}
+
 // A bucket's calls and passes, as the runtime reduces it (ir::reducedInPlace): on two workers
 // one call, its 1 MiB tensor reduced where it lies (the weighted ring weights it as it goes: no
 // pass), its two 32-byte tensors gathered and copied back (two passes over 64 bytes). With 1 ms a
@@ -900,6 +913,11 @@ TEST(CostProfile, RoundTripsThroughJson) {
   ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
   EXPECT_EQ(read->allReduce.warmStagingSecondsPerByte, 5e-11);
   EXPECT_EQ(read->allReduce.warmStagingBytes, 1 << 20);
+  EXPECT_TRUE(read->allReduce.rings.empty()); // not timed: left out
+  p.allReduce.rings = {{2, 1e-4}, {3e7, 1.2e-2}};
+  read = parseProfile(profileToJson(p), "p.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->allReduce.rings, p.allReduce.rings);
   EXPECT_EQ(read->cores, 0);
   p.cores = 16;
   p.data = {4e-6, 7e-10};
@@ -1179,8 +1197,7 @@ TEST(CostProfile, LinksRoundTrip) {
             std::string::npos)
       << errorOf(bad.dump());
   bad["links"][0]["rings"][1].erase("bytes");
-  EXPECT_NE(errorOf(bad.dump()).find("field 'links[0].rings[1].bytes': missing"),
-            std::string::npos)
+  EXPECT_NE(errorOf(bad.dump()).find("field 'links[0].rings[1].bytes': missing"), std::string::npos)
       << errorOf(bad.dump());
   // A profile written before the latency after work was measured: calls cost `latency`.
   nlohmann::json old = nlohmann::json::parse(profileToJson(p));
