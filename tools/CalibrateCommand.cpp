@@ -68,7 +68,7 @@ struct Workload {
   int steps = 0;
   std::vector<size_t> messageBytes; // all-reduces
   std::vector<size_t> psBytes;      // PS pulls and pushes (each also an update)
-  int repeats = 0;                  // per message size
+  int repeats = 0;                  // per staging pass and PS message size
   std::vector<int64_t> psRows;      // row pulls and pushes: distinct rows a call moves
 };
 

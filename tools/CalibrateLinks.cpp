@@ -148,12 +148,6 @@ readTimes(const std::vector<std::unique_ptr<RankProcess>> &ranks) {
   return samples;
 }
 
-// A ring's times: each size's, by the bytes each rank sent, and their fit.
-struct RingTimes {
-  plan::AllReduceCost fit;
-  std::vector<std::pair<double, double>> sizes;
-};
-
 // Where a ring's ranks run: each rank's host (name and address, for the launcher and --bind),
 // and the coordinator they meet at (served by rank 0, or by the caller where `joined`).
 struct RingRanks {
@@ -163,9 +157,9 @@ struct RingRanks {
 };
 
 // One `prism bench-allreduce --ring weighted` rank on each of `where`'s hosts, started through
-// `launcher`: each size's slowest rank's median, fitted.
-llvm::Expected<RingTimes> timeRing(const std::string &launcher, const RingRanks &where,
-                                   const RingWork &work) {
+// `launcher`: the fit of each size's slowest rank's median, each size's time in its `rings`.
+llvm::Expected<plan::AllReduceCost> timeRing(const std::string &launcher, const RingRanks &where,
+                                             const RingWork &work) {
   std::vector<std::string> sizes;
   for (size_t b : work.bytes)
     sizes.push_back(std::to_string(b));
@@ -218,20 +212,20 @@ llvm::Expected<RingTimes> timeRing(const std::string &launcher, const RingRanks 
   if (samples->size() != work.bytes.size())
     return ir::makeError("the ranks timed " + std::to_string(samples->size()) + " of " +
                          std::to_string(work.bytes.size()) + " sizes");
-  RingTimes times;
-  for (plan::TimingSample &s : *samples) {
+  for (plan::TimingSample &s : *samples)
     s.bytes = plan::ringAllReduceBytes(s.bytes, ranks);
-    times.sizes.emplace_back(s.bytes, s.seconds);
-  }
-  times.fit = plan::fitLatencyPerByte(*samples);
-  return times;
+  plan::AllReduceCost cost = plan::fitLatencyPerByte(*samples);
+  for (const plan::TimingSample &s : *samples)
+    cost.rings.emplace_back(s.bytes, s.seconds);
+  return cost;
 }
 
 // One ring over `hosts` (indices into cluster.hosts, one per address), the coordinator on the
 // first host's first port.
-llvm::Expected<RingTimes> measureRing(const LinkCalibration &calibration,
-                                      const cluster::Cluster &cluster,
-                                      const std::vector<int> &hosts, const RingWork &work) {
+llvm::Expected<plan::AllReduceCost> measureRing(const LinkCalibration &calibration,
+                                                const cluster::Cluster &cluster,
+                                                const std::vector<int> &hosts,
+                                                const RingWork &work) {
   const cluster::Host &first = cluster.hosts[hosts.front()];
   const auto onFirst = cluster.tasksOnHost(hosts.front());
   RingRanks where;
@@ -245,7 +239,7 @@ llvm::Expected<RingTimes> measureRing(const LinkCalibration &calibration,
 
 // Two ranks on 127.0.0.1 meeting at a coordinator of this process's on a free port (several
 // calibrations may share the machine).
-llvm::Expected<RingTimes> timeLoopbackRing(const RingWork &work) {
+llvm::Expected<plan::AllReduceCost> timeLoopbackRing(const RingWork &work) {
   runtime::dist::CoordinatorOptions options;
   options.listenAddress = "127.0.0.1:0";
   options.jobToken = "bench-allreduce";
@@ -273,10 +267,8 @@ llvm::Expected<plan::AllReduceCost> timeLoopbackRings(const std::vector<size_t> 
   if (!woken)
     return ir::withContext(woken.takeError(),
                            "timing the ring between two processes after their work");
-  plan::AllReduceCost cost = ring->fit;
-  cost.rings = std::move(ring->sizes);
-  cost.wakeLatency = woken->fit.latency;
-  return cost;
+  ring->wakeLatency = woken->latency;
+  return ring;
 }
 
 std::string describeLink(const plan::LinkCost &link) {
@@ -336,10 +328,10 @@ measureLinks(const LinkRings &rings, const LinkCalibration &calibration, llvm::r
     plan::LinkCost link;
     link.bandwidthBitsPerSec = bandwidth;
     link.ranks = static_cast<int>(hosts.size());
-    link.latency = ring->fit.latency;
-    link.secondsPerByte = ring->fit.secondsPerByte;
-    link.wakeLatency = woken->fit.latency;
-    link.rings = std::move(ring->sizes);
+    link.latency = ring->latency;
+    link.secondsPerByte = ring->secondsPerByte;
+    link.wakeLatency = woken->latency;
+    link.rings = std::move(ring->rings);
     log << "  " << describeLink(link) << "\n";
     links.push_back(link);
   }
