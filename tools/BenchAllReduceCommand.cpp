@@ -1,21 +1,25 @@
 // `prism bench-allreduce --rank R --coordinator HOST:PORT --bytes LIST`: one rank of a group of
-// processes timing ring all-reduces (Gloo's, or with --ring weighted the one a step's buckets
-// take) of each size over a window (bench/allreduce_bandwidth, docs/distributed.md "All-reduce
-// effective bandwidth"); each rank prints a JSON line per size.
+// processes timing ring all-reduces (Gloo's, with --ring weighted the one a step's buckets take,
+// with --ring worker that one handed to a worker's all-reduce thread as a step hands it) of each
+// size over a window (bench/allreduce_bandwidth, docs/distributed.md "All-reduce effective
+// bandwidth"); each rank prints a JSON line per size.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "ir/Collectives.h"
 #include "ir/Diagnostic.h"
 #include "runtime/dist/AllReduceTiming.h"
 #include "runtime/dist/Collective.h"
 #include "runtime/dist/Coordinator.h"
 #include "runtime/dist/CoordinatorClient.h"
+#include "runtime/job/WorkerCommunication.h"
 #include "support/Memory.h"
 #include "tools/Commands.h"
 #include "llvm/Support/raw_ostream.h"
@@ -37,7 +41,7 @@ struct BenchAllReduceArgs {
   double seconds = 10;            // timed window per size
   double timeout = 60;            // rendezvous and every collective
   int64_t workMicros = 0;         // each rank's own work before each timed all-reduce
-  std::string ring = "gloo";      // gloo or weighted
+  std::string ring = "gloo";      // gloo, weighted or worker
   bool joinCoordinator = false;   // the coordinator runs elsewhere: rank 0 serves none
 };
 
@@ -58,11 +62,20 @@ llvm::Expected<std::vector<size_t>> parseSizes(llvm::StringRef text) {
   return sizes;
 }
 
-llvm::Expected<Ring> parseRing(llvm::StringRef name) {
+// How a rank calls the all-reduce it times.
+enum class Caller {
+  Direct, // this thread calls the ring (Ring::Gloo or Ring::Weighted)
+  Worker, // the weighted ring, handed to a worker's all-reduce thread and waited for, as a
+          // training step's executor does (WorkerCommunication::allReduce, then synchronize)
+};
+
+llvm::Expected<std::pair<Ring, Caller>> parseRing(llvm::StringRef name) {
   for (Ring ring : {Ring::Gloo, Ring::Weighted})
     if (name == ringName(ring))
-      return ring;
-  return ir::makeError("option --ring: expected gloo or weighted, got '" + name + "'");
+      return std::pair{ring, Caller::Direct};
+  if (name == "worker")
+    return std::pair{Ring::Weighted, Caller::Worker};
+  return ir::makeError("option --ring: expected gloo, weighted or worker, got '" + name + "'");
 }
 
 llvm::Error checkArgs(const BenchAllReduceArgs &args) {
@@ -89,16 +102,58 @@ llvm::Error checkArgs(const BenchAllReduceArgs &args) {
   return llvm::Error::success();
 }
 
+// A round of timed all-reduces of one size: each call's time and, for Caller::Worker, the part
+// of it the caller spent handing the bucket over (WorkerCommunication::allReduce's return).
+struct Calls {
+  std::vector<double> times, handovers;
+};
+using TimeCalls = std::function<llvm::Expected<Calls>(int repeats)>;
+
+// `repeats` all-reduces of `bytes` through `communication`'s all-reduce thread, each after a
+// barrier and `work` of this thread's own, as timeAllReduces times a direct call: from the
+// handover (a gradient bucket of one tensor, reduced where it lies, as a step's large tensors
+// are) to synchronize()'s return; the first call, untimed, sets the ring's buffers up.
+llvm::Expected<Calls> timeWorkerAllReduces(runtime::job::WorkerCommunication &communication,
+                                           size_t bytes, int repeats,
+                                           std::chrono::microseconds work) {
+  using Clock = std::chrono::steady_clock;
+  const auto ranks = communication.group().size();
+  runtime::Tensor data(ir::DType::F32, {static_cast<int64_t>(std::max<size_t>(1, bytes / 4))});
+  std::fill_n(data.data<float>(), data.numElements(), 1.0f);
+  runtime::Tensor *bucket[] = {&data};
+  Calls calls;
+  for (int i = 0; i <= repeats; ++i) {
+    if (auto e = communication.group().barrier())
+      return std::move(e);
+    // Each rank's share of a global batch of one example per rank.
+    communication.beginStep(i, 1, ranks);
+    if (work.count() > 0)
+      busyFor(work);
+    const auto started = Clock::now();
+    if (auto e = communication.allReduce(ir::kWorkerGroup, 0, bucket))
+      return std::move(e);
+    const auto handed = Clock::now();
+    if (auto e = communication.synchronize())
+      return std::move(e);
+    if (i > 0) {
+      calls.times.push_back(std::chrono::duration<double>(Clock::now() - started).count());
+      calls.handovers.push_back(std::chrono::duration<double>(handed - started).count());
+    }
+  }
+  return calls;
+}
+
 // Repeats of `bytes`, each after `work`, that fill about `seconds`, from rank 0's probe of a
 // few, broadcast so that every rank runs as many.
-llvm::Expected<int64_t> repeatsFor(Collective &group, Ring ring, size_t bytes, double seconds,
+llvm::Expected<int64_t> repeatsFor(Collective &group, const TimeCalls &timeCalls, double seconds,
                                    std::chrono::microseconds work) {
-  auto probe = timeAllReduces(group, ring, bytes, kProbeRepeats, work);
+  auto probe = timeCalls(kProbeRepeats);
   if (!probe)
     return probe.takeError();
-  std::sort(probe->begin(), probe->end());
+  std::vector<double> &times = probe->times;
+  std::sort(times.begin(), times.end());
   const double each =
-      std::max((*probe)[probe->size() / 2] + std::chrono::duration<double>(work).count(), 1e-6);
+      std::max(times[times.size() / 2] + std::chrono::duration<double>(work).count(), 1e-6);
   int64_t repeats = std::max<int64_t>(kProbeRepeats, std::llround(seconds / each));
   if (auto e = group.broadcast(&repeats, sizeof(repeats), 0))
     return std::move(e);
@@ -111,44 +166,51 @@ llvm::Expected<int64_t> repeatsFor(Collective &group, Ring ring, size_t bytes, d
 // all awake can be a hundred times faster than the calls that follow on a loaded machine (4 B
 // rings through namespaces probed at 80 us then took 8 ms a call: the repeats planned for 0.5 s
 // would have taken about 50): the clock bounds the window to a round past `seconds`.
-llvm::Expected<std::vector<double>> timeWindow(Collective &group, Ring ring, size_t bytes,
-                                               int64_t repeats, double seconds,
-                                               std::chrono::microseconds work) {
+llvm::Expected<Calls> timeWindow(Collective &group, const TimeCalls &timeCalls, int64_t repeats,
+                                 double seconds) {
   const int64_t round = std::max<int64_t>(kProbeRepeats, repeats / 20);
   const auto started = std::chrono::steady_clock::now();
-  std::vector<double> times;
+  Calls calls;
   for (;;) {
-    auto some = timeAllReduces(group, ring, bytes, static_cast<int>(round), work);
+    auto some = timeCalls(static_cast<int>(round));
     if (!some)
       return some.takeError();
-    times.insert(times.end(), some->begin(), some->end());
+    calls.times.insert(calls.times.end(), some->times.begin(), some->times.end());
+    calls.handovers.insert(calls.handovers.end(), some->handovers.begin(), some->handovers.end());
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - started;
-    int64_t more = elapsed.count() < seconds && static_cast<int64_t>(times.size()) < repeats;
+    int64_t more = elapsed.count() < seconds && static_cast<int64_t>(calls.times.size()) < repeats;
     if (auto e = group.broadcast(&more, sizeof(more), 0))
       return std::move(e);
     if (!more)
-      return times;
+      return calls;
   }
 }
 
-// {"rank", "bytes", "repeats", "seconds" (their sum), "median_s", "min_s", "max_s"}
-void printTimes(int rank, size_t bytes, std::vector<double> times) {
-  std::sort(times.begin(), times.end());
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+// {"rank", "bytes", "repeats", "seconds" (their sum), "median_s", "min_s", "max_s"}, and
+// "handover_median_s" where the calls were handed to a worker's all-reduce thread.
+void printTimes(int rank, size_t bytes, const Calls &calls) {
   double sum = 0;
-  for (double t : times)
+  for (double t : calls.times)
     sum += t;
   nlohmann::ordered_json line = {{"rank", rank},
                                  {"bytes", bytes},
-                                 {"repeats", times.size()},
+                                 {"repeats", calls.times.size()},
                                  {"seconds", sum},
-                                 {"median_s", times[times.size() / 2]},
-                                 {"min_s", times.front()},
-                                 {"max_s", times.back()}};
+                                 {"median_s", median(calls.times)},
+                                 {"min_s", *std::min_element(calls.times.begin(), calls.times.end())},
+                                 {"max_s", *std::max_element(calls.times.begin(), calls.times.end())}};
+  if (!calls.handovers.empty())
+    line["handover_median_s"] = median(calls.handovers);
   llvm::outs() << line.dump() << "\n";
   llvm::outs().flush();
 }
 
-llvm::Error benchAllReduce(const BenchAllReduceArgs &args, Ring ring,
+llvm::Error benchAllReduce(const BenchAllReduceArgs &args, Ring ring, Caller caller,
                            const std::vector<size_t> &sizes) {
   const auto timeout = std::chrono::milliseconds(std::llround(args.timeout * 1000));
   std::unique_ptr<Coordinator> coordinator;
@@ -178,17 +240,30 @@ llvm::Error benchAllReduce(const BenchAllReduceArgs &args, Ring ring,
   if (!group)
     return group.takeError();
   const std::chrono::microseconds work(args.workMicros);
+  std::unique_ptr<runtime::job::WorkerCommunication> communication;
+  Collective *collective = group->get();
+  if (caller == Caller::Worker)
+    communication = std::make_unique<runtime::job::WorkerCommunication>(args.rank,
+                                                                          std::move(*group), nullptr);
   for (size_t bytes : sizes) {
-    auto repeats = repeatsFor(**group, ring, bytes, args.seconds, work);
+    TimeCalls timeCalls = [&](int repeats) -> llvm::Expected<Calls> {
+      if (communication)
+        return timeWorkerAllReduces(*communication, bytes, repeats, work);
+      auto times = timeAllReduces(*collective, ring, bytes, repeats, work);
+      if (!times)
+        return times.takeError();
+      return Calls{std::move(*times), {}};
+    };
+    auto repeats = repeatsFor(*collective, timeCalls, args.seconds, work);
     if (!repeats)
       return repeats.takeError();
-    auto times = timeWindow(**group, ring, bytes, *repeats, args.seconds, work);
-    if (!times)
-      return times.takeError();
-    printTimes(args.rank, bytes, std::move(*times));
+    auto calls = timeWindow(*collective, timeCalls, *repeats, args.seconds);
+    if (!calls)
+      return calls.takeError();
+    printTimes(args.rank, bytes, *calls);
   }
   // Rank 0 may serve the coordinator: it leaves only once every rank is done.
-  return (*group)->barrier();
+  return collective->barrier();
 }
 
 int runBenchAllReduce(const BenchAllReduceArgs &args) {
@@ -200,7 +275,7 @@ int runBenchAllReduce(const BenchAllReduceArgs &args) {
   auto ring = parseRing(args.ring);
   if (!ring)
     return reportError(ring.takeError());
-  if (auto e = benchAllReduce(args, *ring, *sizes))
+  if (auto e = benchAllReduce(args, ring->first, ring->second, *sizes))
     return reportError(std::move(e));
   return 0;
 }
@@ -233,7 +308,9 @@ void registerBenchAllReduceCommand(CLI::App &app) {
       ->capture_default_str();
   cmd->add_option("--ring", args->ring,
                   "gloo: Gloo's ring (Collective::allReduceSum); weighted: the weighted ring a "
-                  "training step's buckets take, over the group's own connections")
+                  "training step's buckets take, over the group's own connections; worker: that "
+                  "ring handed to a worker's all-reduce thread and waited for, as a step's "
+                  "executor does (each line adds the handover's median, handover_median_s)")
       ->capture_default_str();
   cmd->callback([args]() {
     if (int status = runBenchAllReduce(*args))
