@@ -197,13 +197,14 @@ void printTimes(int rank, size_t bytes, const Calls &calls) {
   double sum = 0;
   for (double t : calls.times)
     sum += t;
-  nlohmann::ordered_json line = {{"rank", rank},
-                                 {"bytes", bytes},
-                                 {"repeats", calls.times.size()},
-                                 {"seconds", sum},
-                                 {"median_s", median(calls.times)},
-                                 {"min_s", *std::min_element(calls.times.begin(), calls.times.end())},
-                                 {"max_s", *std::max_element(calls.times.begin(), calls.times.end())}};
+  nlohmann::ordered_json line = {
+      {"rank", rank},
+      {"bytes", bytes},
+      {"repeats", calls.times.size()},
+      {"seconds", sum},
+      {"median_s", median(calls.times)},
+      {"min_s", *std::min_element(calls.times.begin(), calls.times.end())},
+      {"max_s", *std::max_element(calls.times.begin(), calls.times.end())}};
   if (!calls.handovers.empty())
     line["handover_median_s"] = median(calls.handovers);
   llvm::outs() << line.dump() << "\n";
@@ -243,8 +244,8 @@ llvm::Error benchAllReduce(const BenchAllReduceArgs &args, Ring ring, Caller cal
   std::unique_ptr<runtime::job::WorkerCommunication> communication;
   Collective *collective = group->get();
   if (caller == Caller::Worker)
-    communication = std::make_unique<runtime::job::WorkerCommunication>(args.rank,
-                                                                          std::move(*group), nullptr);
+    communication =
+        std::make_unique<runtime::job::WorkerCommunication>(args.rank, std::move(*group), nullptr);
   for (size_t bytes : sizes) {
     TimeCalls timeCalls = [&](int repeats) -> llvm::Expected<Calls> {
       if (communication)
