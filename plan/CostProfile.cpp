@@ -14,6 +14,7 @@
 #include "ir/OpTable.h"
 #include "support/AtomicFile.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
@@ -357,9 +358,19 @@ llvm::Error parseCommunication(const Reader &r, const Json &root, CostProfile &p
     return e;
   // Optional: profiles written before row calls were timed leave it out (the built-in figure).
   p.ps.secondsPerRow = defaultProfile().ps.secondsPerRow;
-  if (!ps->contains("seconds_per_row"))
+  if (ps->contains("seconds_per_row"))
+    if (auto e = r.number(*ps, "ps", "seconds_per_row", p.ps.secondsPerRow))
+      return e;
+  // Optional: profiles written before concurrent calls were timed leave it out (one at a time).
+  p.ps.serialShare = 1;
+  if (!ps->contains("serial_share"))
     return llvm::Error::success();
-  return r.number(*ps, "ps", "seconds_per_row", p.ps.secondsPerRow);
+  if (auto e = r.number(*ps, "ps", "serial_share", p.ps.serialShare))
+    return e;
+  if (p.ps.serialShare < 0 || p.ps.serialShare > 1)
+    return r.fail("ps.serial_share",
+                  "must be from 0 to 1, got " + llvm::formatv("{0}", p.ps.serialShare).str());
+  return llvm::Error::success();
 }
 
 // Optional: profiles written before the executor's own work was timed leave it out (none).
@@ -546,7 +557,8 @@ std::string profileToJson(const CostProfile &p) {
         {"bytes_per_second", p.ps.bytesPerSecond},
         {"apply_latency", p.ps.applyLatency},
         {"apply_seconds_per_byte", p.ps.applySecondsPerByte},
-        {"seconds_per_row", p.ps.secondsPerRow}}},
+        {"seconds_per_row", p.ps.secondsPerRow},
+        {"serial_share", p.ps.serialShare}}},
       {"data", {{"latency", p.data.latency}, {"seconds_per_byte", p.data.secondsPerByte}}}};
   if (!p.allReduce.rings.empty())
     root["all_reduce"]["rings"] = ringsJson(p.allReduce.rings);

@@ -82,12 +82,18 @@ struct AllReduceCost {
 // row pull's or push's seconds_per_row × its distinct rows on top (the indices, the server's
 // gather or scatter of rows, the client's bookkeeping); and the server's update of what a step's
 // pushes brought: apply_latency + apply_seconds_per_byte × bytes.
+//
+// On loopback a server moves `serial_share` of each message's bytes / bytes_per_second one
+// message at a time, and the rest beside its other messages: `prism calibrate` timed two clients
+// pulling the same variable at once, both done after (1 + serial_share) × one pull alone (1 in
+// profiles written before: one message at a time).
 struct PsCost {
   double latency = 0;
   double bytesPerSecond = 0;
   double applyLatency = 0;
   double applySecondsPerByte = 0;
   double secondsPerRow = 0;
+  double serialShare = 1;
 };
 
 // Assembling a worker's batch at the start of its step (gathering its examples from the data

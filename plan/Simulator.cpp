@@ -582,8 +582,10 @@ private:
   }
   // One message of `bytes` between a worker and a server, sent at `begin`; returns its arrival.
   // Without a link between them (one host, or loopback addresses) it moves at the profile's PS
-  // rate, measured with one client: a server moves one such message at a time, so workers on
-  // one machine pulling from one server wait for each other.
+  // rate, measured with one client: a server moves the profile's serial share of it one message
+  // at a time and the rest beside its other messages, so that workers on one machine pulling
+  // from one server at once wait for each other that much (two at once: the second done after
+  // 1 + serial_share times one's).
   double message(const std::string &from, const std::string &to, double begin, double bytes) {
     const int a = hostOf_[from], b = hostOf_[to];
     const double bandwidth = linkBandwidth(a, b);
@@ -593,7 +595,10 @@ private:
       return begin + bytes / bandwidth;
     const double seconds = bytes / profile_.ps.bytesPerSecond;
     auto server = serving_.find(serving_.count(from) ? from : to);
-    return server != serving_.end() ? server->second.fill(begin, seconds) : begin + seconds;
+    if (server == serving_.end())
+      return begin + seconds;
+    const double serial = seconds * profile_.ps.serialShare;
+    return std::max(begin + seconds, server->second.fill(begin, serial) + (seconds - serial));
   }
 
   // The rows a row pull or push of `v` moves per step (the plan's estimate).

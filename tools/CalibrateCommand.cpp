@@ -10,6 +10,7 @@
 #include <future>
 #include <map>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -414,6 +415,9 @@ llvm::Expected<CallTimes> timePullsAndPushes(int repeats, int64_t &step, const U
   return times;
 }
 
+// The variable two clients pull at once (timeConcurrentPulls): a dense model's weight matrix.
+constexpr size_t kConcurrentBytes = 1 << 20;
+
 // The table of row pulls and pushes: the embedding model's shape (100,000 rows of 64 floats).
 constexpr int64_t kTableRows = 100000, kTableWidth = 64;
 const char *const kTableName = "table";
@@ -505,13 +509,114 @@ runtime::ps::ParameterServerOptions serverOptions(const Workload &w, UpdateTimes
   return options;
 }
 
+// The second client of timeConcurrentPulls, in a process of its own (ChildProcess): it answers
+// "connect ENDPOINT NAME ELEMENTS" (a float32 variable of ELEMENTS on the server at ENDPOINT) with
+// "ok", and each "pull STEP" after kCallGap of its own work with "ok STARTED ENDED", the pull's
+// start and end on this machine's steady clock in nanoseconds; an error with "error MESSAGE".
+ChildProcess::Handler secondClient() {
+  auto client = std::make_shared<std::unique_ptr<runtime::ps::PsClient>>();
+  auto name = std::make_shared<std::string>();
+  return [client, name](const std::string &line) -> std::string {
+    std::istringstream in(line);
+    std::string verb;
+    in >> verb;
+    if (verb == "connect") {
+      std::string endpoint;
+      int64_t elements = 0;
+      in >> endpoint >> *name >> elements;
+      runtime::ps::PsClientOptions options;
+      options.jobToken = "calibrate";
+      options.variables[*name] = {ir::DType::F32, {elements}, {{endpoint, 0, elements}}};
+      auto created = runtime::ps::PsClient::create(options);
+      if (!created)
+        return "error " + llvm::toString(created.takeError());
+      *client = std::move(*created);
+      return "ok";
+    }
+    int64_t step = 0;
+    if (verb != "pull" || !(in >> step) || !*client)
+      return "error expected connect, then pull STEP, got '" + line + "'";
+    runtime::dist::busyFor(kCallGap);
+    const auto started = Clock::now();
+    auto value = (*client)->pull(*name, step);
+    const auto ended = Clock::now();
+    if (!value)
+      return "error " + llvm::toString(value.takeError());
+    auto ns = [](Clock::time_point t) {
+      return std::to_string(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+    };
+    return "ok " + ns(started) + " " + ns(ended);
+  };
+}
+
+// The child's answer to a line: what follows "ok", or its error.
+llvm::Expected<std::string> askChild(ChildProcess &child, const std::string &line) {
+  if (auto e = child.send(line))
+    return std::move(e);
+  auto answer = child.answer(std::chrono::seconds(30));
+  if (!answer)
+    return answer.takeError();
+  if (answer->rfind("ok", 0) != 0)
+    return ir::makeError("the second client: " +
+                         (answer->rfind("error ", 0) == 0 ? answer->substr(6) : *answer));
+  return answer->size() > 3 ? answer->substr(3) : "";
+}
+
+// Two clients pulling `shard` (a dense variable) at once, this process's and `second`'s (a
+// worker's process each, as in a job), each after kCallGap of its own work, in w.repeats + 1
+// rounds (the first sets the second's connection up): the server's serial share, the median
+// round's time from the first pull's start to the later one's end over `alone` (one pull's
+// median), less one, within [0, 1] (plan::PsCost).
+llvm::Expected<double> timeConcurrentPulls(const Workload &w, ChildProcess &second,
+                                           const std::string &endpoint,
+                                           runtime::ps::PsClient &first,
+                                           const runtime::ps::PsShard &shard, int64_t step,
+                                           double alone) {
+  if (auto connected = askChild(second, "connect " + endpoint + " " + shard.name + " " +
+                                            std::to_string(shard.rowEnd));
+      !connected)
+    return connected.takeError();
+  std::vector<double> both;
+  for (int i = 0; i <= w.repeats; ++i) {
+    if (auto e = second.send("pull " + std::to_string(step)))
+      return std::move(e);
+    runtime::dist::busyFor(kCallGap);
+    const auto started = Clock::now();
+    auto value = first.pull(shard.name, step);
+    const auto ended = Clock::now();
+    if (!value)
+      return value.takeError();
+    auto answer = second.answer(std::chrono::seconds(30));
+    if (!answer)
+      return answer.takeError();
+    std::istringstream in(*answer);
+    std::string ok;
+    int64_t theirStart = 0, theirEnd = 0;
+    if (!(in >> ok >> theirStart >> theirEnd) || ok != "ok")
+      return ir::makeError("the second client: " + *answer);
+    const auto since = [](Clock::time_point t) {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+    };
+    if (i > 0)
+      both.push_back(static_cast<double>(std::max(since(ended), theirEnd) -
+                                         std::min(since(started), theirStart)) *
+                     1e-9);
+  }
+  if (both.empty() || !(alone > 0))
+    return 1.0;
+  return std::clamp(median(both) / alone - 1, 0.0, 1.0);
+}
+
 // The calibration's parameter server on 127.0.0.1, in `server`'s process, and one worker's
 // client here. Each step pulls a variable and pushes its gradient (the push returns once the
 // server applied it, so its time less the apply is the call's); then each step pulls and pushes
-// distinct random rows of the table. Adds call samples to `calls`, update samples to `applies`
-// and row calls to `rowCalls` (their rows as flops).
-llvm::Error timeParameterServer(const Workload &w, ServerProcess &server, Samples &calls,
-                                Samples &applies, Samples &rowCalls) {
+// distinct random rows of the table; before those, two clients pull the variable of
+// kConcurrentBytes at once (timeConcurrentPulls). Adds call samples to `calls`, update samples to
+// `applies` and row calls to `rowCalls` (their rows as flops); sets `serialShare`.
+llvm::Error timeParameterServer(const Workload &w, ServerProcess &server, ChildProcess &second,
+                                Samples &calls, Samples &applies, Samples &rowCalls,
+                                double &serialShare) {
   using namespace runtime::ps;
   auto endpoint = server.start(std::chrono::seconds(30));
   if (!endpoint)
@@ -526,6 +631,7 @@ llvm::Error timeParameterServer(const Workload &w, ServerProcess &server, Sample
   if (!client)
     return client.takeError();
   int64_t step = 0;
+  std::pair<const PsShard *, double> concurrent = {nullptr, 0}; // the shard, one pull's median
   for (const PsShard &shard : shards) {
     if (shard.name == kTableName)
       continue;
@@ -542,6 +648,16 @@ llvm::Error timeParameterServer(const Workload &w, ServerProcess &server, Sample
       applies.push_back({0, bytes, seconds});
     calls.push_back({0, bytes, median(times->pulls)});
     calls.push_back({0, bytes, median(times->pushes)});
+    if (static_cast<size_t>(bytes) == kConcurrentBytes)
+      concurrent = {&shard, median(times->pulls)};
+  }
+  serialShare = 1;
+  if (concurrent.first) {
+    auto share = timeConcurrentPulls(w, second, *endpoint, **client, *concurrent.first, step,
+                                     concurrent.second);
+    if (!share)
+      return share.takeError();
+    serialShare = *share;
   }
   return timeRowCalls(w, **client, server.updates(), step, rowCalls);
 }
@@ -612,6 +728,9 @@ llvm::Expected<plan::CostProfile> calibrate(const CalibrateArgs &args, const Lin
       ServerProcess::fork([w](UpdateTimes &updates) { return serverOptions(w, updates); });
   if (!server)
     return server.takeError();
+  auto second = ChildProcess::fork(secondClient);
+  if (!second)
+    return second.takeError();
   plan::CostProfile profile;
   profile.host = hostName();
   profile.cpu = cpuModel();
@@ -629,13 +748,19 @@ llvm::Expected<plan::CostProfile> calibrate(const CalibrateArgs &args, const Lin
     return ir::withContext(std::move(e), "timing all-reduces' passes");
   log << llvm::format("  all-reduce %27.2f s\n", seconds(Clock::now() - started));
   started = Clock::now();
-  if (auto e = timeParameterServer(w, **server, calls, applies, rowCalls))
+  double serialShare = 1;
+  if (auto e = timeParameterServer(w, **server, **second, calls, applies, rowCalls, serialShare))
     return ir::withContext(std::move(e), "timing a parameter server");
-  server->reset(); // the child stops
+  server->reset(); // the children stop
+  second->reset();
   const plan::AllReduceCost call = plan::fitLatencyPerByte(calls);
   const plan::AllReduceCost apply = plan::fitLatencyPerByte(applies);
-  profile.ps = {call.latency, call.secondsPerByte > 0 ? 1 / call.secondsPerByte : 1e12,
-                apply.latency, apply.secondsPerByte, plan::fitSecondsPerRow(rowCalls, call)};
+  profile.ps = {call.latency,
+                call.secondsPerByte > 0 ? 1 / call.secondsPerByte : 1e12,
+                apply.latency,
+                apply.secondsPerByte,
+                plan::fitSecondsPerRow(rowCalls, call),
+                serialShare};
   log << llvm::format("  parameter server %21.2f s\n", seconds(Clock::now() - started));
   started = Clock::now();
   auto batches = timeBatches(w);
@@ -687,7 +812,8 @@ int runCalibrate(const CalibrateArgs &args) {
       "wrote %s in %.1f s: %zu kernel families, %zu ops timed as they are, all-reduce %.1f us "
       "(%.1f after work) + "
       "%.3f ns/B (staging %.3f ns/B a pass, %.3f within %.0f KiB), ps call %.1f us at %.0f "
-      "MB/s + %.2f us a row, batches %.1f us + %.3f ns/B, the executor %.1f us a step + %.2f us "
+      "MB/s + %.2f us a row (two at once %.2fx one), batches %.1f us + %.3f ns/B, the executor "
+      "%.1f us a step + %.2f us "
       "an op",
       output.c_str(), seconds(Clock::now() - started), profile->kernels.size() + 1,
       profile->ops.size(), profile->allReduce.latency * 1e6, profile->allReduce.wakeLatency * 1e6,
@@ -695,7 +821,7 @@ int runCalibrate(const CalibrateArgs &args) {
       profile->allReduce.warmStagingSecondsPerByte * 1e9,
       profile->allReduce.warmStagingBytes / 1024, profile->ps.latency * 1e6,
       profile->ps.bytesPerSecond / 1e6, profile->ps.secondsPerRow * 1e6,
-      profile->data.latency * 1e6, profile->data.secondsPerByte * 1e9,
+      1 + profile->ps.serialShare, profile->data.latency * 1e6, profile->data.secondsPerByte * 1e9,
       profile->executor.stepLatency * 1e6, profile->executor.opLatency * 1e6);
   if (!profile->allReduce.rings.empty()) {
     const double largest = profile->allReduce.rings.back().first;

@@ -67,4 +67,34 @@ private:
   UpdateTimes *updates_; // shared memory, mapped before the fork
 };
 
+// A child process forked before the calibration starts threads or gRPC, which answers each
+// line the parent sends with the line `handle` returns (built in the child, where it may hold
+// state: a PS client of its own), until the parent closes the pipe between them or exits. Two
+// PS clients in one process pulling a 1 MB variable at once took 2.1x one pull (their calls
+// share the process's gRPC threads); a second client here meets the server as a second
+// worker's process does.
+class ChildProcess {
+public:
+  using Handler = std::function<std::string(const std::string &line)>;
+  // Forks the child now; `handler()` builds its handler there, before the first line.
+  static llvm::Expected<std::unique_ptr<ChildProcess>> fork(std::function<Handler()> handler);
+  // Stops the child and waits for it (at most 10 s, then kills it).
+  ~ChildProcess();
+  ChildProcess(const ChildProcess &) = delete;
+  ChildProcess &operator=(const ChildProcess &) = delete;
+
+  // Sends `line` (no newline in it); send() returns once it is written, answer() reads the
+  // child's answer, waiting at most `timeout`.
+  llvm::Error send(const std::string &line);
+  llvm::Expected<std::string> answer(std::chrono::milliseconds timeout);
+
+private:
+  ChildProcess(pid_t child, int command, int reply)
+      : child_(child), command_(command), reply_(reply) {}
+
+  pid_t child_;
+  int command_; // the parent's end of the pipe the child reads: closing it stops the child
+  int reply_;   // the parent's end of the pipe the child answers on
+};
+
 } // namespace prism::tools

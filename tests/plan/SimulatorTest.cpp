@@ -667,6 +667,27 @@ TEST(Simulator, SynchronousServerUpdatesOnceForAllPushes) {
   EXPECT_NEAR(task(p, "ps:0").computeSeconds, 1.5 * kMs, 1e-12);
 }
 
+// The same with the server moving half of each message one at a time (ps.serial_share 0.5): the
+// pulls' answers (1 ms each) hold the server 1–1.5 and 1.5–2 and end at 2 and 2.5, so worker 1's
+// matmuls run 2.5–6.5; the pushes, sent at 6 and 6.5, hold it 6.5–7 and 7–7.5 and arrive at 8 and
+// 8.5 (the server's 0.5 ms included); the update 8.5–10. With no share (0), both pulls end at 2,
+// both pushes arrive at 8, and the update ends at 9.5.
+TEST(Simulator, ServerMovesItsSerialShareOfAMessageOneAtATime) {
+  auto worker = program(kPulledAndPushed);
+  CostProfile profile = syntheticProfile();
+  profile.ps.serialShare = 0.5;
+  auto p = simulateStep(makePlan(2, 1), *worker, profile);
+  ASSERT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+  EXPECT_NEAR(p->stepSeconds, 10 * kMs, 1e-12);
+  EXPECT_NEAR(task(*p, "worker:0").communicationSeconds, 4 * kMs, 1e-12);
+  EXPECT_NEAR(task(*p, "worker:1").communicationSeconds, 4.5 * kMs, 1e-12);
+  profile.ps.serialShare = 0;
+  p = simulateStep(makePlan(2, 1), *worker, profile);
+  ASSERT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+  EXPECT_NEAR(p->stepSeconds, 9.5 * kMs, 1e-12);
+  EXPECT_NEAR(task(*p, "worker:1").communicationSeconds, 4 * kMs, 1e-12);
+}
+
 // A worker that pulls rows of w (its table) and pushes their gradient.
 constexpr const char *kRowsPulledAndPushed =
     "  %rows = ps_pull_rows(w, y) : f32[B, 2]\n"
@@ -1150,6 +1171,27 @@ TEST(CostProfile, SecondsPerRowIsOptional) {
   auto read = parseProfile(json.dump(), "old.json");
   ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
   EXPECT_EQ(read->ps.secondsPerRow, defaultProfile().ps.secondsPerRow);
+}
+
+// A profile written before concurrent calls were timed moves one message at a time (serial
+// share 1); a share outside [0, 1] is an error naming the field and the value.
+TEST(CostProfile, SerialShareRoundTripsAndIsOptional) {
+  CostProfile p = syntheticProfile();
+  p.ps.serialShare = 0.25;
+  auto read = parseProfile(profileToJson(p), "p.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->ps.serialShare, 0.25);
+  nlohmann::json json = nlohmann::json::parse(profileToJson(p));
+  json["ps"]["serial_share"] = 1.5;
+  EXPECT_NE(errorOf(json.dump())
+                .find("bad.json: field 'ps.serial_share': must be from 0 to 1, "
+                      "got 1.5"),
+            std::string::npos)
+      << errorOf(json.dump());
+  json["ps"].erase("serial_share");
+  read = parseProfile(json.dump(), "old.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->ps.serialShare, 1);
 }
 
 // A ring's seconds per byte from the sizes it was timed at: the fit's below the smallest and with

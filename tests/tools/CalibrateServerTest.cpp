@@ -1,7 +1,12 @@
 // The calibration's parameter server in a child process: calls reach it from this process, its
 // update times come back through shared memory once a push returns, a server that cannot start
-// is an error carrying the child's message, and a child never asked to start goes away.
+// is an error carrying the child's message, and a child never asked to start goes away. A child
+// process of lines (the second client of the concurrent pulls) answers each line in its own
+// process, keeps its state between lines, pulls from the server with gRPC of its own, and an
+// answer that does not come in time is an error saying so.
 #include <gtest/gtest.h>
+
+#include <thread>
 
 #include <unistd.h>
 
@@ -10,6 +15,7 @@
 
 using namespace prism;
 using namespace prism::runtime;
+using prism::tools::ChildProcess;
 using prism::tools::ServerProcess;
 using prism::tools::UpdateTimes;
 
@@ -47,6 +53,27 @@ TEST(CalibrateServer, ServesFromAChildProcessAndReportsItsUpdates) {
     return options;
   });
   ASSERT_TRUE(bool(failing)) << llvm::toString(failing.takeError());
+  auto child = ChildProcess::fork([] {
+    auto lines = std::make_shared<int>(0);
+    return [lines](const std::string &line) -> std::string {
+      ++*lines;
+      if (line == "pid")
+        return std::to_string(::getpid()) + " after " + std::to_string(*lines) + " lines";
+      if (line == "sleep") {
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        return "awake";
+      }
+      ps::PsClientOptions options;
+      options.jobToken = "test";
+      options.variables["v"] = {ir::DType::F32, {4}, {{line, 0, 4}}};
+      auto client = ps::PsClient::create(options);
+      if (!client)
+        return "error " + llvm::toString(client.takeError());
+      auto value = (*client)->pull("v", 0);
+      return value ? std::to_string(value->data<float>()[3]) : llvm::toString(value.takeError());
+    };
+  });
+  ASSERT_TRUE(bool(child)) << llvm::toString(child.takeError());
   auto idle = ServerProcess::fork(serverOf);
   ASSERT_TRUE(bool(idle)) << llvm::toString(idle.takeError());
   idle->reset(); // never started: the child leaves when its pipe closes
@@ -68,6 +95,28 @@ TEST(CalibrateServer, ServesFromAChildProcessAndReportsItsUpdates) {
   ASSERT_EQ(updates.count(), 1);
   EXPECT_GT(updates.at(0), 0);
   EXPECT_NE(updates.at(0), static_cast<double>(::getpid()));
+
+  auto ask = [&](const std::string &line, std::chrono::milliseconds timeout) {
+    EXPECT_FALSE(bool((*child)->send(line)));
+    return (*child)->answer(timeout);
+  };
+  auto answer = ask("pid", std::chrono::seconds(30));
+  ASSERT_TRUE(bool(answer)) << llvm::toString(answer.takeError());
+  EXPECT_NE(*answer, std::to_string(::getpid()) + " after 1 lines");
+  EXPECT_NE(answer->find(" after 1 lines"), std::string::npos) << *answer;
+  answer = ask(*endpoint, std::chrono::seconds(30));
+  ASSERT_TRUE(bool(answer)) << llvm::toString(answer.takeError());
+  EXPECT_EQ(*answer, "4.000000");
+  answer = ask("pid", std::chrono::seconds(30));
+  ASSERT_TRUE(bool(answer)) << llvm::toString(answer.takeError());
+  EXPECT_NE(answer->find(" after 3 lines"), std::string::npos) << *answer;
+  answer = ask("sleep", std::chrono::milliseconds(100));
+  ASSERT_FALSE(bool(answer));
+  const std::string late = llvm::toString(answer.takeError());
+  EXPECT_NE(late.find("a calibration's child process did not answer within 100 ms"),
+            std::string::npos)
+      << late;
+  child->reset(); // its pipe closes: it leaves once it answered
 
   auto refused = (*failing)->start(std::chrono::seconds(30));
   ASSERT_FALSE(bool(refused));
