@@ -361,6 +361,13 @@ llvm::Error parseCommunication(const Reader &r, const Json &root, CostProfile &p
   if (ps->contains("seconds_per_row"))
     if (auto e = r.number(*ps, "ps", "seconds_per_row", p.ps.secondsPerRow))
       return e;
+  // Optional, together: profiles written before coalescing was timed leave them out (free).
+  if (ps->contains("coalesce_latency") || ps->contains("coalesce_seconds_per_byte")) {
+    if (auto e = r.number(*ps, "ps", "coalesce_latency", p.ps.coalesceLatency))
+      return e;
+    if (auto e = r.number(*ps, "ps", "coalesce_seconds_per_byte", p.ps.coalesceSecondsPerByte))
+      return e;
+  }
   // Optional: profiles written before concurrent calls were timed leave it out (one at a time).
   p.ps.serialShare = 1;
   if (!ps->contains("serial_share"))
@@ -558,7 +565,9 @@ std::string profileToJson(const CostProfile &p) {
         {"apply_latency", p.ps.applyLatency},
         {"apply_seconds_per_byte", p.ps.applySecondsPerByte},
         {"seconds_per_row", p.ps.secondsPerRow},
-        {"serial_share", p.ps.serialShare}}},
+        {"serial_share", p.ps.serialShare},
+        {"coalesce_latency", p.ps.coalesceLatency},
+        {"coalesce_seconds_per_byte", p.ps.coalesceSecondsPerByte}}},
       {"data", {{"latency", p.data.latency}, {"seconds_per_byte", p.data.secondsPerByte}}}};
   if (!p.allReduce.rings.empty())
     root["all_reduce"]["rings"] = ringsJson(p.allReduce.rings);

@@ -87,6 +87,10 @@ struct AllReduceCost {
 // message at a time, and the rest beside its other messages: `prism calibrate` timed two clients
 // pulling the same variable at once, both done after (1 + serial_share) × one pull alone (1 in
 // profiles written before: one message at a time).
+//
+// A row push's gradient is coalesced on the worker's compute thread as its op runs (each row id
+// once, its rows summed: ps::coalesceRows): coalesce_latency + coalesce_seconds_per_byte × the
+// bytes of the rows in, duplicates included (0 in profiles written before: free).
 struct PsCost {
   double latency = 0;
   double bytesPerSecond = 0;
@@ -94,6 +98,8 @@ struct PsCost {
   double applySecondsPerByte = 0;
   double secondsPerRow = 0;
   double serialShare = 1;
+  double coalesceLatency = 0;
+  double coalesceSecondsPerByte = 0;
 };
 
 // Assembling a worker's batch at the start of its step (gathering its examples from the data

@@ -654,12 +654,42 @@ private:
     return onCores(task, from, (profile_.ps.latency + rows * profile_.ps.secondsPerRow) / 2);
   }
 
+  // The bytes of the rows a row push's gradient (`op`'s second operand) holds before it is
+  // coalesced: one row of its table's width per index of the gather_grad that computed it
+  // (duplicates included), 0 where it is not one's.
+  double rowsInBytes(const ir::Op &op) const {
+    if (op.numOperands() < 2 || !op.operand(1)->hasType())
+      return 0;
+    const ir::Op *grad = op.operand(1)->definingOp();
+    if (!grad || grad->name() != "gather_grad" || grad->numOperands() < 2 ||
+        !grad->operand(1)->hasType())
+      return 0;
+    const ir::TensorType &table = op.operand(1)->type();
+    if (table.dims.empty() || table.dims.front() <= 0)
+      return 0;
+    const double rowBytes = static_cast<double>(table.numElements(localBatch_) /
+                                                table.dims.front() * ir::dtypeBytes(table.dtype));
+    return static_cast<double>(grad->operand(1)->type().numElements(localBatch_)) * rowBytes;
+  }
+
   // A pull is a call the worker waits for (its shards' tasks answer in parallel); the step's
-  // whole variables come in the call of its first such pull. A push only records the gradient,
-  // which the step's one push call sends at the end.
+  // whole variables come in the call of its first such pull. A push records the gradient, which
+  // the step's one push call sends at the end; a row push coalesces its rows first, on the
+  // compute thread (a CPU worker's: the profile's coalesce figures, slowed as its kernels are).
   void psOp(size_t r, const ir::Op &op, PsTransfer transfer, const Variable &v) {
     Timeline &t = timelines_[r];
-    const double begin = std::max(t.compute, readyOf(t, op));
+    double begin = std::max(t.compute, readyOf(t, op));
+    if (transfer == PsTransfer::PushRows && !t.gpu &&
+        (profile_.ps.coalesceLatency > 0 || profile_.ps.coalesceSecondsPerByte > 0)) {
+      const double seconds =
+          (profile_.ps.coalesceLatency + profile_.ps.coalesceSecondsPerByte * rowsInBytes(op)) *
+          t.slowdown;
+      if (options_.spans)
+        span(t.prediction.task, "ops", ir::opSpanName(op), "op", begin, begin + seconds);
+      begin += seconds;
+      t.compute = begin;
+      t.prediction.computeSeconds += seconds;
+    }
     if (transfer == PsTransfer::Push || transfer == PsTransfer::PushRows) {
       auto factor = updates_.rowUpdateFactor.find(v.name());
       const double applied =

@@ -35,6 +35,7 @@
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/Trace.h"
 #include "runtime/job/JobOptions.h"
+#include "runtime/ps/GradientAggregator.h"
 #include "runtime/ps/ParameterServer.h"
 #include "runtime/ps/PsClient.h"
 #include "tools/CalibrateLinks.h"
@@ -426,6 +427,31 @@ const char *const kTableName = "table";
 // count of w.psRows, distinct rows drawn at random anew each time (a step's rows are seldom the
 // last step's), the median of w.repeats pulls and of as many pushes (timePullsAndPushes).
 // Samples carry the rows as flops and the bytes each way.
+// A row push's coalescing on the worker (ps::coalesceRows), for each count of w.psRows rows in:
+// ids drawn at random from as many (about two in three distinct, as a step's Zipf ids of the
+// embedding model are about half), the median of w.repeats, against the rows' bytes in.
+Samples timeCoalescing(const Workload &w) {
+  std::mt19937_64 gen(17);
+  Samples samples;
+  for (int64_t rows : w.psRows) {
+    runtime::Tensor gradient(ir::DType::F32, {rows, kTableWidth});
+    std::fill_n(gradient.data<float>(), gradient.numElements(), 1e-3f);
+    runtime::Tensor indices(ir::DType::I64, {rows});
+    std::vector<double> times;
+    for (int i = 0; i < w.repeats; ++i) {
+      for (int64_t k = 0; k < rows; ++k)
+        indices.data<int64_t>()[k] = static_cast<int64_t>(gen() % static_cast<uint64_t>(rows));
+      const auto started = Clock::now();
+      runtime::ps::ShardGradient coalesced = runtime::ps::coalesceRows(indices, gradient);
+      times.push_back(seconds(Clock::now() - started));
+      if (coalesced.indices.numElements() > rows) // kept, so the call is not left out
+        return {};
+    }
+    samples.push_back({0, static_cast<double>(rows * kTableWidth * 4), median(times)});
+  }
+  return samples;
+}
+
 llvm::Error timeRowCalls(const Workload &w, runtime::ps::PsClient &client,
                          const UpdateTimes &applied, int64_t step, Samples &rowCalls) {
   std::mt19937_64 gen(13);
@@ -755,12 +781,15 @@ llvm::Expected<plan::CostProfile> calibrate(const CalibrateArgs &args, const Lin
   second->reset();
   const plan::AllReduceCost call = plan::fitLatencyPerByte(calls);
   const plan::AllReduceCost apply = plan::fitLatencyPerByte(applies);
+  const plan::AllReduceCost coalesce = plan::fitLatencyPerByte(timeCoalescing(w));
   profile.ps = {call.latency,
                 call.secondsPerByte > 0 ? 1 / call.secondsPerByte : 1e12,
                 apply.latency,
                 apply.secondsPerByte,
                 plan::fitSecondsPerRow(rowCalls, call),
-                serialShare};
+                serialShare,
+                coalesce.latency,
+                coalesce.secondsPerByte};
   log << llvm::format("  parameter server %21.2f s\n", seconds(Clock::now() - started));
   started = Clock::now();
   auto batches = timeBatches(w);
@@ -812,7 +841,8 @@ int runCalibrate(const CalibrateArgs &args) {
       "wrote %s in %.1f s: %zu kernel families, %zu ops timed as they are, all-reduce %.1f us "
       "(%.1f after work) + "
       "%.3f ns/B (staging %.3f ns/B a pass, %.3f within %.0f KiB), ps call %.1f us at %.0f "
-      "MB/s + %.2f us a row (two at once %.2fx one), batches %.1f us + %.3f ns/B, the executor "
+      "MB/s + %.2f us a row (two at once %.2fx one; coalescing rows %.1f us + %.3f ns/B), batches "
+      "%.1f us + %.3f ns/B, the executor "
       "%.1f us a step + %.2f us "
       "an op",
       output.c_str(), seconds(Clock::now() - started), profile->kernels.size() + 1,
@@ -821,8 +851,10 @@ int runCalibrate(const CalibrateArgs &args) {
       profile->allReduce.warmStagingSecondsPerByte * 1e9,
       profile->allReduce.warmStagingBytes / 1024, profile->ps.latency * 1e6,
       profile->ps.bytesPerSecond / 1e6, profile->ps.secondsPerRow * 1e6,
-      1 + profile->ps.serialShare, profile->data.latency * 1e6, profile->data.secondsPerByte * 1e9,
-      profile->executor.stepLatency * 1e6, profile->executor.opLatency * 1e6);
+      1 + profile->ps.serialShare, profile->ps.coalesceLatency * 1e6,
+      profile->ps.coalesceSecondsPerByte * 1e9, profile->data.latency * 1e6,
+      profile->data.secondsPerByte * 1e9, profile->executor.stepLatency * 1e6,
+      profile->executor.opLatency * 1e6);
   if (!profile->allReduce.rings.empty()) {
     const double largest = profile->allReduce.rings.back().first;
     llvm::outs() << llvm::format("; the all-reduce's largest ring %.3f ns/B (%.1f MB a rank)",

@@ -720,6 +720,24 @@ TEST(Simulator, RowCallsCostTheirRows) {
   EXPECT_NEAR(communication(1 * kMs), 11 * kMs, 1e-12);
 }
 
+// A row push coalesces its gradient's rows on the compute thread before the step's push: the
+// gather_grad's 8 indices (the local batch) of rows of 2 floats are 64 bytes in, at 1 ms + 1 ms
+// per 32 bytes 3 ms, which the worker's compute and the step both take on top.
+TEST(Simulator, RowPushCoalescesItsRowsOnTheComputeThread) {
+  auto worker = program(kRowsPulledAndPushed);
+  Plan plan = withRowsPerStep(makePlan(1, 1), 3);
+  CostProfile profile = syntheticProfile();
+  auto before = simulateStep(plan, *worker, profile);
+  ASSERT_TRUE(static_cast<bool>(before)) << llvm::toString(before.takeError());
+  profile.ps.coalesceLatency = 1 * kMs;
+  profile.ps.coalesceSecondsPerByte = 1 * kMs / 32;
+  auto after = simulateStep(plan, *worker, profile);
+  ASSERT_TRUE(static_cast<bool>(after)) << llvm::toString(after.takeError());
+  EXPECT_NEAR(after->stepSeconds - before->stepSeconds, 3 * kMs, 1e-12);
+  EXPECT_NEAR(task(*after, "worker:0").computeSeconds - task(*before, "worker:0").computeSeconds,
+              3 * kMs, 1e-12);
+}
+
 // Two servers hold w's rows 0..2 and 2..4, and answer in parallel. With the rows a step reads
 // spread as the table's are, each serves 1.5 of the 3: a pull 0.5 ms at the worker, 12 B of
 // indices (0.375 ms), 0.5 at the server, 12 B of rows (0.375): 1.75 ms; the push 0.5 + 24 B
@@ -1192,6 +1210,27 @@ TEST(CostProfile, SerialShareRoundTripsAndIsOptional) {
   read = parseProfile(json.dump(), "old.json");
   ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
   EXPECT_EQ(read->ps.serialShare, 1);
+}
+
+// Coalescing's figures round-trip and are optional together (left out: free); one without the
+// other is an error naming the missing field.
+TEST(CostProfile, CoalescingRoundTripsAndIsOptional) {
+  CostProfile p = syntheticProfile();
+  p.ps.coalesceLatency = 2e-6;
+  p.ps.coalesceSecondsPerByte = 1.5e-10;
+  auto read = parseProfile(profileToJson(p), "p.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->ps.coalesceLatency, 2e-6);
+  EXPECT_EQ(read->ps.coalesceSecondsPerByte, 1.5e-10);
+  nlohmann::json json = nlohmann::json::parse(profileToJson(p));
+  json["ps"].erase("coalesce_latency");
+  EXPECT_NE(errorOf(json.dump()).find("ps.coalesce_latency"), std::string::npos)
+      << errorOf(json.dump());
+  json["ps"].erase("coalesce_seconds_per_byte");
+  read = parseProfile(json.dump(), "old.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->ps.coalesceLatency, 0);
+  EXPECT_EQ(read->ps.coalesceSecondsPerByte, 0);
 }
 
 // A ring's seconds per byte from the sizes it was timed at: the fit's below the smallest and with

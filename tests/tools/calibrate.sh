@@ -40,6 +40,8 @@ assert a["warm_staging_bytes"] >= 16384, a
 assert p["ps"]["seconds_per_row"] >= 0, p["ps"]
 # Two clients pulled one variable at once: the share of a message the server moves one at a time.
 assert 0 <= p["ps"]["serial_share"] <= 1, p["ps"]
+# A row push's coalescing was timed: summing rows costs something per byte.
+assert p["ps"]["coalesce_seconds_per_byte"] > 0 and p["ps"]["coalesce_latency"] >= 0, p["ps"]
 # Batches are assembled from a data set in memory: a copy costs something per byte.
 assert p["data"]["seconds_per_byte"] > 0 and p["data"]["latency"] >= 0, p["data"]
 # How steps vary: 21 rising ratios to the median step, the middle one the median's own (the
