@@ -234,8 +234,8 @@ llvm::Expected<std::unique_ptr<ServerProcess>> ServerProcess::fork(Options optio
       ::munmap(shared, sizeof(UpdateTimes));
     return error;
   };
-  if (::pipe2(command, O_CLOEXEC) != 0 || ::pipe2(reply, O_CLOEXEC) != 0)
-    return failed("a pipe to the calibration's parameter server");
+  if (auto e = openPipes(command, reply, "a pipe to the calibration's parameter server"))
+    return std::move(e);
   shared = ::mmap(nullptr, sizeof(UpdateTimes), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                   -1, 0);
   if (shared == MAP_FAILED)
