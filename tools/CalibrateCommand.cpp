@@ -534,6 +534,12 @@ runtime::ps::ParameterServerOptions serverOptions(const Workload &w, UpdateTimes
   return options;
 }
 
+// `t` on the steady clock, in nanoseconds: the same clock in every process of this machine, so
+// the second client's times and this process's compare.
+int64_t sinceEpochNs(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
 // The second client of timeConcurrentPulls, in a process of its own (ChildProcess): it answers
 // "connect ENDPOINT NAME ELEMENTS" (a float32 variable of ELEMENTS on the server at ENDPOINT) with
 // "ok", and each "pull STEP" after kCallGap of its own work with "ok STARTED ENDED", the pull's
@@ -567,11 +573,8 @@ ChildProcess::Handler secondClient() {
     const auto ended = Clock::now();
     if (!value)
       return "error " + llvm::toString(value.takeError());
-    auto ns = [](Clock::time_point t) {
-      return std::to_string(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
-    };
-    return "ok " + ns(started) + " " + ns(ended);
+    return "ok " + std::to_string(sinceEpochNs(started)) + " " +
+           std::to_string(sinceEpochNs(ended));
   };
 }
 
@@ -620,12 +623,9 @@ llvm::Expected<double> timeConcurrentPulls(const Workload &w, ChildProcess &seco
     int64_t theirStart = 0, theirEnd = 0;
     if (!(in >> ok >> theirStart >> theirEnd) || ok != "ok")
       return ir::makeError("the second client: " + *answer);
-    const auto since = [](Clock::time_point t) {
-      return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-    };
     if (i > 0)
-      both.push_back(static_cast<double>(std::max(since(ended), theirEnd) -
-                                         std::min(since(started), theirStart)) *
+      both.push_back(static_cast<double>(std::max(sinceEpochNs(ended), theirEnd) -
+                                         std::min(sinceEpochNs(started), theirStart)) *
                      1e-9);
   }
   if (both.empty() || !(alone > 0))

@@ -154,15 +154,20 @@ void stopChild(pid_t child, int command, int reply) {
   ::close(reply);
 }
 
+// Closes the ends of both pipes that are open (-1: not).
+void closePipes(const int command[2], const int reply[2]) {
+  for (int fd : {command[0], command[1], reply[0], reply[1]})
+    if (fd >= 0)
+      ::close(fd);
+}
+
 // Two close-on-exec pipes: `command` (the parent writes, the child reads) and `reply`; an error
 // closes what was opened.
 llvm::Error openPipes(int command[2], int reply[2], const std::string &what) {
   if (::pipe2(command, O_CLOEXEC) == 0 && ::pipe2(reply, O_CLOEXEC) == 0)
     return llvm::Error::success();
   llvm::Error error = ir::makeError(systemError(what));
-  for (int fd : {command[0], command[1], reply[0], reply[1]})
-    if (fd >= 0)
-      ::close(fd);
+  closePipes(command, reply);
   return error;
 }
 
@@ -176,8 +181,7 @@ llvm::Expected<std::unique_ptr<ChildProcess>> ChildProcess::fork(std::function<H
   const pid_t child = ::fork();
   if (child < 0) {
     llvm::Error error = ir::makeError(systemError("starting a calibration's child process"));
-    for (int fd : {command[0], command[1], reply[0], reply[1]})
-      ::close(fd);
+    closePipes(command, reply);
     return std::move(error);
   }
   if (child == 0) {
@@ -227,9 +231,7 @@ llvm::Expected<std::unique_ptr<ServerProcess>> ServerProcess::fork(Options optio
   void *shared = MAP_FAILED;
   auto failed = [&](const std::string &what) -> llvm::Error {
     llvm::Error error = ir::makeError(systemError(what));
-    for (int fd : {command[0], command[1], reply[0], reply[1]})
-      if (fd >= 0)
-        ::close(fd);
+    closePipes(command, reply);
     if (shared != MAP_FAILED)
       ::munmap(shared, sizeof(UpdateTimes));
     return error;
