@@ -368,6 +368,10 @@ llvm::Error parseCommunication(const Reader &r, const Json &root, CostProfile &p
     if (auto e = r.number(*ps, "ps", "coalesce_seconds_per_byte", p.ps.coalesceSecondsPerByte))
       return e;
   }
+  // Optional: profiles written before repeated ids were timed leave it out (free).
+  if (ps->contains("seconds_per_repeated_row"))
+    if (auto e = r.number(*ps, "ps", "seconds_per_repeated_row", p.ps.secondsPerRepeatedRow))
+      return e;
   // Optional: profiles written before concurrent calls were timed leave it out (one at a time).
   p.ps.serialShare = 1;
   if (!ps->contains("serial_share"))
@@ -567,7 +571,8 @@ std::string profileToJson(const CostProfile &p) {
         {"seconds_per_row", p.ps.secondsPerRow},
         {"serial_share", p.ps.serialShare},
         {"coalesce_latency", p.ps.coalesceLatency},
-        {"coalesce_seconds_per_byte", p.ps.coalesceSecondsPerByte}}},
+        {"coalesce_seconds_per_byte", p.ps.coalesceSecondsPerByte},
+        {"seconds_per_repeated_row", p.ps.secondsPerRepeatedRow}}},
       {"data", {{"latency", p.data.latency}, {"seconds_per_byte", p.data.secondsPerByte}}}};
   if (!p.allReduce.rings.empty())
     root["all_reduce"]["rings"] = ringsJson(p.allReduce.rings);

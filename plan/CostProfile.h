@@ -90,7 +90,10 @@ struct AllReduceCost {
 //
 // A row push's gradient is coalesced on the worker's compute thread as its op runs (each row id
 // once, its rows summed: ps::coalesceRows): coalesce_latency + coalesce_seconds_per_byte × the
-// bytes of the rows in, duplicates included (0 in profiles written before: free).
+// bytes of the rows in, duplicates included (0 in profiles written before: free). A row pull
+// asking for an id more than once (a step's ids repeat) costs seconds_per_repeated_row for each
+// id beyond its distinct rows, on the worker (the client sorts every id asked for and copies a
+// row per id; 0 in profiles written before).
 struct PsCost {
   double latency = 0;
   double bytesPerSecond = 0;
@@ -100,6 +103,7 @@ struct PsCost {
   double serialShare = 1;
   double coalesceLatency = 0;
   double coalesceSecondsPerByte = 0;
+  double secondsPerRepeatedRow = 0;
 };
 
 // Assembling a worker's batch at the start of its step (gathering its examples from the data

@@ -724,6 +724,14 @@ private:
       t.prediction.bytesReceived += traffic.fromPs;
       moved += traffic.toPs + traffic.fromPs;
     }
+    // A CPU worker's client asks for each id once and copies a row per id asked for: the ids
+    // beyond the rows it moves cost the profile's seconds_per_repeated_row each.
+    if (transfer == PsTransfer::PullRows && !t.gpu && profile_.ps.secondsPerRepeatedRow > 0 &&
+        op.numOperands() > 1 && op.operand(1)->hasType()) {
+      const auto ids = static_cast<double>(op.operand(1)->type().numElements(localBatch_));
+      end +=
+          std::max(0.0, ids - rowsOf(transfer, v)) * profile_.ps.secondsPerRepeatedRow * t.slowdown;
+    }
     t.compute = end;
     t.prediction.communicationSeconds += end - begin;
     setResults(t, op, end);

@@ -450,9 +450,11 @@ Samples timeCoalescing(const Workload &w) {
 // Row pulls and pushes of the table (kTableName) through `client`, from `step` on: for each
 // count of w.psRows, distinct rows drawn at random anew each time (a step's rows are seldom the
 // last step's), the median of w.repeats pulls and of as many pushes (timePullsAndPushes).
-// Samples carry the rows as flops and the bytes each way.
+// Samples carry the rows as flops and the bytes each way. Then as many pulls asking for each of
+// the rows twice: `repeatedRows` gets each count's rows and what the median pull took more.
 llvm::Error timeRowCalls(const Workload &w, runtime::ps::PsClient &client,
-                         const UpdateTimes &applied, int64_t step, Samples &rowCalls) {
+                         const UpdateTimes &applied, int64_t step, Samples &rowCalls,
+                         std::vector<std::pair<double, double>> &repeatedRows) {
   std::mt19937_64 gen(13);
   std::vector<int64_t> order(static_cast<size_t>(kTableRows));
   for (size_t i = 0; i < order.size(); ++i)
@@ -479,6 +481,23 @@ llvm::Error timeRowCalls(const Workload &w, runtime::ps::PsClient &client,
       return times.takeError();
     rowCalls.push_back({static_cast<double>(rows), bytes, median(times->pulls)});
     rowCalls.push_back({static_cast<double>(rows), bytes, median(times->pushes)});
+    // The same count of distinct rows, each id asked for twice in a shuffled order, as a step's
+    // ids repeat: the client sorts them all, asks for each row once and copies one per id.
+    runtime::Tensor twice(ir::DType::I64, {2 * rows});
+    int64_t *ids = twice.data<int64_t>();
+    std::vector<double> repeated;
+    for (int i = 0; i < w.repeats; ++i) {
+      draw();
+      std::copy_n(indices.data<int64_t>(), rows, ids);
+      std::copy_n(indices.data<int64_t>(), rows, ids + rows);
+      std::shuffle(ids, ids + 2 * rows, gen);
+      double took = 0;
+      auto pulled = afterWork([&] { return client.pullRows(kTableName, twice, step); }, took);
+      if (!pulled)
+        return pulled.takeError();
+      repeated.push_back(took);
+    }
+    repeatedRows.push_back({static_cast<double>(rows), median(repeated) - median(times->pulls)});
   }
   return llvm::Error::success();
 }
@@ -637,11 +656,14 @@ llvm::Expected<double> timeConcurrentPulls(const Workload &w, ChildProcess &seco
 // client here. Each step pulls a variable and pushes its gradient (the push returns once the
 // server applied it, so its time less the apply is the call's); then each step pulls and pushes
 // distinct random rows of the table; before those, two clients pull the variable of
-// kConcurrentBytes at once (timeConcurrentPulls). Adds call samples to `calls`, update samples to
-// `applies` and row calls to `rowCalls` (their rows as flops); sets `serialShare`.
+// kConcurrentBytes at once (timeConcurrentPulls).
+struct PsTimes {
+  Samples calls, applies, rowCalls; // the row calls' rows as flops
+  double serialShare = 1;
+  std::vector<std::pair<double, double>> repeatedRows; // timeRowCalls
+};
 llvm::Error timeParameterServer(const Workload &w, ServerProcess &server, ChildProcess &second,
-                                Samples &calls, Samples &applies, Samples &rowCalls,
-                                double &serialShare) {
+                                PsTimes &out) {
   using namespace runtime::ps;
   auto endpoint = server.start(std::chrono::seconds(30));
   if (!endpoint)
@@ -670,21 +692,20 @@ llvm::Error timeParameterServer(const Workload &w, ServerProcess &server, ChildP
     if (!times)
       return times.takeError();
     for (double seconds : times->applies)
-      applies.push_back({0, bytes, seconds});
-    calls.push_back({0, bytes, median(times->pulls)});
-    calls.push_back({0, bytes, median(times->pushes)});
+      out.applies.push_back({0, bytes, seconds});
+    out.calls.push_back({0, bytes, median(times->pulls)});
+    out.calls.push_back({0, bytes, median(times->pushes)});
     if (static_cast<size_t>(bytes) == kConcurrentBytes)
       concurrent = {&shard, median(times->pulls)};
   }
-  serialShare = 1;
   if (concurrent.first) {
     auto share = timeConcurrentPulls(w, second, *endpoint, **client, *concurrent.first, step,
                                      concurrent.second);
     if (!share)
       return share.takeError();
-    serialShare = *share;
+    out.serialShare = *share;
   }
-  return timeRowCalls(w, **client, server.updates(), step, rowCalls);
+  return timeRowCalls(w, **client, server.updates(), step, out.rowCalls, out.repeatedRows);
 }
 
 // Assembling batches as the trainer does (runtime/data/BatchIterator.h) from a data set of
@@ -763,7 +784,6 @@ llvm::Expected<plan::CostProfile> calibrate(const CalibrateArgs &args, const Lin
   profile.cores = static_cast<int>(std::thread::hardware_concurrency());
   if (auto e = measureKernels(args, w, profile, log))
     return std::move(e);
-  Samples calls, applies, rowCalls;
   auto started = Clock::now();
   auto ring = timeLoopbackRings(w.messageBytes, args.quick);
   if (!ring)
@@ -773,22 +793,30 @@ llvm::Expected<plan::CostProfile> calibrate(const CalibrateArgs &args, const Lin
     return ir::withContext(std::move(e), "timing all-reduces' passes");
   log << llvm::format("  all-reduce %27.2f s\n", seconds(Clock::now() - started));
   started = Clock::now();
-  double serialShare = 1;
-  if (auto e = timeParameterServer(w, **server, **second, calls, applies, rowCalls, serialShare))
+  PsTimes ps;
+  if (auto e = timeParameterServer(w, **server, **second, ps))
     return ir::withContext(std::move(e), "timing a parameter server");
   server->reset(); // the children stop
   second->reset();
-  const plan::AllReduceCost call = plan::fitLatencyPerByte(calls);
-  const plan::AllReduceCost apply = plan::fitLatencyPerByte(applies);
+  const plan::AllReduceCost call = plan::fitLatencyPerByte(ps.calls);
+  const plan::AllReduceCost apply = plan::fitLatencyPerByte(ps.applies);
+  // What a pull took more per id asked for again: over the counts, their extra time over their
+  // rows (the larger counts weigh more), never below 0.
+  double extra = 0, repeated = 0;
+  for (const auto &[rows, seconds] : ps.repeatedRows) {
+    extra += seconds;
+    repeated += rows;
+  }
   const plan::AllReduceCost coalesce = plan::fitLatencyPerByte(timeCoalescing(w));
   profile.ps = {call.latency,
                 call.secondsPerByte > 0 ? 1 / call.secondsPerByte : 1e12,
                 apply.latency,
                 apply.secondsPerByte,
-                plan::fitSecondsPerRow(rowCalls, call),
-                serialShare,
+                plan::fitSecondsPerRow(ps.rowCalls, call),
+                ps.serialShare,
                 coalesce.latency,
-                coalesce.secondsPerByte};
+                coalesce.secondsPerByte,
+                repeated > 0 ? std::max(0.0, extra / repeated) : 0};
   log << llvm::format("  parameter server %21.2f s\n", seconds(Clock::now() - started));
   started = Clock::now();
   auto batches = timeBatches(w);
@@ -840,7 +868,8 @@ int runCalibrate(const CalibrateArgs &args) {
       "wrote %s in %.1f s: %zu kernel families, %zu ops timed as they are, all-reduce %.1f us "
       "(%.1f after work) + "
       "%.3f ns/B (staging %.3f ns/B a pass, %.3f within %.0f KiB), ps call %.1f us at %.0f "
-      "MB/s + %.2f us a row (two at once %.2fx one; coalescing rows %.1f us + %.3f ns/B), batches "
+      "MB/s + %.2f us a row, %.3f us an id asked again (two at once %.2fx one; coalescing rows "
+      "%.1f us + %.3f ns/B), batches "
       "%.1f us + %.3f ns/B, the executor "
       "%.1f us a step + %.2f us "
       "an op",
@@ -850,10 +879,10 @@ int runCalibrate(const CalibrateArgs &args) {
       profile->allReduce.warmStagingSecondsPerByte * 1e9,
       profile->allReduce.warmStagingBytes / 1024, profile->ps.latency * 1e6,
       profile->ps.bytesPerSecond / 1e6, profile->ps.secondsPerRow * 1e6,
-      1 + profile->ps.serialShare, profile->ps.coalesceLatency * 1e6,
-      profile->ps.coalesceSecondsPerByte * 1e9, profile->data.latency * 1e6,
-      profile->data.secondsPerByte * 1e9, profile->executor.stepLatency * 1e6,
-      profile->executor.opLatency * 1e6);
+      profile->ps.secondsPerRepeatedRow * 1e6, 1 + profile->ps.serialShare,
+      profile->ps.coalesceLatency * 1e6, profile->ps.coalesceSecondsPerByte * 1e9,
+      profile->data.latency * 1e6, profile->data.secondsPerByte * 1e9,
+      profile->executor.stepLatency * 1e6, profile->executor.opLatency * 1e6);
   if (!profile->allReduce.rings.empty()) {
     const double largest = profile->allReduce.rings.back().first;
     llvm::outs() << llvm::format("; the all-reduce's largest ring %.3f ns/B (%.1f MB a rank)",

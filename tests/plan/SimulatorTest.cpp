@@ -738,6 +738,23 @@ TEST(Simulator, RowPushCoalescesItsRowsOnTheComputeThread) {
               3 * kMs, 1e-12);
 }
 
+// A row pull asks for the local batch's 8 ids, 3 distinct rows by the estimate: the 5 ids asked
+// again cost 1 ms each (ps.seconds_per_repeated_row) on the worker, 5 ms more in the call.
+TEST(Simulator, RowPullPaysForTheIdsItAsksForAgain) {
+  auto worker = program(kRowsPulledAndPushed);
+  Plan plan = withRowsPerStep(makePlan(1, 1), 3);
+  CostProfile profile = syntheticProfile();
+  auto before = simulateStep(plan, *worker, profile);
+  ASSERT_TRUE(static_cast<bool>(before)) << llvm::toString(before.takeError());
+  profile.ps.secondsPerRepeatedRow = 1 * kMs;
+  auto after = simulateStep(plan, *worker, profile);
+  ASSERT_TRUE(static_cast<bool>(after)) << llvm::toString(after.takeError());
+  EXPECT_NEAR(task(*after, "worker:0").communicationSeconds -
+                  task(*before, "worker:0").communicationSeconds,
+              5 * kMs, 1e-12);
+  EXPECT_NEAR(after->stepSeconds - before->stepSeconds, 5 * kMs, 1e-12);
+}
+
 // Two servers hold w's rows 0..2 and 2..4, and answer in parallel. With the rows a step reads
 // spread as the table's are, each serves 1.5 of the 3: a pull 0.5 ms at the worker, 12 B of
 // indices (0.375 ms), 0.5 at the server, 12 B of rows (0.375): 1.75 ms; the push 0.5 + 24 B
@@ -1210,6 +1227,23 @@ TEST(CostProfile, SerialShareRoundTripsAndIsOptional) {
   read = parseProfile(json.dump(), "old.json");
   ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
   EXPECT_EQ(read->ps.serialShare, 1);
+}
+
+// The repeated ids' figure round-trips and is optional (left out: free).
+TEST(CostProfile, RepeatedRowsRoundTripAndAreOptional) {
+  CostProfile p = syntheticProfile();
+  p.ps.secondsPerRepeatedRow = 9e-8;
+  auto read = parseProfile(profileToJson(p), "p.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->ps.secondsPerRepeatedRow, 9e-8);
+  nlohmann::json json = nlohmann::json::parse(profileToJson(p));
+  json["ps"]["seconds_per_repeated_row"] = -1;
+  EXPECT_NE(errorOf(json.dump()).find("ps.seconds_per_repeated_row"), std::string::npos)
+      << errorOf(json.dump());
+  json["ps"].erase("seconds_per_repeated_row");
+  read = parseProfile(json.dump(), "old.json");
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->ps.secondsPerRepeatedRow, 0);
 }
 
 // Coalescing's figures round-trip and are optional together (left out: free); one without the

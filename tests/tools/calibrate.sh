@@ -42,6 +42,8 @@ assert p["ps"]["seconds_per_row"] >= 0, p["ps"]
 assert 0 <= p["ps"]["serial_share"] <= 1, p["ps"]
 # A row push's coalescing was timed: summing rows costs something per byte.
 assert p["ps"]["coalesce_seconds_per_byte"] > 0 and p["ps"]["coalesce_latency"] >= 0, p["ps"]
+# Row pulls asking for each id twice were timed: an id asked again costs no less than nothing.
+assert p["ps"]["seconds_per_repeated_row"] >= 0, p["ps"]
 # Batches are assembled from a data set in memory: a copy costs something per byte.
 assert p["data"]["seconds_per_byte"] > 0 and p["data"]["latency"] >= 0, p["data"]
 # How steps vary: 21 rising ratios to the median step, the middle one the median's own (the
